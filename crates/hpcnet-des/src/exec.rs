@@ -1,0 +1,1 @@
+//! Rank-program executor (being written).

@@ -1,0 +1,21 @@
+//! hpcnet-des — the discrete-event simulation kernel of hpcnet.
+//!
+//! Everything above this crate (fabric, NICs, message library, workloads) is built on four things
+//! defined here:
+//! - [`SimTime`], [`Bytes`] and [`BitsPerSec`]: integer picosecond time and unit newtypes, so a unit
+//!   slip does not compile;
+//! - [`EventQueue`]: events ordered by (time, insertion sequence), so equal-time events run in the
+//!   order they were scheduled and a run is reproducible;
+//! - [`RngStreams`]: independent random streams derived from the scenario seed and a component id;
+//! - [`stats`]: a statistics registry (name, unit, description) that components push into;
+//! - [`exec`]: a single-threaded executor for async rank programs, woken by simulator events.
+
+pub mod exec;
+pub mod queue;
+pub mod rng;
+pub mod stats;
+pub mod units;
+
+pub use queue::EventQueue;
+pub use rng::RngStreams;
+pub use units::{BitsPerSec, Bytes, SimTime, UnitError};

@@ -1,0 +1,1 @@
+//! Statistics registry (being written).
