@@ -18,4 +18,6 @@ pub mod units;
 
 pub use queue::EventQueue;
 pub use rng::RngStreams;
+pub use exec::{completion, Completion, CompletionSender, Executor, Signal, Sim, SimHandle};
+pub use stats::Registry;
 pub use units::{BitsPerSec, Bytes, SimTime, UnitError};

@@ -4,7 +4,6 @@
 //! component identifier (e.g. "traffic", node 17). Streams are independent of the order in which
 //! components are created, so adding a component never perturbs another's draws.
 
-use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 
 /// The generator type used everywhere in hpcnet.

@@ -1,1 +1,452 @@
-//! Statistics registry (being written).
+//! Statistics registry: named, unit-carrying statistics that components push into.
+//!
+//! A component registers each statistic once, with a name, a unit and a description (as SST
+//! declares its statistics), and keeps the small typed handle it gets back ([`CounterId`],
+//! [`SummaryId`], [`HistId`]). Pushing a value is then an index into a vector, never a string
+//! lookup, so it is cheap enough for per-packet paths. Reports take a [`Registry::report`]
+//! snapshot: one [`StatRecord`] per statistic, in registration order, serialisable to JSON.
+//!
+//! Three kinds:
+//! - **counter**: a `u64` that only grows (packets sent, bytes delivered);
+//! - **summary**: count, sum, min, max and mean of pushed values, in constant memory;
+//! - **histogram**: every sample kept exactly (8 bytes each, fine up to ~10^7 samples), with exact
+//!   percentiles by the nearest-rank definition (see [`percentile_nearest_rank`]). Exact is simpler
+//!   than bucketed estimates and has no bucket-boundary error to explain when comparing against
+//!   published latency distributions.
+//!
+//! Handles are only meaningful for the registry that issued them.
+
+use serde::Serialize;
+use std::collections::HashSet;
+
+/// Errors from registering statistics.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StatsError {
+    #[error("statistic '{0}' is already registered")]
+    Duplicate(String),
+}
+
+/// Handle of a counter statistic.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CounterId(u32);
+/// Handle of a summary statistic.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SummaryId(u32);
+/// Handle of a histogram statistic.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HistId(u32);
+
+/// Name, unit and description of a statistic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Meta {
+    name: String,
+    unit: String,
+    description: String,
+}
+
+/// Where a statistic lives, in registration order.
+#[derive(Copy, Clone, Debug)]
+enum Slot {
+    Counter(u32),
+    Summary(u32),
+    Histogram(u32),
+}
+
+/// Count, sum, min, max of pushed values, in constant memory.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    count: u64,
+    sum: u128,
+    min: u64,
+    max: u64,
+}
+
+impl Summary {
+    #[inline]
+    pub fn push(&mut self, v: u64) {
+        if self.count == 0 {
+            self.min = v;
+            self.max = v;
+        } else {
+            self.min = self.min.min(v);
+            self.max = self.max.max(v);
+        }
+        self.count += 1;
+        self.sum += u128::from(v);
+    }
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+    pub fn sum(&self) -> u128 {
+        self.sum
+    }
+    pub fn min(&self) -> Option<u64> {
+        (self.count > 0).then_some(self.min)
+    }
+    pub fn max(&self) -> Option<u64> {
+        (self.count > 0).then_some(self.max)
+    }
+    pub fn mean(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum as f64 / self.count as f64)
+    }
+    fn values(&self) -> SummaryValues {
+        SummaryValues {
+            count: self.count,
+            sum: self.sum,
+            min: self.min(),
+            max: self.max(),
+            mean: self.mean(),
+        }
+    }
+}
+
+/// Exact samples; sorted lazily when a percentile is asked for.
+#[derive(Clone, Debug, Default)]
+pub struct Histogram {
+    samples: Vec<u64>,
+    summary: Summary,
+    sorted: bool,
+}
+
+impl Histogram {
+    #[inline]
+    pub fn push(&mut self, v: u64) {
+        self.samples.push(v);
+        self.summary.push(v);
+        self.sorted = false;
+    }
+    pub fn summary(&self) -> &Summary {
+        &self.summary
+    }
+    /// The samples, in push order unless a percentile has been computed since the last push.
+    pub fn samples(&self) -> &[u64] {
+        &self.samples
+    }
+    /// Nearest-rank percentile `p` (in percent, 0 < p ≤ 100); `None` when empty. Sorts the
+    /// samples in place the first time after a push.
+    pub fn percentile(&mut self, p: f64) -> Option<u64> {
+        if !self.sorted {
+            self.samples.sort_unstable();
+            self.sorted = true;
+        }
+        percentile_nearest_rank(&self.samples, p)
+    }
+    fn values(&mut self) -> HistogramValues {
+        HistogramValues {
+            summary: self.summary.values(),
+            p50: self.percentile(50.0),
+            p90: self.percentile(90.0),
+            p99: self.percentile(99.0),
+        }
+    }
+}
+
+/// Nearest-rank percentile of sorted `samples`: the smallest sample such that at least `p`
+/// percent of the samples are ≤ it, i.e. the sample of rank ⌈p/100 · n⌉ (1-based, at least 1).
+/// It is always an observed value. For 1..=100, p50 = 50 and p99 = 99. `None` when empty.
+pub fn percentile_nearest_rank(samples: &[u64], p: f64) -> Option<u64> {
+    let n = samples.len();
+    if n == 0 {
+        return None;
+    }
+    let x = p.clamp(0.0, 100.0) * n as f64 / 100.0;
+    // Treat a value within rounding noise of an integer as that integer (99.9 · 1000 / 100 must
+    // give rank 999, not 1000).
+    let rank = if (x - x.round()).abs() <= 1e-9 * x.max(1.0) {
+        x.round()
+    } else {
+        x.ceil()
+    };
+    let rank = (rank as usize).clamp(1, n);
+    Some(samples[rank - 1])
+}
+
+/// Values of a summary in a report. `min`, `max`, `mean` are `null` when nothing was pushed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SummaryValues {
+    pub count: u64,
+    pub sum: u128,
+    pub min: Option<u64>,
+    pub max: Option<u64>,
+    pub mean: Option<f64>,
+}
+
+/// Values of a histogram in a report: its summary plus nearest-rank percentiles.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HistogramValues {
+    #[serde(flatten)]
+    pub summary: SummaryValues,
+    pub p50: Option<u64>,
+    pub p90: Option<u64>,
+    pub p99: Option<u64>,
+}
+
+/// The value part of a [`StatRecord`], tagged by kind.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StatValue {
+    Counter { value: u64 },
+    Summary(SummaryValues),
+    Histogram(HistogramValues),
+}
+
+/// One statistic in a report. Serialises flat, e.g.
+/// `{"name":"nic0.tx_packets","unit":"packets","description":"…","kind":"counter","value":3}`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StatRecord {
+    pub name: String,
+    pub unit: String,
+    pub description: String,
+    #[serde(flatten)]
+    pub value: StatValue,
+}
+
+/// The statistics of one simulation.
+#[derive(Default)]
+pub struct Registry {
+    names: HashSet<String>,
+    order: Vec<Slot>,
+    counters: Vec<(Meta, u64)>,
+    summaries: Vec<(Meta, Summary)>,
+    histograms: Vec<(Meta, Histogram)>,
+}
+
+impl Registry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn claim(&mut self, name: &str, unit: &str, description: &str) -> Result<Meta, StatsError> {
+        if !self.names.insert(name.to_owned()) {
+            return Err(StatsError::Duplicate(name.to_owned()));
+        }
+        Ok(Meta {
+            name: name.to_owned(),
+            unit: unit.to_owned(),
+            description: description.to_owned(),
+        })
+    }
+
+    fn next_index(len: usize) -> u32 {
+        u32::try_from(len).expect("more than 2^32 statistics of one kind")
+    }
+
+    /// Register a counter (starts at 0).
+    pub fn counter(
+        &mut self,
+        name: &str,
+        unit: &str,
+        description: &str,
+    ) -> Result<CounterId, StatsError> {
+        let meta = self.claim(name, unit, description)?;
+        let i = Self::next_index(self.counters.len());
+        self.counters.push((meta, 0));
+        self.order.push(Slot::Counter(i));
+        Ok(CounterId(i))
+    }
+
+    /// Register a summary (count, sum, min, max, mean).
+    pub fn summary(
+        &mut self,
+        name: &str,
+        unit: &str,
+        description: &str,
+    ) -> Result<SummaryId, StatsError> {
+        let meta = self.claim(name, unit, description)?;
+        let i = Self::next_index(self.summaries.len());
+        self.summaries.push((meta, Summary::default()));
+        self.order.push(Slot::Summary(i));
+        Ok(SummaryId(i))
+    }
+
+    /// Register a histogram (exact samples, nearest-rank percentiles).
+    pub fn histogram(
+        &mut self,
+        name: &str,
+        unit: &str,
+        description: &str,
+    ) -> Result<HistId, StatsError> {
+        let meta = self.claim(name, unit, description)?;
+        let i = Self::next_index(self.histograms.len());
+        self.histograms.push((meta, Histogram::default()));
+        self.order.push(Slot::Histogram(i));
+        Ok(HistId(i))
+    }
+
+    #[inline]
+    pub fn add(&mut self, id: CounterId, n: u64) {
+        self.counters[id.0 as usize].1 += n;
+    }
+    #[inline]
+    pub fn incr(&mut self, id: CounterId) {
+        self.add(id, 1);
+    }
+    #[inline]
+    pub fn push(&mut self, id: SummaryId, v: u64) {
+        self.summaries[id.0 as usize].1.push(v);
+    }
+    #[inline]
+    pub fn record(&mut self, id: HistId, v: u64) {
+        self.histograms[id.0 as usize].1.push(v);
+    }
+
+    pub fn counter_value(&self, id: CounterId) -> u64 {
+        self.counters[id.0 as usize].1
+    }
+    pub fn summary_of(&self, id: SummaryId) -> &Summary {
+        &self.summaries[id.0 as usize].1
+    }
+    /// Mutable because percentiles sort the samples lazily.
+    pub fn histogram_of(&mut self, id: HistId) -> &mut Histogram {
+        &mut self.histograms[id.0 as usize].1
+    }
+
+    /// Number of registered statistics.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// Snapshot every statistic, in registration order. Takes `&mut self` because histogram
+    /// percentiles sort the samples in place (once per batch of pushes).
+    pub fn report(&mut self) -> Vec<StatRecord> {
+        let record = |m: &Meta, value| StatRecord {
+            name: m.name.clone(),
+            unit: m.unit.clone(),
+            description: m.description.clone(),
+            value,
+        };
+        let mut out = Vec::with_capacity(self.order.len());
+        for slot in &self.order {
+            out.push(match *slot {
+                Slot::Counter(i) => {
+                    let (m, v) = &self.counters[i as usize];
+                    record(m, StatValue::Counter { value: *v })
+                }
+                Slot::Summary(i) => {
+                    let (m, s) = &self.summaries[i as usize];
+                    record(m, StatValue::Summary(s.values()))
+                }
+                Slot::Histogram(i) => {
+                    let (m, h) = &mut self.histograms[i as usize];
+                    let v = StatValue::Histogram(h.values());
+                    record(m, v)
+                }
+            });
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn register_push_and_read() {
+        let mut r = Registry::new();
+        let c = r.counter("tx", "packets", "packets sent").unwrap();
+        let s = r.summary("lat", "ps", "latency").unwrap();
+        let h = r.histogram("hops", "hops", "path length").unwrap();
+        r.incr(c);
+        r.add(c, 4);
+        for v in [3, 9, 6] {
+            r.push(s, v);
+            r.record(h, v);
+        }
+        assert_eq!(r.counter_value(c), 5);
+        let sum = r.summary_of(s);
+        assert_eq!(
+            (sum.count(), sum.sum(), sum.min(), sum.max()),
+            (3, 18, Some(3), Some(9))
+        );
+        assert_eq!(sum.mean(), Some(6.0));
+        assert_eq!(r.histogram_of(h).percentile(50.0), Some(6));
+        assert_eq!(r.len(), 3);
+    }
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile_nearest_rank(&v, 50.0), Some(50));
+        assert_eq!(percentile_nearest_rank(&v, 99.0), Some(99));
+        assert_eq!(percentile_nearest_rank(&v, 100.0), Some(100));
+        assert_eq!(percentile_nearest_rank(&v, 0.0), Some(1));
+        assert_eq!(percentile_nearest_rank(&v, 0.5), Some(1));
+        assert_eq!(percentile_nearest_rank(&v, 99.5), Some(100));
+        let w: Vec<u64> = (1..=1000).collect();
+        assert_eq!(percentile_nearest_rank(&w, 99.9), Some(999));
+        assert_eq!(
+            percentile_nearest_rank(&[15, 20, 35, 40, 50], 30.0),
+            Some(20)
+        );
+        assert_eq!(
+            percentile_nearest_rank(&[15, 20, 35, 40, 50], 40.0),
+            Some(20)
+        );
+        assert_eq!(percentile_nearest_rank(&[], 50.0), None);
+    }
+
+    #[test]
+    fn histogram_sorts_lazily() {
+        let mut h = Histogram::default();
+        for v in (1..=100).rev() {
+            h.push(v);
+        }
+        assert_eq!(h.percentile(50.0), Some(50));
+        h.push(0);
+        assert_eq!(h.percentile(0.0), Some(0));
+        assert_eq!(h.summary().count(), 101);
+    }
+
+    #[test]
+    fn duplicates_rejected_across_kinds() {
+        let mut r = Registry::new();
+        r.counter("x", "B", "bytes").unwrap();
+        assert_eq!(
+            r.summary("x", "B", "again"),
+            Err(StatsError::Duplicate("x".into()))
+        );
+        assert!(r.histogram("x", "B", "again").is_err());
+        assert!(r.counter("x", "B", "again").is_err());
+        assert_eq!(r.len(), 1);
+        assert_eq!(
+            StatsError::Duplicate("x".into()).to_string(),
+            "statistic 'x' is already registered"
+        );
+    }
+
+    #[test]
+    fn json_shape() {
+        let mut r = Registry::new();
+        let c = r.counter("nic0.tx", "packets", "packets sent").unwrap();
+        let h = r.histogram("lat", "ps", "latency").unwrap();
+        r.add(c, 3);
+        for v in (1..=100).rev() {
+            r.record(h, v);
+        }
+        let json = serde_json::to_value(r.report()).unwrap();
+        let expected = serde_json::json!([
+            {"name": "nic0.tx", "unit": "packets", "description": "packets sent",
+             "kind": "counter", "value": 3},
+            {"name": "lat", "unit": "ps", "description": "latency", "kind": "histogram",
+             "count": 100, "sum": 5050, "min": 1, "max": 100, "mean": 50.5,
+             "p50": 50, "p90": 90, "p99": 99},
+        ]);
+        assert_eq!(json, expected);
+    }
+
+    #[test]
+    fn empty_stats_report_nulls() {
+        let mut r = Registry::new();
+        r.summary("s", "ps", "d").unwrap();
+        r.histogram("h", "ps", "d").unwrap();
+        let rep = r.report();
+        let json = serde_json::to_value(&rep).unwrap();
+        assert_eq!(json[0]["count"], 0);
+        assert!(json[0]["min"].is_null() && json[0]["mean"].is_null());
+        assert!(json[1]["p50"].is_null());
+    }
+}

@@ -127,11 +127,11 @@ impl fmt::Display for SimTime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ps = self.0;
         for (scale, unit) in [(1_000_000_000_000u64, "s"), (1_000_000_000, "ms"), (1_000_000, "us"), (1_000, "ns")] {
-            if ps >= scale && ps % scale == 0 {
+            if ps >= scale && ps.is_multiple_of(scale) {
                 return write!(f, "{} {unit}", ps / scale);
             }
         }
-        if ps >= 1_000 && ps % 100 == 0 {
+        if ps >= 1_000 && ps.is_multiple_of(100) {
             // Exact with one decimal in ns: "12.5 ns".
             return write!(f, "{} ns", ps as f64 / 1e3);
         }
@@ -199,7 +199,7 @@ impl fmt::Display for Bytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
         for (scale, unit) in [(1u64 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")] {
-            if b >= scale && b % scale == 0 {
+            if b >= scale && b.is_multiple_of(scale) {
                 return write!(f, "{} {unit}", b / scale);
             }
         }
