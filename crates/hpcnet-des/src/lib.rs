@@ -16,8 +16,8 @@ pub mod rng;
 pub mod stats;
 pub mod units;
 
+pub use exec::{completion, Completion, CompletionSender, Executor, Signal, Sim, SimHandle};
 pub use queue::EventQueue;
 pub use rng::RngStreams;
-pub use exec::{completion, Completion, CompletionSender, Executor, Signal, Sim, SimHandle};
 pub use stats::Registry;
 pub use units::{BitsPerSec, Bytes, SimTime, UnitError};

@@ -19,7 +19,9 @@ pub struct UnitError(pub String);
 fn split_quantity(s: &str) -> Option<(f64, &str)> {
     let s = s.trim();
     let end = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E' || c == '-' || c == '+'))
+        .find(|c: char| {
+            !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E' || c == '-' || c == '+')
+        })
         .unwrap_or(s.len());
     // 'e' may begin a unit ("e" is not a unit we use, so this only matters for exponents).
     let (num, unit) = s.split_at(end);
@@ -33,7 +35,9 @@ fn split_quantity(s: &str) -> Option<(f64, &str)> {
 fn to_integer(v: f64, scale: f64, what: &str, text: &str) -> Result<u64, UnitError> {
     let x = v * scale;
     if x < 0.0 {
-        return Err(UnitError(format!("{what} must not be negative, got '{text}'")));
+        return Err(UnitError(format!(
+            "{what} must not be negative, got '{text}'"
+        )));
     }
     if x > u64::MAX as f64 / 2.0 {
         return Err(UnitError(format!("{what} '{text}' is too large")));
@@ -126,7 +130,12 @@ impl Div<u64> for SimTime {
 impl fmt::Display for SimTime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ps = self.0;
-        for (scale, unit) in [(1_000_000_000_000u64, "s"), (1_000_000_000, "ms"), (1_000_000, "us"), (1_000, "ns")] {
+        for (scale, unit) in [
+            (1_000_000_000_000u64, "s"),
+            (1_000_000_000, "ms"),
+            (1_000_000, "us"),
+            (1_000, "ns"),
+        ] {
             if ps >= scale && ps.is_multiple_of(scale) {
                 return write!(f, "{} {unit}", ps / scale);
             }
@@ -142,7 +151,11 @@ impl fmt::Display for SimTime {
 impl FromStr for SimTime {
     type Err = UnitError;
     fn from_str(s: &str) -> Result<Self, UnitError> {
-        let bad = || UnitError(format!("expected a time with a unit (ps, ns, us, ms, s), e.g. '20 ns', got '{s}'"));
+        let bad = || {
+            UnitError(format!(
+                "expected a time with a unit (ps, ns, us, ms, s), e.g. '20 ns', got '{s}'"
+            ))
+        };
         let (v, unit) = split_quantity(s).ok_or_else(bad)?;
         let scale = match unit {
             "ps" => 1.0,
@@ -210,7 +223,11 @@ impl fmt::Display for Bytes {
 impl FromStr for Bytes {
     type Err = UnitError;
     fn from_str(s: &str) -> Result<Self, UnitError> {
-        let bad = || UnitError(format!("expected a size with a unit (B, KiB, MiB, GiB), e.g. '64 B', got '{s}'"));
+        let bad = || {
+            UnitError(format!(
+                "expected a size with a unit (B, KiB, MiB, GiB), e.g. '64 B', got '{s}'"
+            ))
+        };
         let (v, unit) = split_quantity(s).ok_or_else(bad)?;
         let scale = match unit {
             "B" | "" => 1.0,
@@ -271,7 +288,11 @@ impl Mul<u64> for BitsPerSec {
 impl fmt::Display for BitsPerSec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        for (scale, unit) in [(1_000_000_000u64, "Gb/s"), (1_000_000, "Mb/s"), (1_000, "kb/s")] {
+        for (scale, unit) in [
+            (1_000_000_000u64, "Gb/s"),
+            (1_000_000, "Mb/s"),
+            (1_000, "kb/s"),
+        ] {
             if b >= scale {
                 let v = b as f64 / scale as f64;
                 return write!(f, "{v} {unit}");
@@ -284,7 +305,11 @@ impl fmt::Display for BitsPerSec {
 impl FromStr for BitsPerSec {
     type Err = UnitError;
     fn from_str(s: &str) -> Result<Self, UnitError> {
-        let bad = || UnitError(format!("expected a rate with a unit (Gb/s, Mb/s, GB/s, MB/s), e.g. '28 Gb/s', got '{s}'"));
+        let bad = || {
+            UnitError(format!(
+                "expected a rate with a unit (Gb/s, Mb/s, GB/s, MB/s), e.g. '28 Gb/s', got '{s}'"
+            ))
+        };
         let (v, unit) = split_quantity(s).ok_or_else(bad)?;
         let scale = match unit {
             "b/s" | "bps" => 1.0,
@@ -327,7 +352,10 @@ macro_rules! serde_via_str {
                         if $allow_int {
                             Ok(<$t>::from_int(v))
                         } else {
-                            Err(E::custom(format!("{v} has no unit; write it as a string with a unit, {}", $expect)))
+                            Err(E::custom(format!(
+                                "{v} has no unit; write it as a string with a unit, {}",
+                                $expect
+                            )))
                         }
                     }
                     fn visit_i64<E: de::Error>(self, v: i64) -> Result<$t, E> {
@@ -337,7 +365,10 @@ macro_rules! serde_via_str {
                         self.visit_u64(v as u64)
                     }
                     fn visit_f64<E: de::Error>(self, v: f64) -> Result<$t, E> {
-                        Err(E::custom(format!("{v} has no unit; write it as a string with a unit, {}", $expect)))
+                        Err(E::custom(format!(
+                            "{v} has no unit; write it as a string with a unit, {}",
+                            $expect
+                        )))
                     }
                 }
                 d.deserialize_any(V)
@@ -386,15 +417,24 @@ mod tests {
     fn parse_sizes_and_rates() {
         assert_eq!("4 KiB".parse::<Bytes>().unwrap(), Bytes(4096));
         assert_eq!("64".parse::<Bytes>().unwrap(), Bytes(64));
-        assert_eq!("28.125 Gb/s".parse::<BitsPerSec>().unwrap(), BitsPerSec(28_125_000_000));
-        assert_eq!("4 GB/s".parse::<BitsPerSec>().unwrap(), BitsPerSec(32_000_000_000));
+        assert_eq!(
+            "28.125 Gb/s".parse::<BitsPerSec>().unwrap(),
+            BitsPerSec(28_125_000_000)
+        );
+        assert_eq!(
+            "4 GB/s".parse::<BitsPerSec>().unwrap(),
+            BitsPerSec(32_000_000_000)
+        );
         assert!("28 ns".parse::<BitsPerSec>().is_err());
     }
 
     #[test]
     fn serialization_time_rounds_up() {
         // 64 B at 8 Gb/s = 64 ns exactly.
-        assert_eq!(BitsPerSec::gbps(8.0).serialization(Bytes(64)), SimTime::from_ns(64));
+        assert_eq!(
+            BitsPerSec::gbps(8.0).serialization(Bytes(64)),
+            SimTime::from_ns(64)
+        );
         // 1 B at 3 b/s rounds up.
         let t = BitsPerSec(3).serialization(Bytes(1));
         assert_eq!(t.0, (8_000_000_000_000u64).div_ceil(3));

@@ -1,0 +1,496 @@
+//! Fabric configuration: links, routers, packets, routing and faults, as read from a scenario's
+//! `[link]`, `[router]`, `[packet]`, `[routing]` and `[faults]` tables.
+//!
+//! Every struct denies unknown keys and documents its defaults; [`FabricConfig::validate`] checks
+//! cross-field constraints against the built topology and names the offending key and both values.
+
+use crate::topology::{PortIdx, RouterId, Shape, Topology};
+use hpcnet_des::{BitsPerSec, Bytes, SimTime};
+use serde::{Deserialize, Serialize};
+
+/// Maximum number of virtual channels per port the model supports.
+pub const MAX_VCS: usize = 8;
+
+/// Line coding of a link; the usable rate is `lanes × lane_rate × efficiency`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Encoding {
+    #[serde(rename = "64b/66b")]
+    #[default]
+    B64B66,
+    #[serde(rename = "8b/10b")]
+    B8B10,
+    #[serde(rename = "128b/130b")]
+    B128B130,
+    #[serde(rename = "none")]
+    None,
+}
+
+impl Encoding {
+    /// Efficiency as a fraction (numerator, denominator).
+    pub fn ratio(self) -> (u64, u64) {
+        match self {
+            Encoding::B64B66 => (64, 66),
+            Encoding::B8B10 => (8, 10),
+            Encoding::B128B130 => (128, 130),
+            Encoding::None => (1, 1),
+        }
+    }
+}
+
+/// How a router forwards a packet arriving on a link.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Switching {
+    /// Virtual cut-through: the head is forwarded as soon as it is routed and the whole packet
+    /// fits downstream.
+    #[default]
+    CutThrough,
+    /// Store-and-forward: the packet is forwarded only after its tail has arrived (the Sunway
+    /// router falls back to this on error-prone links so corrupted packets are not forwarded).
+    StoreAndForward,
+}
+
+fn d_lanes() -> u32 {
+    4
+}
+
+/// `[link]`: every cable of the fabric (router–router and node–router).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkConfig {
+    /// Lanes per direction (default 4).
+    #[serde(default = "d_lanes")]
+    pub lanes: u32,
+    /// Signalling rate of one lane, e.g. "28.125 Gb/s".
+    pub lane_rate: BitsPerSec,
+    /// Line coding (default "64b/66b").
+    #[serde(default)]
+    pub encoding: Encoding,
+    /// Wire + SerDes latency of one traversal, e.g. "20 ns".
+    pub latency: SimTime,
+    /// Switching mode of the receiving router (default "cut_through").
+    #[serde(default)]
+    pub switching: Switching,
+}
+
+impl LinkConfig {
+    /// Usable data rate of the link after line coding.
+    pub fn data_rate(&self) -> BitsPerSec {
+        let (n, d) = self.encoding.ratio();
+        (self.lane_rate * self.lanes as u64).scaled(n, d)
+    }
+}
+
+/// A per-link exception: the link leaving `router` by `port` (both directions).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkOverride {
+    pub router: RouterId,
+    pub port: PortIdx,
+    /// Lanes still working (width renegotiation 4 → 2 → 1).
+    pub lanes: Option<u32>,
+    pub latency: Option<SimTime>,
+    pub switching: Option<Switching>,
+}
+
+/// Output arbitration policy.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Arbitration {
+    #[default]
+    RoundRobin,
+    /// Oldest packet (by creation time) first.
+    Age,
+}
+
+fn d_vcs() -> u8 {
+    4
+}
+fn d_credit_unit() -> Bytes {
+    Bytes(64)
+}
+fn d_private() -> u32 {
+    8
+}
+fn d_latency() -> SimTime {
+    SimTime::from_ns(20)
+}
+
+/// `[router]`: every router chip.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouterConfig {
+    /// Virtual channels per port (default 4).
+    #[serde(default = "d_vcs")]
+    pub vcs: u8,
+    /// Bytes per credit (default 64 B = 4 slices × 16 B, the Sunway block).
+    #[serde(default = "d_credit_unit")]
+    pub credit_unit: Bytes,
+    /// Private credits of each VC of each input port (default 8).
+    #[serde(default = "d_private")]
+    pub private_credits: u32,
+    /// Shared credits of each input port, usable by any VC (default 0).
+    #[serde(default)]
+    pub shared_credits: u32,
+    /// Pipeline latency from head arrival to the output (routing + crossbar), default "20 ns".
+    #[serde(default = "d_latency")]
+    pub latency: SimTime,
+    /// Output arbitration (default "round_robin").
+    #[serde(default)]
+    pub arbitration: Arbitration,
+}
+
+fn d_header() -> Bytes {
+    Bytes(16)
+}
+fn d_max_payload() -> Bytes {
+    Bytes(256)
+}
+
+/// `[packet]`: packet format.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PacketConfig {
+    /// Header bytes carried by every packet (default 16 B).
+    #[serde(default = "d_header")]
+    pub header: Bytes,
+    /// Largest payload of one packet (default 256 B).
+    #[serde(default = "d_max_payload")]
+    pub max_payload: Bytes,
+}
+
+impl Default for PacketConfig {
+    fn default() -> Self {
+        PacketConfig {
+            header: d_header(),
+            max_payload: d_max_payload(),
+        }
+    }
+}
+
+/// How torus and mesh routing avoids deadlock in the rings.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum DeadlockAvoidance {
+    /// Bubble flow control (NICEVT): a packet may enter a ring only if the buffer it enters keeps
+    /// room for one more maximum-size packet afterwards. Needs one VC per class.
+    #[default]
+    Bubble,
+    /// Dateline: VC 0 before crossing the wrap-around link of the dimension, VC 1 after it.
+    Dateline,
+    /// Nothing (to demonstrate deadlock).
+    None,
+}
+
+/// Port choice when a routing entry offers several ports.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Selection {
+    /// First live port of the ordered entry (ordered per destination, D-mod-k).
+    #[default]
+    Deterministic,
+    /// The candidate with most downstream credits.
+    Adaptive,
+}
+
+/// `[routing]`: the routing algorithm; which ones apply depends on the topology.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "algorithm", rename_all = "snake_case", deny_unknown_fields)]
+pub enum RoutingConfig {
+    /// Torus/mesh/hypercube: dimension order.
+    DimensionOrder {
+        #[serde(default)]
+        deadlock: DeadlockAvoidance,
+    },
+    /// Torus/mesh: minimal adaptive on VCs ≥ 1 (≥ 2 with dateline) with a dimension-order escape.
+    MinimalAdaptive {
+        #[serde(default)]
+        deadlock: DeadlockAvoidance,
+    },
+    /// Trees (fat tree, leaf–spine, generalized fat tree): up*/down* with deterministic or
+    /// adaptive choice of the up port.
+    UpDown {
+        #[serde(default)]
+        selection: Selection,
+    },
+    /// Sunway two-level routing tables (GUID = supernode, index) with deterministic or adaptive
+    /// selection among the ports of an entry.
+    Table {
+        #[serde(default)]
+        selection: Selection,
+    },
+    /// Dragonfly: minimal local–global–local with VC = hop class.
+    Minimal,
+    /// Source routing: the whole path is computed at injection (deterministic variant of the
+    /// topology's default algorithm) and carried in the header.
+    Source,
+}
+
+impl RoutingConfig {
+    /// The natural algorithm for a topology family.
+    pub fn default_for(shape: &Shape) -> RoutingConfig {
+        match shape {
+            Shape::Torus { .. } | Shape::Hypercube { .. } => RoutingConfig::DimensionOrder {
+                deadlock: DeadlockAvoidance::Bubble,
+            },
+            Shape::FatTree { .. } | Shape::LeafSpine { .. } | Shape::GeneralizedFatTree { .. } => {
+                RoutingConfig::UpDown {
+                    selection: Selection::Deterministic,
+                }
+            }
+            Shape::Dragonfly { .. } => RoutingConfig::Minimal,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            RoutingConfig::DimensionOrder { .. } => "dimension_order",
+            RoutingConfig::MinimalAdaptive { .. } => "minimal_adaptive",
+            RoutingConfig::UpDown { .. } => "up_down",
+            RoutingConfig::Table { .. } => "table",
+            RoutingConfig::Minimal => "minimal",
+            RoutingConfig::Source => "source",
+        }
+    }
+}
+
+/// A failed cable, named by one of its ends.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct FailedLink {
+    pub router: RouterId,
+    pub port: PortIdx,
+}
+
+fn d_watchdog() -> SimTime {
+    SimTime::from_us(10)
+}
+
+/// `[faults]`: failures present before the run, and the deadlock watchdog.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultConfig {
+    /// Links down for the whole run (both directions). Routing tables are *not* recomputed:
+    /// routers skip dead ports of an entry, as the Sunway deterministic mode does.
+    #[serde(default)]
+    pub failed_links: Vec<FailedLink>,
+    /// Stop the run when packets are in flight but none has moved for this long (default 10 us).
+    #[serde(default = "d_watchdog")]
+    pub watchdog: SimTime,
+}
+
+impl Default for FaultConfig {
+    fn default() -> Self {
+        FaultConfig {
+            failed_links: Vec::new(),
+            watchdog: d_watchdog(),
+        }
+    }
+}
+
+/// A configuration error: the key path and the reason.
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+#[error("{key}: {reason}")]
+pub struct ConfigError {
+    pub key: String,
+    pub reason: String,
+}
+
+impl ConfigError {
+    pub fn new(key: impl Into<String>, reason: impl Into<String>) -> Self {
+        ConfigError {
+            key: key.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Everything the fabric needs besides the topology.
+#[derive(Clone, Debug, Serialize)]
+pub struct FabricConfig {
+    pub link: LinkConfig,
+    pub link_overrides: Vec<LinkOverride>,
+    pub router: RouterConfig,
+    pub packet: PacketConfig,
+    pub routing: RoutingConfig,
+    pub faults: FaultConfig,
+}
+
+impl FabricConfig {
+    /// Cross-field checks against the built topology.
+    pub fn validate(&self, topo: &Topology) -> Result<(), ConfigError> {
+        let r = &self.router;
+        if r.vcs == 0 {
+            return Err(ConfigError::new("router.vcs", "must be at least 1"));
+        }
+        if r.vcs as usize > MAX_VCS {
+            return Err(ConfigError::new(
+                "router.vcs",
+                format!(
+                    "at most {MAX_VCS} virtual channels are supported, got {}",
+                    r.vcs
+                ),
+            ));
+        }
+        if r.credit_unit.0 == 0 {
+            return Err(ConfigError::new(
+                "router.credit_unit",
+                "must be at least 1 B",
+            ));
+        }
+        if self.link.lanes == 0 {
+            return Err(ConfigError::new("link.lanes", "must be at least 1"));
+        }
+        if self.link.lane_rate.0 == 0 {
+            return Err(ConfigError::new("link.lane_rate", "must be positive"));
+        }
+        if self.packet.max_payload.0 == 0 {
+            return Err(ConfigError::new(
+                "packet.max_payload",
+                "must be at least 1 B",
+            ));
+        }
+        let max_pkt = self.packet.header + self.packet.max_payload;
+        let need = max_pkt.blocks_of(r.credit_unit) as u32;
+        let per_vc = r.private_credits + r.shared_credits;
+        if per_vc < need {
+            return Err(ConfigError::new(
+                "router.private_credits",
+                format!(
+                    "a VC can hold {per_vc} credits ({} private + {} shared) but a maximum-size packet ({max_pkt}) needs {need} credits of {}; virtual cut-through needs room for a whole packet",
+                    r.private_credits, r.shared_credits, r.credit_unit
+                ),
+            ));
+        }
+        let shape = &topo.shape;
+        let algo = self.routing.name();
+        let fits = match (&self.routing, shape) {
+            (
+                RoutingConfig::DimensionOrder { .. },
+                Shape::Torus { .. } | Shape::Hypercube { .. },
+            ) => true,
+            (RoutingConfig::MinimalAdaptive { .. }, Shape::Torus { .. }) => true,
+            (
+                RoutingConfig::UpDown { .. },
+                Shape::FatTree { .. } | Shape::LeafSpine { .. } | Shape::GeneralizedFatTree { .. },
+            ) => true,
+            (
+                RoutingConfig::Table { .. },
+                Shape::LeafSpine { .. } | Shape::GeneralizedFatTree { .. },
+            ) => true,
+            (RoutingConfig::Minimal, Shape::Dragonfly { .. }) => true,
+            (RoutingConfig::Source, _) => true,
+            _ => false,
+        };
+        if !fits {
+            return Err(ConfigError::new(
+                "routing.algorithm",
+                format!(
+                    "'{algo}' does not apply to topology kind '{}'",
+                    shape_kind(shape)
+                ),
+            ));
+        }
+        // VC requirements of each deadlock-avoidance scheme.
+        let wrap = matches!(shape, Shape::Torus { wrap: true, .. });
+        let need_vcs = match &self.routing {
+            RoutingConfig::DimensionOrder {
+                deadlock: DeadlockAvoidance::Dateline,
+            } if wrap => 2,
+            RoutingConfig::MinimalAdaptive {
+                deadlock: DeadlockAvoidance::Dateline,
+            } => 3,
+            RoutingConfig::MinimalAdaptive { .. } => 2,
+            RoutingConfig::Minimal => 3,
+            RoutingConfig::Source if matches!(shape, Shape::Dragonfly { .. }) => 3,
+            RoutingConfig::Source if wrap => 2,
+            _ => 1,
+        };
+        if (r.vcs as u32) < need_vcs {
+            return Err(ConfigError::new(
+                "router.vcs",
+                format!("routing '{algo}' on '{}' needs at least {need_vcs} virtual channels, router.vcs = {}", shape_kind(shape), r.vcs),
+            ));
+        }
+        if let RoutingConfig::DimensionOrder {
+            deadlock: DeadlockAvoidance::Bubble,
+        }
+        | RoutingConfig::MinimalAdaptive {
+            deadlock: DeadlockAvoidance::Bubble,
+        } = &self.routing
+        {
+            if wrap && r.private_credits < 2 * need {
+                return Err(ConfigError::new(
+                    "router.private_credits",
+                    format!(
+                        "bubble flow control needs private room for two maximum-size packets ({} credits), got {}",
+                        2 * need,
+                        r.private_credits
+                    ),
+                ));
+            }
+        }
+        for (i, f) in self
+            .faults
+            .failed_links
+            .iter()
+            .chain(
+                self.link_overrides
+                    .iter()
+                    .map(|o| FailedLink {
+                        router: o.router,
+                        port: o.port,
+                    })
+                    .collect::<Vec<_>>()
+                    .iter(),
+            )
+            .enumerate()
+        {
+            let key = if i < self.faults.failed_links.len() {
+                format!("faults.failed_links[{i}]")
+            } else {
+                format!("link_overrides[{}]", i - self.faults.failed_links.len())
+            };
+            let Some(router) = topo.routers.get(f.router as usize) else {
+                return Err(ConfigError::new(
+                    format!("{key}.router"),
+                    format!(
+                        "router {} does not exist (the topology has {})",
+                        f.router,
+                        topo.routers.len()
+                    ),
+                ));
+            };
+            if f.port as usize >= router.ports.len()
+                || matches!(router.ports[f.port as usize], crate::topology::Peer::None)
+            {
+                return Err(ConfigError::new(
+                    format!("{key}.port"),
+                    format!("router {} has no cabled port {}", f.router, f.port),
+                ));
+            }
+        }
+        for (i, o) in self.link_overrides.iter().enumerate() {
+            if o.lanes == Some(0) {
+                return Err(ConfigError::new(
+                    format!("link_overrides[{i}].lanes"),
+                    "must be at least 1 (fail the link with faults.failed_links instead)",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `kind` string of a topology family, for messages.
+pub fn shape_kind(shape: &Shape) -> &'static str {
+    match shape {
+        Shape::Torus { wrap: true, .. } => "torus",
+        Shape::Torus { wrap: false, .. } => "mesh",
+        Shape::Hypercube { .. } => "hypercube",
+        Shape::FatTree { .. } => "fat_tree",
+        Shape::LeafSpine { .. } => "leaf_spine",
+        Shape::GeneralizedFatTree { .. } => "generalized_fat_tree",
+        Shape::Dragonfly { .. } => "dragonfly",
+    }
+}

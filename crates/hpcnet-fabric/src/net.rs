@@ -1,0 +1,771 @@
+//! The packet-level network simulator.
+//!
+//! Model (what is simulated, what is simplified):
+//! - **Input-buffered routers** with `vcs` virtual channels per input port. Buffer space is
+//!   counted in credits of `credit_unit` bytes: each VC has private credits, each port a shared
+//!   pool (spec 01: "input buffers dynamically shared"). The upstream output port tracks the
+//!   downstream free credits; a packet is sent only if it fits entirely (virtual cut-through).
+//!   All of a packet's credits return when its tail leaves the buffer, one link latency later.
+//! - **Cut-through timing**: a packet's head reaches the next router one link latency after its
+//!   transmission starts and is routed `router.latency` later; its tail follows one serialisation
+//!   time behind. A packet cannot leave a router before its tail could have arrived
+//!   (start ≥ tail arrival − serialisation at the output rate). Store-and-forward links deliver
+//!   the head only with the tail.
+//! - **Head-of-line blocking**: only the head packet of each input VC competes for an output.
+//!   Routing happens once, when a packet becomes head; adaptive choices are made then.
+//! - **Output arbitration**: round-robin over requesting input VCs, or age-based; the crossbar
+//!   is not a separate resource (its latency is part of `router.latency`); the Sunway tiled
+//!   crossbar's row/column buffers are not modelled individually.
+//! - **One pending event per resource**: an output port schedules at most one arbitration; a
+//!   packet has at most one pending event (arrival or delivery).
+//! - **Endpoints**: each node rail has an injection queue without limit and an output port with
+//!   credits into its router; ejection into the node never blocks (the NIC drains at link rate).
+
+use crate::config::{Arbitration, FabricConfig, Switching, MAX_VCS};
+use crate::packet::{Packet, PacketId};
+use crate::routing::{CreditView, RouteError, Routing};
+use crate::topology::{NodeId, Peer, PortIdx, RouterId, Topology};
+use hpcnet_des::{BitsPerSec, EventQueue, SimTime};
+use serde::Serialize;
+use std::collections::VecDeque;
+
+/// Events the network schedules on the shared event queue.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum NetEvent {
+    /// Head of `pkt` is routable at `router`, having arrived on `port`.
+    Arrive {
+        pkt: PacketId,
+        router: RouterId,
+        port: PortIdx,
+    },
+    /// Output port `oport` may be able to send.
+    Arb { oport: u32 },
+    /// Credits come back to output port `oport`.
+    Credit {
+        oport: u32,
+        vc: u8,
+        private: u16,
+        shared: u16,
+    },
+    /// Tail of `pkt` has reached its destination node.
+    Deliver { pkt: PacketId },
+}
+
+/// A packet that reached its destination.
+#[derive(Clone, Debug)]
+pub struct Delivery {
+    pub packet: Packet,
+    pub at: SimTime,
+}
+
+/// A packet the network had to drop, with the reason.
+#[derive(Clone, Debug)]
+pub struct Drop {
+    pub packet: Packet,
+    pub at: SimTime,
+    pub reason: RouteError,
+}
+
+/// An input VC whose head packet cannot move (for deadlock reports).
+#[derive(Clone, Debug, Serialize)]
+pub struct Blocked {
+    pub router: RouterId,
+    pub in_port: PortIdx,
+    pub vc: u8,
+    pub queued: usize,
+    pub head_dst: NodeId,
+    pub out_port: PortIdx,
+    pub out_vc: u8,
+    pub credits_needed: u32,
+    pub credits_free: u32,
+}
+
+/// Per-output-port state: the sending side of one link direction.
+#[derive(Clone, Debug)]
+struct OutPort {
+    busy_until: SimTime,
+    free_private: [u16; MAX_VCS],
+    free_shared: u32,
+    arb_pending: bool,
+    rr: u32,
+    /// Requesting inputs, encoded `input_queue_index` (= global input port × MAX_VCS + vc).
+    requests: Vec<u32>,
+    to: Dest,
+    rate: BitsPerSec,
+    latency: SimTime,
+    saf: bool,
+    busy_ps: u64,
+    packets: u64,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Dest {
+    Router { router: RouterId, port: PortIdx },
+    Node,
+    None,
+}
+
+/// Counters of the network (the conservation law is `injected = delivered + dropped + in_flight`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct NetCounters {
+    pub injected: u64,
+    pub delivered: u64,
+    pub dropped: u64,
+    /// Router traversals of delivered packets.
+    pub hops: u64,
+}
+
+/// Summary of one link direction.
+#[derive(Clone, Debug, Serialize)]
+pub struct LinkUse {
+    /// "r3.p2" or "n7.rail0".
+    pub from: String,
+    pub busy_ps: u64,
+    pub packets: u64,
+}
+
+/// The network: topology + routing + buffers and links in motion.
+pub struct Network {
+    pub topo: Topology,
+    pub routing: Routing,
+    cfg: FabricConfig,
+    port_base: Vec<u32>,
+    /// Global router ports; node rail ports follow at `router_ports + node * rails + rail`.
+    router_ports: u32,
+    rails: u8,
+    out: Vec<OutPort>,
+    /// Upstream output port of every router input port (u32::MAX if none).
+    upstream: Vec<u32>,
+    /// Input queues: `inq[gport * MAX_VCS + vc]` for router ports, then one per node rail.
+    inq: Vec<VecDeque<PacketId>>,
+    packets: Vec<Option<Packet>>,
+    free_ids: Vec<PacketId>,
+    kicks: Vec<u32>,
+    bubble_credits: u32,
+    next_class: u64,
+    pub counters: NetCounters,
+    /// Time of the last packet movement (watchdog).
+    pub last_progress: SimTime,
+    pub deliveries: Vec<Delivery>,
+    pub drops: Vec<Drop>,
+}
+
+struct PortCredits<'a> {
+    out: &'a [OutPort],
+}
+
+impl CreditView for PortCredits<'_> {
+    #[inline]
+    fn free(&self, port: PortIdx, vc: u8) -> u32 {
+        let o = &self.out[port as usize];
+        match o.to {
+            Dest::Router { .. } => o.free_private[vc as usize] as u32 + o.free_shared,
+            Dest::Node => u32::MAX,
+            Dest::None => 0,
+        }
+    }
+}
+
+impl Network {
+    pub fn new(topo: Topology, cfg: FabricConfig) -> Result<Network, crate::config::ConfigError> {
+        cfg.validate(&topo)?;
+        let failed: Vec<(RouterId, PortIdx)> = cfg
+            .faults
+            .failed_links
+            .iter()
+            .map(|f| (f.router, f.port))
+            .collect();
+        let routing = Routing::new(&topo, &cfg.routing, cfg.router.vcs, &failed)?;
+        let rails = topo.rails.max(1);
+        let mut port_base = Vec::with_capacity(topo.routers.len() + 1);
+        let mut total = 0u32;
+        for r in &topo.routers {
+            port_base.push(total);
+            total += r.ports.len() as u32;
+        }
+        port_base.push(total);
+        let nports = total as usize + topo.nodes.len() * rails as usize;
+        let vcs = cfg.router.vcs as usize;
+        let mut free_private = [0u16; MAX_VCS];
+        for f in free_private.iter_mut().take(vcs) {
+            *f = cfg.router.private_credits.min(u16::MAX as u32) as u16;
+        }
+        let base_rate = cfg.link.data_rate();
+        let mk = |to: Dest, rate: BitsPerSec, latency: SimTime, saf: bool| OutPort {
+            busy_until: SimTime::ZERO,
+            free_private,
+            free_shared: cfg.router.shared_credits,
+            arb_pending: false,
+            rr: 0,
+            requests: Vec::new(),
+            to,
+            rate,
+            latency,
+            saf,
+            busy_ps: 0,
+            packets: 0,
+        };
+        let mut out = Vec::with_capacity(nports);
+        let mut upstream = vec![u32::MAX; total as usize];
+        for (ri, r) in topo.routers.iter().enumerate() {
+            for (pi, peer) in r.ports.iter().enumerate() {
+                let (lanes, lat, sw) = link_params(&cfg, &topo, ri as RouterId, pi as PortIdx);
+                let rate = base_rate_for(&cfg, lanes, base_rate);
+                let dead = routing.is_dead(ri as RouterId, pi as PortIdx);
+                let to = match *peer {
+                    _ if dead => Dest::None,
+                    Peer::Router { router, port } => {
+                        upstream[(port_base[router as usize] + port as u32) as usize] =
+                            port_base[ri] + pi as u32;
+                        Dest::Router { router, port }
+                    }
+                    Peer::Node { .. } => Dest::Node,
+                    Peer::None => Dest::None,
+                };
+                out.push(mk(to, rate, lat, sw == Switching::StoreAndForward));
+            }
+        }
+        for (ni, n) in topo.nodes.iter().enumerate() {
+            for rail in 0..rails as usize {
+                let (r, p) = n.ports[rail.min(n.ports.len() - 1)];
+                let (lanes, lat, sw) = link_params(&cfg, &topo, r, p);
+                let rate = base_rate_for(&cfg, lanes, base_rate);
+                let g = port_base[r as usize] + p as u32;
+                upstream[g as usize] = total + (ni * rails as usize + rail) as u32;
+                out.push(mk(
+                    Dest::Router { router: r, port: p },
+                    rate,
+                    lat,
+                    sw == Switching::StoreAndForward,
+                ));
+            }
+        }
+        let max_pkt = cfg.packet.header + cfg.packet.max_payload;
+        let bubble_credits = max_pkt.blocks_of(cfg.router.credit_unit) as u32;
+        let inq = (0..total as usize * MAX_VCS + topo.nodes.len() * rails as usize)
+            .map(|_| VecDeque::new())
+            .collect();
+        Ok(Network {
+            topo,
+            routing,
+            cfg,
+            port_base,
+            router_ports: total,
+            rails,
+            out,
+            upstream,
+            inq,
+            packets: Vec::new(),
+            free_ids: Vec::new(),
+            kicks: Vec::new(),
+            bubble_credits,
+            next_class: 0,
+            counters: NetCounters::default(),
+            last_progress: SimTime::ZERO,
+            deliveries: Vec::new(),
+            drops: Vec::new(),
+        })
+    }
+
+    pub fn config(&self) -> &FabricConfig {
+        &self.cfg
+    }
+
+    pub fn rails(&self) -> u8 {
+        self.rails
+    }
+
+    /// Packets injected and neither delivered nor dropped yet.
+    pub fn in_flight(&self) -> u64 {
+        self.counters.injected - self.counters.delivered - self.counters.dropped
+    }
+
+    /// Packets waiting in node injection queues.
+    pub fn queued_at_sources(&self) -> usize {
+        self.inq[self.router_ports as usize * MAX_VCS..]
+            .iter()
+            .map(|q| q.len())
+            .sum()
+    }
+
+    /// Packets waiting in the injection queue of `node`'s `rail`.
+    pub fn source_queue_len(&self, node: NodeId, rail: u8) -> usize {
+        self.inq[self.router_ports as usize * MAX_VCS
+            + node as usize * self.rails as usize
+            + rail as usize]
+            .len()
+    }
+
+    /// Data rate of the link leaving `node`'s `rail`.
+    pub fn injection_rate(&self, node: NodeId, rail: u8) -> BitsPerSec {
+        self.out[self.node_oport(node, rail) as usize].rate
+    }
+
+    fn node_oport(&self, node: NodeId, rail: u8) -> u32 {
+        self.router_ports + node * self.rails as u32 + rail as u32
+    }
+
+    fn alloc(&mut self, p: Packet) -> PacketId {
+        if let Some(id) = self.free_ids.pop() {
+            self.packets[id as usize] = Some(p);
+            id
+        } else {
+            self.packets.push(Some(p));
+            (self.packets.len() - 1) as PacketId
+        }
+    }
+
+    fn take(&mut self, id: PacketId) -> Packet {
+        let p = self.packets[id as usize].take().expect("live packet");
+        self.free_ids.push(id);
+        p
+    }
+
+    #[inline]
+    fn pkt(&self, id: PacketId) -> &Packet {
+        self.packets[id as usize].as_ref().expect("live packet")
+    }
+
+    #[inline]
+    fn pkt_mut(&mut self, id: PacketId) -> &mut Packet {
+        self.packets[id as usize].as_mut().expect("live packet")
+    }
+
+    /// Queue `pkt` for injection at `node` on `rail` now. The packet counts as injected when its
+    /// head leaves the node. Returns an error if the packet is malformed or has no route.
+    pub fn inject<E: From<NetEvent>>(
+        &mut self,
+        q: &mut EventQueue<E>,
+        mut pkt: Packet,
+    ) -> Result<(), RouteError> {
+        let unit = self.cfg.router.credit_unit.0;
+        pkt.credits = (pkt.size as u64).div_ceil(unit) as u16;
+        let class = (self.next_class % 251) as u8;
+        self.next_class += 1;
+        self.routing.on_inject(&self.topo, &mut pkt, class)?;
+        pkt.out_vc = pkt.vc;
+        pkt.out_enters = true;
+        let node = pkt.src;
+        let rail = pkt.rail;
+        let qi = self.router_ports as usize * MAX_VCS
+            + node as usize * self.rails as usize
+            + rail as usize;
+        let id = self.alloc(pkt);
+        self.inq[qi].push_back(id);
+        if self.inq[qi].len() == 1 {
+            self.kick_now(q, self.node_oport(node, rail));
+        }
+        Ok(())
+    }
+
+    fn kick_now<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, oport: u32) {
+        self.kicks.push(oport);
+        self.run_kicks(q);
+    }
+
+    /// Handle one network event at the queue's current time.
+    pub fn handle<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, ev: NetEvent) {
+        let now = q.now();
+        match ev {
+            NetEvent::Arrive { pkt, router, port } => {
+                let vc = {
+                    let p = self.pkt_mut(pkt);
+                    p.hops += 1;
+                    p.vc
+                };
+                let qi = (self.port_base[router as usize] + port as u32) as usize * MAX_VCS
+                    + vc as usize;
+                self.inq[qi].push_back(pkt);
+                if self.inq[qi].len() == 1 {
+                    self.new_head(q, qi as u32, router);
+                }
+            }
+            NetEvent::Arb { oport } => {
+                self.out[oport as usize].arb_pending = false;
+                self.kicks.push(oport);
+            }
+            NetEvent::Credit {
+                oport,
+                vc,
+                private,
+                shared,
+            } => {
+                let o = &mut self.out[oport as usize];
+                o.free_private[vc as usize] += private;
+                o.free_shared += shared as u32;
+                self.kicks.push(oport);
+            }
+            NetEvent::Deliver { pkt } => {
+                let p = self.take(pkt);
+                self.counters.delivered += 1;
+                self.counters.hops += p.hops as u64;
+                self.deliveries.push(Delivery { packet: p, at: now });
+            }
+        }
+        self.run_kicks(q);
+    }
+
+    /// A packet became head of input queue `qi` at `router`: route it and request its output.
+    fn new_head<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, qi: u32, router: RouterId) {
+        loop {
+            let Some(&id) = self.inq[qi as usize].front() else {
+                return;
+            };
+            let in_port = (qi / MAX_VCS as u32 - self.port_base[router as usize]) as PortIdx;
+            let base = self.port_base[router as usize] as usize;
+            let nports = self.topo.routers[router as usize].ports.len();
+            let view = PortCredits {
+                out: &self.out[base..base + nports],
+            };
+            let mut p = self.packets[id as usize].take().expect("live packet");
+            let r = self
+                .routing
+                .route(&self.topo, router, in_port, &mut p, &view);
+            match r {
+                Ok(c) => {
+                    p.out_port = c.port;
+                    p.out_vc = c.vc;
+                    p.out_enters = c.enters_ring;
+                    self.packets[id as usize] = Some(p);
+                    let o = base as u32 + c.port as u32;
+                    self.out[o as usize].requests.push(qi);
+                    self.kicks.push(o);
+                    return;
+                }
+                Err(reason) => {
+                    self.packets[id as usize] = Some(p);
+                    self.inq[qi as usize].pop_front();
+                    self.release_input(q, qi, id, q.now());
+                    let packet = self.take(id);
+                    self.counters.dropped += 1;
+                    self.drops.push(Drop {
+                        packet,
+                        at: q.now(),
+                        reason,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Return the credits `id` holds in input queue `qi` to the upstream port, freed at `at`.
+    fn release_input<E: From<NetEvent>>(
+        &mut self,
+        q: &mut EventQueue<E>,
+        qi: u32,
+        id: PacketId,
+        at: SimTime,
+    ) {
+        let gin = qi as usize / MAX_VCS;
+        if gin >= self.router_ports as usize {
+            return; // node source queue: no credits
+        }
+        let up = self.upstream[gin];
+        if up == u32::MAX {
+            return;
+        }
+        let p = self.pkt(id);
+        let (vc, shared) = (p.vc, p.shared_used);
+        let private = p.credits - shared;
+        let lat = self.out[up as usize].latency;
+        q.schedule(
+            at + lat,
+            NetEvent::Credit {
+                oport: up,
+                vc,
+                private,
+                shared,
+            }
+            .into(),
+        );
+    }
+
+    fn run_kicks<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>) {
+        while let Some(o) = self.kicks.pop() {
+            self.arbitrate(q, o);
+        }
+    }
+
+    /// Can packet `p` go through output `o` now (credits, bubble)?
+    #[inline]
+    fn fits(&self, o: &OutPort, p: &Packet) -> bool {
+        match o.to {
+            Dest::Node => true,
+            Dest::None => false,
+            Dest::Router { .. } => {
+                let need = p.credits as u32;
+                let private = o.free_private[p.out_vc as usize] as u32;
+                if p.out_enters {
+                    private >= need + self.bubble_credits
+                } else {
+                    private + o.free_shared >= need
+                }
+            }
+        }
+    }
+
+    fn arbitrate<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, oi: u32) {
+        let now = q.now();
+        let o = &self.out[oi as usize];
+        if o.arb_pending {
+            return;
+        }
+        if o.busy_until > now {
+            let t = o.busy_until;
+            self.out[oi as usize].arb_pending = true;
+            q.schedule(t, NetEvent::Arb { oport: oi }.into());
+            return;
+        }
+        let is_node = oi >= self.router_ports;
+        // Pick the input queue to serve.
+        let (qi, slot) = if is_node {
+            let qi = self.router_ports * MAX_VCS as u32 + (oi - self.router_ports);
+            let Some(&id) = self.inq[qi as usize].front() else {
+                return;
+            };
+            if !self.fits(o, self.pkt(id)) {
+                return;
+            }
+            (qi, usize::MAX)
+        } else {
+            let n = o.requests.len();
+            if n == 0 {
+                return;
+            }
+            let mut chosen: Option<(usize, SimTime)> = None;
+            for k in 0..n {
+                let idx = (o.rr as usize + k) % n;
+                let qi = o.requests[idx];
+                let id = *self.inq[qi as usize]
+                    .front()
+                    .expect("requesting queue has a head");
+                let p = self.pkt(id);
+                if self.fits(o, p) {
+                    match self.cfg.router.arbitration {
+                        Arbitration::RoundRobin => {
+                            chosen = Some((idx, p.created));
+                            break;
+                        }
+                        Arbitration::Age => {
+                            if chosen.is_none_or(|(_, t)| p.created < t) {
+                                chosen = Some((idx, p.created));
+                            }
+                        }
+                    }
+                }
+            }
+            let Some((idx, _)) = chosen else { return };
+            (o.requests[idx], idx)
+        };
+        let id = self.inq[qi as usize].pop_front().expect("head");
+        if slot != usize::MAX {
+            let o = &mut self.out[oi as usize];
+            o.requests.remove(slot);
+            o.rr = if o.requests.is_empty() {
+                0
+            } else {
+                (slot % o.requests.len()) as u32
+            };
+        }
+        // Timing.
+        let (rate, lat, saf, to) = {
+            let o = &self.out[oi as usize];
+            (o.rate, o.latency, o.saf, o.to)
+        };
+        let (size, tail_at) = {
+            let p = self.pkt(id);
+            (p.size, p.tail_at)
+        };
+        let ser = rate.serialization(hpcnet_des::Bytes(size as u64));
+        let start = now.max(tail_at.saturating_sub(ser));
+        // Free the buffer the packet leaves, when its tail is out.
+        self.release_input(q, qi, id, start + ser);
+        // Take credits downstream.
+        let out_vc = self.pkt(id).out_vc;
+        let credits = self.pkt(id).credits;
+        let mut shared_used = 0u16;
+        {
+            let o = &mut self.out[oi as usize];
+            o.busy_until = start + ser;
+            o.busy_ps += ser.0;
+            o.packets += 1;
+            if let Dest::Router { .. } = o.to {
+                let v = out_vc as usize;
+                let from_private = credits.min(o.free_private[v]);
+                o.free_private[v] -= from_private;
+                shared_used = credits - from_private;
+                o.free_shared -= shared_used as u32;
+            }
+        }
+        self.last_progress = now;
+        let router_lat = self.cfg.router.latency;
+        {
+            let p = self.pkt_mut(id);
+            p.vc = out_vc;
+            p.shared_used = shared_used;
+            p.tail_at = start + ser + lat;
+            if is_node {
+                p.injected = start;
+            }
+        }
+        if is_node {
+            self.counters.injected += 1;
+        }
+        match to {
+            Dest::Router { router, port } => {
+                let head = if saf { start + ser + lat } else { start + lat };
+                q.schedule(
+                    head + router_lat,
+                    NetEvent::Arrive {
+                        pkt: id,
+                        router,
+                        port,
+                    }
+                    .into(),
+                );
+            }
+            Dest::Node => q.schedule(start + ser + lat, NetEvent::Deliver { pkt: id }.into()),
+            Dest::None => unreachable!("a dead port never fits"),
+        }
+        // The input queue has a new head.
+        if !is_node && !self.inq[qi as usize].is_empty() {
+            let gin = qi / MAX_VCS as u32;
+            let router = self.router_of_gport(gin);
+            self.new_head(q, qi, router);
+        }
+        // More work for this port once the link is free.
+        let o = &self.out[oi as usize];
+        let more = if is_node {
+            !self.inq[qi as usize].is_empty()
+        } else {
+            !o.requests.is_empty()
+        };
+        if more && !o.arb_pending {
+            let t = o.busy_until;
+            let o = &mut self.out[oi as usize];
+            o.arb_pending = true;
+            q.schedule(t, NetEvent::Arb { oport: oi }.into());
+        }
+    }
+
+    fn router_of_gport(&self, g: u32) -> RouterId {
+        // port_base is sorted; binary search for the router owning global port g.
+        (self.port_base.partition_point(|&b| b <= g) - 1) as RouterId
+    }
+
+    /// Input VCs whose head packet is waiting, with what it waits for (deadlock reports).
+    pub fn blocked(&self, limit: usize) -> Vec<Blocked> {
+        let mut v = Vec::new();
+        for (qi, qu) in self.inq[..self.router_ports as usize * MAX_VCS]
+            .iter()
+            .enumerate()
+        {
+            let Some(&id) = qu.front() else { continue };
+            let g = (qi / MAX_VCS) as u32;
+            let router = self.router_of_gport(g);
+            let p = self.pkt(id);
+            let o = &self.out[(self.port_base[router as usize] + p.out_port as u32) as usize];
+            v.push(Blocked {
+                router,
+                in_port: (g - self.port_base[router as usize]) as PortIdx,
+                vc: (qi % MAX_VCS) as u8,
+                queued: qu.len(),
+                head_dst: p.dst,
+                out_port: p.out_port,
+                out_vc: p.out_vc,
+                credits_needed: p.credits as u32
+                    + if p.out_enters { self.bubble_credits } else { 0 },
+                credits_free: match o.to {
+                    Dest::Router { .. } => o.free_private[p.out_vc as usize] as u32 + o.free_shared,
+                    _ => u32::MAX,
+                },
+            });
+            if v.len() >= limit {
+                break;
+            }
+        }
+        v
+    }
+
+    /// Busy time and packet count of every cabled link direction (router ports, then node rails).
+    pub fn link_use(&self) -> Vec<LinkUse> {
+        let mut v = Vec::new();
+        for (r, info) in self.topo.routers.iter().enumerate() {
+            for p in 0..info.ports.len() {
+                let o = &self.out[(self.port_base[r] + p as u32) as usize];
+                if o.to != Dest::None {
+                    v.push(LinkUse {
+                        from: format!("r{r}.p{p}"),
+                        busy_ps: o.busy_ps,
+                        packets: o.packets,
+                    });
+                }
+            }
+        }
+        for n in 0..self.topo.nodes.len() {
+            for rail in 0..self.rails {
+                let o = &self.out[self.node_oport(n as NodeId, rail) as usize];
+                v.push(LinkUse {
+                    from: format!("n{n}.rail{rail}"),
+                    busy_ps: o.busy_ps,
+                    packets: o.packets,
+                });
+            }
+        }
+        v
+    }
+
+    /// Busy picoseconds of every output port, in a fixed order (cheap snapshot for windows).
+    pub fn busy_snapshot(&self) -> Vec<u64> {
+        self.out.iter().map(|o| o.busy_ps).collect()
+    }
+
+    /// Whether output `i` of a [`Network::busy_snapshot`] is a cabled, live link.
+    pub fn snapshot_is_link(&self, i: usize) -> bool {
+        self.out[i].to != Dest::None
+    }
+
+    /// Name of output `i` of a [`Network::busy_snapshot`].
+    pub fn snapshot_name(&self, i: usize) -> String {
+        let i = i as u32;
+        if i < self.router_ports {
+            let r = self.router_of_gport(i);
+            format!("r{r}.p{}", i - self.port_base[r as usize])
+        } else {
+            let k = i - self.router_ports;
+            format!("n{}.rail{}", k / self.rails as u32, k % self.rails as u32)
+        }
+    }
+}
+
+fn link_params(
+    cfg: &FabricConfig,
+    topo: &Topology,
+    r: RouterId,
+    p: PortIdx,
+) -> (u32, SimTime, Switching) {
+    let mut lanes = cfg.link.lanes;
+    let mut lat = cfg.link.latency;
+    let mut sw = cfg.link.switching;
+    let peer = match topo.routers[r as usize].ports[p as usize] {
+        Peer::Router { router, port } => Some((router, port)),
+        _ => None,
+    };
+    for o in &cfg.link_overrides {
+        if (o.router, o.port) == (r, p) || Some((o.router, o.port)) == peer {
+            lanes = o.lanes.unwrap_or(lanes);
+            lat = o.latency.unwrap_or(lat);
+            sw = o.switching.unwrap_or(sw);
+        }
+    }
+    (lanes, lat, sw)
+}
+
+fn base_rate_for(cfg: &FabricConfig, lanes: u32, base: BitsPerSec) -> BitsPerSec {
+    if lanes == cfg.link.lanes {
+        base
+    } else {
+        let (n, d) = cfg.link.encoding.ratio();
+        (cfg.link.lane_rate * lanes as u64).scaled(n, d)
+    }
+}

@@ -1,0 +1,105 @@
+//! The packet: the unit the fabric moves.
+//!
+//! hpcnet is packet level with cut-through timing: a packet occupies buffers and links as one
+//! unit; its head and tail times are tracked so virtual cut-through pipelining, serialisation and
+//! credit return are exact without simulating flits one by one.
+
+use crate::topology::{NodeId, PortIdx};
+use hpcnet_des::SimTime;
+
+/// Index of a packet in the network's packet slab.
+pub type PacketId = u32;
+
+/// Routing state bits.
+pub(crate) const F_CROSSED: u8 = 1; // crossed the dateline of the current dimension
+pub(crate) const F_ESCAPE: u8 = 2; // travelling on the escape VC (minimal adaptive)
+pub(crate) const F_MEASURED: u8 = 4; // generated inside the measurement window
+
+/// No dimension yet (just injected).
+pub(crate) const NO_DIM: u8 = u8::MAX;
+
+/// A packet in flight.
+#[derive(Clone, Debug)]
+pub struct Packet {
+    /// Caller's identifier (message id, sequence number...); the fabric never reads it.
+    pub tag: u64,
+    pub src: NodeId,
+    pub dst: NodeId,
+    /// NIC port (plane) the packet travels on.
+    pub rail: u8,
+    /// Bytes on the wire: header + payload.
+    pub size: u32,
+    /// Payload bytes.
+    pub payload: u32,
+    /// VC class chosen at injection (spreads load over VCs under deterministic routing).
+    pub class: u8,
+    /// VC of the buffer the packet currently occupies.
+    pub vc: u8,
+    /// Router traversals so far.
+    pub hops: u16,
+    pub(crate) last_dim: u8,
+    pub(crate) flags: u8,
+    /// Credits the packet occupies in a buffer.
+    pub(crate) credits: u16,
+    /// Of those, credits taken from the shared pool of the buffer it occupies.
+    pub(crate) shared_used: u16,
+    /// When the caller created the packet (source queueing counts in latency).
+    pub created: SimTime,
+    /// When its head left the source NIC.
+    pub injected: SimTime,
+    /// When its tail is fully in the buffer it occupies.
+    pub(crate) tail_at: SimTime,
+    /// Source route: output port and VC at each router, computed at injection.
+    pub(crate) path: Option<Box<[(PortIdx, u8)]>>,
+    /// Routing decision at the current router: output port, VC, and whether it enters a ring.
+    pub(crate) out_port: PortIdx,
+    pub(crate) out_vc: u8,
+    pub(crate) out_enters: bool,
+}
+
+impl Packet {
+    /// A new packet of `payload` bytes plus `header`; the rest is filled at injection.
+    pub fn new(
+        tag: u64,
+        src: NodeId,
+        dst: NodeId,
+        payload: u32,
+        header: u32,
+        created: SimTime,
+    ) -> Self {
+        Packet {
+            tag,
+            src,
+            dst,
+            rail: 0,
+            size: payload + header,
+            payload,
+            class: 0,
+            vc: 0,
+            hops: 0,
+            last_dim: NO_DIM,
+            flags: 0,
+            credits: 0,
+            shared_used: 0,
+            created,
+            injected: SimTime::ZERO,
+            tail_at: SimTime::ZERO,
+            path: None,
+            out_port: 0,
+            out_vc: 0,
+            out_enters: false,
+        }
+    }
+
+    pub fn measured(&self) -> bool {
+        self.flags & F_MEASURED != 0
+    }
+
+    pub fn set_measured(&mut self, m: bool) {
+        if m {
+            self.flags |= F_MEASURED;
+        } else {
+            self.flags &= !F_MEASURED;
+        }
+    }
+}

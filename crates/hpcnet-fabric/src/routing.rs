@@ -1,0 +1,846 @@
+//! Routing algorithms: given a router, the port a packet arrived on and the packet, choose the
+//! output port and virtual channel.
+//!
+//! - Torus/mesh/hypercube **dimension order** with deadlock avoided by *bubble* flow control
+//!   (NICEVT, spec 03) or by *dateline* VCs; **minimal adaptive** with a dimension-order escape VC
+//!   (Duato): an adaptive VC is taken only if the packet fits there now, otherwise the packet waits
+//!   on the escape VC, which is deadlock-free on its own.
+//! - Trees (k-ary n-tree, leaf–spine, Sunway generalized fat tree): **up*/down***. Each router
+//!   holds, per destination leaf, its ordered list of down ports (a routing table); packets not
+//!   below a router go up on a port chosen from the destination-rotated list (D-mod-k):
+//!   *deterministic* = first live port of the list (Sunway: keeps traffic flowing around failed
+//!   links before tables are rewritten), *adaptive* = the live candidate with most downstream
+//!   credits. On the generalized fat tree a spine whose down link to leaf L is dead sends the packet
+//!   to L's sibling, which crosses the sibling link (spec 01, "generalized fat tree").
+//! - **Table** (Sunway two-level tables, GUID = (supernode, index)): same decisions as up*/down*,
+//!   looked up through a per-router intra-supernode and inter-supernode table whose memory is
+//!   reported against a flat table (see [`TableMemory`]).
+//! - **Minimal** (dragonfly and any graph): shortest path by BFS distances, VC = router hops taken
+//!   so far, which is deadlock-free when VCs ≥ diameter.
+//! - **Source**: the deterministic path is computed at injection and carried in the packet.
+
+use crate::config::{ConfigError, DeadlockAvoidance, RoutingConfig, Selection};
+use crate::packet::{Packet, F_CROSSED, F_ESCAPE, NO_DIM};
+use crate::topology::{NodeId, Peer, PortIdx, PortKind, RouterId, Shape, Topology};
+use serde::Serialize;
+
+/// One routing choice.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Choice {
+    pub port: PortIdx,
+    pub vc: u8,
+    /// The packet enters a ring (new dimension or injection): bubble flow control applies.
+    pub enters_ring: bool,
+}
+
+/// Free downstream credits of (output port, VC) at the deciding router.
+pub trait CreditView {
+    fn free(&self, port: PortIdx, vc: u8) -> u32;
+}
+
+/// A view in which every channel is empty (zero load), for path tracing.
+pub struct Idle;
+impl CreditView for Idle {
+    fn free(&self, _: PortIdx, _: u8) -> u32 {
+        u32::MAX
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Algo {
+    Dor { deadlock: DeadlockAvoidance },
+    Adaptive { deadlock: DeadlockAvoidance },
+    Tree { selection: Selection },
+    Minimal,
+}
+
+/// Geometry of a torus or mesh.
+#[derive(Clone, Debug)]
+struct Grid {
+    k: Vec<u32>,
+    wrap: bool,
+}
+
+/// Per-leaf down-port tables of a tree.
+#[derive(Clone, Debug)]
+struct Trees {
+    /// Number of leaves; leaf index of each router (u32::MAX = not a leaf).
+    leaf_of_router: Vec<u32>,
+    leaf_router: Vec<RouterId>,
+    /// `down[r * leaves + l]`: ports of router r leading down to leaf l (empty: not below r).
+    down: Vec<Box<[PortIdx]>>,
+    /// Sibling leaf of each leaf (generalized fat tree), u32::MAX if none.
+    sibling: Vec<u32>,
+}
+
+/// Table-memory accounting of the Sunway two-level routing tables.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct TableMemory {
+    /// Endpoints per supernode (GUID = (supernode, index)).
+    pub supernode_size: u32,
+    pub supernodes: u32,
+    /// Entries per router with a flat table (one per endpoint).
+    pub flat_entries: u64,
+    /// Entries per router with two-level tables (intra + inter).
+    pub two_level_entries: u64,
+    /// Bits per entry: one bit per port (an entry is a port set, ordered by position).
+    pub entry_bits: u32,
+    pub flat_bytes_per_router: u64,
+    pub two_level_bytes_per_router: u64,
+    pub saving_percent: f64,
+}
+
+impl TableMemory {
+    /// Memory of flat vs two-level tables for `endpoints` endpoints in supernodes of `supernode_size`.
+    pub fn compute(endpoints: u64, supernode_size: u32, radix: u32) -> TableMemory {
+        let s = supernode_size.max(1) as u64;
+        let supernodes = endpoints.div_ceil(s);
+        let two = s + supernodes;
+        let bits = radix.max(1);
+        let bytes = |e: u64| (e * bits as u64).div_ceil(8);
+        TableMemory {
+            supernode_size: s as u32,
+            supernodes: supernodes as u32,
+            flat_entries: endpoints,
+            two_level_entries: two,
+            entry_bits: bits,
+            flat_bytes_per_router: bytes(endpoints),
+            two_level_bytes_per_router: bytes(two),
+            saving_percent: 100.0 * (1.0 - two as f64 / endpoints.max(1) as f64),
+        }
+    }
+}
+
+/// The routing function of one fabric.
+#[derive(Clone, Debug)]
+pub struct Routing {
+    algo: Algo,
+    source: bool,
+    vcs: u8,
+    grid: Option<Grid>,
+    trees: Option<Trees>,
+    /// BFS distance between routers, row-major (Minimal routing only).
+    dist: Vec<u16>,
+    nrouters: usize,
+    /// First global port index of each router, for `dead`.
+    port_base: Vec<u32>,
+    /// Failed links (both ends marked).
+    dead: Vec<bool>,
+    /// Router and port of every node's rail: `attach[node * rails + rail]`.
+    attach: Vec<(RouterId, PortIdx)>,
+    rails: u8,
+    /// Sunway two-level table memory (table routing only).
+    pub table_memory: Option<TableMemory>,
+}
+
+impl Routing {
+    /// Build the routing function; `failed` lists dead links by one of their ends.
+    pub fn new(
+        topo: &Topology,
+        cfg: &RoutingConfig,
+        vcs: u8,
+        failed: &[(RouterId, PortIdx)],
+    ) -> Result<Routing, ConfigError> {
+        let mut port_base = Vec::with_capacity(topo.routers.len() + 1);
+        let mut total = 0u32;
+        for r in &topo.routers {
+            port_base.push(total);
+            total += r.ports.len() as u32;
+        }
+        port_base.push(total);
+        let mut dead = vec![false; total as usize];
+        for &(r, p) in failed {
+            dead[(port_base[r as usize] + p as u32) as usize] = true;
+            if let Peer::Router { router, port } = topo.routers[r as usize].ports[p as usize] {
+                dead[(port_base[router as usize] + port as u32) as usize] = true;
+            }
+        }
+        let rails = topo.rails.max(1);
+        let mut attach = Vec::with_capacity(topo.nodes.len() * rails as usize);
+        for n in &topo.nodes {
+            for r in 0..rails as usize {
+                attach.push(n.ports[r.min(n.ports.len() - 1)]);
+            }
+        }
+        let (source, base) = match cfg {
+            RoutingConfig::Source => (true, RoutingConfig::default_for(&topo.shape)),
+            c => (false, c.clone()),
+        };
+        let algo = match base {
+            RoutingConfig::DimensionOrder { deadlock } => Algo::Dor { deadlock },
+            RoutingConfig::MinimalAdaptive { deadlock } => Algo::Adaptive { deadlock },
+            RoutingConfig::UpDown { selection } | RoutingConfig::Table { selection } => {
+                Algo::Tree { selection }
+            }
+            RoutingConfig::Minimal => Algo::Minimal,
+            RoutingConfig::Source => unreachable!("default_for never returns Source"),
+        };
+        let grid = match &topo.shape {
+            Shape::Torus { k, wrap, .. } => Some(Grid {
+                k: k.clone(),
+                wrap: *wrap,
+            }),
+            _ => None,
+        };
+        let trees = matches!(algo, Algo::Tree { .. }).then(|| build_trees(topo));
+        let mut dist = Vec::new();
+        if matches!(algo, Algo::Minimal) {
+            let n = topo.routers.len();
+            if n > 8192 {
+                return Err(ConfigError::new("routing.algorithm", format!("minimal table routing keeps a {n}×{n} distance table; at most 8192 routers are supported")));
+            }
+            dist = vec![u16::MAX; n * n];
+            let mut diameter = 0u16;
+            for s in 0..n {
+                bfs(topo, s, &dead, &port_base, &mut dist[s * n..(s + 1) * n]);
+                for &d in &dist[s * n..(s + 1) * n] {
+                    if d != u16::MAX {
+                        diameter = diameter.max(d);
+                    }
+                }
+            }
+            if diameter as u32 > vcs as u32 {
+                return Err(ConfigError::new(
+                    "router.vcs",
+                    format!("minimal routing uses one VC per router hop; the diameter is {diameter} hops but router.vcs = {vcs}"),
+                ));
+            }
+        }
+        let table_memory = match (cfg, &topo.shape) {
+            (
+                RoutingConfig::Table { .. },
+                Shape::GeneralizedFatTree { nodes_per_leaf, .. }
+                | Shape::LeafSpine { nodes_per_leaf, .. },
+            ) => {
+                let radix = topo
+                    .routers
+                    .iter()
+                    .map(|r| r.radix as u32)
+                    .max()
+                    .unwrap_or(1);
+                Some(TableMemory::compute(
+                    topo.nodes.len() as u64,
+                    *nodes_per_leaf,
+                    radix,
+                ))
+            }
+            _ => None,
+        };
+        Ok(Routing {
+            algo,
+            source,
+            vcs,
+            grid,
+            trees,
+            dist,
+            nrouters: topo.routers.len(),
+            port_base,
+            dead,
+            attach,
+            rails,
+            table_memory,
+        })
+    }
+
+    /// VC classes available to deterministic traffic (used to spread packets at injection).
+    pub fn classes(&self) -> u8 {
+        match &self.algo {
+            Algo::Dor {
+                deadlock: DeadlockAvoidance::Dateline,
+            } => (self.vcs / 2).max(1),
+            Algo::Adaptive { .. } | Algo::Minimal => 1,
+            _ => self.vcs,
+        }
+    }
+
+    /// Where node `n`'s rail `rail` is attached.
+    #[inline]
+    pub fn attach(&self, n: NodeId, rail: u8) -> (RouterId, PortIdx) {
+        self.attach[n as usize * self.rails as usize + rail as usize]
+    }
+
+    #[inline]
+    pub fn is_dead(&self, r: RouterId, p: PortIdx) -> bool {
+        self.dead[(self.port_base[r as usize] + p as u32) as usize]
+    }
+
+    /// Prepare a packet at injection: VC class, and the whole path under source routing.
+    pub fn on_inject(
+        &self,
+        topo: &Topology,
+        pkt: &mut Packet,
+        class: u8,
+    ) -> Result<(), RouteError> {
+        pkt.class = class % self.classes().max(1);
+        pkt.vc = self.first_vc(pkt);
+        pkt.last_dim = NO_DIM;
+        pkt.flags &= !(F_CROSSED | F_ESCAPE);
+        if self.source {
+            let mut scratch = pkt.clone();
+            let mut path = Vec::new();
+            let (mut r, mut in_port) = self.attach(pkt.src, pkt.rail);
+            scratch.hops = 1;
+            loop {
+                let c = self.route_table(topo, r, in_port, &mut scratch, &Idle)?;
+                scratch.vc = c.vc;
+                path.push((c.port, c.vc | if c.enters_ring { 0x80 } else { 0 }));
+                match topo.routers[r as usize].ports[c.port as usize] {
+                    Peer::Router { router, port } => {
+                        r = router;
+                        in_port = port;
+                        scratch.hops += 1;
+                        if path.len() > 4 * self.nrouters.max(4) {
+                            return Err(RouteError::Loop {
+                                router: r,
+                                dst: pkt.dst,
+                            });
+                        }
+                    }
+                    Peer::Node { .. } => break,
+                    Peer::None => {
+                        return Err(RouteError::Unreachable {
+                            router: r,
+                            dst: pkt.dst,
+                        })
+                    }
+                }
+            }
+            pkt.path = Some(path.into_boxed_slice());
+        }
+        Ok(())
+    }
+
+    /// The path of a packet from `src` to `dst` on `rail` in an idle network: the (router, output
+    /// port, VC) of every hop, ending with the ejection port. Fails on a dead end or a loop.
+    pub fn trace(
+        &self,
+        topo: &Topology,
+        src: NodeId,
+        dst: NodeId,
+        rail: u8,
+        class: u8,
+    ) -> Result<Vec<(RouterId, PortIdx, u8)>, RouteError> {
+        let mut pkt = Packet::new(0, src, dst, 0, 0, hpcnet_des::SimTime::ZERO);
+        pkt.rail = rail;
+        self.on_inject(topo, &mut pkt, class)?;
+        let (mut r, mut in_port) = self.attach(src, rail);
+        let mut hops = Vec::new();
+        loop {
+            pkt.hops += 1;
+            let c = self.route(topo, r, in_port, &mut pkt, &Idle)?;
+            hops.push((r, c.port, c.vc));
+            pkt.vc = c.vc;
+            match topo.routers[r as usize].ports[c.port as usize] {
+                Peer::Router { router, port } => {
+                    r = router;
+                    in_port = port;
+                    if hops.len() > 2 * self.nrouters + 4 {
+                        return Err(RouteError::Loop { router: r, dst });
+                    }
+                }
+                Peer::Node { node, .. } if node == dst => return Ok(hops),
+                _ => return Err(RouteError::Unreachable { router: r, dst }),
+            }
+        }
+    }
+
+    /// The VC a packet uses in its first buffer (the router's injection input).
+    fn first_vc(&self, pkt: &Packet) -> u8 {
+        match &self.algo {
+            Algo::Dor {
+                deadlock: DeadlockAvoidance::Dateline,
+            } => 2 * pkt.class,
+            Algo::Minimal | Algo::Adaptive { .. } => 0,
+            _ => pkt.class,
+        }
+    }
+
+    /// Choose the output of `pkt` at router `r`, having arrived on `in_port`.
+    pub fn route(
+        &self,
+        topo: &Topology,
+        r: RouterId,
+        in_port: PortIdx,
+        pkt: &mut Packet,
+        credits: &impl CreditView,
+    ) -> Result<Choice, RouteError> {
+        if let Some(path) = &pkt.path {
+            let hop = pkt.hops as usize - 1;
+            let Some(&(port, vcf)) = path.get(hop) else {
+                return Err(RouteError::Loop {
+                    router: r,
+                    dst: pkt.dst,
+                });
+            };
+            if self.is_dead(r, port) {
+                return Err(RouteError::Unreachable {
+                    router: r,
+                    dst: pkt.dst,
+                });
+            }
+            return Ok(Choice {
+                port,
+                vc: vcf & 0x7f,
+                enters_ring: vcf & 0x80 != 0,
+            });
+        }
+        self.route_table(topo, r, in_port, pkt, credits)
+    }
+
+    fn route_table(
+        &self,
+        topo: &Topology,
+        r: RouterId,
+        in_port: PortIdx,
+        pkt: &mut Packet,
+        credits: &impl CreditView,
+    ) -> Result<Choice, RouteError> {
+        let (dr, dport) = self.attach(pkt.dst, pkt.rail);
+        if dr == r {
+            return Ok(Choice {
+                port: dport,
+                vc: pkt.vc,
+                enters_ring: false,
+            });
+        }
+        match &self.algo {
+            Algo::Dor { deadlock } => self.dor(topo, r, dr, pkt, *deadlock, pkt.class),
+            Algo::Adaptive { deadlock } => self.adaptive(topo, r, dr, pkt, *deadlock, credits),
+            Algo::Tree { selection } => self.tree(topo, r, in_port, dr, pkt, *selection, credits),
+            Algo::Minimal => self.minimal(topo, r, dr, pkt),
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Torus, mesh, hypercube
+
+    /// Next dimension and direction toward `dr` in dimension order, or None if arrived.
+    fn dor_step(&self, topo: &Topology, r: RouterId, dr: RouterId) -> Option<(usize, bool)> {
+        let cur = &topo.routers[r as usize].coords;
+        let dst = &topo.routers[dr as usize].coords;
+        match &self.grid {
+            Some(g) => {
+                for d in 0..g.k.len() {
+                    if cur[d] != dst[d] {
+                        let k = g.k[d];
+                        let plus = if g.wrap {
+                            let fwd = (dst[d] + k - cur[d]) % k;
+                            // Ties (k even, distance k/2) go the plus way.
+                            fwd <= k / 2
+                        } else {
+                            dst[d] > cur[d]
+                        };
+                        return Some((d, plus));
+                    }
+                }
+                None
+            }
+            None => {
+                // Hypercube: e-cube, lowest differing address bit; port d flips bit d.
+                let diff = r ^ dr;
+                (diff != 0).then(|| {
+                    (
+                        diff.trailing_zeros() as usize,
+                        (dr >> diff.trailing_zeros()) & 1 == 1,
+                    )
+                })
+            }
+        }
+    }
+
+    fn dim_port(&self, d: usize, plus: bool) -> PortIdx {
+        if self.grid.is_some() {
+            (2 * d + usize::from(!plus)) as PortIdx
+        } else {
+            d as PortIdx
+        }
+    }
+
+    /// Does moving one step along (d, plus) from router r cross the dimension's wrap-around link?
+    fn crosses_wrap(&self, topo: &Topology, r: RouterId, d: usize, plus: bool) -> bool {
+        match &self.grid {
+            Some(g) if g.wrap => {
+                let c = topo.routers[r as usize].coords[d];
+                (plus && c == g.k[d] - 1) || (!plus && c == 0)
+            }
+            _ => false,
+        }
+    }
+
+    fn dor(
+        &self,
+        topo: &Topology,
+        r: RouterId,
+        dr: RouterId,
+        pkt: &mut Packet,
+        deadlock: DeadlockAvoidance,
+        class: u8,
+    ) -> Result<Choice, RouteError> {
+        let (d, plus) = self.dor_step(topo, r, dr).ok_or(RouteError::Unreachable {
+            router: r,
+            dst: pkt.dst,
+        })?;
+        let port = self.dim_port(d, plus);
+        if self.is_dead(r, port) {
+            return Err(RouteError::Unreachable {
+                router: r,
+                dst: pkt.dst,
+            });
+        }
+        // Under minimal adaptive, `last_dim` was reset when the packet left the adaptive VCs, so
+        // moving onto the escape VC counts as entering the ring.
+        let enters = pkt.last_dim != d as u8;
+        if pkt.last_dim != d as u8 {
+            pkt.flags &= !F_CROSSED;
+        }
+        if self.crosses_wrap(topo, r, d, plus) {
+            pkt.flags |= F_CROSSED;
+        }
+        pkt.last_dim = d as u8;
+        let vc = match deadlock {
+            DeadlockAvoidance::Dateline => 2 * class + u8::from(pkt.flags & F_CROSSED != 0),
+            _ => class,
+        };
+        Ok(Choice {
+            port,
+            vc,
+            enters_ring: enters && deadlock == DeadlockAvoidance::Bubble,
+        })
+    }
+
+    fn adaptive(
+        &self,
+        topo: &Topology,
+        r: RouterId,
+        dr: RouterId,
+        pkt: &mut Packet,
+        deadlock: DeadlockAvoidance,
+        credits: &impl CreditView,
+    ) -> Result<Choice, RouteError> {
+        let g = self
+            .grid
+            .as_ref()
+            .expect("validated: minimal adaptive needs a torus or mesh");
+        let first_adaptive: u8 = if deadlock == DeadlockAvoidance::Dateline {
+            2
+        } else {
+            1
+        };
+        let cur = &topo.routers[r as usize].coords;
+        let dst = &topo.routers[dr as usize].coords;
+        let need = pkt.credits as u32;
+        let mut best: Option<(u32, Choice, usize)> = None;
+        for d in 0..g.k.len() {
+            if cur[d] == dst[d] {
+                continue;
+            }
+            let k = g.k[d];
+            let dirs: &[bool] = if g.wrap {
+                let fwd = (dst[d] + k - cur[d]) % k;
+                match (2 * fwd).cmp(&k) {
+                    std::cmp::Ordering::Equal => &[true, false],
+                    std::cmp::Ordering::Less => &[true],
+                    std::cmp::Ordering::Greater => &[false],
+                }
+            } else if dst[d] > cur[d] {
+                &[true]
+            } else {
+                &[false]
+            };
+            for &plus in dirs {
+                let port = self.dim_port(d, plus);
+                if self.is_dead(r, port) {
+                    continue;
+                }
+                for vc in first_adaptive..self.vcs {
+                    let free = credits.free(port, vc);
+                    if free >= need && best.as_ref().is_none_or(|(f, _, _)| free > *f) {
+                        best = Some((
+                            free,
+                            Choice {
+                                port,
+                                vc,
+                                enters_ring: false,
+                            },
+                            d,
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some((_, c, d)) = best {
+            pkt.flags &= !(F_ESCAPE | F_CROSSED);
+            pkt.last_dim = d as u8;
+            return Ok(c);
+        }
+        // Escape: dimension order on the escape VC(s), class 0.
+        let was_escape = pkt.flags & F_ESCAPE != 0;
+        if !was_escape {
+            pkt.last_dim = NO_DIM;
+        }
+        pkt.flags |= F_ESCAPE;
+        self.dor(topo, r, dr, pkt, deadlock, 0)
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Trees
+
+    #[allow(clippy::too_many_arguments)]
+    fn tree(
+        &self,
+        topo: &Topology,
+        r: RouterId,
+        in_port: PortIdx,
+        dr: RouterId,
+        pkt: &mut Packet,
+        sel: Selection,
+        credits: &impl CreditView,
+    ) -> Result<Choice, RouteError> {
+        let t = self
+            .trees
+            .as_ref()
+            .expect("tree tables built for tree routing");
+        let leaves = t.leaf_router.len();
+        let dl = t.leaf_of_router[dr as usize] as usize;
+        let info = &topo.routers[r as usize];
+        let vc = pkt.class;
+        let unreachable = RouteError::Unreachable {
+            router: r,
+            dst: pkt.dst,
+        };
+        let rot = pkt.dst as usize;
+        let pick = |ports: &mut dyn Iterator<Item = PortIdx>| -> Option<PortIdx> {
+            let live = ports.filter(|&p| !self.is_dead(r, p));
+            match sel {
+                Selection::Deterministic => live.into_iter().next(),
+                Selection::Adaptive => {
+                    let mut best: Option<(u32, PortIdx)> = None;
+                    for p in live {
+                        let f = credits.free(p, vc);
+                        if best.is_none_or(|(bf, _)| f > bf) {
+                            best = Some((f, p));
+                        }
+                    }
+                    best.map(|(_, p)| p)
+                }
+            }
+        };
+        let choose = |p: PortIdx| {
+            Ok(Choice {
+                port: p,
+                vc,
+                enters_ring: false,
+            })
+        };
+        // 1. Below me: go down.
+        let down = &t.down[r as usize * leaves + dl];
+        if !down.is_empty() {
+            let n = down.len();
+            if let Some(p) = pick(&mut (0..n).map(|i| down[(i + rot) % n])) {
+                return choose(p);
+            }
+            // Generalized fat tree bypass: down to the destination leaf's sibling instead.
+            let sib = t.sibling[dl];
+            if sib != u32::MAX {
+                let sdown = &t.down[r as usize * leaves + sib as usize];
+                let n = sdown.len();
+                if let Some(p) = pick(&mut (0..n).map(|i| sdown[(i + rot) % n])) {
+                    return choose(p);
+                }
+            }
+            return Err(unreachable);
+        }
+        let came_from_sibling = matches!(info.kinds.get(in_port as usize), Some(PortKind::Sibling));
+        let came_from_above = matches!(info.kinds.get(in_port as usize), Some(PortKind::Up));
+        let my_leaf = t.leaf_of_router[r as usize];
+        let sibling_ports = || {
+            info.kinds
+                .iter()
+                .enumerate()
+                .filter(|(_, k)| **k == PortKind::Sibling)
+                .map(|(p, _)| p as PortIdx)
+        };
+        // 2. I am a leaf and the destination is my sibling, reached from above (bypass) or
+        //    because all my up links are dead.
+        if my_leaf != u32::MAX && t.sibling[my_leaf as usize] == dl as u32 && !came_from_sibling {
+            let sibs: Vec<PortIdx> = sibling_ports().collect();
+            let n = sibs.len();
+            if came_from_above {
+                return pick(&mut (0..n).map(|i| sibs[(i + rot) % n]))
+                    .map_or(Err(unreachable), choose);
+            }
+        }
+        if came_from_above {
+            return Err(unreachable);
+        }
+        // 3. Up, D-mod-k ordered.
+        let ups: Vec<PortIdx> = info
+            .kinds
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| **k == PortKind::Up)
+            .map(|(p, _)| p as PortIdx)
+            .collect();
+        let n = ups.len();
+        if let Some(p) = pick(&mut (0..n).map(|i| ups[(i + rot) % n])) {
+            return choose(p);
+        }
+        // 4. All up links dead: leave through the sibling leaf (not back where we came from).
+        if my_leaf != u32::MAX && !came_from_sibling {
+            let sibs: Vec<PortIdx> = sibling_ports().collect();
+            let n = sibs.len();
+            return pick(&mut (0..n).map(|i| sibs[(i + rot) % n])).map_or(Err(unreachable), choose);
+        }
+        Err(unreachable)
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Minimal (BFS distance table)
+
+    fn minimal(
+        &self,
+        topo: &Topology,
+        r: RouterId,
+        dr: RouterId,
+        pkt: &mut Packet,
+    ) -> Result<Choice, RouteError> {
+        let n = self.nrouters;
+        let here = self.dist[r as usize * n + dr as usize];
+        if here == u16::MAX {
+            return Err(RouteError::Unreachable {
+                router: r,
+                dst: pkt.dst,
+            });
+        }
+        let info = &topo.routers[r as usize];
+        let np = info.ports.len();
+        let rot = pkt.dst as usize;
+        for i in 0..np {
+            let p = (i + rot) % np;
+            if let Peer::Router { router, .. } = info.ports[p] {
+                if !self.is_dead(r, p as PortIdx)
+                    && self.dist[router as usize * n + dr as usize] + 1 == here
+                {
+                    let vc = (pkt.hops.saturating_sub(1)).min(self.vcs as u16 - 1) as u8;
+                    return Ok(Choice {
+                        port: p as PortIdx,
+                        vc,
+                        enters_ring: false,
+                    });
+                }
+            }
+        }
+        Err(RouteError::Unreachable {
+            router: r,
+            dst: pkt.dst,
+        })
+    }
+}
+
+/// Why a packet could not be routed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    #[error("no live path from router {router} to node {dst}")]
+    Unreachable { router: RouterId, dst: NodeId },
+    #[error("routing loop at router {router} toward node {dst}")]
+    Loop { router: RouterId, dst: NodeId },
+}
+
+fn bfs(topo: &Topology, s: usize, dead: &[bool], base: &[u32], out: &mut [u16]) {
+    let mut q = std::collections::VecDeque::new();
+    out[s] = 0;
+    q.push_back(s);
+    while let Some(u) = q.pop_front() {
+        for (p, peer) in topo.routers[u].ports.iter().enumerate() {
+            if let Peer::Router { router, .. } = *peer {
+                let v = router as usize;
+                if !dead[base[u] as usize + p] && out[v] == u16::MAX {
+                    out[v] = out[u] + 1;
+                    q.push_back(v);
+                }
+            }
+        }
+    }
+}
+
+fn build_trees(topo: &Topology) -> Trees {
+    let nr = topo.routers.len();
+    let mut leaf_of_router = vec![u32::MAX; nr];
+    let mut leaf_router = Vec::new();
+    for (i, r) in topo.routers.iter().enumerate() {
+        if r.kinds.contains(&PortKind::Terminal) {
+            leaf_of_router[i] = leaf_router.len() as u32;
+            leaf_router.push(i as RouterId);
+        }
+    }
+    let leaves = leaf_router.len();
+    let words = leaves.div_ceil(64);
+    // reach[r]: bitset of leaves at or below r, computed by memoised DFS on down ports.
+    let mut reach: Vec<Option<Vec<u64>>> = vec![None; nr];
+    fn visit(
+        topo: &Topology,
+        r: usize,
+        words: usize,
+        leaf_of: &[u32],
+        reach: &mut Vec<Option<Vec<u64>>>,
+    ) {
+        if reach[r].is_some() {
+            return;
+        }
+        let mut set = vec![0u64; words];
+        if leaf_of[r] != u32::MAX {
+            let l = leaf_of[r] as usize;
+            set[l / 64] |= 1 << (l % 64);
+        }
+        for (p, k) in topo.routers[r].kinds.iter().enumerate() {
+            if *k == PortKind::Down {
+                if let Peer::Router { router, .. } = topo.routers[r].ports[p] {
+                    visit(topo, router as usize, words, leaf_of, reach);
+                    let child = reach[router as usize].as_ref().expect("visited");
+                    for (a, b) in set.iter_mut().zip(child) {
+                        *a |= *b;
+                    }
+                }
+            }
+        }
+        reach[r] = Some(set);
+    }
+    for r in 0..nr {
+        visit(topo, r, words, &leaf_of_router, &mut reach);
+    }
+    let mut down: Vec<Box<[PortIdx]>> = Vec::with_capacity(nr * leaves);
+    for r in 0..nr {
+        let info = &topo.routers[r];
+        for l in 0..leaves {
+            let ports: Vec<PortIdx> = info
+                .kinds
+                .iter()
+                .enumerate()
+                .filter(|(p, k)| {
+                    **k == PortKind::Down
+                        && matches!(info.ports[*p], Peer::Router { router, .. }
+                            if reach[router as usize].as_ref().is_some_and(|s| s[l / 64] >> (l % 64) & 1 == 1))
+                })
+                .map(|(p, _)| p as PortIdx)
+                .collect();
+            down.push(ports.into_boxed_slice());
+        }
+    }
+    let mut sibling = vec![u32::MAX; leaves];
+    for (l, &r) in leaf_router.iter().enumerate() {
+        let info = &topo.routers[r as usize];
+        for (p, k) in info.kinds.iter().enumerate() {
+            if *k == PortKind::Sibling {
+                if let Peer::Router { router, .. } = info.ports[p] {
+                    sibling[l] = leaf_of_router[router as usize];
+                }
+            }
+        }
+    }
+    Trees {
+        leaf_of_router,
+        leaf_router,
+        down,
+        sibling,
+    }
+}

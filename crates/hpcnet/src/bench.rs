@@ -1,0 +1,152 @@
+//! `hpcnet bench`: simulator speed on fixed scenarios.
+//!
+//! Each case runs in a child process (`hpcnet bench-one NAME`) so its peak resident memory
+//! (VmHWM) is its own. Figures: packet-hops per wall second (a hop = one router traversal of a
+//! delivered packet), events per second, peak memory. Not a test: numbers depend on the machine.
+
+use crate::Failure;
+use hpcnet_workloads::synthetic::{run_synthetic, RunOptions};
+use hpcnet_workloads::Scenario;
+use serde::{Deserialize, Serialize};
+
+/// A bench case: an embedded scenario plus overrides.
+struct Case {
+    name: &'static str,
+    text: &'static str,
+    set: &'static [&'static str],
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "torus-8x8x8-uniform-0.45",
+        text: include_str!("../../../scenarios/torus-8x8x8.toml"),
+        set: &["traffic.load=0.45", "sim.measure=\"50 us\""],
+    },
+    Case {
+        name: "torus-8x8x8-uniform-0.90",
+        text: include_str!("../../../scenarios/torus-8x8x8.toml"),
+        set: &["traffic.load=0.9", "sim.measure=\"20 us\""],
+    },
+    Case {
+        name: "sunway-prototype-uniform-0.40",
+        text: include_str!("../../../scenarios/sunway-prototype.toml"),
+        set: &["traffic.load=0.4", "sim.measure=\"20 us\""],
+    },
+    Case {
+        name: "fattree-4ary-3tree-uniform-0.50",
+        text: include_str!("../../../scenarios/fattree-4ary-3tree.toml"),
+        set: &["traffic.load=0.5", "sim.measure=\"100 us\""],
+    },
+    Case {
+        name: "dragonfly-small-uniform-0.40",
+        text: include_str!("../../../scenarios/dragonfly-small.toml"),
+        set: &["traffic.load=0.4", "sim.measure=\"100 us\""],
+    },
+];
+
+#[derive(Serialize, Deserialize, Debug)]
+struct CaseResult {
+    name: String,
+    nodes: usize,
+    packets_delivered: u64,
+    packet_hops: u64,
+    events: u64,
+    wall_seconds: f64,
+    packet_hops_per_sec: f64,
+    events_per_sec: f64,
+    peak_rss_mb: f64,
+    accepted_load: f64,
+}
+
+fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+pub fn bench_one(name: &str) -> Result<(), Failure> {
+    let case = CASES
+        .iter()
+        .find(|c| c.name == name)
+        .ok_or_else(|| Failure::input(format!("no bench case '{name}'")))?;
+    let set: Vec<String> = case.set.iter().map(|s| s.to_string()).collect();
+    let sc =
+        Scenario::from_str_named(case.text, case.name, case.name, &set).map_err(Failure::input)?;
+    let rep =
+        run_synthetic(&sc, RunOptions::default()).map_err(|e| Failure::model(e.to_string()))?;
+    let all_hops = rep.total_hops as f64;
+    let r = CaseResult {
+        name: case.name.to_string(),
+        nodes: rep.nodes,
+        packets_delivered: rep.packets_delivered,
+        packet_hops: all_hops.round() as u64,
+        events: rep.events,
+        wall_seconds: rep.wall_seconds,
+        packet_hops_per_sec: all_hops / rep.wall_seconds,
+        events_per_sec: rep.events as f64 / rep.wall_seconds,
+        peak_rss_mb: peak_rss_mb(),
+        accepted_load: rep.accepted_load,
+    };
+    println!("{}", serde_json::to_string(&r).expect("json"));
+    Ok(())
+}
+
+pub fn bench(json: bool, only: &[String]) -> Result<(), Failure> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Failure::input(format!("cannot find own executable: {e}")))?;
+    let mut results = Vec::new();
+    for c in CASES
+        .iter()
+        .filter(|c| only.is_empty() || only.iter().any(|o| c.name.contains(o.as_str())))
+    {
+        if !json {
+            eprintln!("  running {} ...", c.name);
+        }
+        let out = std::process::Command::new(&exe)
+            .args(["bench-one", c.name])
+            .output()
+            .map_err(|e| Failure::input(format!("cannot run bench case: {e}")))?;
+        if !out.status.success() {
+            return Err(Failure::model(format!(
+                "bench case {} failed: {}",
+                c.name,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        let r: CaseResult = serde_json::from_slice(&out.stdout)
+            .map_err(|e| Failure::model(format!("bench case {} printed bad JSON: {e}", c.name)))?;
+        results.push(r);
+    }
+    if json {
+        let v = serde_json::json!({ "version": env!("CARGO_PKG_VERSION"), "cases": results });
+        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+    } else {
+        println!(
+            "hpcnet {} bench (one thread per case)",
+            env!("CARGO_PKG_VERSION")
+        );
+        println!(
+            "  {:<34} {:>6} {:>12} {:>14} {:>12} {:>9} {:>8}",
+            "case", "nodes", "packet-hops", "hops/s", "events/s", "peak MB", "wall s"
+        );
+        for r in &results {
+            println!(
+                "  {:<34} {:>6} {:>12} {:>14.0} {:>12.0} {:>9.1} {:>8.3}",
+                r.name,
+                r.nodes,
+                r.packet_hops,
+                r.packet_hops_per_sec,
+                r.events_per_sec,
+                r.peak_rss_mb,
+                r.wall_seconds
+            );
+        }
+    }
+    Ok(())
+}

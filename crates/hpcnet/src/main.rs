@@ -1,0 +1,139 @@
+//! `hpcnet` — the command line of the hpcnet interconnect simulator.
+//!
+//! `main` → `try_main` with fixed exit codes (as ripgrep): 0 success, 1 the model reported a
+//! failure (deadlock, conservation), 2 bad input (arguments, scenario files).
+
+mod bench;
+mod plot;
+mod run;
+mod sweep;
+mod topo;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Simulator and message-library laboratory for HPC interconnection networks.
+#[derive(Parser)]
+#[command(name = "hpcnet", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+/// Options every scenario command takes.
+#[derive(clap::Args, Clone)]
+pub struct Common {
+    /// Override a scenario key: --set traffic.load=0.5 (repeatable; value parsed as TOML).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Simulate a scenario's synthetic traffic and print the summary.
+    Run {
+        /// Scenario TOML file.
+        scenario: PathBuf,
+        #[command(flatten)]
+        common: Common,
+        /// Also write per-link busy time and packet counts as CSV.
+        #[arg(long, value_name = "FILE")]
+        links: Option<PathBuf>,
+    },
+    /// Run a scenario at a range of offered loads; write CSV and an SVG latency–load plot.
+    Sweep {
+        scenario: PathBuf,
+        /// Loads as START:END:STEP, fractions of node injection bandwidth (e.g. 0.1:0.9:0.1).
+        #[arg(long, value_name = "A:B:STEP")]
+        load: String,
+        /// Output directory for the CSV and SVG (default: out/).
+        #[arg(long, default_value = "out")]
+        out: PathBuf,
+        /// Worker threads (default: available cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Describe a scenario's topology: counts, diameter, mean distance, bisection.
+    Topo {
+        scenario: PathBuf,
+        /// Write the topology as Graphviz DOT.
+        #[arg(long, value_name = "FILE")]
+        dot: Option<PathBuf>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Measure simulator speed on fixed scenarios (packet-hops/s, events/s, peak memory).
+    Bench {
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+        /// Only the named bench case(s).
+        #[arg(long)]
+        only: Vec<String>,
+    },
+    /// (internal) run one bench case in this process and print its JSON line.
+    #[command(hide = true)]
+    BenchOne { name: String },
+}
+
+/// An error with its exit code.
+pub struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn input(m: impl std::fmt::Display) -> Self {
+        Failure {
+            code: 2,
+            message: m.to_string(),
+        }
+    }
+    pub fn model(m: impl std::fmt::Display) -> Self {
+        Failure {
+            code: 1,
+            message: m.to_string(),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match try_main(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("error: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+fn try_main(cli: Cli) -> Result<(), Failure> {
+    match cli.cmd {
+        Cmd::Run {
+            scenario,
+            common,
+            links,
+        } => run::run(&scenario, &common, links.as_deref()),
+        Cmd::Sweep {
+            scenario,
+            load,
+            out,
+            threads,
+            common,
+        } => sweep::sweep(&scenario, &load, &out, threads, &common),
+        Cmd::Topo {
+            scenario,
+            dot,
+            common,
+        } => topo::topo(&scenario, dot.as_deref(), &common),
+        Cmd::Bench { json, only } => bench::bench(json, &only),
+        Cmd::BenchOne { name } => bench::bench_one(&name),
+    }
+}

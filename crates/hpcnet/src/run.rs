@@ -1,0 +1,159 @@
+//! `hpcnet run`: one synthetic-traffic simulation.
+
+use crate::{Common, Failure};
+use hpcnet_des::SimTime;
+use hpcnet_workloads::synthetic::{run_synthetic, RunError, RunOptions, RunReport};
+use hpcnet_workloads::Scenario;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+pub fn load(path: &Path, common: &Common) -> Result<Scenario, Failure> {
+    Scenario::load(path, &common.set).map_err(Failure::input)
+}
+
+/// Run with a progress bar on a terminal once the run has taken more than a second.
+pub fn run_with_progress(
+    sc: &Scenario,
+    show: bool,
+    link_detail: bool,
+) -> Result<RunReport, Failure> {
+    let started = Instant::now();
+    let mut bar: Option<ProgressBar> = None;
+    let mut cb = |now: SimTime, end: SimTime| {
+        if !show || started.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        let b = bar.get_or_insert_with(|| {
+            let b = ProgressBar::new(1000);
+            b.set_style(
+                ProgressStyle::with_template("{msg} [{bar:40}] {percent}% ({elapsed})")
+                    .expect("valid template"),
+            );
+            b.set_message(sc.name.clone());
+            b
+        });
+        let f = (now.0 as f64 / end.0.max(1) as f64).min(1.0);
+        b.set_position((f * 1000.0) as u64);
+    };
+    let r = run_synthetic(
+        sc,
+        RunOptions {
+            progress: Some(&mut cb),
+            link_detail,
+        },
+    );
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    r.map_err(|e| match e {
+        RunError::Config(m) => Failure::input(m),
+        RunError::Conservation(m) => Failure::model(format!("conservation violated: {m}")),
+    })
+}
+
+pub fn run(path: &Path, common: &Common, links: Option<&Path>) -> Result<(), Failure> {
+    let sc = load(path, common)?;
+    let mut rep = run_with_progress(
+        &sc,
+        std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        links.is_some(),
+    )?;
+    if let Some(file) = links {
+        write_links(&rep, file)?;
+        rep.links = None;
+    }
+    if common.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&rep).expect("report serialises")
+        );
+    } else {
+        print_text(&rep);
+    }
+    if let Some(d) = &rep.deadlock {
+        return Err(Failure::model(format!(
+            "deadlock: {} packets in flight stopped moving at {:.1} ns ({} blocked channels listed{})",
+            d.in_flight,
+            d.at_ns,
+            d.blocked.len(),
+            if common.json { " in the JSON" } else { " above" }
+        )));
+    }
+    Ok(())
+}
+
+fn write_links(rep: &RunReport, file: &Path) -> Result<(), Failure> {
+    let io = |e: std::io::Error| Failure::input(format!("{}: {e}", file.display()));
+    let mut f = std::io::BufWriter::new(std::fs::File::create(file).map_err(io)?);
+    writeln!(f, "link,busy_ps,utilisation").map_err(io)?;
+    for l in rep.links.iter().flatten() {
+        writeln!(f, "{},{},{:.6}", l.link, l.busy_ps, l.utilisation).map_err(io)?;
+    }
+    f.flush().map_err(io)
+}
+
+pub fn print_text(r: &RunReport) {
+    println!(
+        "hpcnet {} — scenario '{}' (seed {})",
+        r.version, r.scenario, r.seed
+    );
+    println!(
+        "  machine         {} nodes, {}, routing {}",
+        r.nodes, r.topology, r.routing
+    );
+    println!(
+        "  packets         generated {}  injected {}  delivered {}  dropped {}",
+        r.packets_generated, r.packets_injected, r.packets_delivered, r.packets_dropped
+    );
+    for (k, v) in &r.drops_by_reason {
+        println!("    dropped       {v} ({k})");
+    }
+    println!(
+        "  load            offered {:.4}  accepted {:.4}  ({:.3} GB/s per node of {:.3})",
+        r.offered_load, r.accepted_load, r.accepted_gbytes_per_node, r.node_bandwidth_gbytes
+    );
+    if let Some(b) = &r.channel_load_bound {
+        println!(
+            "  bound           channel-load bound {:.4} (busiest channel {} at load {:.3}); accepted/bound {:.3}",
+            b.saturation_bound,
+            b.channel,
+            b.max_channel_load,
+            r.accepted_over_bound.unwrap_or(0.0)
+        );
+    }
+    let l = &r.latency_ns;
+    println!(
+        "  latency (ns)    mean {:.1}  p50 {:.1}  p99 {:.1}  max {:.1}",
+        l.mean, l.p50, l.p99, l.max
+    );
+    println!(
+        "  network latency {:.1} ns; zero-load analytical {:.1} ns; mean hops {:.3}",
+        r.network_latency_ns, r.zero_load_latency_ns, r.mean_hops
+    );
+    let u = &r.link_utilisation;
+    println!(
+        "  links           utilisation mean {:.3} (router links {:.3}), max {:.3} at {}",
+        u.mean, u.mean_router_links, u.max, u.max_link
+    );
+    if let Some(t) = &r.table_memory {
+        println!(
+            "  route tables    two-level {} entries vs flat {} ({:.1} % less; supernode {} endpoints)",
+            t.two_level_entries, t.flat_entries, t.saving_percent, t.supernode_size
+        );
+    }
+    println!("  run             {} events, {:.1} us simulated, {:.3} s wall, drained {}, conservation {}", r.events, r.sim_time_ns / 1e3, r.wall_seconds, r.drained, if r.conservation_ok { "ok" } else { "VIOLATED" });
+    if let Some(d) = &r.deadlock {
+        println!(
+            "  DEADLOCK at {:.1} ns: {} packets in flight; blocked input channels:",
+            d.at_ns, d.in_flight
+        );
+        for b in &d.blocked {
+            println!(
+                "    router {} in port {} vc {} ({} queued): head to node {} wants port {} vc {}, needs {} credits, {} free",
+                b.router, b.in_port, b.vc, b.queued, b.head_dst, b.out_port, b.out_vc, b.credits_needed, b.credits_free
+            );
+        }
+    }
+}
