@@ -78,23 +78,14 @@ struct ReadyList(Mutex<VecDeque<TaskId>>);
 
 impl ReadyList {
     fn push(&self, id: TaskId) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push_back(id);
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).push_back(id);
     }
     /// Move every queued id into `out` (which must be empty); keeps both buffers' capacity.
     fn swap_into(&self, out: &mut VecDeque<TaskId>) {
-        std::mem::swap(
-            &mut *self.0.lock().unwrap_or_else(PoisonError::into_inner),
-            out,
-        );
+        std::mem::swap(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner), out);
     }
     fn is_empty(&self) -> bool {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_empty()
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).is_empty()
     }
 }
 
@@ -164,11 +155,7 @@ impl Slab {
             ready: ready.clone(),
         });
         let waker = Waker::from(state.clone());
-        slot.task = Some(Task {
-            future,
-            waker,
-            state,
-        });
+        slot.task = Some(Task { future, waker, state });
         self.live += 1;
         ready.push(id);
         id
@@ -572,12 +559,7 @@ pub fn completion<T>() -> (CompletionSender<T>, Completion<T>) {
         sender_alive: true,
         receiver_alive: true,
     }));
-    (
-        CompletionSender {
-            state: state.clone(),
-        },
-        Completion { state },
-    )
+    (CompletionSender { state: state.clone() }, Completion { state })
 }
 
 /// The receiving half: a future that resolves to the sent value, or to [`Canceled`] if the
@@ -685,9 +667,7 @@ impl Default for Signal {
 
 impl fmt::Debug for Signal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Signal")
-            .field("value", &self.value())
-            .finish()
+        f.debug_struct("Signal").field("value", &self.value()).finish()
     }
 }
 
@@ -727,10 +707,7 @@ impl Signal {
 
     /// A future that completes once the counter is at least `target`.
     pub fn wait_for(&self, target: u64) -> WaitFor<'_> {
-        WaitFor {
-            signal: self,
-            target,
-        }
+        WaitFor { signal: self, target }
     }
 }
 
@@ -901,10 +878,7 @@ mod tests {
         let s = sim.run();
         assert_eq!(
             *got.borrow(),
-            vec![
-                (SimTime::from_ns(3), Ok(7)),
-                (SimTime::from_ns(4), Err(Canceled))
-            ]
+            vec![(SimTime::from_ns(3), Ok(7)), (SimTime::from_ns(4), Err(Canceled))]
         );
         assert_eq!(s.polls, 3);
     }
@@ -974,8 +948,7 @@ mod tests {
             });
             // A pending callback holding a handle must not keep the world alive either.
             let (h2, a2) = (sim.handle(), alive.clone());
-            sim.handle()
-                .call_at(SimTime::from_ns(100), move || drop((h2, a2)));
+            sim.handle().call_at(SimTime::from_ns(100), move || drop((h2, a2)));
             let s = sim.run_until(SimTime::from_ns(50));
             assert_eq!(s.live_tasks, 1);
             assert_eq!(Rc::strong_count(&alive), 3);

@@ -7,15 +7,16 @@ use crate::units::SimTime;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
+/// `key` = time in the upper 64 bits, insertion sequence in the lower: one comparison orders
+/// by (time, sequence).
 struct Entry<E> {
-    time: SimTime,
-    seq: u64,
+    key: u128,
     event: E,
 }
 
 impl<E> PartialEq for Entry<E> {
     fn eq(&self, o: &Self) -> bool {
-        self.time == o.time && self.seq == o.seq
+        self.key == o.key
     }
 }
 impl<E> Eq for Entry<E> {}
@@ -27,7 +28,7 @@ impl<E> PartialOrd for Entry<E> {
 impl<E> Ord for Entry<E> {
     fn cmp(&self, o: &Self) -> Ordering {
         // Reversed: BinaryHeap is a max-heap and we want the earliest (time, seq) first.
-        (o.time, o.seq).cmp(&(self.time, self.seq))
+        o.key.cmp(&self.key)
     }
 }
 
@@ -65,15 +66,10 @@ impl<E> EventQueue<E> {
     /// is clamped to `now` so time never runs backwards (debug builds assert).
     #[inline]
     pub fn schedule(&mut self, at: SimTime, event: E) {
-        debug_assert!(
-            at >= self.now,
-            "event scheduled in the past: {at:?} < {:?}",
-            self.now
-        );
+        debug_assert!(at >= self.now, "event scheduled in the past: {at:?} < {:?}", self.now);
         let time = at.max(self.now);
         self.heap.push(Entry {
-            time,
-            seq: self.seq,
+            key: ((time.0 as u128) << 64) | self.seq as u128,
             event,
         });
         self.seq += 1;
@@ -90,15 +86,16 @@ impl<E> EventQueue<E> {
     #[inline]
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
         let e = self.heap.pop()?;
-        self.now = e.time;
+        let time = SimTime((e.key >> 64) as u64);
+        self.now = time;
         self.popped += 1;
-        Some((e.time, e.event))
+        Some((time, e.event))
     }
 
     /// Time of the earliest pending event.
     #[inline]
     pub fn peek_time(&self) -> Option<SimTime> {
-        self.heap.peek().map(|e| e.time)
+        self.heap.peek().map(|e| SimTime((e.key >> 64) as u64))
     }
 
     pub fn len(&self) -> usize {

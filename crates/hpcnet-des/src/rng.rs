@@ -57,10 +57,7 @@ mod tests {
     #[test]
     fn streams_are_reproducible_and_distinct() {
         let s = RngStreams::new(42);
-        let a: Vec<u64> = (0..4)
-            .map(|_| 0)
-            .map(|_| s.stream("traffic", 3).gen())
-            .collect();
+        let a: Vec<u64> = (0..4).map(|_| 0).map(|_| s.stream("traffic", 3).gen()).collect();
         assert!(a.iter().all(|x| *x == a[0]));
         let x: u64 = s.stream("traffic", 3).gen();
         let y: u64 = s.stream("traffic", 4).gen();

@@ -232,12 +232,7 @@ impl Registry {
     }
 
     /// Register a counter (starts at 0).
-    pub fn counter(
-        &mut self,
-        name: &str,
-        unit: &str,
-        description: &str,
-    ) -> Result<CounterId, StatsError> {
+    pub fn counter(&mut self, name: &str, unit: &str, description: &str) -> Result<CounterId, StatsError> {
         let meta = self.claim(name, unit, description)?;
         let i = Self::next_index(self.counters.len());
         self.counters.push((meta, 0));
@@ -246,12 +241,7 @@ impl Registry {
     }
 
     /// Register a summary (count, sum, min, max, mean).
-    pub fn summary(
-        &mut self,
-        name: &str,
-        unit: &str,
-        description: &str,
-    ) -> Result<SummaryId, StatsError> {
+    pub fn summary(&mut self, name: &str, unit: &str, description: &str) -> Result<SummaryId, StatsError> {
         let meta = self.claim(name, unit, description)?;
         let i = Self::next_index(self.summaries.len());
         self.summaries.push((meta, Summary::default()));
@@ -260,12 +250,7 @@ impl Registry {
     }
 
     /// Register a histogram (exact samples, nearest-rank percentiles).
-    pub fn histogram(
-        &mut self,
-        name: &str,
-        unit: &str,
-        description: &str,
-    ) -> Result<HistId, StatsError> {
+    pub fn histogram(&mut self, name: &str, unit: &str, description: &str) -> Result<HistId, StatsError> {
         let meta = self.claim(name, unit, description)?;
         let i = Self::next_index(self.histograms.len());
         self.histograms.push((meta, Histogram::default()));
@@ -378,14 +363,8 @@ mod tests {
         assert_eq!(percentile_nearest_rank(&v, 99.5), Some(100));
         let w: Vec<u64> = (1..=1000).collect();
         assert_eq!(percentile_nearest_rank(&w, 99.9), Some(999));
-        assert_eq!(
-            percentile_nearest_rank(&[15, 20, 35, 40, 50], 30.0),
-            Some(20)
-        );
-        assert_eq!(
-            percentile_nearest_rank(&[15, 20, 35, 40, 50], 40.0),
-            Some(20)
-        );
+        assert_eq!(percentile_nearest_rank(&[15, 20, 35, 40, 50], 30.0), Some(20));
+        assert_eq!(percentile_nearest_rank(&[15, 20, 35, 40, 50], 40.0), Some(20));
         assert_eq!(percentile_nearest_rank(&[], 50.0), None);
     }
 
@@ -405,10 +384,7 @@ mod tests {
     fn duplicates_rejected_across_kinds() {
         let mut r = Registry::new();
         r.counter("x", "B", "bytes").unwrap();
-        assert_eq!(
-            r.summary("x", "B", "again"),
-            Err(StatsError::Duplicate("x".into()))
-        );
+        assert_eq!(r.summary("x", "B", "again"), Err(StatsError::Duplicate("x".into())));
         assert!(r.histogram("x", "B", "again").is_err());
         assert!(r.counter("x", "B", "again").is_err());
         assert_eq!(r.len(), 1);

@@ -19,9 +19,7 @@ pub struct UnitError(pub String);
 fn split_quantity(s: &str) -> Option<(f64, &str)> {
     let s = s.trim();
     let end = s
-        .find(|c: char| {
-            !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E' || c == '-' || c == '+')
-        })
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E' || c == '-' || c == '+'))
         .unwrap_or(s.len());
     // 'e' may begin a unit ("e" is not a unit we use, so this only matters for exponents).
     let (num, unit) = s.split_at(end);
@@ -35,9 +33,7 @@ fn split_quantity(s: &str) -> Option<(f64, &str)> {
 fn to_integer(v: f64, scale: f64, what: &str, text: &str) -> Result<u64, UnitError> {
     let x = v * scale;
     if x < 0.0 {
-        return Err(UnitError(format!(
-            "{what} must not be negative, got '{text}'"
-        )));
+        return Err(UnitError(format!("{what} must not be negative, got '{text}'")));
     }
     if x > u64::MAX as f64 / 2.0 {
         return Err(UnitError(format!("{what} '{text}' is too large")));
@@ -269,6 +265,10 @@ impl BitsPerSec {
         if self.0 == 0 {
             return SimTime::MAX;
         }
+        // Fast path in 64-bit arithmetic (sizes below 2 MiB), exact 128-bit otherwise.
+        if b.0 < (1 << 21) {
+            return SimTime((b.0 * 8_000_000_000_000).div_ceil(self.0));
+        }
         let bits = b.0 as u128 * 8 * 1_000_000_000_000u128;
         SimTime(bits.div_ceil(self.0 as u128) as u64)
     }
@@ -288,11 +288,7 @@ impl Mul<u64> for BitsPerSec {
 impl fmt::Display for BitsPerSec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        for (scale, unit) in [
-            (1_000_000_000u64, "Gb/s"),
-            (1_000_000, "Mb/s"),
-            (1_000, "kb/s"),
-        ] {
+        for (scale, unit) in [(1_000_000_000u64, "Gb/s"), (1_000_000, "Mb/s"), (1_000, "kb/s")] {
             if b >= scale {
                 let v = b as f64 / scale as f64;
                 return write!(f, "{v} {unit}");
@@ -417,24 +413,15 @@ mod tests {
     fn parse_sizes_and_rates() {
         assert_eq!("4 KiB".parse::<Bytes>().unwrap(), Bytes(4096));
         assert_eq!("64".parse::<Bytes>().unwrap(), Bytes(64));
-        assert_eq!(
-            "28.125 Gb/s".parse::<BitsPerSec>().unwrap(),
-            BitsPerSec(28_125_000_000)
-        );
-        assert_eq!(
-            "4 GB/s".parse::<BitsPerSec>().unwrap(),
-            BitsPerSec(32_000_000_000)
-        );
+        assert_eq!("28.125 Gb/s".parse::<BitsPerSec>().unwrap(), BitsPerSec(28_125_000_000));
+        assert_eq!("4 GB/s".parse::<BitsPerSec>().unwrap(), BitsPerSec(32_000_000_000));
         assert!("28 ns".parse::<BitsPerSec>().is_err());
     }
 
     #[test]
     fn serialization_time_rounds_up() {
         // 64 B at 8 Gb/s = 64 ns exactly.
-        assert_eq!(
-            BitsPerSec::gbps(8.0).serialization(Bytes(64)),
-            SimTime::from_ns(64)
-        );
+        assert_eq!(BitsPerSec::gbps(8.0).serialization(Bytes(64)), SimTime::from_ns(64));
         // 1 B at 3 b/s rounds up.
         let t = BitsPerSec(3).serialization(Bytes(1));
         assert_eq!(t.0, (8_000_000_000_000u64).div_ceil(3));

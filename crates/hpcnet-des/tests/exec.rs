@@ -17,8 +17,7 @@ fn ten_thousand_sleeping_tasks_exchange_completions() {
     let mut sim = Sim::new();
     let (senders, receivers): (Vec<_>, Vec<_>) = (0..N).map(|_| completion::<SimTime>()).unzip();
     // Task i sends on channel i+1 (to its right) and receives on channel i (from its left).
-    let mut senders: Vec<Option<CompletionSender<SimTime>>> =
-        senders.into_iter().map(Some).collect();
+    let mut senders: Vec<Option<CompletionSender<SimTime>>> = senders.into_iter().map(Some).collect();
     senders.rotate_left(1);
     let finish = Rc::new(RefCell::new(vec![None; N]));
     for (i, rx) in receivers.into_iter().enumerate() {
@@ -136,10 +135,7 @@ fn runs_are_deterministic() {
     assert_eq!(a.len(), 500 * 20);
     assert_eq!(a, b);
     assert_eq!(sa, sb);
-    assert!(
-        a.windows(2).all(|w| w[0].0 <= w[1].0),
-        "trace is in time order"
-    );
+    assert!(a.windows(2).all(|w| w[0].0 <= w[1].0), "trace is in time order");
     // One event and at most one wake-up per step: no busy polling.
     assert_eq!(sa.events, 500 * 20);
     assert_eq!(sa.polls, 500 * 21);

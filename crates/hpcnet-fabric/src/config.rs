@@ -326,17 +326,11 @@ impl FabricConfig {
         if r.vcs as usize > MAX_VCS {
             return Err(ConfigError::new(
                 "router.vcs",
-                format!(
-                    "at most {MAX_VCS} virtual channels are supported, got {}",
-                    r.vcs
-                ),
+                format!("at most {MAX_VCS} virtual channels are supported, got {}", r.vcs),
             ));
         }
         if r.credit_unit.0 == 0 {
-            return Err(ConfigError::new(
-                "router.credit_unit",
-                "must be at least 1 B",
-            ));
+            return Err(ConfigError::new("router.credit_unit", "must be at least 1 B"));
         }
         if self.link.lanes == 0 {
             return Err(ConfigError::new("link.lanes", "must be at least 1"));
@@ -345,10 +339,7 @@ impl FabricConfig {
             return Err(ConfigError::new("link.lane_rate", "must be positive"));
         }
         if self.packet.max_payload.0 == 0 {
-            return Err(ConfigError::new(
-                "packet.max_payload",
-                "must be at least 1 B",
-            ));
+            return Err(ConfigError::new("packet.max_payload", "must be at least 1 B"));
         }
         let max_pkt = self.packet.header + self.packet.max_payload;
         let need = max_pkt.blocks_of(r.credit_unit) as u32;
@@ -365,19 +356,13 @@ impl FabricConfig {
         let shape = &topo.shape;
         let algo = self.routing.name();
         let fits = match (&self.routing, shape) {
-            (
-                RoutingConfig::DimensionOrder { .. },
-                Shape::Torus { .. } | Shape::Hypercube { .. },
-            ) => true,
+            (RoutingConfig::DimensionOrder { .. }, Shape::Torus { .. } | Shape::Hypercube { .. }) => true,
             (RoutingConfig::MinimalAdaptive { .. }, Shape::Torus { .. }) => true,
             (
                 RoutingConfig::UpDown { .. },
                 Shape::FatTree { .. } | Shape::LeafSpine { .. } | Shape::GeneralizedFatTree { .. },
             ) => true,
-            (
-                RoutingConfig::Table { .. },
-                Shape::LeafSpine { .. } | Shape::GeneralizedFatTree { .. },
-            ) => true,
+            (RoutingConfig::Table { .. }, Shape::LeafSpine { .. } | Shape::GeneralizedFatTree { .. }) => true,
             (RoutingConfig::Minimal, Shape::Dragonfly { .. }) => true,
             (RoutingConfig::Source, _) => true,
             _ => false,
@@ -385,10 +370,7 @@ impl FabricConfig {
         if !fits {
             return Err(ConfigError::new(
                 "routing.algorithm",
-                format!(
-                    "'{algo}' does not apply to topology kind '{}'",
-                    shape_kind(shape)
-                ),
+                format!("'{algo}' does not apply to topology kind '{}'", shape_kind(shape)),
             ));
         }
         // VC requirements of each deadlock-avoidance scheme.
@@ -409,7 +391,11 @@ impl FabricConfig {
         if (r.vcs as u32) < need_vcs {
             return Err(ConfigError::new(
                 "router.vcs",
-                format!("routing '{algo}' on '{}' needs at least {need_vcs} virtual channels, router.vcs = {}", shape_kind(shape), r.vcs),
+                format!(
+                    "routing '{algo}' on '{}' needs at least {need_vcs} virtual channels, router.vcs = {}",
+                    shape_kind(shape),
+                    r.vcs
+                ),
             ));
         }
         if let RoutingConfig::DimensionOrder {

@@ -27,7 +27,6 @@ use crate::routing::{CreditView, RouteError, Routing};
 use crate::topology::{NodeId, Peer, PortIdx, RouterId, Topology};
 use hpcnet_des::{BitsPerSec, EventQueue, SimTime};
 use serde::Serialize;
-use std::collections::VecDeque;
 
 /// Events the network schedules on the shared event queue.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -40,13 +39,6 @@ pub enum NetEvent {
     },
     /// Output port `oport` may be able to send.
     Arb { oport: u32 },
-    /// Credits come back to output port `oport`.
-    Credit {
-        oport: u32,
-        vc: u8,
-        private: u16,
-        shared: u16,
-    },
     /// Tail of `pkt` has reached its destination node.
     Deliver { pkt: PacketId },
 }
@@ -69,6 +61,10 @@ pub struct Drop {
 /// An input VC whose head packet cannot move (for deadlock reports).
 #[derive(Clone, Debug, Serialize)]
 pub struct Blocked {
+    /// Set when the blocked queue is a node's injection queue (then `router`/`in_port` are where
+    /// it is cabled).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_node: Option<NodeId>,
     pub router: RouterId,
     pub in_port: PortIdx,
     pub vc: u8,
@@ -86,9 +82,14 @@ struct OutPort {
     busy_until: SimTime,
     free_private: [u16; MAX_VCS],
     free_shared: u32,
-    arb_pending: bool,
+    /// Credits on their way back: (arrival time, vc, private, shared), absorbed when due.
+    returning: Vec<(SimTime, u8, u16, u16)>,
+    /// Time of the scheduled arbitration event (MAX: none). Later duplicates are ignored.
+    arb_at: SimTime,
+    /// The last arbitration found requests but no credits: wake up when credits arrive.
+    starved: bool,
     rr: u32,
-    /// Requesting inputs, encoded `input_queue_index` (= global input port × MAX_VCS + vc).
+    /// Requesting inputs, encoded as input queue index (= global input port × vcs + vc).
     requests: Vec<u32>,
     to: Dest,
     rate: BitsPerSec,
@@ -136,8 +137,10 @@ pub struct Network {
     out: Vec<OutPort>,
     /// Upstream output port of every router input port (u32::MAX if none).
     upstream: Vec<u32>,
-    /// Input queues: `inq[gport * MAX_VCS + vc]` for router ports, then one per node rail.
-    inq: Vec<VecDeque<PacketId>>,
+    /// Input queues: `gport * vcs + vc` for router ports, then one per node rail.
+    inq: Queues,
+    /// VCs per port (stride of input queue indices).
+    vcs: u32,
     packets: Vec<Option<Packet>>,
     free_ids: Vec<PacketId>,
     kicks: Vec<u32>,
@@ -152,6 +155,7 @@ pub struct Network {
 
 struct PortCredits<'a> {
     out: &'a [OutPort],
+    now: SimTime,
 }
 
 impl CreditView for PortCredits<'_> {
@@ -159,7 +163,15 @@ impl CreditView for PortCredits<'_> {
     fn free(&self, port: PortIdx, vc: u8) -> u32 {
         let o = &self.out[port as usize];
         match o.to {
-            Dest::Router { .. } => o.free_private[vc as usize] as u32 + o.free_shared,
+            Dest::Router { .. } => {
+                let due: u32 = o
+                    .returning
+                    .iter()
+                    .filter(|r| r.0 <= self.now && r.1 == vc)
+                    .map(|r| r.2 as u32 + r.3 as u32)
+                    .sum();
+                o.free_private[vc as usize] as u32 + o.free_shared + due
+            }
             Dest::Node => u32::MAX,
             Dest::None => 0,
         }
@@ -169,12 +181,7 @@ impl CreditView for PortCredits<'_> {
 impl Network {
     pub fn new(topo: Topology, cfg: FabricConfig) -> Result<Network, crate::config::ConfigError> {
         cfg.validate(&topo)?;
-        let failed: Vec<(RouterId, PortIdx)> = cfg
-            .faults
-            .failed_links
-            .iter()
-            .map(|f| (f.router, f.port))
-            .collect();
+        let failed: Vec<(RouterId, PortIdx)> = cfg.faults.failed_links.iter().map(|f| (f.router, f.port)).collect();
         let routing = Routing::new(&topo, &cfg.routing, cfg.router.vcs, &failed)?;
         let rails = topo.rails.max(1);
         let mut port_base = Vec::with_capacity(topo.routers.len() + 1);
@@ -195,7 +202,9 @@ impl Network {
             busy_until: SimTime::ZERO,
             free_private,
             free_shared: cfg.router.shared_credits,
-            arb_pending: false,
+            returning: Vec::new(),
+            arb_at: SimTime::MAX,
+            starved: false,
             rr: 0,
             requests: Vec::new(),
             to,
@@ -215,8 +224,7 @@ impl Network {
                 let to = match *peer {
                     _ if dead => Dest::None,
                     Peer::Router { router, port } => {
-                        upstream[(port_base[router as usize] + port as u32) as usize] =
-                            port_base[ri] + pi as u32;
+                        upstream[(port_base[router as usize] + port as u32) as usize] = port_base[ri] + pi as u32;
                         Dest::Router { router, port }
                     }
                     Peer::Node { .. } => Dest::Node,
@@ -242,9 +250,7 @@ impl Network {
         }
         let max_pkt = cfg.packet.header + cfg.packet.max_payload;
         let bubble_credits = max_pkt.blocks_of(cfg.router.credit_unit) as u32;
-        let inq = (0..total as usize * MAX_VCS + topo.nodes.len() * rails as usize)
-            .map(|_| VecDeque::new())
-            .collect();
+        let inq = Queues::new(total as usize * vcs + topo.nodes.len() * rails as usize);
         Ok(Network {
             topo,
             routing,
@@ -255,6 +261,7 @@ impl Network {
             out,
             upstream,
             inq,
+            vcs: vcs as u32,
             packets: Vec::new(),
             free_ids: Vec::new(),
             kicks: Vec::new(),
@@ -282,18 +289,15 @@ impl Network {
 
     /// Packets waiting in node injection queues.
     pub fn queued_at_sources(&self) -> usize {
-        self.inq[self.router_ports as usize * MAX_VCS..]
-            .iter()
-            .map(|q| q.len())
+        (self.router_ports as usize * self.vcs as usize..self.inq.count())
+            .map(|i| self.inq.len(i as u32) as usize)
             .sum()
     }
 
     /// Packets waiting in the injection queue of `node`'s `rail`.
     pub fn source_queue_len(&self, node: NodeId, rail: u8) -> usize {
-        self.inq[self.router_ports as usize * MAX_VCS
-            + node as usize * self.rails as usize
-            + rail as usize]
-            .len()
+        self.inq
+            .len(self.router_ports * self.vcs + node * self.rails as u32 + rail as u32) as usize
     }
 
     /// Data rate of the link leaving `node`'s `rail`.
@@ -333,26 +337,20 @@ impl Network {
 
     /// Queue `pkt` for injection at `node` on `rail` now. The packet counts as injected when its
     /// head leaves the node. Returns an error if the packet is malformed or has no route.
-    pub fn inject<E: From<NetEvent>>(
-        &mut self,
-        q: &mut EventQueue<E>,
-        mut pkt: Packet,
-    ) -> Result<(), RouteError> {
+    pub fn inject<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, mut pkt: Packet) -> Result<(), RouteError> {
         let unit = self.cfg.router.credit_unit.0;
         pkt.credits = (pkt.size as u64).div_ceil(unit) as u16;
         let class = (self.next_class % 251) as u8;
         self.next_class += 1;
         self.routing.on_inject(&self.topo, &mut pkt, class)?;
         pkt.out_vc = pkt.vc;
-        pkt.out_enters = true;
+        pkt.out_enters = self.routing.uses_bubble();
         let node = pkt.src;
         let rail = pkt.rail;
-        let qi = self.router_ports as usize * MAX_VCS
-            + node as usize * self.rails as usize
-            + rail as usize;
+        let qi = self.router_ports as usize * self.vcs as usize + node as usize * self.rails as usize + rail as usize;
         let id = self.alloc(pkt);
-        self.inq[qi].push_back(id);
-        if self.inq[qi].len() == 1 {
+        self.inq.push_back(qi as u32, id);
+        if self.inq.len(qi as u32) == 1 {
             self.kick_now(q, self.node_oport(node, rail));
         }
         Ok(())
@@ -373,27 +371,18 @@ impl Network {
                     p.hops += 1;
                     p.vc
                 };
-                let qi = (self.port_base[router as usize] + port as u32) as usize * MAX_VCS
-                    + vc as usize;
-                self.inq[qi].push_back(pkt);
-                if self.inq[qi].len() == 1 {
+                let qi = (self.port_base[router as usize] + port as u32) as usize * self.vcs as usize + vc as usize;
+                self.inq.push_back(qi as u32, pkt);
+                if self.inq.len(qi as u32) == 1 {
                     self.new_head(q, qi as u32, router);
                 }
             }
             NetEvent::Arb { oport } => {
-                self.out[oport as usize].arb_pending = false;
-                self.kicks.push(oport);
-            }
-            NetEvent::Credit {
-                oport,
-                vc,
-                private,
-                shared,
-            } => {
                 let o = &mut self.out[oport as usize];
-                o.free_private[vc as usize] += private;
-                o.free_shared += shared as u32;
-                self.kicks.push(oport);
+                if o.arb_at == now {
+                    o.arb_at = SimTime::MAX;
+                    self.kicks.push(oport);
+                }
             }
             NetEvent::Deliver { pkt } => {
                 let p = self.take(pkt);
@@ -408,33 +397,30 @@ impl Network {
     /// A packet became head of input queue `qi` at `router`: route it and request its output.
     fn new_head<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, qi: u32, router: RouterId) {
         loop {
-            let Some(&id) = self.inq[qi as usize].front() else {
+            let Some(id) = self.inq.front(qi) else {
                 return;
             };
-            let in_port = (qi / MAX_VCS as u32 - self.port_base[router as usize]) as PortIdx;
+            let in_port = (qi / self.vcs - self.port_base[router as usize]) as PortIdx;
             let base = self.port_base[router as usize] as usize;
             let nports = self.topo.routers[router as usize].ports.len();
             let view = PortCredits {
                 out: &self.out[base..base + nports],
+                now: q.now(),
             };
-            let mut p = self.packets[id as usize].take().expect("live packet");
-            let r = self
-                .routing
-                .route(&self.topo, router, in_port, &mut p, &view);
+            let p = self.packets[id as usize].as_mut().expect("live packet");
+            let r = self.routing.route(&self.topo, router, in_port, p, &view);
             match r {
                 Ok(c) => {
                     p.out_port = c.port;
                     p.out_vc = c.vc;
                     p.out_enters = c.enters_ring;
-                    self.packets[id as usize] = Some(p);
                     let o = base as u32 + c.port as u32;
                     self.out[o as usize].requests.push(qi);
                     self.kicks.push(o);
                     return;
                 }
                 Err(reason) => {
-                    self.packets[id as usize] = Some(p);
-                    self.inq[qi as usize].pop_front();
+                    self.inq.pop_front(qi);
                     self.release_input(q, qi, id, q.now());
                     let packet = self.take(id);
                     self.counters.dropped += 1;
@@ -449,14 +435,8 @@ impl Network {
     }
 
     /// Return the credits `id` holds in input queue `qi` to the upstream port, freed at `at`.
-    fn release_input<E: From<NetEvent>>(
-        &mut self,
-        q: &mut EventQueue<E>,
-        qi: u32,
-        id: PacketId,
-        at: SimTime,
-    ) {
-        let gin = qi as usize / MAX_VCS;
+    fn release_input<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, qi: u32, id: PacketId, at: SimTime) {
+        let gin = qi as usize / self.vcs as usize;
         if gin >= self.router_ports as usize {
             return; // node source queue: no credits
         }
@@ -467,17 +447,23 @@ impl Network {
         let p = self.pkt(id);
         let (vc, shared) = (p.vc, p.shared_used);
         let private = p.credits - shared;
-        let lat = self.out[up as usize].latency;
-        q.schedule(
-            at + lat,
-            NetEvent::Credit {
-                oport: up,
-                vc,
-                private,
-                shared,
-            }
-            .into(),
-        );
+        let o = &mut self.out[up as usize];
+        let t = at + o.latency;
+        o.returning.push((t, vc, private, shared));
+        if o.starved {
+            self.wake_at(q, up, t);
+        }
+    }
+
+    /// Make sure output `oi` arbitrates at `t` (one pending event per port; an earlier request
+    /// supersedes a later one, which is then ignored).
+    #[inline]
+    fn wake_at<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, oi: u32, t: SimTime) {
+        let o = &mut self.out[oi as usize];
+        if t < o.arb_at {
+            o.arb_at = t;
+            q.schedule(t, NetEvent::Arb { oport: oi }.into());
+        }
     }
 
     fn run_kicks<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>) {
@@ -506,24 +492,36 @@ impl Network {
 
     fn arbitrate<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, oi: u32) {
         let now = q.now();
-        let o = &self.out[oi as usize];
-        if o.arb_pending {
-            return;
-        }
+        let o = &mut self.out[oi as usize];
         if o.busy_until > now {
             let t = o.busy_until;
-            self.out[oi as usize].arb_pending = true;
-            q.schedule(t, NetEvent::Arb { oport: oi }.into());
+            self.wake_at(q, oi, t);
             return;
         }
+        // Absorb credits that have arrived by now.
+        if !o.returning.is_empty() {
+            let mut i = 0;
+            while i < o.returning.len() {
+                let (t, vc, p, sh) = o.returning[i];
+                if t <= now {
+                    o.free_private[vc as usize] += p;
+                    o.free_shared += sh as u32;
+                    o.returning.swap_remove(i);
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        let o = &self.out[oi as usize];
         let is_node = oi >= self.router_ports;
         // Pick the input queue to serve.
         let (qi, slot) = if is_node {
-            let qi = self.router_ports * MAX_VCS as u32 + (oi - self.router_ports);
-            let Some(&id) = self.inq[qi as usize].front() else {
+            let qi = self.router_ports * self.vcs + (oi - self.router_ports);
+            let Some(id) = self.inq.front(qi) else {
                 return;
             };
             if !self.fits(o, self.pkt(id)) {
+                self.starve(q, oi);
                 return;
             }
             (qi, usize::MAX)
@@ -536,9 +534,7 @@ impl Network {
             for k in 0..n {
                 let idx = (o.rr as usize + k) % n;
                 let qi = o.requests[idx];
-                let id = *self.inq[qi as usize]
-                    .front()
-                    .expect("requesting queue has a head");
+                let id = self.inq.front(qi).expect("requesting queue has a head");
                 let p = self.pkt(id);
                 if self.fits(o, p) {
                     match self.cfg.router.arbitration {
@@ -554,10 +550,14 @@ impl Network {
                     }
                 }
             }
-            let Some((idx, _)) = chosen else { return };
+            let Some((idx, _)) = chosen else {
+                self.starve(q, oi);
+                return;
+            };
             (o.requests[idx], idx)
         };
-        let id = self.inq[qi as usize].pop_front().expect("head");
+        let id = self.inq.pop_front(qi).expect("head");
+        self.out[oi as usize].starved = false;
         if slot != usize::MAX {
             let o = &mut self.out[oi as usize];
             o.requests.remove(slot);
@@ -614,37 +614,36 @@ impl Network {
         match to {
             Dest::Router { router, port } => {
                 let head = if saf { start + ser + lat } else { start + lat };
-                q.schedule(
-                    head + router_lat,
-                    NetEvent::Arrive {
-                        pkt: id,
-                        router,
-                        port,
-                    }
-                    .into(),
-                );
+                q.schedule(head + router_lat, NetEvent::Arrive { pkt: id, router, port }.into());
             }
             Dest::Node => q.schedule(start + ser + lat, NetEvent::Deliver { pkt: id }.into()),
             Dest::None => unreachable!("a dead port never fits"),
         }
         // The input queue has a new head.
-        if !is_node && !self.inq[qi as usize].is_empty() {
-            let gin = qi / MAX_VCS as u32;
+        if !is_node && !self.inq.is_empty(qi) {
+            let gin = qi / self.vcs;
             let router = self.router_of_gport(gin);
             self.new_head(q, qi, router);
         }
         // More work for this port once the link is free.
         let o = &self.out[oi as usize];
         let more = if is_node {
-            !self.inq[qi as usize].is_empty()
+            !self.inq.is_empty(qi)
         } else {
             !o.requests.is_empty()
         };
-        if more && !o.arb_pending {
+        if more {
             let t = o.busy_until;
-            let o = &mut self.out[oi as usize];
-            o.arb_pending = true;
-            q.schedule(t, NetEvent::Arb { oport: oi }.into());
+            self.wake_at(q, oi, t);
+        }
+    }
+
+    /// Output `oi` has work but no credits: wait for the earliest returning credits.
+    fn starve<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, oi: u32) {
+        let o = &mut self.out[oi as usize];
+        o.starved = true;
+        if let Some(t) = o.returning.iter().map(|r| r.0).min() {
+            self.wake_at(q, oi, t);
         }
     }
 
@@ -656,33 +655,61 @@ impl Network {
     /// Input VCs whose head packet is waiting, with what it waits for (deadlock reports).
     pub fn blocked(&self, limit: usize) -> Vec<Blocked> {
         let mut v = Vec::new();
-        for (qi, qu) in self.inq[..self.router_ports as usize * MAX_VCS]
-            .iter()
-            .enumerate()
-        {
-            let Some(&id) = qu.front() else { continue };
-            let g = (qi / MAX_VCS) as u32;
+        for qi in 0..self.router_ports as usize * self.vcs as usize {
+            let Some(id) = self.inq.front(qi as u32) else { continue };
+            let g = (qi / self.vcs as usize) as u32;
             let router = self.router_of_gport(g);
             let p = self.pkt(id);
             let o = &self.out[(self.port_base[router as usize] + p.out_port as u32) as usize];
             v.push(Blocked {
+                source_node: None,
                 router,
                 in_port: (g - self.port_base[router as usize]) as PortIdx,
-                vc: (qi % MAX_VCS) as u8,
-                queued: qu.len(),
+                vc: (qi % self.vcs as usize) as u8,
+                queued: self.inq.len(qi as u32) as usize,
                 head_dst: p.dst,
                 out_port: p.out_port,
                 out_vc: p.out_vc,
-                credits_needed: p.credits as u32
-                    + if p.out_enters { self.bubble_credits } else { 0 },
+                credits_needed: p.credits as u32 + if p.out_enters { self.bubble_credits } else { 0 },
                 credits_free: match o.to {
-                    Dest::Router { .. } => o.free_private[p.out_vc as usize] as u32 + o.free_shared,
+                    Dest::Router { .. } => {
+                        o.free_private[p.out_vc as usize] as u32
+                            + o.free_shared
+                            + o.returning
+                                .iter()
+                                .filter(|r| r.1 == p.out_vc)
+                                .map(|r| (r.2 + r.3) as u32)
+                                .sum::<u32>()
+                    }
                     _ => u32::MAX,
                 },
             });
             if v.len() >= limit {
                 break;
             }
+        }
+        let nq = self.router_ports * self.vcs;
+        for k in 0..(self.inq.count() as u32 - nq) {
+            if v.len() >= limit {
+                break;
+            }
+            let Some(id) = self.inq.front(nq + k) else { continue };
+            let p = self.pkt(id);
+            let (node, rail) = (k / self.rails as u32, (k % self.rails as u32) as u8);
+            let (router, port) = self.routing.attach(node, rail);
+            let o = &self.out[(self.router_ports + k) as usize];
+            v.push(Blocked {
+                source_node: Some(node),
+                router,
+                in_port: port,
+                vc: p.vc,
+                queued: self.inq.len(nq + k) as usize,
+                head_dst: p.dst,
+                out_port: port,
+                out_vc: p.vc,
+                credits_needed: p.credits as u32 + if p.out_enters { self.bubble_credits } else { 0 },
+                credits_free: o.free_private[p.vc as usize] as u32 + o.free_shared,
+            });
         }
         v
     }
@@ -738,12 +765,7 @@ impl Network {
     }
 }
 
-fn link_params(
-    cfg: &FabricConfig,
-    topo: &Topology,
-    r: RouterId,
-    p: PortIdx,
-) -> (u32, SimTime, Switching) {
+fn link_params(cfg: &FabricConfig, topo: &Topology, r: RouterId, p: PortIdx) -> (u32, SimTime, Switching) {
     let mut lanes = cfg.link.lanes;
     let mut lat = cfg.link.latency;
     let mut sw = cfg.link.switching;
@@ -767,5 +789,75 @@ fn base_rate_for(cfg: &FabricConfig, lanes: u32, base: BitsPerSec) -> BitsPerSec
     } else {
         let (n, d) = cfg.link.encoding.ratio();
         (cfg.link.lane_rate * lanes as u64).scaled(n, d)
+    }
+}
+
+/// FIFO queues of packets threaded through the packet slab: a queue costs three words however
+/// long it is, and pushing or popping never allocates (many small `VecDeque`s were the main
+/// source of cache misses).
+struct Queues {
+    head: Vec<u32>,
+    tail: Vec<u32>,
+    len: Vec<u32>,
+    /// `next[packet]`: the packet behind it in its queue.
+    next: Vec<u32>,
+}
+
+const NIL: u32 = u32::MAX;
+
+impl Queues {
+    fn new(n: usize) -> Self {
+        Queues {
+            head: vec![NIL; n],
+            tail: vec![NIL; n],
+            len: vec![0; n],
+            next: Vec::new(),
+        }
+    }
+    fn count(&self) -> usize {
+        self.head.len()
+    }
+    #[inline]
+    fn len(&self, q: u32) -> u32 {
+        self.len[q as usize]
+    }
+    #[inline]
+    fn is_empty(&self, q: u32) -> bool {
+        self.len[q as usize] == 0
+    }
+    #[inline]
+    fn front(&self, q: u32) -> Option<PacketId> {
+        let h = self.head[q as usize];
+        (h != NIL).then_some(h)
+    }
+    #[inline]
+    fn push_back(&mut self, q: u32, id: PacketId) {
+        if self.next.len() <= id as usize {
+            self.next.resize(id as usize + 1, NIL);
+        }
+        self.next[id as usize] = NIL;
+        let qi = q as usize;
+        if self.tail[qi] == NIL {
+            self.head[qi] = id;
+        } else {
+            self.next[self.tail[qi] as usize] = id;
+        }
+        self.tail[qi] = id;
+        self.len[qi] += 1;
+    }
+    #[inline]
+    fn pop_front(&mut self, q: u32) -> Option<PacketId> {
+        let qi = q as usize;
+        let h = self.head[qi];
+        if h == NIL {
+            return None;
+        }
+        let n = self.next[h as usize];
+        self.head[qi] = n;
+        if n == NIL {
+            self.tail[qi] = NIL;
+        }
+        self.len[qi] -= 1;
+        Some(h)
     }
 }

@@ -59,14 +59,7 @@ pub struct Packet {
 
 impl Packet {
     /// A new packet of `payload` bytes plus `header`; the rest is filled at injection.
-    pub fn new(
-        tag: u64,
-        src: NodeId,
-        dst: NodeId,
-        payload: u32,
-        header: u32,
-        created: SimTime,
-    ) -> Self {
+    pub fn new(tag: u64, src: NodeId, dst: NodeId, payload: u32, header: u32, created: SimTime) -> Self {
         Packet {
             tag,
             src,

@@ -59,6 +59,8 @@ enum Algo {
 struct Grid {
     k: Vec<u32>,
     wrap: bool,
+    /// Router coordinates, `coords[r * k.len() + d]` (flat: one cache line per lookup).
+    coords: Vec<u32>,
 }
 
 /// Per-leaf down-port tables of a tree.
@@ -71,6 +73,11 @@ struct Trees {
     down: Vec<Box<[PortIdx]>>,
     /// Sibling leaf of each leaf (generalized fat tree), u32::MAX if none.
     sibling: Vec<u32>,
+    /// Up ports and sibling ports of every router, in port order.
+    ups: Vec<Box<[PortIdx]>>,
+    sibs: Vec<Box<[PortIdx]>>,
+    /// Tree level of every router (leaves 0), for D-mod-k digit selection.
+    level: Vec<u32>,
 }
 
 /// Table-memory accounting of the Sunway two-level routing tables.
@@ -169,9 +176,7 @@ impl Routing {
         let algo = match base {
             RoutingConfig::DimensionOrder { deadlock } => Algo::Dor { deadlock },
             RoutingConfig::MinimalAdaptive { deadlock } => Algo::Adaptive { deadlock },
-            RoutingConfig::UpDown { selection } | RoutingConfig::Table { selection } => {
-                Algo::Tree { selection }
-            }
+            RoutingConfig::UpDown { selection } | RoutingConfig::Table { selection } => Algo::Tree { selection },
             RoutingConfig::Minimal => Algo::Minimal,
             RoutingConfig::Source => unreachable!("default_for never returns Source"),
         };
@@ -179,6 +184,7 @@ impl Routing {
             Shape::Torus { k, wrap, .. } => Some(Grid {
                 k: k.clone(),
                 wrap: *wrap,
+                coords: topo.routers.iter().flat_map(|r| r.coords.iter().copied()).collect(),
             }),
             _ => None,
         };
@@ -187,7 +193,10 @@ impl Routing {
         if matches!(algo, Algo::Minimal) {
             let n = topo.routers.len();
             if n > 8192 {
-                return Err(ConfigError::new("routing.algorithm", format!("minimal table routing keeps a {n}×{n} distance table; at most 8192 routers are supported")));
+                return Err(ConfigError::new(
+                    "routing.algorithm",
+                    format!("minimal table routing keeps a {n}×{n} distance table; at most 8192 routers are supported"),
+                ));
             }
             dist = vec![u16::MAX; n * n];
             let mut diameter = 0u16;
@@ -209,20 +218,10 @@ impl Routing {
         let table_memory = match (cfg, &topo.shape) {
             (
                 RoutingConfig::Table { .. },
-                Shape::GeneralizedFatTree { nodes_per_leaf, .. }
-                | Shape::LeafSpine { nodes_per_leaf, .. },
+                Shape::GeneralizedFatTree { nodes_per_leaf, .. } | Shape::LeafSpine { nodes_per_leaf, .. },
             ) => {
-                let radix = topo
-                    .routers
-                    .iter()
-                    .map(|r| r.radix as u32)
-                    .max()
-                    .unwrap_or(1);
-                Some(TableMemory::compute(
-                    topo.nodes.len() as u64,
-                    *nodes_per_leaf,
-                    radix,
-                ))
+                let radix = topo.routers.iter().map(|r| r.radix as u32).max().unwrap_or(1);
+                Some(TableMemory::compute(topo.nodes.len() as u64, *nodes_per_leaf, radix))
             }
             _ => None,
         };
@@ -253,6 +252,18 @@ impl Routing {
         }
     }
 
+    /// Whether packets entering a ring must leave a bubble (bubble flow control on a torus).
+    pub fn uses_bubble(&self) -> bool {
+        matches!(
+            self.algo,
+            Algo::Dor {
+                deadlock: DeadlockAvoidance::Bubble
+            } | Algo::Adaptive {
+                deadlock: DeadlockAvoidance::Bubble
+            }
+        ) && self.grid.as_ref().is_some_and(|g| g.wrap)
+    }
+
     /// Where node `n`'s rail `rail` is attached.
     #[inline]
     pub fn attach(&self, n: NodeId, rail: u8) -> (RouterId, PortIdx) {
@@ -265,12 +276,7 @@ impl Routing {
     }
 
     /// Prepare a packet at injection: VC class, and the whole path under source routing.
-    pub fn on_inject(
-        &self,
-        topo: &Topology,
-        pkt: &mut Packet,
-        class: u8,
-    ) -> Result<(), RouteError> {
+    pub fn on_inject(&self, topo: &Topology, pkt: &mut Packet, class: u8) -> Result<(), RouteError> {
         pkt.class = class % self.classes().max(1);
         pkt.vc = self.first_vc(pkt);
         pkt.last_dim = NO_DIM;
@@ -320,25 +326,43 @@ impl Routing {
         rail: u8,
         class: u8,
     ) -> Result<Vec<(RouterId, PortIdx, u8)>, RouteError> {
+        let mut hops = Vec::new();
+        self.walk(topo, src, dst, rail, class, |r, p, vc| hops.push((r, p, vc)))?;
+        Ok(hops)
+    }
+
+    /// Like [`Routing::trace`] but calls `visit(router, port, vc)` for each hop, allocating
+    /// nothing (used to compute channel loads over all pairs).
+    pub fn walk(
+        &self,
+        topo: &Topology,
+        src: NodeId,
+        dst: NodeId,
+        rail: u8,
+        class: u8,
+        mut visit: impl FnMut(RouterId, PortIdx, u8),
+    ) -> Result<(), RouteError> {
         let mut pkt = Packet::new(0, src, dst, 0, 0, hpcnet_des::SimTime::ZERO);
         pkt.rail = rail;
         self.on_inject(topo, &mut pkt, class)?;
         let (mut r, mut in_port) = self.attach(src, rail);
-        let mut hops = Vec::new();
+        let limit = 2 * self.nrouters + 4;
+        let mut n = 0;
         loop {
             pkt.hops += 1;
             let c = self.route(topo, r, in_port, &mut pkt, &Idle)?;
-            hops.push((r, c.port, c.vc));
+            visit(r, c.port, c.vc);
+            n += 1;
             pkt.vc = c.vc;
             match topo.routers[r as usize].ports[c.port as usize] {
                 Peer::Router { router, port } => {
                     r = router;
                     in_port = port;
-                    if hops.len() > 2 * self.nrouters + 4 {
+                    if n > limit {
                         return Err(RouteError::Loop { router: r, dst });
                     }
                 }
-                Peer::Node { node, .. } if node == dst => return Ok(hops),
+                Peer::Node { node, .. } if node == dst => return Ok(()),
                 _ => return Err(RouteError::Unreachable { router: r, dst }),
             }
         }
@@ -404,8 +428,8 @@ impl Routing {
             });
         }
         match &self.algo {
-            Algo::Dor { deadlock } => self.dor(topo, r, dr, pkt, *deadlock, pkt.class),
-            Algo::Adaptive { deadlock } => self.adaptive(topo, r, dr, pkt, *deadlock, credits),
+            Algo::Dor { deadlock } => self.dor(r, dr, pkt, *deadlock, pkt.class),
+            Algo::Adaptive { deadlock } => self.adaptive(r, dr, pkt, *deadlock, credits),
             Algo::Tree { selection } => self.tree(topo, r, in_port, dr, pkt, *selection, credits),
             Algo::Minimal => self.minimal(topo, r, dr, pkt),
         }
@@ -415,12 +439,13 @@ impl Routing {
     // Torus, mesh, hypercube
 
     /// Next dimension and direction toward `dr` in dimension order, or None if arrived.
-    fn dor_step(&self, topo: &Topology, r: RouterId, dr: RouterId) -> Option<(usize, bool)> {
-        let cur = &topo.routers[r as usize].coords;
-        let dst = &topo.routers[dr as usize].coords;
+    fn dor_step(&self, r: RouterId, dr: RouterId) -> Option<(usize, bool)> {
         match &self.grid {
             Some(g) => {
-                for d in 0..g.k.len() {
+                let n = g.k.len();
+                let cur = &g.coords[r as usize * n..(r as usize + 1) * n];
+                let dst = &g.coords[dr as usize * n..(dr as usize + 1) * n];
+                for d in 0..n {
                     if cur[d] != dst[d] {
                         let k = g.k[d];
                         let plus = if g.wrap {
@@ -438,12 +463,7 @@ impl Routing {
             None => {
                 // Hypercube: e-cube, lowest differing address bit; port d flips bit d.
                 let diff = r ^ dr;
-                (diff != 0).then(|| {
-                    (
-                        diff.trailing_zeros() as usize,
-                        (dr >> diff.trailing_zeros()) & 1 == 1,
-                    )
-                })
+                (diff != 0).then(|| (diff.trailing_zeros() as usize, (dr >> diff.trailing_zeros()) & 1 == 1))
             }
         }
     }
@@ -457,10 +477,10 @@ impl Routing {
     }
 
     /// Does moving one step along (d, plus) from router r cross the dimension's wrap-around link?
-    fn crosses_wrap(&self, topo: &Topology, r: RouterId, d: usize, plus: bool) -> bool {
+    fn crosses_wrap(&self, r: RouterId, d: usize, plus: bool) -> bool {
         match &self.grid {
             Some(g) if g.wrap => {
-                let c = topo.routers[r as usize].coords[d];
+                let c = g.coords[r as usize * g.k.len() + d];
                 (plus && c == g.k[d] - 1) || (!plus && c == 0)
             }
             _ => false,
@@ -469,14 +489,13 @@ impl Routing {
 
     fn dor(
         &self,
-        topo: &Topology,
         r: RouterId,
         dr: RouterId,
         pkt: &mut Packet,
         deadlock: DeadlockAvoidance,
         class: u8,
     ) -> Result<Choice, RouteError> {
-        let (d, plus) = self.dor_step(topo, r, dr).ok_or(RouteError::Unreachable {
+        let (d, plus) = self.dor_step(r, dr).ok_or(RouteError::Unreachable {
             router: r,
             dst: pkt.dst,
         })?;
@@ -493,7 +512,7 @@ impl Routing {
         if pkt.last_dim != d as u8 {
             pkt.flags &= !F_CROSSED;
         }
-        if self.crosses_wrap(topo, r, d, plus) {
+        if self.crosses_wrap(r, d, plus) {
             pkt.flags |= F_CROSSED;
         }
         pkt.last_dim = d as u8;
@@ -504,13 +523,12 @@ impl Routing {
         Ok(Choice {
             port,
             vc,
-            enters_ring: enters && deadlock == DeadlockAvoidance::Bubble,
+            enters_ring: enters && self.uses_bubble(),
         })
     }
 
     fn adaptive(
         &self,
-        topo: &Topology,
         r: RouterId,
         dr: RouterId,
         pkt: &mut Packet,
@@ -521,13 +539,10 @@ impl Routing {
             .grid
             .as_ref()
             .expect("validated: minimal adaptive needs a torus or mesh");
-        let first_adaptive: u8 = if deadlock == DeadlockAvoidance::Dateline {
-            2
-        } else {
-            1
-        };
-        let cur = &topo.routers[r as usize].coords;
-        let dst = &topo.routers[dr as usize].coords;
+        let first_adaptive: u8 = if deadlock == DeadlockAvoidance::Dateline { 2 } else { 1 };
+        let nd = g.k.len();
+        let cur = &g.coords[r as usize * nd..(r as usize + 1) * nd];
+        let dst = &g.coords[dr as usize * nd..(dr as usize + 1) * nd];
         let need = pkt.credits as u32;
         let mut best: Option<(u32, Choice, usize)> = None;
         for d in 0..g.k.len() {
@@ -579,7 +594,7 @@ impl Routing {
             pkt.last_dim = NO_DIM;
         }
         pkt.flags |= F_ESCAPE;
-        self.dor(topo, r, dr, pkt, deadlock, 0)
+        self.dor(r, dr, pkt, deadlock, 0)
     }
 
     // ---------------------------------------------------------------------------------------
@@ -596,10 +611,7 @@ impl Routing {
         sel: Selection,
         credits: &impl CreditView,
     ) -> Result<Choice, RouteError> {
-        let t = self
-            .trees
-            .as_ref()
-            .expect("tree tables built for tree routing");
+        let t = self.trees.as_ref().expect("tree tables built for tree routing");
         let leaves = t.leaf_router.len();
         let dl = t.leaf_of_router[dr as usize] as usize;
         let info = &topo.routers[r as usize];
@@ -609,6 +621,13 @@ impl Routing {
             dst: pkt.dst,
         };
         let rot = pkt.dst as usize;
+        // D-mod-k: at tree level l the up port is digit l of the destination in base (up ports).
+        let ups = &t.ups[r as usize];
+        let up_rot = if ups.is_empty() {
+            0
+        } else {
+            rot / (ups.len().pow(t.level[r as usize]).max(1))
+        };
         let pick = |ports: &mut dyn Iterator<Item = PortIdx>| -> Option<PortIdx> {
             let live = ports.filter(|&p| !self.is_dead(r, p));
             match sel {
@@ -653,41 +672,25 @@ impl Routing {
         let came_from_sibling = matches!(info.kinds.get(in_port as usize), Some(PortKind::Sibling));
         let came_from_above = matches!(info.kinds.get(in_port as usize), Some(PortKind::Up));
         let my_leaf = t.leaf_of_router[r as usize];
-        let sibling_ports = || {
-            info.kinds
-                .iter()
-                .enumerate()
-                .filter(|(_, k)| **k == PortKind::Sibling)
-                .map(|(p, _)| p as PortIdx)
-        };
+        let sibs = &t.sibs[r as usize];
         // 2. I am a leaf and the destination is my sibling, reached from above (bypass) or
         //    because all my up links are dead.
         if my_leaf != u32::MAX && t.sibling[my_leaf as usize] == dl as u32 && !came_from_sibling {
-            let sibs: Vec<PortIdx> = sibling_ports().collect();
             let n = sibs.len();
             if came_from_above {
-                return pick(&mut (0..n).map(|i| sibs[(i + rot) % n]))
-                    .map_or(Err(unreachable), choose);
+                return pick(&mut (0..n).map(|i| sibs[(i + rot) % n])).map_or(Err(unreachable), choose);
             }
         }
         if came_from_above {
             return Err(unreachable);
         }
         // 3. Up, D-mod-k ordered.
-        let ups: Vec<PortIdx> = info
-            .kinds
-            .iter()
-            .enumerate()
-            .filter(|(_, k)| **k == PortKind::Up)
-            .map(|(p, _)| p as PortIdx)
-            .collect();
         let n = ups.len();
-        if let Some(p) = pick(&mut (0..n).map(|i| ups[(i + rot) % n])) {
+        if let Some(p) = pick(&mut (0..n).map(|i| ups[(i + up_rot) % n])) {
             return choose(p);
         }
         // 4. All up links dead: leave through the sibling leaf (not back where we came from).
         if my_leaf != u32::MAX && !came_from_sibling {
-            let sibs: Vec<PortIdx> = sibling_ports().collect();
             let n = sibs.len();
             return pick(&mut (0..n).map(|i| sibs[(i + rot) % n])).map_or(Err(unreachable), choose);
         }
@@ -697,13 +700,7 @@ impl Routing {
     // ---------------------------------------------------------------------------------------
     // Minimal (BFS distance table)
 
-    fn minimal(
-        &self,
-        topo: &Topology,
-        r: RouterId,
-        dr: RouterId,
-        pkt: &mut Packet,
-    ) -> Result<Choice, RouteError> {
+    fn minimal(&self, topo: &Topology, r: RouterId, dr: RouterId, pkt: &mut Packet) -> Result<Choice, RouteError> {
         let n = self.nrouters;
         let here = self.dist[r as usize * n + dr as usize];
         if here == u16::MAX {
@@ -718,9 +715,7 @@ impl Routing {
         for i in 0..np {
             let p = (i + rot) % np;
             if let Peer::Router { router, .. } = info.ports[p] {
-                if !self.is_dead(r, p as PortIdx)
-                    && self.dist[router as usize * n + dr as usize] + 1 == here
-                {
+                if !self.is_dead(r, p as PortIdx) && self.dist[router as usize * n + dr as usize] + 1 == here {
                     let vc = (pkt.hops.saturating_sub(1)).min(self.vcs as u16 - 1) as u8;
                     return Ok(Choice {
                         port: p as PortIdx,
@@ -777,13 +772,7 @@ fn build_trees(topo: &Topology) -> Trees {
     let words = leaves.div_ceil(64);
     // reach[r]: bitset of leaves at or below r, computed by memoised DFS on down ports.
     let mut reach: Vec<Option<Vec<u64>>> = vec![None; nr];
-    fn visit(
-        topo: &Topology,
-        r: usize,
-        words: usize,
-        leaf_of: &[u32],
-        reach: &mut Vec<Option<Vec<u64>>>,
-    ) {
+    fn visit(topo: &Topology, r: usize, words: usize, leaf_of: &[u32], reach: &mut Vec<Option<Vec<u64>>>) {
         if reach[r].is_some() {
             return;
         }
@@ -837,10 +826,53 @@ fn build_trees(topo: &Topology) -> Trees {
             }
         }
     }
+    let ports_of = |kind: PortKind| -> Vec<Box<[PortIdx]>> {
+        topo.routers
+            .iter()
+            .map(|r| {
+                r.kinds
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, k)| **k == kind)
+                    .map(|(p, _)| p as PortIdx)
+                    .collect()
+            })
+            .collect()
+    };
+    let ups = ports_of(PortKind::Up);
+    let sibs = ports_of(PortKind::Sibling);
+    // Levels by breadth-first search upward from the leaves.
+    let mut level = vec![u32::MAX; nr];
+    let mut frontier: Vec<usize> = leaf_router.iter().map(|&r| r as usize).collect();
+    for &r in &frontier {
+        level[r] = 0;
+    }
+    while !frontier.is_empty() {
+        let mut next = Vec::new();
+        for &r in &frontier {
+            for &p in ups[r].iter() {
+                if let Peer::Router { router, .. } = topo.routers[r].ports[p as usize] {
+                    if level[router as usize] == u32::MAX {
+                        level[router as usize] = level[r] + 1;
+                        next.push(router as usize);
+                    }
+                }
+            }
+        }
+        frontier = next;
+    }
+    for l in level.iter_mut() {
+        if *l == u32::MAX {
+            *l = 0;
+        }
+    }
     Trees {
         leaf_of_router,
         leaf_router,
         down,
         sibling,
+        ups,
+        sibs,
+        level,
     }
 }

@@ -1,8 +1,8 @@
 //! Topology layer: counts, closed-form distances and bisections, errors, export, properties.
 
 use hpcnet_fabric::topology::{
-    build, BisectionMethod, DragonflyConfig, FatTreeConfig, GeneralizedFatTreeConfig, GridConfig,
-    HypercubeConfig, LeafSpineConfig, Peer, PortKind, Topology, TopologyConfig,
+    build, BisectionMethod, DragonflyConfig, FatTreeConfig, GeneralizedFatTreeConfig, GridConfig, HypercubeConfig,
+    LeafSpineConfig, Peer, PortKind, Topology, TopologyConfig,
 };
 use proptest::prelude::*;
 
@@ -34,12 +34,7 @@ fn fat_tree(k: u32, n: u32) -> TopologyConfig {
     TopologyConfig::FatTree(FatTreeConfig { k, n, radix: None })
 }
 
-fn leaf_spine(
-    leaves: u32,
-    spines: u32,
-    nodes_per_leaf: u32,
-    links_per_spine: u32,
-) -> TopologyConfig {
+fn leaf_spine(leaves: u32, spines: u32, nodes_per_leaf: u32, links_per_spine: u32) -> TopologyConfig {
     TopologyConfig::LeafSpine(LeafSpineConfig {
         leaves,
         spines,
@@ -50,13 +45,7 @@ fn leaf_spine(
     })
 }
 
-fn gft(
-    planes: u32,
-    leaves: u32,
-    spines: u32,
-    nodes_per_leaf: u32,
-    sibling_links: u32,
-) -> TopologyConfig {
+fn gft(planes: u32, leaves: u32, spines: u32, nodes_per_leaf: u32, sibling_links: u32) -> TopologyConfig {
     TopologyConfig::GeneralizedFatTree(GeneralizedFatTreeConfig {
         planes,
         leaves,
@@ -87,12 +76,7 @@ fn dragonfly(a: u32, p: u32, h: u32, g: Option<u32>) -> TopologyConfig {
 
 /// (nodes, routers, router links, node links)
 fn counts(t: &Topology) -> (usize, usize, usize, usize) {
-    (
-        t.num_nodes(),
-        t.num_routers(),
-        t.num_router_links(),
-        t.num_node_links(),
-    )
+    (t.num_nodes(), t.num_routers(), t.num_router_links(), t.num_node_links())
 }
 
 fn assert_close(a: f64, b: f64) {
@@ -132,19 +116,10 @@ fn torus_port_layout_and_numbering() {
     assert_eq!(r.ports[0], Peer::Router { router: 3, port: 1 });
     assert_eq!(r.kinds[0], PortKind::Dim { dim: 0, plus: true });
     assert_eq!(r.ports[3], Peer::Router { router: 2, port: 2 });
-    assert_eq!(
-        r.kinds[3],
-        PortKind::Dim {
-            dim: 1,
-            plus: false
-        }
-    );
+    assert_eq!(r.kinds[3], PortKind::Dim { dim: 1, plus: false });
     assert_eq!(
         r.ports[4..],
-        [
-            Peer::Node { node: 10, rail: 0 },
-            Peer::Node { node: 11, rail: 0 }
-        ]
+        [Peer::Node { node: 10, rail: 0 }, Peer::Node { node: 11, rail: 0 }]
     );
     assert_eq!(t.router_of(11, 0), (5, 5));
 }
@@ -201,9 +176,7 @@ fn fat_tree_4_3() {
     assert_eq!(m.diameter, 4);
     // k^(L+1) − k^L nodes at distance 2L from any node.
     let (k, n) = (4f64, 3);
-    let sum: f64 = (1..n)
-        .map(|l| 2.0 * l as f64 * (k.powi(l + 1) - k.powi(l)))
-        .sum();
+    let sum: f64 = (1..n).map(|l| 2.0 * l as f64 * (k.powi(l + 1) - k.powi(l))).sum();
     assert_close(m.mean_distance, sum / 63.0);
     assert_eq!(m.bisection_links, 32);
     assert_eq!(m.bisection_cut_by_id, 32);
@@ -217,10 +190,7 @@ fn leaf_spine_with_parallel_links() {
     assert_eq!(t.routers[6].ports.len(), 12);
     assert_eq!(
         t.routers[0].ports[8 + 2 * 3 + 1],
-        Peer::Router {
-            router: 6 + 3,
-            port: 1
-        }
+        Peer::Router { router: 6 + 3, port: 1 }
     );
     let m = t.metrics();
     assert_eq!(m.diameter, 2);
@@ -260,13 +230,7 @@ fn sunway_generalized_fat_tree() {
         (40, 40, vec![0, 0, 0])
     );
     assert_eq!(t.routers[32].ports.len(), 32);
-    assert_eq!(
-        leaf.ports[36],
-        Peer::Router {
-            router: 1,
-            port: 36
-        }
-    );
+    assert_eq!(leaf.ports[36], Peer::Router { router: 1, port: 36 });
     assert_eq!(leaf.kinds[36..], [PortKind::Sibling; 4]);
     assert_eq!(
         leaf.ports[18 + 5],
@@ -322,10 +286,7 @@ fn group_pair_links(t: &Topology, a: u32, g: usize) -> Vec<u32> {
     for l in t.links() {
         let (x, y) = ((l.a.0 / a) as usize, (l.b.0 / a) as usize);
         if x != y {
-            assert_eq!(
-                t.routers[l.a.0 as usize].kinds[l.a.1 as usize],
-                PortKind::Global
-            );
+            assert_eq!(t.routers[l.a.0 as usize].kinds[l.a.1 as usize], PortKind::Global);
             count[x.min(y) * g + x.max(y)] += 1;
         }
     }
@@ -338,16 +299,7 @@ fn group_pair_links(t: &Topology, a: u32, g: usize) -> Vec<u32> {
 #[test]
 fn smaller_dragonflies_spread_global_links_evenly() {
     // a·h = 8 global ports per group.
-    for (g, cabled) in [
-        (2, 8),
-        (3, 8),
-        (4, 8),
-        (5, 8),
-        (6, 7),
-        (7, 8),
-        (8, 7),
-        (9, 8),
-    ] {
+    for (g, cabled) in [(2, 8), (3, 8), (4, 8), (5, 8), (6, 7), (7, 8), (8, 7), (9, 8)] {
         let t = build(&dragonfly(4, 1, 2, Some(g))).unwrap();
         let pairs = group_pair_links(&t, 4, g as usize);
         let (lo, hi) = (pairs.iter().min().unwrap(), pairs.iter().max().unwrap());
@@ -386,13 +338,7 @@ fn brute_force_bisection(t: &Topology) -> u64 {
     let links: Vec<_> = t.links().collect();
     let half = t.num_nodes() / 2;
     (0..1u32 << (r - 1))
-        .filter(|mask| {
-            (0..r)
-                .filter(|&i| mask >> i & 1 == 1)
-                .map(|i| weight[i])
-                .sum::<usize>()
-                == half
-        })
+        .filter(|mask| (0..r).filter(|&i| mask >> i & 1 == 1).map(|i| weight[i]).sum::<usize>() == half)
         .map(|mask| {
             links
                 .iter()
@@ -446,14 +392,8 @@ fn err(cfg: TopologyConfig) -> (String, String) {
 
 #[test]
 fn bad_parameters_name_their_key() {
-    assert_eq!(
-        err(torus(&[], 1)).1,
-        "topology.k: must have at least one dimension"
-    );
-    assert_eq!(
-        err(torus(&[4, 1], 1)).1,
-        "topology.k[1]: must be at least 2, got 1"
-    );
+    assert_eq!(err(torus(&[], 1)).1, "topology.k: must have at least one dimension");
+    assert_eq!(err(torus(&[4, 1], 1)).1, "topology.k[1]: must be at least 2, got 1");
     assert_eq!(err(mesh(&[4], 0)).0, "topology.concentration");
     assert_eq!(err(hypercube(0, 1)).0, "topology.n");
     assert_eq!(err(fat_tree(1, 3)).0, "topology.k");
@@ -483,10 +423,13 @@ fn radix_exceeded_is_rejected() {
         radix: Some(36),
         ..Default::default()
     });
-    assert_eq!(err(cfg), (
-        "topology.radix".into(),
-        "topology.radix: leaf needs 40 ports (18 nodes + 18 spines + 4 sibling) but radix is 36".into()
-    ));
+    assert_eq!(
+        err(cfg),
+        (
+            "topology.radix".into(),
+            "topology.radix: leaf needs 40 ports (18 nodes + 18 spines + 4 sibling) but radix is 36".into()
+        )
+    );
     let cfg = gft(2, 64, 18, 18, 4);
     assert_eq!(
         err(cfg).1,
@@ -516,9 +459,7 @@ fn radix_exceeded_is_rejected() {
 
 #[test]
 fn unknown_key_is_rejected() {
-    let e =
-        serde_json::from_str::<TopologyConfig>(r#"{"kind": "generalized_fat_tree", "leafs": 32}"#)
-            .unwrap_err();
+    let e = serde_json::from_str::<TopologyConfig>(r#"{"kind": "generalized_fat_tree", "leafs": 32}"#).unwrap_err();
     assert!(e.to_string().contains("unknown field `leafs`"), "{e}");
     let e = serde_json::from_str::<TopologyConfig>(r#"{"kind": "butterfly"}"#).unwrap_err();
     assert!(e.to_string().contains("unknown variant `butterfly`"), "{e}");
@@ -539,16 +480,10 @@ fn dot_export() {
 fn json_export() {
     let t = build(&fat_tree(2, 2)).unwrap();
     let v = t.to_json();
-    assert_eq!(
-        v["shape"],
-        serde_json::json!({"kind": "fat_tree", "k": 2, "n": 2})
-    );
+    assert_eq!(v["shape"], serde_json::json!({"kind": "fat_tree", "k": 2, "n": 2}));
     assert_eq!(v["links"].as_array().unwrap().len(), 4);
     assert_eq!(v["links"][0], serde_json::json!({"a": [0, 2], "b": [2, 0]}));
-    assert_eq!(
-        v["routers"][0]["kinds"][2],
-        serde_json::json!({"kind": "up"})
-    );
+    assert_eq!(v["routers"][0]["kinds"][2], serde_json::json!({"kind": "up"}));
     assert_eq!(
         v["routers"][0]["ports"][0],
         serde_json::json!({"kind": "node", "node": 0, "rail": 0})
@@ -567,13 +502,7 @@ fn small_config() -> impl Strategy<Value = TopologyConfig> {
         (1u32..7, 1u32..3).prop_map(|(n, c)| hypercube(n, c)),
         (2u32..5, 1u32..4).prop_map(|(k, n)| fat_tree(k, n)),
         (1u32..6, 1u32..5, 1u32..5, 1u32..3).prop_map(|(l, s, p, m)| leaf_spine(l, s, p, m)),
-        (1u32..3, 1u32..4, 1u32..4, 1u32..4, 0u32..3).prop_map(|(planes, l, s, p, sib)| gft(
-            planes,
-            2 * l,
-            s,
-            p,
-            sib
-        )),
+        (1u32..3, 1u32..4, 1u32..4, 1u32..4, 0u32..3).prop_map(|(planes, l, s, p, sib)| gft(planes, 2 * l, s, p, sib)),
         (1u32..5, 1u32..3, 1u32..3)
             .prop_flat_map(|(a, p, h)| (Just((a, p, h)), 1..=a * h + 1))
             .prop_map(|((a, p, h), g)| dragonfly(a, p, h, Some(g))),

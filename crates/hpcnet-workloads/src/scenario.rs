@@ -7,9 +7,7 @@
 
 use crate::traffic::TrafficConfig;
 use hpcnet_des::SimTime;
-use hpcnet_fabric::config::{
-    FaultConfig, LinkConfig, LinkOverride, PacketConfig, RouterConfig, RoutingConfig,
-};
+use hpcnet_fabric::config::{FaultConfig, LinkConfig, LinkOverride, PacketConfig, RouterConfig, RoutingConfig};
 use hpcnet_fabric::topology::{build, Topology, TopologyConfig};
 use hpcnet_fabric::FabricConfig;
 use serde::{Deserialize, Serialize};
@@ -161,8 +159,8 @@ impl Scenario {
     /// Read and validate a scenario file with overrides.
     pub fn load(path: &Path, overrides: &[String]) -> Result<Scenario, ScenarioError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ScenarioError::new(&file, "", format!("cannot read: {e}")))?;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| ScenarioError::new(&file, "", format!("cannot read: {e}")))?;
         let stem = path
             .file_stem()
             .map(|s| s.to_string_lossy().to_string())
@@ -187,8 +185,7 @@ impl Scenario {
             )
         })?;
         for o in overrides {
-            apply_override(&mut table, o)
-                .map_err(|(k, r)| ScenarioError::new(file, format!("--set {k}"), r))?;
+            apply_override(&mut table, o).map_err(|(k, r)| ScenarioError::new(file, format!("--set {k}"), r))?;
         }
         let de = toml::Value::Table(table);
         let parsed: ScenarioFile = serde_path_to_error::deserialize(de).map_err(|e| {
@@ -199,18 +196,9 @@ impl Scenario {
         Self::resolve(parsed, file, default_name)
     }
 
-    fn resolve(
-        parsed: ScenarioFile,
-        file: &str,
-        default_name: &str,
-    ) -> Result<Scenario, ScenarioError> {
-        let topology = build(&parsed.topology).map_err(|e| {
-            ScenarioError::new(
-                file,
-                e.key().to_string(),
-                strip_key(&e.to_string(), e.key()),
-            )
-        })?;
+    fn resolve(parsed: ScenarioFile, file: &str, default_name: &str) -> Result<Scenario, ScenarioError> {
+        let topology = build(&parsed.topology)
+            .map_err(|e| ScenarioError::new(file, e.key().to_string(), strip_key(&e.to_string(), e.key())))?;
         let routing = parsed
             .routing
             .clone()
@@ -231,16 +219,9 @@ impl Scenario {
             .validate(&topology, &fabric)
             .map_err(|(k, r)| ScenarioError::new(file, k, r))?;
         if parsed.sim.measure == SimTime::ZERO {
-            return Err(ScenarioError::new(
-                file,
-                "sim.measure",
-                "must be longer than 0",
-            ));
+            return Err(ScenarioError::new(file, "sim.measure", "must be longer than 0"));
         }
-        let name = parsed
-            .name
-            .clone()
-            .unwrap_or_else(|| default_name.to_string());
+        let name = parsed.name.clone().unwrap_or_else(|| default_name.to_string());
         Ok(Scenario {
             name,
             source: file.to_string(),

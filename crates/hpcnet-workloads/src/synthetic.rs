@@ -74,6 +74,8 @@ pub struct ChannelLoadBound {
 pub struct DeadlockReport {
     pub at_ns: f64,
     pub in_flight: u64,
+    /// Packets still waiting in node injection queues.
+    pub queued_at_sources: usize,
     pub blocked: Vec<Blocked>,
 }
 
@@ -192,11 +194,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
     let mean_wire = tc.size.mean() + header as f64;
     // Node bandwidth = sum of its rails; each rail is offered load × its own rate.
     let rail_rate = net.injection_rate(0, 0);
-    let use_rails = if tc.rails == RailChoice::Fixed {
-        1
-    } else {
-        rails
-    };
+    let use_rails = if tc.rails == RailChoice::Fixed { 1 } else { rails };
     let node_bps: f64 = (0..rails).map(|r| net.injection_rate(0, r).0 as f64).sum();
     // Mean time between packets of a node, in ps, and the Bernoulli slot.
     let slot_ps = mean_wire * 8.0 * 1e12 / node_bps;
@@ -209,11 +207,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
     let mut reg = Registry::new();
     let stats = Stats {
         latency: reg
-            .histogram(
-                "packet.latency",
-                "ps",
-                "creation to tail delivery, measured packets",
-            )
+            .histogram("packet.latency", "ps", "creation to tail delivery, measured packets")
             .expect("fresh registry"),
         net_latency: reg
             .histogram(
@@ -223,11 +217,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
             )
             .expect("fresh"),
         hops: reg
-            .summary(
-                "packet.hops",
-                "routers",
-                "routers traversed, measured packets",
-            )
+            .summary("packet.hops", "routers", "routers traversed, measured packets")
             .expect("fresh"),
         zero_load: reg
             .summary(
@@ -303,8 +293,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
                 let payload = tc.size.sample(&mut s.rng);
                 s.seq += 1;
                 if dst != node {
-                    let mut p =
-                        Packet::new(generated, node, dst, payload as u32, header as u32, now);
+                    let mut p = Packet::new(generated, node, dst, payload as u32, header as u32, now);
                     p.rail = match tc.rails {
                         RailChoice::Fixed => 0,
                         RailChoice::RoundRobin => {
@@ -348,9 +337,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
                 stats.reg.record(stats.net_latency, (d.at - p.injected).0);
                 stats.reg.push(stats.hops, p.hops as u64);
                 let h = p.hops as u64;
-                let zl = link_lat * (h + 1)
-                    + router_lat * h
-                    + rail_rate.serialization(Bytes(p.size as u64));
+                let zl = link_lat * (h + 1) + router_lat * h + rail_rate.serialization(Bytes(p.size as u64));
                 stats.reg.push(stats.zero_load, zl.0);
             }
         }
@@ -358,6 +345,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
             deadlock = Some(DeadlockReport {
                 at_ns: now.as_ns_f64(),
                 in_flight: net.in_flight(),
+                queued_at_sources: net.queued_at_sources(),
                 blocked: net.blocked(32),
             });
             break;
@@ -375,6 +363,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
         deadlock = Some(DeadlockReport {
             at_ns: end.as_ns_f64(),
             in_flight: net.in_flight(),
+            queued_at_sources: net.queued_at_sources(),
             blocked: net.blocked(32),
         });
     }
@@ -390,9 +379,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
         && c.injected == c.delivered + c.dropped + net.in_flight()
         && (!drained || c.injected + net.queued_at_sources() as u64 == generated);
     if dup {
-        return Err(RunError::Conservation(
-            "a packet was delivered twice".into(),
-        ));
+        return Err(RunError::Conservation("a packet was delivered twice".into()));
     }
     if drained && c.injected != c.delivered + c.dropped {
         return Err(RunError::Conservation(format!(
@@ -536,7 +523,13 @@ fn channel_load_bound(
     streams: &RngStreams,
 ) -> Option<ChannelLoadBound> {
     let n = net.topo.nodes.len();
-    let mut load: BTreeMap<(u32, u16), f64> = BTreeMap::new();
+    let mut base = Vec::with_capacity(net.topo.routers.len());
+    let mut total = 0usize;
+    for r in &net.topo.routers {
+        base.push(total);
+        total += r.ports.len();
+    }
+    let mut load = vec![0.0f64; total];
     // Node injection channels carry load/rails each; they are never the binding channel below 1.
     let step = if n > 1024 { n.div_ceil(1024) } else { 1 };
     let mut traced = 0usize;
@@ -545,8 +538,7 @@ fn channel_load_bound(
         traced += 1;
         // Destination distribution of this source.
         let flows: Vec<(NodeId, f64)> = match tc.pattern {
-            crate::traffic::Pattern::Uniform | crate::traffic::Pattern::AllToAll => (0..n
-                as NodeId)
+            crate::traffic::Pattern::Uniform | crate::traffic::Pattern::AllToAll => (0..n as NodeId)
                 .filter(|&d| d != src as NodeId)
                 .map(|d| (d, 1.0 / (n - 1) as f64))
                 .collect(),
@@ -578,19 +570,17 @@ fn channel_load_bound(
         for (dst, w) in flows {
             for rail in 0..rails {
                 let share = w * node_bps / rails as f64;
-                let Ok(path) = net.routing.trace(&net.topo, src as NodeId, dst, rail, 0) else {
-                    continue;
-                };
-                for (r, p, _) in path {
-                    *load.entry((r, p)).or_insert(0.0) += share;
-                }
+                // Unroutable pairs are reported by the run itself (dropped packets).
+                let _ = net.routing.walk(&net.topo, src as NodeId, dst, rail, 0, |r, p, _| {
+                    load[base[r as usize] + p as usize] += share;
+                });
             }
         }
     }
     let rate = net.config().link.data_rate().0 as f64;
-    let (&(r, p), &l) = load
-        .iter()
-        .max_by(|a, b| a.1.partial_cmp(b.1).expect("finite"))?;
+    let (g, &l) = load.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1))?;
+    let r = base.partition_point(|&b| b <= g) - 1;
+    let p = g - base[r];
     let gamma = l / rate * step as f64;
     Some(ChannelLoadBound {
         max_channel_load: gamma,

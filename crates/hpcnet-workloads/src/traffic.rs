@@ -61,10 +61,7 @@ pub enum SizeDist {
     /// `size = { min = "64 B", max = "256 B" }`: uniform over [min, max].
     Uniform { min: Bytes, max: Bytes },
     /// `size = { sizes = ["64 B", "2 KiB"], weights = [0.9, 0.1] }`.
-    Choice {
-        sizes: Vec<Bytes>,
-        weights: Vec<f64>,
-    },
+    Choice { sizes: Vec<Bytes>, weights: Vec<f64> },
 }
 
 impl Default for SizeDist {
@@ -80,11 +77,7 @@ impl SizeDist {
             SizeDist::Uniform { min, max } => (min.0 + max.0) as f64 / 2.0,
             SizeDist::Choice { sizes, weights } => {
                 let tot: f64 = weights.iter().sum();
-                sizes
-                    .iter()
-                    .zip(weights)
-                    .map(|(s, w)| s.0 as f64 * w / tot)
-                    .sum()
+                sizes.iter().zip(weights).map(|(s, w)| s.0 as f64 * w / tot).sum()
             }
         }
     }
@@ -186,17 +179,21 @@ impl TrafficConfig {
         }
         let n = topo.nodes.len() as u64;
         if n < 2 {
-            return Err((
-                "topology".into(),
-                "synthetic traffic needs at least 2 nodes".into(),
-            ));
+            return Err(("topology".into(), "synthetic traffic needs at least 2 nodes".into()));
         }
         let bits_needed = matches!(
             self.pattern,
             Pattern::Transpose | Pattern::BitComplement | Pattern::BitReverse | Pattern::Shuffle
         );
         if bits_needed && !n.is_power_of_two() {
-            return Err(("traffic.pattern".into(), format!("{:?} permutes address bits and needs a power-of-two node count, the topology has {n} nodes", self.pattern).to_lowercase()));
+            return Err((
+                "traffic.pattern".into(),
+                format!(
+                    "{:?} permutes address bits and needs a power-of-two node count, the topology has {n} nodes",
+                    self.pattern
+                )
+                .to_lowercase(),
+            ));
         }
         if self.pattern == Pattern::Transpose && n.trailing_zeros() % 2 == 1 {
             return Err((
@@ -240,15 +237,19 @@ impl TrafficConfig {
                 check(min.0, "traffic.size.min")?;
                 check(mx.0, "traffic.size.max")?;
                 if min > mx {
-                    return Err((
-                        "traffic.size".into(),
-                        format!("min {min} is larger than max {mx}"),
-                    ));
+                    return Err(("traffic.size".into(), format!("min {min} is larger than max {mx}")));
                 }
             }
             SizeDist::Choice { sizes, weights } => {
                 if sizes.is_empty() || sizes.len() != weights.len() {
-                    return Err(("traffic.size".into(), format!("needs as many weights as sizes and at least one ({} sizes, {} weights)", sizes.len(), weights.len())));
+                    return Err((
+                        "traffic.size".into(),
+                        format!(
+                            "needs as many weights as sizes and at least one ({} sizes, {} weights)",
+                            sizes.len(),
+                            weights.len()
+                        ),
+                    ));
                 }
                 if weights.iter().any(|w| !(*w >= 0.0)) || weights.iter().sum::<f64>() <= 0.0 {
                     return Err((
@@ -307,10 +308,7 @@ impl Destinations {
 
     /// Whether the destination of a source does not depend on chance.
     pub fn is_deterministic(&self) -> bool {
-        !matches!(
-            self.pattern,
-            Pattern::Uniform | Pattern::Hotspot | Pattern::AllToAll
-        )
+        !matches!(self.pattern, Pattern::Uniform | Pattern::Hotspot | Pattern::AllToAll)
     }
 
     /// The next destination of `src`; `seq` counts the packets `src` has created.
@@ -353,11 +351,7 @@ impl Destinations {
                 for (d, &kd) in k.iter().enumerate() {
                     let x = r % kd;
                     r /= kd;
-                    let nx = if d == 0 || all_dims {
-                        (x + offset(kd)) % kd
-                    } else {
-                        x
-                    };
+                    let nx = if d == 0 || all_dims { (x + offset(kd)) % kd } else { x };
                     out += nx * stride;
                     stride *= kd;
                 }

@@ -76,10 +76,8 @@ pub fn bench_one(name: &str) -> Result<(), Failure> {
         .find(|c| c.name == name)
         .ok_or_else(|| Failure::input(format!("no bench case '{name}'")))?;
     let set: Vec<String> = case.set.iter().map(|s| s.to_string()).collect();
-    let sc =
-        Scenario::from_str_named(case.text, case.name, case.name, &set).map_err(Failure::input)?;
-    let rep =
-        run_synthetic(&sc, RunOptions::default()).map_err(|e| Failure::model(e.to_string()))?;
+    let sc = Scenario::from_str_named(case.text, case.name, case.name, &set).map_err(Failure::input)?;
+    let rep = run_synthetic(&sc, RunOptions::default()).map_err(|e| Failure::model(e.to_string()))?;
     let all_hops = rep.total_hops as f64;
     let r = CaseResult {
         name: case.name.to_string(),
@@ -98,8 +96,7 @@ pub fn bench_one(name: &str) -> Result<(), Failure> {
 }
 
 pub fn bench(json: bool, only: &[String]) -> Result<(), Failure> {
-    let exe = std::env::current_exe()
-        .map_err(|e| Failure::input(format!("cannot find own executable: {e}")))?;
+    let exe = std::env::current_exe().map_err(|e| Failure::input(format!("cannot find own executable: {e}")))?;
     let mut results = Vec::new();
     for c in CASES
         .iter()
@@ -127,10 +124,7 @@ pub fn bench(json: bool, only: &[String]) -> Result<(), Failure> {
         let v = serde_json::json!({ "version": env!("CARGO_PKG_VERSION"), "cases": results });
         println!("{}", serde_json::to_string_pretty(&v).expect("json"));
     } else {
-        println!(
-            "hpcnet {} bench (one thread per case)",
-            env!("CARGO_PKG_VERSION")
-        );
+        println!("hpcnet {} bench (one thread per case)", env!("CARGO_PKG_VERSION"));
         println!(
             "  {:<34} {:>6} {:>12} {:>14} {:>12} {:>9} {:>8}",
             "case", "nodes", "packet-hops", "hops/s", "events/s", "peak MB", "wall s"
@@ -138,13 +132,7 @@ pub fn bench(json: bool, only: &[String]) -> Result<(), Failure> {
         for r in &results {
             println!(
                 "  {:<34} {:>6} {:>12} {:>14.0} {:>12.0} {:>9.1} {:>8.3}",
-                r.name,
-                r.nodes,
-                r.packet_hops,
-                r.packet_hops_per_sec,
-                r.events_per_sec,
-                r.peak_rss_mb,
-                r.wall_seconds
+                r.name, r.nodes, r.packet_hops, r.packet_hops_per_sec, r.events_per_sec, r.peak_rss_mb, r.wall_seconds
             );
         }
     }

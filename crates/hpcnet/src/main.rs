@@ -128,11 +128,7 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             threads,
             common,
         } => sweep::sweep(&scenario, &load, &out, threads, &common),
-        Cmd::Topo {
-            scenario,
-            dot,
-            common,
-        } => topo::topo(&scenario, dot.as_deref(), &common),
+        Cmd::Topo { scenario, dot, common } => topo::topo(&scenario, dot.as_deref(), &common),
         Cmd::Bench { json, only } => bench::bench(json, &only),
         Cmd::BenchOne { name } => bench::bench_one(&name),
     }

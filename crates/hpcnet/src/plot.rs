@@ -29,10 +29,7 @@ pub fn latency_load(
         + 1e-9;
     let ymax = pts.iter().map(|p| p.p99.max(p.mean)).fold(0.0, f64::max) * 1.1 + 1e-9;
     let mut c = ChartBuilder::on(&left)
-        .caption(
-            format!("{title}: latency vs offered load"),
-            ("sans-serif", 18),
-        )
+        .caption(format!("{title}: latency vs offered load"), ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(60)
@@ -41,22 +38,13 @@ pub fn latency_load(
         .x_desc("offered load (fraction of injection bandwidth)")
         .y_desc("latency (ns)")
         .draw()?;
-    c.draw_series(LineSeries::new(
-        pts.iter().map(|p| (p.offered, p.mean)),
-        &BLUE,
-    ))?
-    .label("mean")
-    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
-    c.draw_series(
-        pts.iter()
-            .map(|p| Circle::new((p.offered, p.mean), 3, BLUE.filled())),
-    )?;
-    c.draw_series(LineSeries::new(
-        pts.iter().map(|p| (p.offered, p.p99)),
-        &RED,
-    ))?
-    .label("p99")
-    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED));
+    c.draw_series(LineSeries::new(pts.iter().map(|p| (p.offered, p.mean)), &BLUE))?
+        .label("mean")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
+    c.draw_series(pts.iter().map(|p| Circle::new((p.offered, p.mean), 3, BLUE.filled())))?;
+    c.draw_series(LineSeries::new(pts.iter().map(|p| (p.offered, p.p99)), &RED))?
+        .label("p99")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED));
     c.configure_series_labels()
         .border_style(BLACK)
         .background_style(WHITE.mix(0.8))
@@ -72,12 +60,9 @@ pub fn latency_load(
         .x_desc("offered load")
         .y_desc("accepted load")
         .draw()?;
-    c2.draw_series(LineSeries::new(
-        pts.iter().map(|p| (p.offered, p.accepted)),
-        &BLUE,
-    ))?
-    .label("accepted")
-    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
+    c2.draw_series(LineSeries::new(pts.iter().map(|p| (p.offered, p.accepted)), &BLUE))?
+        .label("accepted")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
     c2.draw_series(LineSeries::new([(0.0, 0.0), (xmax, xmax)], BLACK.mix(0.3)))?;
     if let Some(b) = bound {
         c2.draw_series(LineSeries::new([(0.0, b), (xmax, b)], &RED))?

@@ -14,11 +14,7 @@ pub fn load(path: &Path, common: &Common) -> Result<Scenario, Failure> {
 }
 
 /// Run with a progress bar on a terminal once the run has taken more than a second.
-pub fn run_with_progress(
-    sc: &Scenario,
-    show: bool,
-    link_detail: bool,
-) -> Result<RunReport, Failure> {
+pub fn run_with_progress(sc: &Scenario, show: bool, link_detail: bool) -> Result<RunReport, Failure> {
     let started = Instant::now();
     let mut bar: Option<ProgressBar> = None;
     let mut cb = |now: SimTime, end: SimTime| {
@@ -28,8 +24,7 @@ pub fn run_with_progress(
         let b = bar.get_or_insert_with(|| {
             let b = ProgressBar::new(1000);
             b.set_style(
-                ProgressStyle::with_template("{msg} [{bar:40}] {percent}% ({elapsed})")
-                    .expect("valid template"),
+                ProgressStyle::with_template("{msg} [{bar:40}] {percent}% ({elapsed})").expect("valid template"),
             );
             b.set_message(sc.name.clone());
             b
@@ -65,17 +60,15 @@ pub fn run(path: &Path, common: &Common, links: Option<&Path>) -> Result<(), Fai
         rep.links = None;
     }
     if common.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&rep).expect("report serialises")
-        );
+        println!("{}", serde_json::to_string_pretty(&rep).expect("report serialises"));
     } else {
         print_text(&rep);
     }
     if let Some(d) = &rep.deadlock {
         return Err(Failure::model(format!(
-            "deadlock: {} packets in flight stopped moving at {:.1} ns ({} blocked channels listed{})",
+            "deadlock: {} packets in flight and {} at sources stopped moving at {:.1} ns ({} blocked queues listed{})",
             d.in_flight,
+            d.queued_at_sources,
             d.at_ns,
             d.blocked.len(),
             if common.json { " in the JSON" } else { " above" }
@@ -95,10 +88,7 @@ fn write_links(rep: &RunReport, file: &Path) -> Result<(), Failure> {
 }
 
 pub fn print_text(r: &RunReport) {
-    println!(
-        "hpcnet {} — scenario '{}' (seed {})",
-        r.version, r.scenario, r.seed
-    );
+    println!("hpcnet {} — scenario '{}' (seed {})", r.version, r.scenario, r.seed);
     println!(
         "  machine         {} nodes, {}, routing {}",
         r.nodes, r.topology, r.routing
@@ -143,7 +133,14 @@ pub fn print_text(r: &RunReport) {
             t.two_level_entries, t.flat_entries, t.saving_percent, t.supernode_size
         );
     }
-    println!("  run             {} events, {:.1} us simulated, {:.3} s wall, drained {}, conservation {}", r.events, r.sim_time_ns / 1e3, r.wall_seconds, r.drained, if r.conservation_ok { "ok" } else { "VIOLATED" });
+    println!(
+        "  run             {} events, {:.1} us simulated, {:.3} s wall, drained {}, conservation {}",
+        r.events,
+        r.sim_time_ns / 1e3,
+        r.wall_seconds,
+        r.drained,
+        if r.conservation_ok { "ok" } else { "VIOLATED" }
+    );
     if let Some(d) = &r.deadlock {
         println!(
             "  DEADLOCK at {:.1} ns: {} packets in flight; blocked input channels:",

@@ -37,18 +37,10 @@ pub fn parse_loads(spec: &str) -> Result<Vec<f64>, Failure> {
     if n > 1000 {
         return Err(bad("more than 1000 points"));
     }
-    Ok((0..n)
-        .map(|i| ((a + i as f64 * s) * 1e9).round() / 1e9)
-        .collect())
+    Ok((0..n).map(|i| ((a + i as f64 * s) * 1e9).round() / 1e9).collect())
 }
 
-pub fn sweep(
-    path: &Path,
-    spec: &str,
-    out: &Path,
-    threads: Option<usize>,
-    common: &Common,
-) -> Result<(), Failure> {
+pub fn sweep(path: &Path, spec: &str, out: &Path, threads: Option<usize>, common: &Common) -> Result<(), Failure> {
     let loads = parse_loads(spec)?;
     // Validate once with the first load so input errors surface before any work.
     let mut scenarios = Vec::new();
@@ -60,8 +52,7 @@ pub fn sweep(
     let threads = threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
-    let results: Mutex<Vec<Option<Result<RunReport, Failure>>>> =
-        Mutex::new((0..loads.len()).map(|_| None).collect());
+    let results: Mutex<Vec<Option<Result<RunReport, Failure>>>> = Mutex::new((0..loads.len()).map(|_| None).collect());
     let next = Mutex::new(0usize);
     std::thread::scope(|s| {
         for _ in 0..threads.min(loads.len()) {
@@ -123,12 +114,8 @@ pub fn sweep(
             p99: r.latency_ns.p99,
         })
         .collect();
-    let bound = reports[0]
-        .channel_load_bound
-        .as_ref()
-        .map(|b| b.saturation_bound);
-    plot::latency_load(&svg, name, &pts, bound)
-        .map_err(|e| Failure::input(format!("{}: {e}", svg.display())))?;
+    let bound = reports[0].channel_load_bound.as_ref().map(|b| b.saturation_bound);
+    plot::latency_load(&svg, name, &pts, bound).map_err(|e| Failure::input(format!("{}: {e}", svg.display())))?;
     if common.json {
         let v = serde_json::json!({
             "scenario": name,
@@ -164,11 +151,7 @@ pub fn sweep(
                 r.latency_ns.mean,
                 r.latency_ns.p99,
                 r.mean_hops,
-                if r.deadlock.is_some() {
-                    "  DEADLOCK"
-                } else {
-                    ""
-                }
+                if r.deadlock.is_some() { "  DEADLOCK" } else { "" }
             );
         }
         if let Some(b) = bound {

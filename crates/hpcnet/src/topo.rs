@@ -7,8 +7,7 @@ pub fn topo(path: &Path, dot: Option<&Path>, common: &Common) -> Result<(), Fail
     let sc = load(path, common)?;
     let t = &sc.topology;
     if let Some(file) = dot {
-        std::fs::write(file, t.to_dot())
-            .map_err(|e| Failure::input(format!("{}: {e}", file.display())))?;
+        std::fs::write(file, t.to_dot()).map_err(|e| Failure::input(format!("{}: {e}", file.display())))?;
     }
     let m = t.metrics();
     if common.json {
@@ -23,11 +22,7 @@ pub fn topo(path: &Path, dot: Option<&Path>, common: &Common) -> Result<(), Fail
         println!("{}", serde_json::to_string_pretty(&v).expect("json"));
         return Ok(());
     }
-    println!(
-        "hpcnet {} — topology of '{}'",
-        env!("CARGO_PKG_VERSION"),
-        sc.name
-    );
+    println!("hpcnet {} — topology of '{}'", env!("CARGO_PKG_VERSION"), sc.name);
     println!("  name            {}", t.name);
     println!(
         "  nodes           {} ({} rail{})",

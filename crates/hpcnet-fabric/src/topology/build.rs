@@ -5,12 +5,10 @@
 //! ports are laid out in a fixed order so routing can compute port numbers arithmetically.
 
 use super::config::{
-    DragonflyConfig, FatTreeConfig, GeneralizedFatTreeConfig, GridConfig, HypercubeConfig,
-    LeafSpineConfig, TopologyConfig,
+    DragonflyConfig, FatTreeConfig, GeneralizedFatTreeConfig, GridConfig, HypercubeConfig, LeafSpineConfig,
+    TopologyConfig,
 };
-use super::{
-    NodeId, NodeInfo, Peer, PortIdx, PortKind, RouterId, RouterInfo, Shape, Topology, TopologyError,
-};
+use super::{NodeId, NodeInfo, Peer, PortIdx, PortKind, RouterId, RouterInfo, Shape, Topology, TopologyError};
 
 /// Largest number of routers or nodes a topology may have: far above the 200k-endpoint target,
 /// far below what would exhaust memory before we could report a clear error.
@@ -68,11 +66,7 @@ struct Need {
 
 /// Resolves the chip radix (`configured`, else `default`, else the largest need) and checks that
 /// every role fits.
-fn radix(
-    configured: Option<u16>,
-    default: Option<u16>,
-    needs: &[Need],
-) -> Result<u16, TopologyError> {
+fn radix(configured: Option<u16>, default: Option<u16>, needs: &[Need]) -> Result<u16, TopologyError> {
     let largest = needs.iter().map(|n| n.ports).max().unwrap_or(0);
     let radix = match configured.or(default) {
         Some(r) => r,
@@ -132,11 +126,7 @@ impl Builder {
     }
 
     /// Cables port `pa` of router `a` to port `pb` of router `b`.
-    fn link(
-        &mut self,
-        (a, pa, ka): (RouterId, u64, PortKind),
-        (b, pb, kb): (RouterId, u64, PortKind),
-    ) {
+    fn link(&mut self, (a, pa, ka): (RouterId, u64, PortKind), (b, pb, kb): (RouterId, u64, PortKind)) {
         self.set(
             a,
             pa,
@@ -197,11 +187,7 @@ fn grid(c: &GridConfig, wrap: bool) -> Result<Topology, TopologyError> {
     }
     let routers = count("k", "routers", routers)?;
     let conc = c.concentration;
-    let nodes = count(
-        "concentration",
-        "nodes",
-        u64::from(routers) * u64::from(conc),
-    )?;
+    let nodes = count("concentration", "nodes", u64::from(routers) * u64::from(conc))?;
     let n = c.k.len() as u64;
     let ports = 2 * n + u64::from(conc);
     let radix = radix(
@@ -238,22 +224,8 @@ fn grid(c: &GridConfig, wrap: bool) -> Result<Topology, TopologyError> {
             let d8 = d as u8;
             let d2 = 2 * d as u64;
             b.link(
-                (
-                    r,
-                    d2,
-                    PortKind::Dim {
-                        dim: d8,
-                        plus: true,
-                    },
-                ),
-                (
-                    next,
-                    d2 + 1,
-                    PortKind::Dim {
-                        dim: d8,
-                        plus: false,
-                    },
-                ),
+                (r, d2, PortKind::Dim { dim: d8, plus: true }),
+                (next, d2 + 1, PortKind::Dim { dim: d8, plus: false }),
             );
         }
         for i in 0..conc {
@@ -276,19 +248,12 @@ fn grid(c: &GridConfig, wrap: bool) -> Result<Topology, TopologyError> {
 fn hypercube(c: &HypercubeConfig) -> Result<Topology, TopologyError> {
     at_least("n", c.n, 1)?;
     if c.n > 24 {
-        return Err(invalid(
-            "topology.n",
-            format!("must be at most 24, got {}", c.n),
-        ));
+        return Err(invalid("topology.n", format!("must be at most 24, got {}", c.n)));
     }
     at_least("concentration", c.concentration, 1)?;
     let routers = 1u32 << c.n;
     let conc = c.concentration;
-    let nodes = count(
-        "concentration",
-        "nodes",
-        u64::from(routers) * u64::from(conc),
-    )?;
+    let nodes = count("concentration", "nodes", u64::from(routers) * u64::from(conc))?;
     let n = u64::from(c.n);
     let ports = n + u64::from(conc);
     let radix = radix(
@@ -319,10 +284,7 @@ fn hypercube(c: &HypercubeConfig) -> Result<Topology, TopologyError> {
             b.attach(r * conc + i, 0, r, n + u64::from(i));
         }
     }
-    Ok(b.finish(
-        format!("hypercube n={}", c.n),
-        Shape::Hypercube { n: c.n, conc },
-    ))
+    Ok(b.finish(format!("hypercube n={}", c.n), Shape::Hypercube { n: c.n, conc }))
 }
 
 /// k-ary n-tree (Petrini & Vanneschi, 1997). Level 0 holds the leaves, level n−1 the roots;
@@ -334,11 +296,7 @@ fn fat_tree(c: &FatTreeConfig) -> Result<Topology, TopologyError> {
     at_least("k", c.k, 2)?;
     at_least("n", c.n, 1)?;
     let (k, n) = (c.k, c.n);
-    let per_level = count(
-        "n",
-        "switches per level",
-        u64::from(k).saturating_pow(n - 1),
-    )?;
+    let per_level = count("n", "switches per level", u64::from(k).saturating_pow(n - 1))?;
     let nodes = count("n", "nodes", u64::from(per_level) * u64::from(k))?;
     count("n", "switches", u64::from(per_level) * u64::from(n))?;
     let ports = 2 * u64::from(k);
@@ -497,10 +455,7 @@ fn two_level(
             if l % 2 == 0 {
                 for i in 0..sib {
                     let port = p + s * m + i;
-                    b.link(
-                        (leaf, port, PortKind::Sibling),
-                        (leaf + 1, port, PortKind::Sibling),
-                    );
+                    b.link((leaf, port, PortKind::Sibling), (leaf + 1, port, PortKind::Sibling));
                 }
             }
         }
@@ -599,9 +554,7 @@ fn dragonfly(c: &DragonflyConfig) -> Result<Topology, TopologyError> {
         Some(g) if g == 0 || u64::from(g) > max_g => {
             return Err(invalid(
                 "topology.g",
-                format!(
-                "must be between 1 and a × h + 1 = {max_g} (all groups directly linked), got {g}"
-            ),
+                format!("must be between 1 and a × h + 1 = {max_g} (all groups directly linked), got {g}"),
             ))
         }
         Some(g) => g,
@@ -646,12 +599,7 @@ fn dragonfly(c: &DragonflyConfig) -> Result<Topology, TopologyError> {
         let offsets = dragonfly_offsets(g);
         let round = u64::from(g - 1);
         let partner = |e: usize| if offsets[e] * 2 == g { e } else { e ^ 1 };
-        let global_port = |grp: u32, j: u64| {
-            (
-                grp * a + (j / u64::from(h)) as u32,
-                global0 + j % u64::from(h),
-            )
-        };
+        let global_port = |grp: u32, j: u64| (grp * a + (j / u64::from(h)) as u32, global0 + j % u64::from(h));
         for grp in 0..g {
             for j in 0..per_group {
                 let e = (j % round) as usize;
@@ -716,13 +664,7 @@ mod tests {
         .unwrap();
         assert_eq!(t.routers[5].ports[1], Peer::Router { router: 7, port: 1 });
         assert_eq!(t.routers[5].kinds[1], PortKind::Dim { dim: 1, plus: true });
-        assert_eq!(
-            t.routers[5].kinds[0],
-            PortKind::Dim {
-                dim: 0,
-                plus: false
-            }
-        );
+        assert_eq!(t.routers[5].kinds[0], PortKind::Dim { dim: 0, plus: false });
         assert_eq!(t.routers[5].ports[4], Peer::Node { node: 11, rail: 0 });
     }
 }

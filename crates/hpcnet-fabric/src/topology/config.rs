@@ -159,10 +159,7 @@ mod tests {
             let mut bad = v.clone();
             bad["concentraton"] = json!(2);
             let err = parse(bad).expect_err(&format!("{v} accepted an unknown key"));
-            assert!(
-                err.to_string().contains("unknown field `concentraton`"),
-                "{err}"
-            );
+            assert!(err.to_string().contains("unknown field `concentraton`"), "{err}");
         }
     }
 
@@ -196,10 +193,7 @@ mod tests {
             radix: None,
         });
         let v = serde_json::to_value(&cfg).unwrap();
-        assert_eq!(
-            v,
-            json!({"kind": "dragonfly", "a": 4, "p": 2, "h": 2, "g": 5})
-        );
+        assert_eq!(v, json!({"kind": "dragonfly", "a": 4, "p": 2, "h": 2, "g": 5}));
         assert_eq!(parse(v).unwrap(), cfg);
     }
 

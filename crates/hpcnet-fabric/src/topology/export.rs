@@ -33,10 +33,7 @@ impl Topology {
         }
         for (x, node) in self.nodes.iter().enumerate() {
             for (rail, &(r, p)) in node.ports.iter().enumerate() {
-                let _ = writeln!(
-                    out,
-                    "  n{x} -- r{r} [taillabel=\"{rail}\", headlabel=\"{p}\"];"
-                );
+                let _ = writeln!(out, "  n{x} -- r{r} [taillabel=\"{rail}\", headlabel=\"{p}\"];");
             }
         }
         out.push_str("}\n");

@@ -104,11 +104,7 @@ impl Topology {
                 }
             }
         }
-        let mean = if pairs == 0 {
-            0.0
-        } else {
-            total as f64 / pairs as f64
-        };
+        let mean = if pairs == 0 { 0.0 } else { total as f64 / pairs as f64 };
         (diameter, mean, sampled)
     }
 
@@ -137,13 +133,7 @@ impl Topology {
             Shape::Torus { k, wrap, .. } => {
                 let kmax = u(*k.iter().max()?);
                 let routers = self.routers.len() as u64;
-                (kmax % 2 == 0).then(|| {
-                    if *wrap {
-                        2 * routers / kmax
-                    } else {
-                        routers / kmax
-                    }
-                })
+                (kmax % 2 == 0).then(|| if *wrap { 2 * routers / kmax } else { routers / kmax })
             }
             Shape::Hypercube { n, .. } => Some(1 << (n - 1)),
             Shape::FatTree { k, n } => match (k % 2, n) {
@@ -164,18 +154,12 @@ impl Topology {
                 sibling_links,
                 ..
             } => {
-                let split_pair = if leaves % 4 == 2 {
-                    u(*sibling_links)
-                } else {
-                    0
-                };
+                let split_pair = if leaves % 4 == 2 { u(*sibling_links) } else { 0 };
                 (leaves % 2 == 0).then(|| u(*planes) * (u(*leaves) * u(*spines) / 2 + split_pair))
             }
             Shape::Dragonfly { a, g, .. } => (g % 2 == 0).then(|| {
                 let half = g / 2 * a; // routers of the first g/2 groups
-                self.links()
-                    .filter(|l| (l.a.0 < half) != (l.b.0 < half))
-                    .count() as u64
+                self.links().filter(|l| (l.a.0 < half) != (l.b.0 < half)).count() as u64
             }),
         }
     }

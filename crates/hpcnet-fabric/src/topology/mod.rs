@@ -17,8 +17,8 @@ mod metrics;
 
 pub use build::{build, MAX_ELEMENTS};
 pub use config::{
-    DragonflyConfig, FatTreeConfig, GeneralizedFatTreeConfig, GridConfig, HypercubeConfig,
-    LeafSpineConfig, TopologyConfig,
+    DragonflyConfig, FatTreeConfig, GeneralizedFatTreeConfig, GridConfig, HypercubeConfig, LeafSpineConfig,
+    TopologyConfig,
 };
 pub use metrics::{BisectionMethod, TopologyMetrics};
 
@@ -193,18 +193,13 @@ impl Topology {
     pub fn links(&self) -> impl Iterator<Item = Link> + '_ {
         self.routers.iter().enumerate().flat_map(|(r, info)| {
             let r = r as RouterId;
-            info.ports
-                .iter()
-                .enumerate()
-                .filter_map(move |(p, peer)| match *peer {
-                    Peer::Router { router, port } if (r, p as PortIdx) < (router, port) => {
-                        Some(Link {
-                            a: (r, p as PortIdx),
-                            b: (router, port),
-                        })
-                    }
-                    _ => None,
-                })
+            info.ports.iter().enumerate().filter_map(move |(p, peer)| match *peer {
+                Peer::Router { router, port } if (r, p as PortIdx) < (router, port) => Some(Link {
+                    a: (r, p as PortIdx),
+                    b: (router, port),
+                }),
+                _ => None,
+            })
         })
     }
 
@@ -219,13 +214,10 @@ impl Topology {
 
     /// Routers adjacent to `r`, once per link (parallel links repeat the neighbour).
     pub fn neighbors(&self, r: RouterId) -> impl Iterator<Item = RouterId> + '_ {
-        self.routers[r as usize]
-            .ports
-            .iter()
-            .filter_map(|peer| match *peer {
-                Peer::Router { router, .. } => Some(router),
-                _ => None,
-            })
+        self.routers[r as usize].ports.iter().filter_map(|peer| match *peer {
+            Peer::Router { router, .. } => Some(router),
+            _ => None,
+        })
     }
 
     /// Hop counts (router–router links) from `r` to every router; `u32::MAX` if unreachable.
@@ -291,28 +283,19 @@ impl Topology {
                             ));
                         }
                         if matches!(kind, PortKind::Terminal | PortKind::Unused) {
-                            return bad(format!(
-                                "router {r} port {p} links a router but is marked {kind:?}"
-                            ));
+                            return bad(format!("router {r} port {p} links a router but is marked {kind:?}"));
                         }
                     }
                     Peer::Node { node, rail } => {
-                        let back = self
-                            .nodes
-                            .get(node as usize)
-                            .and_then(|n| n.ports.get(rail as usize));
-                        if back != Some(&(r as RouterId, p as PortIdx))
-                            || *kind != PortKind::Terminal
-                        {
+                        let back = self.nodes.get(node as usize).and_then(|n| n.ports.get(rail as usize));
+                        if back != Some(&(r as RouterId, p as PortIdx)) || *kind != PortKind::Terminal {
                             return bad(format!(
                                 "router {r} port {p} ({kind:?}) names node {node} rail {rail}, which is not cabled to it"
                             ));
                         }
                     }
                     Peer::None if *kind != PortKind::Unused => {
-                        return bad(format!(
-                            "router {r} port {p} is uncabled but marked {kind:?}"
-                        ));
+                        return bad(format!("router {r} port {p} is uncabled but marked {kind:?}"));
                     }
                     Peer::None => {}
                 }
@@ -340,9 +323,7 @@ impl Topology {
                     ));
                 }
                 if router.is_some_and(|info| usize::from(info.plane) != rail) {
-                    return bad(format!(
-                        "node {x} rail {rail} is cabled to router {r} of another plane"
-                    ));
+                    return bad(format!("node {x} rail {rail} is cabled to router {r} of another plane"));
                 }
             }
         }
@@ -380,12 +361,7 @@ mod tests {
     fn helpers_on_a_ring() {
         let t = ring(5);
         assert_eq!(
-            (
-                t.num_nodes(),
-                t.num_routers(),
-                t.num_router_links(),
-                t.num_node_links()
-            ),
+            (t.num_nodes(), t.num_routers(), t.num_router_links(), t.num_node_links()),
             (5, 5, 5, 5)
         );
         assert_eq!(t.router_of(3, 0), (3, 2));
@@ -402,10 +378,7 @@ mod tests {
         let t = ring(2);
         assert_eq!(
             t.routers[0].ports[..2],
-            [
-                Peer::Router { router: 1, port: 1 },
-                Peer::Router { router: 1, port: 0 }
-            ]
+            [Peer::Router { router: 1, port: 1 }, Peer::Router { router: 1, port: 0 }]
         );
         assert_eq!(t.num_router_links(), 2);
     }
@@ -414,11 +387,7 @@ mod tests {
     fn validate_catches_broken_graphs() {
         let mut t = ring(4);
         t.routers[0].ports[0] = Peer::Router { router: 2, port: 0 };
-        assert!(t
-            .validate()
-            .unwrap_err()
-            .to_string()
-            .contains("does not point back"));
+        assert!(t.validate().unwrap_err().to_string().contains("does not point back"));
 
         let mut t = ring(4);
         t.routers[1].radix = 2;
@@ -429,11 +398,7 @@ mod tests {
 
         let mut t = ring(4);
         t.nodes[2].ports[0] = (1, 2);
-        assert!(t
-            .validate()
-            .unwrap_err()
-            .to_string()
-            .contains("node 2 rail 0"));
+        assert!(t.validate().unwrap_err().to_string().contains("node 2 rail 0"));
 
         // Cut the ring in two: 0–1 | 2–3.
         let mut t = ring(4);
