@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 /// Maximum number of virtual channels per port the model supports.
 pub const MAX_VCS: usize = 8;
 
+/// Most credits one packet may occupy (a packet counts its credits in 16 bits).
+pub const MAX_PACKET_CREDITS: u16 = u16::MAX;
+
 /// Line coding of a link; the usable rate is `lanes × lane_rate × efficiency`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum Encoding {
@@ -26,6 +29,16 @@ pub enum Encoding {
 }
 
 impl Encoding {
+    /// The name used in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Encoding::B64B66 => "64b/66b",
+            Encoding::B8B10 => "8b/10b",
+            Encoding::B128B130 => "128b/130b",
+            Encoding::None => "none",
+        }
+    }
+
     /// Efficiency as a fraction (numerator, denominator).
     pub fn ratio(self) -> (u64, u64) {
         match self {
@@ -74,6 +87,32 @@ pub struct LinkConfig {
 }
 
 impl LinkConfig {
+    /// Checks that `lanes` lanes of this link have a data rate the model can represent and that
+    /// is not zero after line coding; `key` names the lane count in errors.
+    fn check_rate(&self, lanes: u32, key: &str) -> Result<(), ConfigError> {
+        let Some(raw) = self.lane_rate.0.checked_mul(u64::from(lanes)) else {
+            return Err(ConfigError::new(
+                key,
+                format!(
+                    "{lanes} lanes of link.lane_rate {} exceed the largest rate the model represents",
+                    self.lane_rate
+                ),
+            ));
+        };
+        let (n, d) = self.encoding.ratio();
+        if BitsPerSec(raw).scaled(n, d).0 == 0 {
+            return Err(ConfigError::new(
+                "link.lane_rate",
+                format!(
+                    "{lanes} lanes of {} leave no data rate after {} coding",
+                    self.lane_rate,
+                    self.encoding.name()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Usable data rate of the link after line coding.
     pub fn data_rate(&self) -> BitsPerSec {
         let (n, d) = self.encoding.ratio();
@@ -338,12 +377,37 @@ impl FabricConfig {
         if self.link.lane_rate.0 == 0 {
             return Err(ConfigError::new("link.lane_rate", "must be positive"));
         }
+        self.link.check_rate(self.link.lanes, "link.lanes")?;
+        if self.faults.watchdog == SimTime::ZERO {
+            return Err(ConfigError::new(
+                "faults.watchdog",
+                "must be longer than 0 (it is how long packets may stand still before the run is declared deadlocked)",
+            ));
+        }
         if self.packet.max_payload.0 == 0 {
             return Err(ConfigError::new("packet.max_payload", "must be at least 1 B"));
         }
         let max_pkt = self.packet.header + self.packet.max_payload;
-        let need = max_pkt.blocks_of(r.credit_unit) as u32;
-        let per_vc = r.private_credits + r.shared_credits;
+        if max_pkt.0 > u64::from(u32::MAX) {
+            return Err(ConfigError::new(
+                "packet.max_payload",
+                format!(
+                    "a maximum-size packet (packet.header {} + packet.max_payload {}) must be smaller than 4 GiB",
+                    self.packet.header, self.packet.max_payload
+                ),
+            ));
+        }
+        let need = max_pkt.blocks_of(r.credit_unit);
+        if need > u64::from(MAX_PACKET_CREDITS) {
+            return Err(ConfigError::new(
+                "router.credit_unit",
+                format!(
+                    "a maximum-size packet ({max_pkt}) needs {need} credits of {}, more than the {MAX_PACKET_CREDITS} one packet may hold; use a larger credit unit or a smaller packet.max_payload",
+                    r.credit_unit
+                ),
+            ));
+        }
+        let per_vc = u64::from(r.private_credits) + u64::from(r.shared_credits);
         if per_vc < need {
             return Err(ConfigError::new(
                 "router.private_credits",
@@ -405,7 +469,7 @@ impl FabricConfig {
             deadlock: DeadlockAvoidance::Bubble,
         } = &self.routing
         {
-            if wrap && r.private_credits < 2 * need {
+            if wrap && u64::from(r.private_credits) < 2 * need {
                 return Err(ConfigError::new(
                     "router.private_credits",
                     format!(
@@ -462,6 +526,9 @@ impl FabricConfig {
                     format!("link_overrides[{i}].lanes"),
                     "must be at least 1 (fail the link with faults.failed_links instead)",
                 ));
+            }
+            if let Some(lanes) = o.lanes {
+                self.link.check_rate(lanes, &format!("link_overrides[{i}].lanes"))?;
             }
         }
         Ok(())

@@ -119,6 +119,8 @@ pub struct RunReport {
     pub events: u64,
     pub sim_time_ns: f64,
     pub wall_seconds: f64,
+    /// Wall time of the event loop alone (without building the network and the bound).
+    pub loop_seconds: f64,
     pub stats: Vec<StatRecord>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub links: Option<Vec<LinkRecord>>,
@@ -129,7 +131,9 @@ impl RunReport {
     /// JSON without wall-clock fields (for determinism checks).
     pub fn deterministic_json(&self) -> String {
         let mut v = serde_json::to_value(self).expect("report serialises");
-        v.as_object_mut().expect("object").remove("wall_seconds");
+        let o = v.as_object_mut().expect("object");
+        o.remove("wall_seconds");
+        o.remove("loop_seconds");
         serde_json::to_string(&v).expect("json")
     }
 }
@@ -272,6 +276,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
     let router_lat = sc.fabric.router.latency;
     let link_lat = sc.fabric.link.latency;
     let mut events = 0u64;
+    let loop_start = Instant::now();
 
     loop {
         let Some((now, ev)) = q.pop() else { break };
@@ -358,6 +363,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
         }
     }
     let end = q.now();
+    let loop_seconds = loop_start.elapsed().as_secs_f64();
     if deadlock.is_none() && (net.in_flight() > 0 || net.queued_at_sources() > 0) && q.is_empty() {
         // Nothing left to happen but packets remain: they can never move.
         deadlock = Some(DeadlockReport {
@@ -504,6 +510,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
         events,
         sim_time_ns: end.as_ns_f64(),
         wall_seconds: wall.elapsed().as_secs_f64(),
+        loop_seconds,
         stats: stats.reg.report(),
         links,
         resolved_scenario: sc.resolved_json(),
