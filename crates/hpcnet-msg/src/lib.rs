@@ -1,0 +1,2 @@
+//! hpcnet-msg — the message library that rank programs call.
+pub mod verbs;

@@ -1,0 +1,444 @@
+//! Verbs on simulated NICs: data lands, completions fire (and in which order), notifications
+//! and reply words, reads (R2W), key and range violations, adaptive rails with out-of-order
+//! arrival, loopback, and bad calls.
+
+use hpcnet_des::{BitsPerSec, Bytes, SimTime};
+use hpcnet_fabric::config::*;
+use hpcnet_fabric::topology::{build, GeneralizedFatTreeConfig, GridConfig, TopologyConfig};
+use hpcnet_fabric::Network;
+use hpcnet_msg::verbs::{Machine, VerbsError, WriteWr};
+use hpcnet_nic::world::{CqeKind, CqeStatus};
+use hpcnet_nic::{MemoryError, NicConfig, PortSelect, World};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+fn fabric(routing: RoutingConfig, max_payload: u64) -> FabricConfig {
+    FabricConfig {
+        link: LinkConfig {
+            lanes: 4,
+            lane_rate: BitsPerSec::gbps(28.125),
+            encoding: Encoding::B64B66,
+            latency: SimTime::from_ns(10),
+            switching: Switching::CutThrough,
+        },
+        link_overrides: Vec::new(),
+        router: RouterConfig {
+            vcs: 4,
+            credit_unit: Bytes(64),
+            private_credits: 64,
+            shared_credits: 64,
+            latency: SimTime::from_ns(50),
+            arbitration: Arbitration::RoundRobin,
+            vc_select: VcSelect::RoundRobin,
+        },
+        packet: PacketConfig {
+            header: Bytes(24),
+            max_payload: Bytes(max_payload),
+        },
+        routing,
+        faults: FaultConfig::default(),
+    }
+}
+
+fn torus_world(nic: NicConfig) -> World {
+    let topo = build(&TopologyConfig::Torus(GridConfig {
+        k: vec![4, 4],
+        concentration: 1,
+        radix: None,
+    }))
+    .unwrap();
+    let net = Network::new(
+        topo,
+        fabric(
+            RoutingConfig::DimensionOrder {
+                deadlock: DeadlockAvoidance::Bubble,
+            },
+            256,
+        ),
+    )
+    .unwrap();
+    World::new(net, nic)
+}
+
+fn dual_rail_world(nic: NicConfig) -> World {
+    let topo = build(&TopologyConfig::GeneralizedFatTree(GeneralizedFatTreeConfig {
+        planes: 2,
+        leaves: 4,
+        spines: 4,
+        nodes_per_leaf: 4,
+        sibling_links: 2,
+        nodes: None,
+        radix: Some(10),
+    }))
+    .unwrap();
+    let net = Network::new(
+        topo,
+        fabric(
+            RoutingConfig::UpDown {
+                selection: Selection::Adaptive,
+            },
+            1024,
+        ),
+    )
+    .unwrap();
+    World::new(net, nic)
+}
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+#[test]
+fn writes_move_real_bytes_and_complete_in_order() {
+    let mut m = Machine::new(torus_world(NicConfig::default()));
+    let (a, b) = (m.context(0), m.context(10));
+    let src = a.reg_mr(10_000);
+    let dst = b.reg_mr(10_000);
+    let data = pattern(10_000, 3);
+    a.write_local(&src, 0, &data).unwrap();
+    let cq = a.create_cq();
+    let qp = a.create_qp(&cq, 10);
+    let got = Rc::new(RefCell::new(Vec::new()));
+    let g = got.clone();
+    let remote = dst.remote(0);
+    let src2 = src.clone();
+    m.spawn(async move {
+        // Three writes on one QP: completions come back in posting order.
+        qp.post_write(WriteWr::new(&src2, 0, 4000, remote).wr_id(1)).unwrap();
+        qp.post_write(
+            WriteWr::new(
+                &src2,
+                4000,
+                4000,
+                hpcnet_msg::verbs::RemoteBuf {
+                    addr: remote.addr + 4000,
+                    ..remote
+                },
+            )
+            .wr_id(2),
+        )
+        .unwrap();
+        qp.post_write(
+            WriteWr::new(
+                &src2,
+                8000,
+                2000,
+                hpcnet_msg::verbs::RemoteBuf {
+                    addr: remote.addr + 8000,
+                    ..remote
+                },
+            )
+            .wr_id(3),
+        )
+        .unwrap();
+        for _ in 0..3 {
+            let c = cq.next().await;
+            assert_eq!(c.status, CqeStatus::Ok);
+            assert_eq!(c.kind, CqeKind::Write);
+            g.borrow_mut().push((c.wr_id, c.at));
+        }
+    });
+    let end = m.run();
+    assert_eq!(end.stuck_tasks, 0);
+    assert_eq!(b.read_local(&dst, 0, 10_000).unwrap(), data);
+    let got = got.borrow();
+    assert_eq!(got.iter().map(|x| x.0).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert!(got[0].1 < got[1].1 && got[1].1 < got[2].1);
+    // 10 000 B in 256 B packets: 40 data packets, 3 acknowledgements.
+    let w = m.world();
+    assert_eq!(w.counters.data_packets, 16 + 16 + 8);
+    assert_eq!(w.counters.control_packets, 3);
+    assert_eq!(w.counters.payload_bytes, 10_000);
+}
+
+#[test]
+fn notification_and_reply_word_fire_when_data_has_landed() {
+    let mut m = Machine::new(torus_world(NicConfig::default()));
+    let (a, b) = (m.context(1), m.context(6));
+    let src = a.reg_mr(3000);
+    let dst = b.reg_mr(3000);
+    let word = b.reg_mr(8);
+    a.write_local(&src, 0, &pattern(3000, 9)).unwrap();
+    let cq = a.create_cq();
+    let tcq = b.create_cq();
+    let qp = a.create_qp(&cq, 6);
+    let (remote, rw) = (dst.remote(0), word.remote(0));
+    let (b2, dst2, word2) = (b.clone(), dst.clone(), word.clone());
+    let tcq2 = tcq.clone();
+    m.spawn(async move {
+        for i in 0..3u64 {
+            qp.post_write(
+                WriteWr::new(&src, 0, 3000, remote)
+                    .notify(&tcq2)
+                    .reply_word(rw)
+                    .wr_id(i),
+            )
+            .unwrap();
+        }
+    });
+    m.spawn(async move {
+        for i in 0..3u64 {
+            let n = tcq.next().await;
+            assert_eq!(n.kind, CqeKind::Notify);
+            assert_eq!(n.peer, 1);
+            assert_eq!(n.wr_id, i);
+            assert_eq!(n.bytes, 3000);
+            // Data is complete when the notification arrives.
+            assert_eq!(b2.read_local(&dst2, 0, 3000).unwrap(), pattern(3000, 9));
+            assert_eq!(b2.read_u64(&word2, 0).unwrap(), i + 1);
+        }
+    });
+    let end = m.run();
+    assert_eq!(end.stuck_tasks, 0);
+    assert_eq!(b.read_u64(&word, 0).unwrap(), 3);
+    // The initiator got three completions too.
+    let mut n = 0;
+    while let Some(c) = cq.poll() {
+        assert_eq!(c.kind, CqeKind::Write);
+        n += 1;
+    }
+    assert_eq!(n, 3);
+}
+
+#[test]
+fn reads_execute_as_write_back_at_the_target() {
+    let mut m = Machine::new(torus_world(NicConfig::default()));
+    let (a, b) = (m.context(0), m.context(5));
+    let local = a.reg_mr(5000);
+    let remote = b.reg_mr(5000);
+    b.write_local(&remote, 0, &pattern(5000, 77)).unwrap();
+    let cq = a.create_cq();
+    let qp = a.create_qp(&cq, 5);
+    let r = remote.remote(0);
+    let l2 = local.clone();
+    m.spawn(async move {
+        qp.post_read(&l2, 0, 5000, r, 42).unwrap();
+        let c = cq.next().await;
+        assert_eq!((c.wr_id, c.kind, c.status), (42, CqeKind::Read, CqeStatus::Ok));
+    });
+    assert_eq!(m.run().stuck_tasks, 0);
+    assert_eq!(a.read_local(&local, 0, 5000).unwrap(), pattern(5000, 77));
+}
+
+#[test]
+fn wrong_key_or_range_is_refused_and_nothing_is_written() {
+    let mut m = Machine::new(torus_world(NicConfig::default()));
+    let (a, b) = (m.context(2), m.context(3));
+    let src = a.reg_mr(512);
+    let dst = b.reg_mr(512);
+    a.write_local(&src, 0, &[0xAB; 512]).unwrap();
+    let cq = a.create_cq();
+    let qp = a.create_qp(&cq, 3);
+    let bad_key = hpcnet_msg::verbs::RemoteBuf {
+        rkey: dst.rkey ^ 1,
+        ..dst.remote(0)
+    };
+    let overrun = dst.remote(100);
+    let good = dst.remote(0);
+    let results = Rc::new(RefCell::new(Vec::new()));
+    let r2 = results.clone();
+    let s2 = src.clone();
+    m.spawn(async move {
+        qp.post_write(WriteWr::new(&s2, 0, 512, bad_key).wr_id(1)).unwrap();
+        qp.post_write(WriteWr::new(&s2, 0, 512, overrun).wr_id(2)).unwrap();
+        qp.post_read(&s2, 0, 64, bad_key, 3).unwrap();
+        qp.post_write(WriteWr::new(&s2, 0, 16, good).wr_id(4)).unwrap();
+        for _ in 0..4 {
+            let c = cq.next().await;
+            r2.borrow_mut().push((c.wr_id, c.status));
+        }
+    });
+    assert_eq!(m.run().stuck_tasks, 0);
+    let r = results.borrow();
+    assert!(matches!(r[0], (1, CqeStatus::RemoteAccess(MemoryError::BadKey { .. }))));
+    assert!(matches!(
+        r[1],
+        (2, CqeStatus::RemoteAccess(MemoryError::OutOfRange { .. }))
+    ));
+    assert!(matches!(r[2], (3, CqeStatus::RemoteAccess(MemoryError::BadKey { .. }))));
+    assert_eq!(r[3], (4, CqeStatus::Ok));
+    // Only the good write's 16 bytes landed.
+    let got = b.read_local(&dst, 0, 512).unwrap();
+    assert!(got[..16].iter().all(|&x| x == 0xAB));
+    assert!(got[16..].iter().all(|&x| x == 0));
+    assert_eq!(m.world().counters.refused, 3);
+}
+
+#[test]
+fn adaptive_rails_deliver_out_of_order_and_reassemble() {
+    let nic = NicConfig {
+        port_select: PortSelect::Adaptive,
+        ..NicConfig::default()
+    };
+    let mut m = Machine::new(dual_rail_world(nic));
+    let (a, b) = (m.context(0), m.context(15));
+    let n = 256 * 1024;
+    let src = a.reg_mr(n);
+    let dst = b.reg_mr(n);
+    a.write_local(&src, 0, &pattern(n as usize, 1)).unwrap();
+    let cq = a.create_cq();
+    let qp = a.create_qp(&cq, 15);
+    let remote = dst.remote(0);
+    let s2 = src.clone();
+    // Background traffic on rail 0 from the neighbours makes the rails uneven.
+    let c1 = m.context(1);
+    let bsrc = c1.reg_mr(n);
+    let bdst = m.context(14).reg_mr(n);
+    let bcq = c1.create_cq();
+    let bqp = c1.create_qp(&bcq, 14);
+    let bremote = bdst.remote(0);
+    m.spawn(async move {
+        bqp.post_write(WriteWr::new(&bsrc, 0, n, bremote)).unwrap();
+        bcq.next().await;
+    });
+    m.spawn(async move {
+        qp.post_write(WriteWr::new(&s2, 0, n, remote)).unwrap();
+        let c = cq.next().await;
+        assert_eq!(c.status, CqeStatus::Ok);
+    });
+    assert_eq!(m.run().stuck_tasks, 0);
+    assert_eq!(b.read_local(&dst, 0, n).unwrap(), pattern(n as usize, 1));
+    assert!(
+        m.world().counters.out_of_order > 0,
+        "adaptive rails should reorder some packets"
+    );
+}
+
+#[test]
+fn adaptive_rails_double_node_bandwidth() {
+    let time_for = |sel: PortSelect| {
+        let host = hpcnet_nic::HostConfig {
+            links: 2,
+            ..Default::default()
+        };
+        let nic = NicConfig {
+            port_select: sel,
+            engines: 2,
+            host,
+            ..NicConfig::default()
+        };
+        let mut m = Machine::new(dual_rail_world(nic));
+        let a = m.context(0);
+        let n = 1 << 20;
+        let src = a.reg_mr(n);
+        let dst = m.context(12).reg_mr(n);
+        let cq = a.create_cq();
+        let (q0, q1) = (a.create_qp(&cq, 12), a.create_qp(&cq, 12));
+        let r = dst.remote(0);
+        m.spawn(async move {
+            q0.post_write(WriteWr::new(&src, 0, n / 2, r)).unwrap();
+            q1.post_write(WriteWr::new(
+                &src,
+                n / 2,
+                n / 2,
+                hpcnet_msg::verbs::RemoteBuf {
+                    addr: r.addr + n / 2,
+                    ..r
+                },
+            ))
+            .unwrap();
+            cq.next().await;
+            cq.next().await;
+        });
+        m.run().time
+    };
+    let fixed = time_for(PortSelect::Fixed);
+    let adaptive = time_for(PortSelect::Adaptive);
+    let ratio = fixed.0 as f64 / adaptive.0 as f64;
+    assert!(
+        ratio > 1.6,
+        "adaptive should use both rails: fixed {fixed} adaptive {adaptive}"
+    );
+}
+
+#[test]
+fn loopback_to_self_never_enters_the_network() {
+    let mut m = Machine::new(torus_world(NicConfig::default()));
+    let a = m.context(4);
+    let s = a.reg_mr(1000);
+    let d = a.reg_mr(1000);
+    a.write_local(&s, 0, &pattern(1000, 5)).unwrap();
+    let cq = a.create_cq();
+    let qp = a.create_qp(&cq, 4);
+    let r = d.remote(0);
+    let s2 = s.clone();
+    m.spawn(async move {
+        qp.post_write(WriteWr::new(&s2, 0, 1000, r)).unwrap();
+        cq.next().await;
+    });
+    assert_eq!(m.run().stuck_tasks, 0);
+    assert_eq!(a.read_local(&d, 0, 1000).unwrap(), pattern(1000, 5));
+    assert_eq!(m.world().net.counters.injected, 0);
+}
+
+#[test]
+fn bad_calls_are_errors_not_panics() {
+    let m = Machine::new(torus_world(NicConfig::default()));
+    let (a, b) = (m.context(0), m.context(1));
+    let mine = a.reg_mr(100);
+    let theirs = b.reg_mr(100);
+    let cq = a.create_cq();
+    let qp = a.create_qp(&cq, 1);
+    assert!(matches!(
+        qp.post_write(WriteWr::new(&theirs, 0, 10, mine.remote(0))),
+        Err(VerbsError::ForeignBuffer { .. })
+    ));
+    assert!(matches!(
+        qp.post_write(WriteWr::new(&mine, 90, 20, theirs.remote(0))),
+        Err(VerbsError::Overrun { .. })
+    ));
+    assert!(matches!(
+        qp.post_write(WriteWr::new(&mine, 0, 10, m.context(2).reg_mr(10).remote(0))),
+        Err(VerbsError::WrongPeer { .. })
+    ));
+    let rd = a.create_rd_qp(&cq);
+    assert!(rd
+        .post_write(WriteWr::new(&mine, 0, 10, m.context(2).reg_mr(10).remote(0)))
+        .is_ok());
+    let far = hpcnet_msg::verbs::RemoteBuf {
+        rank: 99,
+        addr: 0,
+        rkey: 0,
+    };
+    assert!(matches!(
+        rd.post_write(WriteWr::new(&mine, 0, 10, far)),
+        Err(VerbsError::Post(_))
+    ));
+    assert!(a.write_local(&mine, 95, &[0; 10]).is_err());
+}
+
+#[test]
+fn in_flight_limit_holds_messages_back() {
+    let run = |limit: u32| {
+        let host = hpcnet_nic::HostConfig {
+            read_latency: SimTime::from_ns(10),
+            doorbell_latency: SimTime::from_ns(10),
+            ..Default::default()
+        };
+        let nic = NicConfig {
+            max_in_flight: limit,
+            engines: 1,
+            message_overhead: SimTime::ZERO,
+            host,
+            ..NicConfig::default()
+        };
+        let mut m = Machine::new(torus_world(nic));
+        let a = m.context(0);
+        let s = a.reg_mr(64);
+        let d = m.context(2).reg_mr(64);
+        let cq = a.create_cq();
+        let qp = a.create_qp(&cq, 2);
+        let r = d.remote(0);
+        m.spawn(async move {
+            for i in 0..20 {
+                qp.post_write(WriteWr::new(&s, 0, 64, r).wr_id(i)).unwrap();
+            }
+            for _ in 0..20 {
+                cq.next().await;
+            }
+        });
+        m.run().time
+    };
+    // One message in flight: each waits for the previous acknowledgement.
+    assert!(run(1).0 > 2 * run(256).0);
+}

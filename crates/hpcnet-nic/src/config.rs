@@ -1,0 +1,241 @@
+//! NIC and host-interface parameters (`[nic]` and `[nic.host]` in a scenario).
+
+use hpcnet_des::{BitsPerSec, Bytes, SimTime};
+use serde::{Deserialize, Serialize};
+
+/// Per-packet network port choice (spec 01, "per-packet port selection").
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum PortSelect {
+    /// The port named in the descriptor (rail 0 unless the request names another).
+    #[default]
+    Fixed,
+    /// Each packet takes the less busy port; packets of one message may use both rails and
+    /// arrive out of order.
+    Adaptive,
+}
+
+fn d_gen() -> u8 {
+    3
+}
+fn d_lanes() -> u32 {
+    16
+}
+fn d_mps() -> Bytes {
+    Bytes(256)
+}
+fn d_rrs() -> Bytes {
+    Bytes(512)
+}
+fn d_tags() -> u32 {
+    32
+}
+fn d_tlp() -> Bytes {
+    Bytes(24)
+}
+fn d_read_latency() -> SimTime {
+    SimTime::from_ns(200)
+}
+fn d_doorbell() -> SimTime {
+    SimTime::from_ns(100)
+}
+
+/// `[nic.host]`: the PCIe host interface between processor memory and the NIC.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    /// PCIe generation 1–5 (default 3): 2.5/5 GT/s with 8b/10b, 8/16/32 GT/s with 128b/130b.
+    #[serde(default = "d_gen")]
+    pub pcie_gen: u8,
+    /// Lanes (default 16).
+    #[serde(default = "d_lanes")]
+    pub lanes: u32,
+    /// Max payload of one TLP (default 256 B).
+    #[serde(default = "d_mps")]
+    pub max_payload: Bytes,
+    /// Bytes asked by one DMA read request (default 512 B).
+    #[serde(default = "d_rrs")]
+    pub read_request: Bytes,
+    /// Read tags = DMA reads outstanding at once (default 32; 256 with extended tags).
+    #[serde(default = "d_tags")]
+    pub read_tags: u32,
+    /// TLP header + framing per TLP (default 24 B).
+    #[serde(default = "d_tlp")]
+    pub tlp_overhead: Bytes,
+    /// Round trip of one DMA read from NIC to host memory and back (default "200 ns").
+    #[serde(default = "d_read_latency")]
+    pub read_latency: SimTime,
+    /// A doorbell (MMIO write) from the CPU reaching the NIC (default "100 ns").
+    #[serde(default = "d_doorbell")]
+    pub doorbell_latency: SimTime,
+    /// PCIe links between host and NIC (default 1; Sunway SWHNI: 2 × x16). Engine e reads
+    /// through link e mod links; arriving packets are written through the first free link.
+    #[serde(default = "d_links")]
+    pub links: u32,
+}
+
+fn d_links() -> u32 {
+    1
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            pcie_gen: d_gen(),
+            lanes: d_lanes(),
+            max_payload: d_mps(),
+            read_request: d_rrs(),
+            read_tags: d_tags(),
+            tlp_overhead: d_tlp(),
+            read_latency: d_read_latency(),
+            doorbell_latency: d_doorbell(),
+            links: d_links(),
+        }
+    }
+}
+
+impl HostConfig {
+    /// Data rate of the link after line coding, per direction.
+    pub fn link_rate(&self) -> BitsPerSec {
+        let (gt, num, den) = match self.pcie_gen {
+            1 => (2_500_000_000u64, 8, 10),
+            2 => (5_000_000_000, 8, 10),
+            3 => (8_000_000_000, 128, 130),
+            4 => (16_000_000_000, 128, 130),
+            _ => (32_000_000_000, 128, 130),
+        };
+        BitsPerSec(gt * self.lanes as u64).scaled(num, den)
+    }
+
+    /// Payload rate of DMA writes (NIC → memory): TLPs of `max_payload` plus overhead.
+    pub fn write_rate(&self) -> BitsPerSec {
+        let m = self.max_payload.0;
+        self.link_rate().scaled(m, m + self.tlp_overhead.0)
+    }
+
+    /// Payload rate of DMA reads (memory → NIC): completions of `max_payload`, and at most
+    /// `read_tags` requests of `read_request` bytes outstanding per read round trip.
+    pub fn read_rate(&self) -> BitsPerSec {
+        let wire = self.write_rate();
+        let per_rtt = self.read_tags as u64 * self.read_request.0 * 8;
+        let tag_limit = BitsPerSec((per_rtt as u128 * 1_000_000_000_000 / self.read_latency.0.max(1) as u128) as u64);
+        wire.min(tag_limit)
+    }
+
+    pub fn validate(&self, key: &str) -> Result<(), (String, String)> {
+        if !(1..=5).contains(&self.pcie_gen) {
+            return Err((
+                format!("{key}.pcie_gen"),
+                format!("must be 1 to 5, got {}", self.pcie_gen),
+            ));
+        }
+        if self.lanes == 0 || self.lanes > 32 {
+            return Err((format!("{key}.lanes"), format!("must be 1 to 32, got {}", self.lanes)));
+        }
+        if self.max_payload.0 == 0 || self.read_request.0 == 0 {
+            return Err((
+                format!("{key}.max_payload"),
+                "TLP payload and read request sizes must be positive".into(),
+            ));
+        }
+        if self.links == 0 {
+            return Err((format!("{key}.links"), "at least one PCIe link is needed".into()));
+        }
+        if self.read_tags == 0 {
+            return Err((format!("{key}.read_tags"), "at least one read tag is needed".into()));
+        }
+        Ok(())
+    }
+}
+
+fn d_engines() -> u32 {
+    2
+}
+fn d_in_flight() -> u32 {
+    256
+}
+fn d_msg_overhead() -> SimTime {
+    SimTime::from_ns(50)
+}
+fn d_rx_overhead() -> SimTime {
+    SimTime::from_ns(20)
+}
+fn d_loopback() -> SimTime {
+    SimTime::from_ns(50)
+}
+
+/// `[nic]`: one NIC per node.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NicConfig {
+    /// Message engines sharing the ports through the NIC crossbar (Sunway: 2).
+    #[serde(default = "d_engines")]
+    pub engines: u32,
+    /// Messages an engine may have in flight (awaiting completion), Sunway: 256.
+    #[serde(default = "d_in_flight")]
+    pub max_in_flight: u32,
+    /// Engine processing per message after its descriptor arrives (default "50 ns").
+    #[serde(default = "d_msg_overhead")]
+    pub message_overhead: SimTime,
+    /// Receive processing per packet before its DMA write (default "20 ns").
+    #[serde(default = "d_rx_overhead")]
+    pub rx_overhead: SimTime,
+    /// Latency of the NIC-internal path between the two host interfaces of one NIC (default "50 ns").
+    #[serde(default = "d_loopback")]
+    pub loopback_latency: SimTime,
+    /// Per-packet port choice (default "fixed").
+    #[serde(default)]
+    pub port_select: PortSelect,
+    #[serde(default)]
+    pub host: HostConfig,
+}
+
+impl Default for NicConfig {
+    fn default() -> Self {
+        NicConfig {
+            engines: d_engines(),
+            max_in_flight: d_in_flight(),
+            message_overhead: d_msg_overhead(),
+            rx_overhead: d_rx_overhead(),
+            loopback_latency: d_loopback(),
+            port_select: PortSelect::Fixed,
+            host: HostConfig::default(),
+        }
+    }
+}
+
+impl NicConfig {
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        if self.engines == 0 {
+            return Err(("nic.engines".into(), "a NIC needs at least one message engine".into()));
+        }
+        if self.max_in_flight == 0 {
+            return Err(("nic.max_in_flight".into(), "must be at least 1".into()));
+        }
+        self.host.validate("nic.host")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pcie_rates() {
+        let h = HostConfig::default();
+        // Gen3 x16: 8 GT/s x 16 x 128/130 = 126.03 Gb/s.
+        assert_eq!(h.link_rate().0, 126_030_769_230);
+        // 256 B TLPs with 24 B overhead: x 256/280.
+        assert!((h.write_rate().as_gbps_f64() - 126.03 * 256.0 / 280.0).abs() < 0.01);
+        // Gen2 x8 (cHPP): 4 GB/s after 8b/10b.
+        let c = HostConfig {
+            pcie_gen: 2,
+            lanes: 8,
+            ..h.clone()
+        };
+        assert_eq!(c.link_rate().0, 32_000_000_000);
+        // Tag-limited reads: 1 tag of 512 B per 200 ns = 20.48 Gb/s.
+        let t = HostConfig { read_tags: 1, ..h };
+        assert_eq!(t.read_rate().0, 20_480_000_000);
+    }
+}

@@ -1,0 +1,128 @@
+//! Host memory of one node: registered regions with real bytes and protection keys.
+//!
+//! Addresses are per node. [`Memory::register`] allocates a region at the next free address
+//! (64-byte aligned) and returns it with its key; the NIC checks, for every remote access, that
+//! the whole range lies inside one region and that the packet's key matches (Sunway memory
+//! keys, cHPP QP Magic). A failed check writes nothing.
+
+use serde::Serialize;
+
+/// A registered memory region.
+#[derive(Clone, Debug)]
+pub struct Region {
+    pub addr: u64,
+    pub key: u32,
+    pub data: Vec<u8>,
+}
+
+/// Why an access was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize)]
+pub enum MemoryError {
+    #[error("address range {addr:#x}+{len} is not inside a registered region")]
+    OutOfRange { addr: u64, len: u64 },
+    #[error("key {given:#x} does not match the region's key")]
+    BadKey { given: u32 },
+}
+
+/// All regions of one node.
+#[derive(Clone, Debug, Default)]
+pub struct Memory {
+    regions: Vec<Region>,
+    next_addr: u64,
+    next_key: u32,
+}
+
+const BASE: u64 = 0x1000_0000;
+
+impl Memory {
+    pub fn new(node: u32) -> Self {
+        // Keys differ between nodes so a key from one node is wrong on another.
+        Memory {
+            regions: Vec::new(),
+            next_addr: BASE,
+            next_key: 0x100 + node.wrapping_mul(0x1_0000),
+        }
+    }
+
+    /// Register `len` zeroed bytes; returns (address, key).
+    pub fn register(&mut self, len: u64) -> (u64, u32) {
+        let addr = self.next_addr;
+        self.next_addr += len.max(1).div_ceil(64) * 64 + 64;
+        self.next_key = self.next_key.wrapping_add(1);
+        self.regions.push(Region {
+            addr,
+            key: self.next_key,
+            data: vec![0; len as usize],
+        });
+        (addr, self.next_key)
+    }
+
+    fn find(&self, addr: u64, len: u64) -> Result<usize, MemoryError> {
+        // Regions are allocated in increasing address order.
+        let i = self.regions.partition_point(|r| r.addr <= addr);
+        let bad = MemoryError::OutOfRange { addr, len };
+        let r = i.checked_sub(1).ok_or(bad.clone())?;
+        let reg = &self.regions[r];
+        if addr + len > reg.addr + reg.data.len() as u64 {
+            return Err(bad);
+        }
+        Ok(r)
+    }
+
+    /// Check a remote access: range inside one region and key matching.
+    pub fn check(&self, addr: u64, len: u64, key: u32) -> Result<(), MemoryError> {
+        let r = self.find(addr, len)?;
+        if self.regions[r].key != key {
+            return Err(MemoryError::BadKey { given: key });
+        }
+        Ok(())
+    }
+
+    /// Local read (CPU or DMA on the owner's behalf; no key needed).
+    pub fn read(&self, addr: u64, len: u64) -> Result<&[u8], MemoryError> {
+        let r = self.find(addr, len)?;
+        let reg = &self.regions[r];
+        let off = (addr - reg.addr) as usize;
+        Ok(&reg.data[off..off + len as usize])
+    }
+
+    /// Local write.
+    pub fn write(&mut self, addr: u64, bytes: &[u8]) -> Result<(), MemoryError> {
+        let r = self.find(addr, bytes.len() as u64)?;
+        let reg = &mut self.regions[r];
+        let off = (addr - reg.addr) as usize;
+        reg.data[off..off + bytes.len()].copy_from_slice(bytes);
+        Ok(())
+    }
+
+    /// Atomically add to the little-endian u64 at `addr` (reply words); returns the old value.
+    pub fn fetch_add_u64(&mut self, addr: u64, v: u64) -> Result<u64, MemoryError> {
+        let old = u64::from_le_bytes(self.read(addr, 8)?.try_into().expect("8 bytes"));
+        self.write(addr, &old.wrapping_add(v).to_le_bytes())?;
+        Ok(old)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regions_keys_and_bounds() {
+        let mut m = Memory::new(3);
+        let (a, ka) = m.register(100);
+        let (b, kb) = m.register(10);
+        assert!(b > a + 100);
+        assert_ne!(ka, kb);
+        m.write(a + 10, &[1, 2, 3]).unwrap();
+        assert_eq!(m.read(a + 10, 3).unwrap(), &[1, 2, 3]);
+        assert!(m.check(a, 100, ka).is_ok());
+        assert_eq!(m.check(a, 101, ka), Err(MemoryError::OutOfRange { addr: a, len: 101 }));
+        assert_eq!(m.check(a, 10, kb), Err(MemoryError::BadKey { given: kb }));
+        assert!(m.read(5, 1).is_err());
+        m.write(b, &7u64.to_le_bytes()[..8].iter().copied().take(8).collect::<Vec<_>>())
+            .unwrap();
+        assert_eq!(m.fetch_add_u64(b, 5).unwrap(), 7);
+        assert_eq!(m.read(b, 8).unwrap(), &12u64.to_le_bytes());
+    }
+}
