@@ -104,7 +104,8 @@ impl LinkConfig {
             return Err(ConfigError::new(
                 "link.lane_rate",
                 format!(
-                    "{lanes} lanes of {} leave no data rate after {} coding",
+                    "{lanes} lane{} of {} leave no data rate after {} coding",
+                    if lanes == 1 { "" } else { "s" },
                     self.lane_rate,
                     self.encoding.name()
                 ),
@@ -177,6 +178,20 @@ pub struct RouterConfig {
     /// Output arbitration (default "round_robin").
     #[serde(default)]
     pub arbitration: Arbitration,
+    /// How a packet's VC class is chosen at injection (default "round_robin").
+    #[serde(default)]
+    pub vc_select: VcSelect,
+}
+
+/// VC class assignment at injection, among the classes the routing algorithm leaves free.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum VcSelect {
+    /// Successive packets of the network take successive classes.
+    #[default]
+    RoundRobin,
+    /// Class = destination node mod number of classes (cHPP crossbar, spec 02).
+    Destination,
 }
 
 fn d_header() -> Bytes {

@@ -8,9 +8,14 @@
 use crate::traffic::TrafficConfig;
 use hpcnet_des::SimTime;
 use hpcnet_fabric::config::{FaultConfig, LinkConfig, LinkOverride, PacketConfig, RouterConfig, RoutingConfig};
-use hpcnet_fabric::topology::{build, Topology, TopologyConfig};
+use hpcnet_fabric::topology::{
+    build, DragonflyConfig, FatTreeConfig, GeneralizedFatTreeConfig, GridConfig, HypercubeConfig, LeafSpineConfig,
+    Topology, TopologyConfig,
+};
 use hpcnet_fabric::FabricConfig;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_path_to_error::Segment;
 use std::path::Path;
 
 fn d_seed() -> u64 {
@@ -115,24 +120,42 @@ impl ScenarioError {
 }
 
 /// Apply `key.path=value` to a TOML table. The value is parsed as TOML (`4`, `"20 ns"`,
-/// `[8, 8]`, `true`); a bare word that is not valid TOML is taken as a string (`uniform`).
+/// `[8, 8]`, `true`); a bare word that is not valid TOML is taken as a string (`uniform`,
+/// `20 ns`), but a value that starts like an array, inline table or quoted string must parse.
+///
+/// On failure returns the key to report (`--set` plus the override or its key path) and the
+/// reason.
 pub fn apply_override(table: &mut toml::Table, spec: &str) -> Result<(), (String, String)> {
+    let whole = || format!("--set {spec}");
     let (path, raw) = spec.split_once('=').ok_or_else(|| {
         (
-            spec.to_string(),
-            "an override must look like key.path=value".to_string(),
+            whole(),
+            "an override must look like key.path=value, e.g. traffic.load=0.5".to_string(),
         )
     })?;
     let path = path.trim();
     let raw = raw.trim();
+    let parts: Vec<&str> = path.split('.').map(str::trim).collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return Err((
+            whole(),
+            "empty key in the override path (expected key.path=value, e.g. traffic.load=0.5)".to_string(),
+        ));
+    }
+    let key = || format!("--set {path}");
+    if raw.is_empty() {
+        return Err((key(), "no value after '='".to_string()));
+    }
     let value: toml::Value = match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
         Ok(mut t) => t.remove("v").expect("parsed key"),
+        Err(e) if raw.starts_with(['[', '{', '"', '\'']) => {
+            return Err((
+                key(),
+                format!("value {raw} is not valid TOML: {}", one_line(e.message())),
+            ));
+        }
         Err(_) => toml::Value::String(raw.to_string()),
     };
-    let parts: Vec<&str> = path.split('.').collect();
-    if parts.iter().any(|p| p.is_empty()) {
-        return Err((path.to_string(), "empty key in override path".to_string()));
-    }
     let mut cur = table;
     for (i, part) in parts.iter().enumerate() {
         if i + 1 == parts.len() {
@@ -144,15 +167,34 @@ pub fn apply_override(table: &mut toml::Table, spec: &str) -> Result<(), (String
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));
         cur = match entry {
             toml::Value::Table(t) => t,
-            _ => {
+            other => {
                 return Err((
-                    parts[..=i].join("."),
-                    "is not a table, cannot set a key inside it".to_string(),
+                    format!("--set {}", parts[..=i].join(".")),
+                    format!(
+                        "is {} {}, not a table, so it has no key '{}'",
+                        article(other.type_str()),
+                        other.type_str(),
+                        parts[i + 1]
+                    ),
                 ))
             }
         };
     }
     Ok(())
+}
+
+fn article(word: &str) -> &'static str {
+    if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    }
+}
+
+/// Whether an error at `key` concerns a value set by the override of `path`.
+fn set_by_override(key: &str, path: &str) -> bool {
+    key.strip_prefix(path)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
 }
 
 impl Scenario {
@@ -175,24 +217,32 @@ impl Scenario {
         default_name: &str,
         overrides: &[String],
     ) -> Result<Scenario, ScenarioError> {
+        Self::parse(text, file, default_name, overrides).map_err(|mut e| {
+            // A bad value given on the command line is not in the file: say where it came from.
+            let set = overrides
+                .iter()
+                .filter_map(|o| o.split_once('=').map(|(p, _)| p.trim()))
+                .rfind(|p| set_by_override(&e.key, p));
+            if let Some(p) = set {
+                e.reason.push_str(&format!(" (set by --set {p})"));
+            }
+            e
+        })
+    }
+
+    fn parse(text: &str, file: &str, default_name: &str, overrides: &[String]) -> Result<Scenario, ScenarioError> {
         let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-            let line = e.span().map(|s| text[..s.start].lines().count().max(1));
-            let msg = e.message().trim().to_string();
-            ScenarioError::new(
-                file,
-                line.map(|l| format!("line {l}")).unwrap_or_default(),
-                format!("TOML syntax: {msg}"),
-            )
+            let key = e.span().map(|s| line_column(text, s.start)).unwrap_or_default();
+            ScenarioError::new(file, key, format!("TOML syntax: {}", one_line(e.message())))
         })?;
         for o in overrides {
-            apply_override(&mut table, o).map_err(|(k, r)| ScenarioError::new(file, format!("--set {k}"), r))?;
+            apply_override(&mut table, o).map_err(|(k, r)| ScenarioError::new(file, k, r))?;
         }
-        let de = toml::Value::Table(table);
-        let parsed: ScenarioFile = serde_path_to_error::deserialize(de).map_err(|e| {
-            let key = e.path().to_string();
-            let key = if key == "." { String::new() } else { key };
-            ScenarioError::new(file, key, clean_serde_message(&e.into_inner().to_string()))
-        })?;
+        let parsed: ScenarioFile =
+            serde_path_to_error::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
+                let (key, reason) = deserialize_error(&table, e);
+                ScenarioError::new(file, key, reason)
+            })?;
         Self::resolve(parsed, file, default_name)
     }
 
@@ -218,8 +268,24 @@ impl Scenario {
         traffic
             .validate(&topology, &fabric)
             .map_err(|(k, r)| ScenarioError::new(file, k, r))?;
-        if parsed.sim.measure == SimTime::ZERO {
+        let sim = &parsed.sim;
+        if sim.measure == SimTime::ZERO {
             return Err(ScenarioError::new(file, "sim.measure", "must be longer than 0"));
+        }
+        let total = sim
+            .warmup
+            .0
+            .checked_add(sim.measure.0)
+            .and_then(|t| t.checked_add(sim.drain.0));
+        if total.is_none_or(|t| t > MAX_SIM_TIME.0) {
+            return Err(ScenarioError::new(
+                file,
+                "sim",
+                format!(
+                    "warmup + measure + drain ({} + {} + {}) must be at most {MAX_SIM_TIME} of simulated time",
+                    sim.warmup, sim.measure, sim.drain
+                ),
+            ));
         }
         let name = parsed.name.clone().unwrap_or_else(|| default_name.to_string());
         Ok(Scenario {
@@ -241,9 +307,124 @@ impl Scenario {
     }
 }
 
-/// serde messages sometimes repeat the key or add TOML snippets; keep one line.
-fn clean_serde_message(m: &str) -> String {
-    m.lines().next().unwrap_or(m).trim().to_string()
+/// The longest simulated time a run may ask for (100 days): far beyond any study, and far enough
+/// below `u64::MAX` picoseconds that adding a link or router latency cannot overflow the clock.
+pub const MAX_SIM_TIME: SimTime = SimTime(100 * 86_400 * 1_000_000_000_000);
+
+/// `line L, column C` of byte offset `at` (both from 1).
+fn line_column(text: &str, at: usize) -> String {
+    let before = &text.as_bytes()[..at.min(text.len())];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let start = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let column = String::from_utf8_lossy(&before[start..]).chars().count() + 1;
+    format!("line {line}, column {column}")
+}
+
+/// Error messages (toml's in particular) may span lines ("invalid table header\nexpected `.`,
+/// `]`"); an error is reported on one line, so join them.
+fn one_line(m: &str) -> String {
+    let mut lines = m.lines().map(str::trim).filter(|l| !l.is_empty());
+    let mut out = lines.next().unwrap_or("").to_string();
+    for (i, l) in lines.enumerate() {
+        out.push_str(if i == 0 { ": " } else { "; " });
+        out.push_str(l);
+    }
+    out
+}
+
+/// Key path and one-line reason of a deserialisation error.
+///
+/// serde buffers an internally tagged enum (`[topology]`, `[routing]`) before it picks the variant,
+/// so the path-tracking deserializer stops at the table and cannot see the key inside. For
+/// `[topology]` the variant's own struct is read again from the table without its tag, which
+/// names the exact key; for other tables the key is recovered from the message (`unknown field
+/// `x``, or `unknown variant `v`` together with the key that holds "v").
+fn deserialize_error(table: &toml::Table, e: serde_path_to_error::Error<toml::de::Error>) -> (String, String) {
+    let segments: Vec<Segment> = e.path().iter().cloned().collect();
+    let key = e.path().to_string();
+    let mut key = if key == "." { String::new() } else { key };
+    let reason = one_line(e.into_inner().message());
+    if key == "topology" {
+        if let Some((k, r)) = topology_error(table) {
+            return (k, r);
+        }
+    }
+    if let Some(toml::Value::Table(t)) = value_at(table, &segments) {
+        let last = match segments.last() {
+            Some(Segment::Map { key }) => key.as_str(),
+            _ => "",
+        };
+        let inner = if let Some(field) = quoted_after(&reason, "unknown field `") {
+            Some(field.to_string()).filter(|f| f != last)
+        } else if let Some(variant) = quoted_after(&reason, "unknown variant `") {
+            let holders: Vec<&String> = t
+                .iter()
+                .filter(|(_, v)| v.as_str() == Some(variant))
+                .map(|(k, _)| k)
+                .collect();
+            (holders.len() == 1).then(|| holders[0].clone())
+        } else {
+            None
+        };
+        if let Some(inner) = inner {
+            key = if key.is_empty() {
+                inner
+            } else {
+                format!("{key}.{inner}")
+            };
+        }
+    }
+    (key, reason)
+}
+
+/// The text between `prefix` and the next backquote, if `m` starts with `prefix`.
+fn quoted_after<'a>(m: &'a str, prefix: &str) -> Option<&'a str> {
+    m.strip_prefix(prefix)?.split('`').next()
+}
+
+/// The value a path-to-error path points at.
+fn value_at<'a>(table: &'a toml::Table, path: &[Segment]) -> Option<&'a toml::Value> {
+    let (first, rest) = path.split_first()?;
+    let Segment::Map { key } = first else { return None };
+    let mut cur = table.get(key)?;
+    for seg in rest {
+        cur = match (seg, cur) {
+            (Segment::Map { key }, toml::Value::Table(t)) => t.get(key)?,
+            (Segment::Seq { index }, toml::Value::Array(a)) => a.get(*index)?,
+            _ => return None,
+        };
+    }
+    Some(cur)
+}
+
+/// Re-reads `[topology]` as the struct of its `kind` to find the exact key of an error.
+fn topology_error(table: &toml::Table) -> Option<(String, String)> {
+    fn check<T: DeserializeOwned>(t: toml::Table) -> Option<(String, String)> {
+        let e = serde_path_to_error::deserialize::<_, T>(toml::Value::Table(t)).err()?;
+        let key = e.path().to_string();
+        let key = if key == "." {
+            "topology".to_string()
+        } else {
+            format!("topology.{key}")
+        };
+        Some((key, one_line(e.into_inner().message())))
+    }
+    let toml::Value::Table(t) = table.get("topology")? else {
+        return None;
+    };
+    let kind = t.get("kind")?.as_str()?;
+    let mut rest = t.clone();
+    rest.remove("kind");
+    // An unlisted kind falls back to the coarser key of the caller.
+    match kind {
+        "torus" | "mesh" => check::<GridConfig>(rest),
+        "hypercube" => check::<HypercubeConfig>(rest),
+        "fat_tree" => check::<FatTreeConfig>(rest),
+        "leaf_spine" => check::<LeafSpineConfig>(rest),
+        "generalized_fat_tree" => check::<GeneralizedFatTreeConfig>(rest),
+        "dragonfly" => check::<DragonflyConfig>(rest),
+        _ => None,
+    }
 }
 
 fn strip_key(msg: &str, key: &str) -> String {
@@ -251,4 +432,200 @@ fn strip_key(msg: &str, key: &str) -> String {
         .and_then(|s| s.strip_prefix(": "))
         .unwrap_or(msg)
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(text: &str) -> toml::Table {
+        text.parse().expect("test TOML")
+    }
+
+    fn set(t: &mut toml::Table, spec: &str) -> Result<(), (String, String)> {
+        apply_override(t, spec)
+    }
+
+    #[test]
+    fn override_replaces_and_creates_nested_keys() {
+        let mut t = table("[traffic]\nload = 0.3\n");
+        set(&mut t, "traffic.load=0.5").unwrap();
+        set(&mut t, "a.b.c=4").unwrap();
+        set(&mut t, " sim.measure = \"2 us\" ").unwrap();
+        assert_eq!(t["traffic"]["load"].as_float(), Some(0.5));
+        assert_eq!(t["a"]["b"]["c"].as_integer(), Some(4));
+        assert_eq!(t["sim"]["measure"].as_str(), Some("2 us"));
+        set(&mut t, "seed=7").unwrap();
+        assert_eq!(t["seed"].as_integer(), Some(7));
+    }
+
+    #[test]
+    fn override_values_are_toml() {
+        let mut t = toml::Table::new();
+        set(&mut t, "topology.k=[8, 8, 8]").unwrap();
+        set(&mut t, "x.flag=true").unwrap();
+        set(&mut t, "x.inline={ min = \"64 B\", max = \"256 B\" }").unwrap();
+        set(&mut t, "x.tables=[{router = 0, port = 1}]").unwrap();
+        let k: Vec<i64> = t["topology"]["k"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_integer().unwrap())
+            .collect();
+        assert_eq!(k, [8, 8, 8]);
+        assert_eq!(t["x"]["flag"].as_bool(), Some(true));
+        assert_eq!(t["x"]["inline"]["max"].as_str(), Some("256 B"));
+        assert_eq!(t["x"]["tables"][0]["port"].as_integer(), Some(1));
+    }
+
+    #[test]
+    fn override_bare_words_are_strings() {
+        let mut t = toml::Table::new();
+        set(&mut t, "traffic.pattern=uniform").unwrap();
+        set(&mut t, "link.latency=20 ns").unwrap();
+        set(&mut t, "link.encoding=8b/10b").unwrap();
+        set(&mut t, "name=a=b").unwrap();
+        assert_eq!(t["traffic"]["pattern"].as_str(), Some("uniform"));
+        assert_eq!(t["link"]["latency"].as_str(), Some("20 ns"));
+        assert_eq!(t["link"]["encoding"].as_str(), Some("8b/10b"));
+        assert_eq!(t["name"].as_str(), Some("a=b"), "only the first '=' separates");
+    }
+
+    #[test]
+    fn override_into_a_non_table_is_refused() {
+        let mut t = table("[link]\nlatency = \"20 ns\"\nlanes = [1, 2]\n");
+        let (key, reason) = set(&mut t, "link.latency.x=1").unwrap_err();
+        assert_eq!(key, "--set link.latency");
+        assert!(
+            reason.contains("is a string, not a table") && reason.contains("'x'"),
+            "{reason}"
+        );
+        let (key, reason) = set(&mut t, "link.lanes.first=1").unwrap_err();
+        assert_eq!(key, "--set link.lanes");
+        assert!(reason.contains("is an array"), "{reason}");
+        // Nothing was changed.
+        assert_eq!(t["link"]["latency"].as_str(), Some("20 ns"));
+    }
+
+    #[test]
+    fn malformed_overrides_are_refused() {
+        let mut t = toml::Table::new();
+        for (spec, key, why) in [
+            ("traffic.load", "--set traffic.load", "key.path=value"),
+            ("=3", "--set =3", "empty key"),
+            ("a..b=3", "--set a..b=3", "empty key"),
+            ("traffic.load=", "--set traffic.load", "no value"),
+            ("topology.k=[8,", "--set topology.k", "not valid TOML"),
+            ("x={a=", "--set x", "not valid TOML"),
+            ("x=\"open", "--set x", "not valid TOML"),
+        ] {
+            let (k, r) = set(&mut t, spec).expect_err(spec);
+            assert_eq!(k, key, "{spec}");
+            assert!(r.contains(why), "{spec}: {r}");
+            assert!(!r.contains('\n'), "{spec}: {r}");
+        }
+        assert!(t.is_empty());
+    }
+
+    const MINI: &str = r#"
+[topology]
+kind = "torus"
+k = [4, 4]
+
+[link]
+lane_rate = "10 Gb/s"
+latency = "10 ns"
+
+[router]
+vcs = 2
+private_credits = 16
+"#;
+
+    fn err(text: &str, set: &[&str]) -> ScenarioError {
+        let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+        let e = Scenario::from_str_named(text, "x.toml", "x", &set).expect_err("should fail");
+        assert!(!e.to_string().contains('\n'), "{e}");
+        e
+    }
+
+    #[test]
+    fn the_minimal_scenario_loads() {
+        let sc = Scenario::from_str_named(MINI, "x.toml", "x", &[]).unwrap();
+        assert_eq!(sc.name, "x");
+        assert_eq!(sc.topology.nodes.len(), 16);
+    }
+
+    #[test]
+    fn errors_name_the_key_inside_tagged_tables() {
+        let e = err(MINI, &["topology.concentraton=2"]);
+        assert_eq!(e.key, "topology.concentraton");
+        let e = err(MINI, &["topology.k=[4, \"x\"]"]);
+        assert_eq!(e.key, "topology.k[1]");
+        assert!(e.reason.starts_with("invalid type: string \"x\""), "{}", e.reason);
+        let e = err(MINI, &["routing.algorithm=dimension_order", "routing.deadlock=bogus"]);
+        assert_eq!(e.key, "routing.deadlock");
+        let e = err(MINI, &["routing.algorithm=up_down", "routing.deadlock=bubble"]);
+        assert_eq!(e.key, "routing.deadlock");
+        assert!(e.reason.starts_with("unknown field `deadlock`"), "{}", e.reason);
+        let e = err(MINI, &["traffic.size={ min = \"64 B\", max = \"2 XB\" }"]);
+        assert_eq!(e.key, "traffic.size.max");
+        let e = err(MINI, &["traffic.size={ min = \"64 B\" }"]);
+        assert_eq!(e.key, "traffic.size");
+        assert!(e.reason.contains("`min` and `max`"), "{}", e.reason);
+    }
+
+    #[test]
+    fn missing_fields_name_table_and_field() {
+        let e = err(&MINI.replace("lane_rate = \"10 Gb/s\"", ""), &[]);
+        assert_eq!(
+            (e.key.as_str(), e.reason.as_str()),
+            ("link", "missing field `lane_rate`")
+        );
+        let e = err(&MINI.replace("k = [4, 4]", ""), &[]);
+        assert_eq!((e.key.as_str(), e.reason.as_str()), ("topology", "missing field `k`"));
+        let e = err("", &[]);
+        assert_eq!(e.to_string(), "x.toml: missing field `topology`");
+    }
+
+    #[test]
+    fn toml_syntax_errors_are_one_line_with_position() {
+        let e = err("seed = 1\n[topology\nkind = \"torus\"\n", &[]);
+        assert_eq!(e.key, "line 2, column 10");
+        assert!(
+            e.reason.starts_with("TOML syntax: invalid table header"),
+            "{}",
+            e.reason
+        );
+        let e = err("seed = 1\nseed = 2\n", &[]);
+        assert_eq!(e.key, "line 2, column 1");
+        assert!(e.reason.contains("duplicate key `seed`"), "{}", e.reason);
+    }
+
+    #[test]
+    fn values_from_the_command_line_say_so() {
+        let e = err(MINI, &["traffic.load=0.5", "traffic.load=2"]);
+        assert_eq!(e.key, "traffic.load");
+        assert!(e.reason.ends_with("got 2 (set by --set traffic.load)"), "{}", e.reason);
+        let e = err(&format!("{MINI}\n[traffic]\nload = 2\n"), &["traffic.loadx=1"]);
+        assert_eq!(e.key, "traffic.loadx");
+        let e = err(&format!("{MINI}\n[traffic]\nload = 2\n"), &[]);
+        assert!(!e.reason.contains("--set"), "{}", e.reason);
+    }
+
+    #[test]
+    fn simulated_time_is_bounded() {
+        let e = err(MINI, &["sim.warmup=\"5000000 s\"", "sim.measure=\"5000000 s\""]);
+        assert_eq!(e.key, "sim");
+        let e = err(MINI, &["sim.measure=\"0 s\""]);
+        assert_eq!(e.key, "sim.measure");
+    }
+
+    #[test]
+    fn line_column_counts_from_one() {
+        assert_eq!(line_column("ab\ncd", 0), "line 1, column 1");
+        assert_eq!(line_column("ab\ncd", 3), "line 2, column 1");
+        assert_eq!(line_column("ab\ncd", 4), "line 2, column 2");
+        assert_eq!(line_column("ab", 99), "line 1, column 3");
+        assert_eq!(one_line("a\n  b \n\nc"), "a: b; c");
+    }
 }

@@ -12,7 +12,8 @@ use hpcnet_fabric::topology::{NodeId, Shape, Topology};
 use hpcnet_fabric::FabricConfig;
 use rand::seq::SliceRandom;
 use rand::Rng;
-use serde::{Deserialize, Serialize};
+use serde::de::{self, IntoDeserializer, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// Destination pattern.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -53,7 +54,10 @@ pub enum Process {
 }
 
 /// Packet payload sizes.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// Deserialised by hand rather than as an untagged enum, whose only error is "data did not match
+/// any variant": a bad size names the key (`traffic.size.min`) and what was expected.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum SizeDist {
     /// One size, e.g. `size = "256 B"`.
@@ -62,6 +66,63 @@ pub enum SizeDist {
     Uniform { min: Bytes, max: Bytes },
     /// `size = { sizes = ["64 B", "2 KiB"], weights = [0.9, 0.1] }`.
     Choice { sizes: Vec<Bytes>, weights: Vec<f64> },
+}
+
+/// The table forms of `size`, before deciding which one was meant.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SizeTable {
+    min: Option<Bytes>,
+    max: Option<Bytes>,
+    sizes: Option<Vec<Bytes>>,
+    weights: Option<Vec<f64>>,
+}
+
+impl<'de> Deserialize<'de> for SizeDist {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = SizeDist;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    r#"a size such as "256 B", { min = "64 B", max = "256 B" } or { sizes = ["64 B", "2 KiB"], weights = [0.9, 0.1] }"#,
+                )
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<SizeDist, E> {
+                Bytes::deserialize(v.into_deserializer()).map(SizeDist::Fixed)
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<SizeDist, E> {
+                Bytes::deserialize(v.into_deserializer()).map(SizeDist::Fixed)
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<SizeDist, E> {
+                Bytes::deserialize(v.into_deserializer()).map(SizeDist::Fixed)
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<SizeDist, E> {
+                Bytes::deserialize(v.into_deserializer()).map(SizeDist::Fixed)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<SizeDist, A::Error> {
+                let t = SizeTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                match t {
+                    SizeTable {
+                        min: Some(min),
+                        max: Some(max),
+                        sizes: None,
+                        weights: None,
+                    } => Ok(SizeDist::Uniform { min, max }),
+                    SizeTable {
+                        min: None,
+                        max: None,
+                        sizes: Some(sizes),
+                        weights: Some(weights),
+                    } => Ok(SizeDist::Choice { sizes, weights }),
+                    _ => Err(de::Error::custom(
+                        "a size table needs either `min` and `max`, or `sizes` and `weights`",
+                    )),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 impl Default for SizeDist {
@@ -251,10 +312,10 @@ impl TrafficConfig {
                         ),
                     ));
                 }
-                if weights.iter().any(|w| !(*w >= 0.0)) || weights.iter().sum::<f64>() <= 0.0 {
+                if weights.iter().any(|w| !w.is_finite() || *w < 0.0) || weights.iter().sum::<f64>() <= 0.0 {
                     return Err((
                         "traffic.size.weights".into(),
-                        "weights must be non-negative and not all zero".into(),
+                        format!("weights must be finite, non-negative and not all zero, got {weights:?}"),
                     ));
                 }
                 for (i, s) in sizes.iter().enumerate() {
@@ -430,7 +491,7 @@ mod tests {
             Pattern::Transpose,
         ] {
             let d = dests(p, 64);
-            let mut seen = vec![false; 64];
+            let mut seen = [false; 64];
             for s in 0..64 {
                 seen[d.next(s, 0, &mut rng) as usize] = true;
             }

@@ -4,7 +4,7 @@
 //! (VmHWM) is its own. Figures: packet-hops per wall second (a hop = one router traversal of a
 //! delivered packet), events per second, peak memory. Not a test: numbers depend on the machine.
 
-use crate::Failure;
+use crate::{Common, Failure};
 use hpcnet_workloads::synthetic::{run_synthetic, RunOptions};
 use hpcnet_workloads::Scenario;
 use serde::{Deserialize, Serialize};
@@ -57,6 +57,8 @@ struct CaseResult {
     events_per_sec: f64,
     peak_rss_mb: f64,
     accepted_load: f64,
+    seed: u64,
+    resolved_scenario: serde_json::Value,
 }
 
 fn peak_rss_mb() -> f64 {
@@ -71,12 +73,18 @@ fn peak_rss_mb() -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
-pub fn bench_one(name: &str) -> Result<(), Failure> {
+/// Runs one case; `extra` overrides come after the case's own.
+pub fn bench_one(name: &str, extra: &[String]) -> Result<(), Failure> {
     let case = CASES
         .iter()
         .find(|c| c.name == name)
         .ok_or_else(|| Failure::input(format!("no bench case '{name}'")))?;
-    let set: Vec<String> = case.set.iter().map(|s| s.to_string()).collect();
+    let set: Vec<String> = case
+        .set
+        .iter()
+        .map(|s| s.to_string())
+        .chain(extra.iter().cloned())
+        .collect();
     let sc = Scenario::from_str_named(case.text, case.name, case.name, &set).map_err(Failure::input)?;
     let rep = run_synthetic(&sc, RunOptions::default()).map_err(|e| Failure::model(e.to_string()))?;
     let all_hops = rep.total_hops as f64;
@@ -92,23 +100,49 @@ pub fn bench_one(name: &str) -> Result<(), Failure> {
         events_per_sec: rep.events as f64 / rep.loop_seconds,
         peak_rss_mb: peak_rss_mb(),
         accepted_load: rep.accepted_load,
+        seed: rep.seed,
+        resolved_scenario: rep.resolved_scenario,
     };
-    println!("{}", serde_json::to_string(&r).expect("json"));
+    outln!("{}", serde_json::to_string(&r).expect("json"));
     Ok(())
 }
 
-pub fn bench(json: bool, only: &[String]) -> Result<(), Failure> {
-    let exe = std::env::current_exe().map_err(|e| Failure::input(format!("cannot find own executable: {e}")))?;
-    let mut results = Vec::new();
-    for c in CASES
+pub fn bench(only: &[String], common: &Common) -> Result<(), Failure> {
+    let json = common.json;
+    let cases: Vec<&Case> = CASES
         .iter()
         .filter(|c| only.is_empty() || only.iter().any(|o| c.name.contains(o.as_str())))
-    {
+        .collect();
+    if cases.is_empty() {
+        let names: Vec<&str> = CASES.iter().map(|c| c.name).collect();
+        return Err(Failure::input(format!(
+            "--only {}: matches no bench case (cases: {})",
+            only.join(" --only "),
+            names.join(", ")
+        )));
+    }
+    // Check the overrides here, so a bad one is an input error and not a failed case.
+    for c in &cases {
+        let set: Vec<String> = c
+            .set
+            .iter()
+            .map(|s| s.to_string())
+            .chain(common.set.iter().cloned())
+            .collect();
+        Scenario::from_str_named(c.text, c.name, c.name, &set).map_err(Failure::input)?;
+    }
+    let exe = std::env::current_exe().map_err(|e| Failure::input(format!("cannot find own executable: {e}")))?;
+    let mut results = Vec::new();
+    for c in cases {
         if !json {
             eprintln!("  running {} ...", c.name);
         }
+        let mut args = vec!["bench-one".to_string(), c.name.to_string()];
+        for s in &common.set {
+            args.push(format!("--set={s}"));
+        }
         let out = std::process::Command::new(&exe)
-            .args(["bench-one", c.name])
+            .args(&args)
             .output()
             .map_err(|e| Failure::input(format!("cannot run bench case: {e}")))?;
         if !out.status.success() {
@@ -124,15 +158,21 @@ pub fn bench(json: bool, only: &[String]) -> Result<(), Failure> {
     }
     if json {
         let v = serde_json::json!({ "version": env!("CARGO_PKG_VERSION"), "cases": results });
-        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
     } else {
-        println!("hpcnet {} bench (one thread per case)", env!("CARGO_PKG_VERSION"));
-        println!(
+        outln!("hpcnet {} bench (one thread per case)", env!("CARGO_PKG_VERSION"));
+        outln!(
             "  {:<34} {:>6} {:>12} {:>14} {:>12} {:>9} {:>8}",
-            "case", "nodes", "packet-hops", "hops/s", "events/s", "peak MB", "wall s"
+            "case",
+            "nodes",
+            "packet-hops",
+            "hops/s",
+            "events/s",
+            "peak MB",
+            "wall s"
         );
         for r in &results {
-            println!(
+            outln!(
                 "  {:<34} {:>6} {:>12} {:>14.0} {:>12.0} {:>9.1} {:>8.3} {:>8.3}",
                 r.name,
                 r.nodes,

@@ -3,6 +3,17 @@
 //! `main` → `try_main` with fixed exit codes (as ripgrep): 0 success, 1 the model reported a
 //! failure (deadlock, conservation), 2 bad input (arguments, scenario files).
 
+/// `println!` for results: when stdout is closed early (`hpcnet topo x.toml | head -1`) the
+/// process ends quietly, as ripgrep does, instead of panicking with "failed printing to stdout".
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = writeln!(std::io::stdout().lock(), $($arg)*) {
+            $crate::stdout_failed(e)
+        }
+    }};
+}
+
 mod bench;
 mod plot;
 mod run;
@@ -70,16 +81,19 @@ enum Cmd {
     },
     /// Measure simulator speed on fixed scenarios (packet-hops/s, events/s, peak memory).
     Bench {
-        /// Print one JSON document.
-        #[arg(long)]
-        json: bool,
-        /// Only the named bench case(s).
+        /// Only the bench cases whose name contains this (repeatable).
         #[arg(long)]
         only: Vec<String>,
+        #[command(flatten)]
+        common: Common,
     },
     /// (internal) run one bench case in this process and print its JSON line.
     #[command(hide = true)]
-    BenchOne { name: String },
+    BenchOne {
+        name: String,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
 }
 
 /// An error with its exit code.
@@ -101,6 +115,16 @@ impl Failure {
             message: m.to_string(),
         }
     }
+}
+
+/// Ends the process after a failed write to stdout: silently (success) if the reader went away,
+/// else with an input/output error.
+pub fn stdout_failed(e: std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    eprintln!("error: cannot write to stdout: {e}");
+    std::process::exit(2)
 }
 
 fn main() -> ExitCode {
@@ -129,7 +153,7 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             common,
         } => sweep::sweep(&scenario, &load, &out, threads, &common),
         Cmd::Topo { scenario, dot, common } => topo::topo(&scenario, dot.as_deref(), &common),
-        Cmd::Bench { json, only } => bench::bench(json, &only),
-        Cmd::BenchOne { name } => bench::bench_one(&name),
+        Cmd::Bench { only, common } => bench::bench(&only, &common),
+        Cmd::BenchOne { name, set } => bench::bench_one(&name, &set),
     }
 }

@@ -60,7 +60,7 @@ pub fn run(path: &Path, common: &Common, links: Option<&Path>) -> Result<(), Fai
         rep.links = None;
     }
     if common.json {
-        println!("{}", serde_json::to_string_pretty(&rep).expect("report serialises"));
+        outln!("{}", serde_json::to_string_pretty(&rep).expect("report serialises"));
     } else {
         print_text(&rep);
     }
@@ -88,24 +88,32 @@ fn write_links(rep: &RunReport, file: &Path) -> Result<(), Failure> {
 }
 
 pub fn print_text(r: &RunReport) {
-    println!("hpcnet {} — scenario '{}' (seed {})", r.version, r.scenario, r.seed);
-    println!(
+    outln!("hpcnet {} — scenario '{}' (seed {})", r.version, r.scenario, r.seed);
+    outln!(
         "  machine         {} nodes, {}, routing {}",
-        r.nodes, r.topology, r.routing
+        r.nodes,
+        r.topology,
+        r.routing
     );
-    println!(
+    outln!(
         "  packets         generated {}  injected {}  delivered {}  dropped {}",
-        r.packets_generated, r.packets_injected, r.packets_delivered, r.packets_dropped
+        r.packets_generated,
+        r.packets_injected,
+        r.packets_delivered,
+        r.packets_dropped
     );
     for (k, v) in &r.drops_by_reason {
-        println!("    dropped       {v} ({k})");
+        outln!("    dropped       {v} ({k})");
     }
-    println!(
+    outln!(
         "  load            offered {:.4}  accepted {:.4}  ({:.3} GB/s per node of {:.3})",
-        r.offered_load, r.accepted_load, r.accepted_gbytes_per_node, r.node_bandwidth_gbytes
+        r.offered_load,
+        r.accepted_load,
+        r.accepted_gbytes_per_node,
+        r.node_bandwidth_gbytes
     );
     if let Some(b) = &r.channel_load_bound {
-        println!(
+        outln!(
             "  bound           channel-load bound {:.4} (busiest channel {} at load {:.3}); accepted/bound {:.3}",
             b.saturation_bound,
             b.channel,
@@ -114,26 +122,37 @@ pub fn print_text(r: &RunReport) {
         );
     }
     let l = &r.latency_ns;
-    println!(
+    outln!(
         "  latency (ns)    mean {:.1}  p50 {:.1}  p99 {:.1}  max {:.1}",
-        l.mean, l.p50, l.p99, l.max
+        l.mean,
+        l.p50,
+        l.p99,
+        l.max
     );
-    println!(
+    outln!(
         "  network latency {:.1} ns; zero-load analytical {:.1} ns; mean hops {:.3}",
-        r.network_latency_ns, r.zero_load_latency_ns, r.mean_hops
+        r.network_latency_ns,
+        r.zero_load_latency_ns,
+        r.mean_hops
     );
     let u = &r.link_utilisation;
-    println!(
+    outln!(
         "  links           utilisation mean {:.3} (router links {:.3}), max {:.3} at {}",
-        u.mean, u.mean_router_links, u.max, u.max_link
+        u.mean,
+        u.mean_router_links,
+        u.max,
+        u.max_link
     );
     if let Some(t) = &r.table_memory {
-        println!(
+        outln!(
             "  route tables    two-level {} entries vs flat {} ({:.1} % less; supernode {} endpoints)",
-            t.two_level_entries, t.flat_entries, t.saving_percent, t.supernode_size
+            t.two_level_entries,
+            t.flat_entries,
+            t.saving_percent,
+            t.supernode_size
         );
     }
-    println!(
+    outln!(
         "  run             {} events, {:.1} us simulated, {:.3} s wall, drained {}, conservation {}",
         r.events,
         r.sim_time_ns / 1e3,
@@ -142,12 +161,13 @@ pub fn print_text(r: &RunReport) {
         if r.conservation_ok { "ok" } else { "VIOLATED" }
     );
     if let Some(d) = &r.deadlock {
-        println!(
+        outln!(
             "  DEADLOCK at {:.1} ns: {} packets in flight; blocked input channels:",
-            d.at_ns, d.in_flight
+            d.at_ns,
+            d.in_flight
         );
         for b in &d.blocked {
-            println!(
+            outln!(
                 "    router {} in port {} vc {} ({} queued): head to node {} wants port {} vc {}, needs {} credits, {} free",
                 b.router, b.in_port, b.vc, b.queued, b.head_dst, b.out_port, b.out_vc, b.credits_needed, b.credits_free
             );

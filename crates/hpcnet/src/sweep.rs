@@ -10,38 +10,59 @@ use hpcnet_workloads::Scenario;
 use std::path::Path;
 use std::sync::Mutex;
 
-/// Parse "A:B:STEP" into the list of loads (inclusive of B within rounding).
-pub fn parse_loads(spec: &str) -> Result<Vec<f64>, Failure> {
-    let bad = |why: &str| {
-        Failure::input(format!(
-            "--load {spec}: {why} (expected START:END:STEP, e.g. 0.1:0.9:0.1)"
-        ))
-    };
+/// Parse "A:B:STEP" into the list of loads (inclusive of B within rounding); the error is the
+/// reason, for the caller to put after the file and `--load`.
+pub fn parse_loads(spec: &str) -> Result<Vec<f64>, String> {
+    let bad = |why: &str| format!("'{spec}' {why} (expected START:END:STEP, e.g. 0.1:0.9:0.1)");
     let parts: Vec<&str> = spec.split(':').collect();
     if parts.len() != 3 {
-        return Err(bad("needs three numbers"));
+        return Err(bad("is not three numbers separated by ':'"));
     }
-    let nums: Vec<f64> = parts
-        .iter()
-        .map(|p| p.trim().parse::<f64>())
-        .collect::<Result<_, _>>()
-        .map_err(|_| bad("not a number"))?;
-    let (a, b, s) = (nums[0], nums[1], nums[2]);
+    let mut nums = [0.0; 3];
+    for (n, p) in nums.iter_mut().zip(&parts) {
+        *n = p
+            .trim()
+            .parse::<f64>()
+            .map_err(|_| bad(&format!("has '{}', which is not a number", p.trim())))?;
+    }
+    let [a, b, s] = nums;
+    // Written so that NaN fails every test.
     if !(a > 0.0 && b <= 1.0 && a <= b) {
-        return Err(bad("loads must satisfy 0 < START <= END <= 1"));
+        return Err(bad("needs 0 < START <= END <= 1"));
     }
-    if s <= 0.0 {
-        return Err(bad("STEP must be positive"));
+    if !(s > 0.0 && s.is_finite()) {
+        return Err(bad("needs a positive STEP"));
     }
-    let n = ((b - a) / s + 1e-9).floor() as usize + 1;
-    if n > 1000 {
-        return Err(bad("more than 1000 points"));
+    let n = ((b - a) / s + 1e-9).floor() + 1.0;
+    if n > 1000.0 {
+        return Err(bad("gives more than 1000 points"));
     }
-    Ok((0..n).map(|i| ((a + i as f64 * s) * 1e9).round() / 1e9).collect())
+    Ok((0..n as usize)
+        .map(|i| ((a + i as f64 * s) * 1e9).round() / 1e9)
+        .collect())
+}
+
+/// A scenario name made safe to use as a file name (names come from the scenario file).
+fn file_stem(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() || s.chars().all(|c| c == '.') {
+        "scenario".to_string()
+    } else {
+        s
+    }
 }
 
 pub fn sweep(path: &Path, spec: &str, out: &Path, threads: Option<usize>, common: &Common) -> Result<(), Failure> {
-    let loads = parse_loads(spec)?;
+    let loads = parse_loads(spec).map_err(|why| Failure::input(format!("{}: --load: {why}", path.display())))?;
     // Validate once with the first load so input errors surface before any work.
     let mut scenarios = Vec::new();
     for l in &loads {
@@ -85,8 +106,9 @@ pub fn sweep(path: &Path, spec: &str, out: &Path, threads: Option<usize>, common
     }
     std::fs::create_dir_all(out).map_err(|e| Failure::input(format!("{}: {e}", out.display())))?;
     let name = &scenarios[0].name;
-    let csv = out.join(format!("{name}-sweep.csv"));
-    let svg = out.join(format!("{name}-sweep.svg"));
+    let stem = file_stem(name);
+    let csv = out.join(format!("{stem}-sweep.csv"));
+    let svg = out.join(format!("{stem}-sweep.svg"));
     let mut text = String::from("load,offered_load,accepted_load,latency_mean_ns,latency_p50_ns,latency_p99_ns,latency_max_ns,mean_hops,drained,deadlock,events,wall_seconds\n");
     for (l, r) in loads.iter().zip(&reports) {
         text.push_str(&format!(
@@ -130,20 +152,25 @@ pub fn sweep(path: &Path, spec: &str, out: &Path, threads: Option<usize>, common
             })).collect::<Vec<_>>(),
             "resolved_scenario": scenarios[0].resolved_json(),
         });
-        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
     } else {
-        println!(
+        outln!(
             "hpcnet {} — sweep of '{}' (seed {})",
             env!("CARGO_PKG_VERSION"),
             name,
             scenarios[0].file.seed
         );
-        println!(
+        outln!(
             "  {:>6} {:>9} {:>9} {:>10} {:>10} {:>8}",
-            "load", "offered", "accepted", "mean ns", "p99 ns", "hops"
+            "load",
+            "offered",
+            "accepted",
+            "mean ns",
+            "p99 ns",
+            "hops"
         );
         for (l, r) in loads.iter().zip(&reports) {
-            println!(
+            outln!(
                 "  {:>6.3} {:>9.4} {:>9.4} {:>10.1} {:>10.1} {:>8.3}{}",
                 l,
                 r.offered_load,
@@ -155,9 +182,9 @@ pub fn sweep(path: &Path, spec: &str, out: &Path, threads: Option<usize>, common
             );
         }
         if let Some(b) = bound {
-            println!("  channel-load bound: {b:.4}");
+            outln!("  channel-load bound: {b:.4}");
         }
-        println!("  wrote {} and {}", csv.display(), svg.display());
+        outln!("  wrote {} and {}", csv.display(), svg.display());
     }
     Ok(())
 }
@@ -168,11 +195,36 @@ mod tests {
 
     #[test]
     fn load_ranges() {
-        let v = parse_loads("0.1:0.5:0.1").ok().unwrap();
+        let v = parse_loads("0.1:0.5:0.1").unwrap();
         assert_eq!(v, vec![0.1, 0.2, 0.3, 0.4, 0.5]);
-        assert!(parse_loads("0:1:0.1").is_err());
-        assert!(parse_loads("0.1:0.5").is_err());
-        assert!(parse_loads("0.5:0.1:0.1").is_err());
-        assert!(parse_loads("0.1:0.5:0").is_err());
+        assert_eq!(parse_loads("1:1:0.1").unwrap(), vec![1.0]);
+        assert_eq!(parse_loads(" 0.2 : 0.3 : 0.05 ").unwrap(), vec![0.2, 0.25, 0.3]);
+        for bad in [
+            "0:1:0.1",
+            "0.1:0.5",
+            "0.1:0.5:0.1:0.1",
+            "0.5:0.1:0.1",
+            "0.1:0.5:0",
+            "0.1:0.5:-0.1",
+            "0.1:0.5:nan",
+            "nan:0.5:0.1",
+            "0.1:inf:0.1",
+            "0.1:0.5:inf",
+            "0.1:1.5:0.1",
+            "0.1:x:0.1",
+            "0.1:0.9:1e-6",
+            "",
+        ] {
+            let e = parse_loads(bad).expect_err(bad);
+            assert!(e.starts_with(&format!("'{bad}'")), "{e}");
+        }
+    }
+
+    #[test]
+    fn file_stems_stay_in_the_output_directory() {
+        assert_eq!(file_stem("torus-8x8"), "torus-8x8");
+        assert_eq!(file_stem("../../etc/x y"), ".._.._etc_x_y");
+        assert_eq!(file_stem(".."), "scenario");
+        assert_eq!(file_stem(""), "scenario");
     }
 }

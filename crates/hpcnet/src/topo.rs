@@ -19,37 +19,40 @@ pub fn topo(path: &Path, dot: Option<&Path>, common: &Common) -> Result<(), Fail
             "topology": t.to_json(),
             "resolved_scenario": sc.resolved_json(),
         });
-        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
         return Ok(());
     }
-    println!("hpcnet {} — topology of '{}'", env!("CARGO_PKG_VERSION"), sc.name);
-    println!("  name            {}", t.name);
-    println!(
+    outln!("hpcnet {} — topology of '{}'", env!("CARGO_PKG_VERSION"), sc.name);
+    outln!("  name            {}", t.name);
+    outln!(
         "  nodes           {} ({} rail{})",
         m.nodes,
         t.rails,
         if t.rails == 1 { "" } else { "s" }
     );
-    println!("  routers         {}", m.routers);
-    println!(
+    outln!("  routers         {}", m.routers);
+    outln!(
         "  links           {} router–router, {} node–router",
-        m.router_links, m.node_links
+        m.router_links,
+        m.node_links
     );
-    println!(
+    outln!(
         "  diameter        {} router-to-router hops{}",
         m.diameter,
         if m.sampled { " (sampled)" } else { "" }
     );
-    println!(
+    outln!(
         "  mean distance   {:.4} router-to-router hops (ordered pairs of distinct nodes)",
         m.mean_distance
     );
-    println!(
+    outln!(
         "  bisection width {} links ({:?}; id-order cut {})",
-        m.bisection_links, m.bisection_method, m.bisection_cut_by_id
+        m.bisection_links,
+        m.bisection_method,
+        m.bisection_cut_by_id
     );
     if let Some(file) = dot {
-        println!("  dot             written to {}", file.display());
+        outln!("  dot             written to {}", file.display());
     }
     Ok(())
 }

@@ -1,0 +1,157 @@
+//! Point-to-point micro-benchmarks written as rank programs on the verbs API: ping-pong
+//! latency, uni- and bi-directional streaming bandwidth with a window of outstanding messages,
+//! and message rate (as IMB PingPong / OSU bw, bibw, mbw_mr do).
+//!
+//! Each benchmark builds a fresh world (so runs are independent and deterministic), registers
+//! buffers, and measures simulated time from the first post to the last completion.
+
+use hpcnet_des::SimTime;
+use hpcnet_msg::verbs::{Machine, WriteWr};
+use hpcnet_nic::{Rank, World};
+use serde::Serialize;
+use std::cell::Cell;
+use std::rc::Rc;
+
+/// One measured point.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Point {
+    /// Message size in bytes.
+    pub size: u64,
+    /// Messages moved (per direction).
+    pub messages: u64,
+    /// Simulated time of the measurement.
+    pub time_ns: f64,
+    /// Payload bandwidth in GB/s (10^9 B/s), summed over directions.
+    pub gbytes_per_s: f64,
+    /// Messages per second (summed over directions).
+    pub messages_per_s: f64,
+    /// One-way latency (ping-pong only): half the round-trip time.
+    pub latency_us: Option<f64>,
+}
+
+/// Benchmark options.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Messages in flight per direction.
+    pub window: u32,
+    /// Messages per direction.
+    pub messages: u64,
+    /// Queue pairs per direction (messages alternate between them, and so between engines).
+    pub qps: u32,
+    /// Rail of the queue pairs (fixed port selection).
+    pub rail: u8,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { window: 64, messages: 64, qps: 1, rail: 0 }
+    }
+}
+
+fn buffers(m: &Machine, r: Rank, size: u64) -> hpcnet_msg::verbs::Mr {
+    m.context(r).reg_mr(size.max(8))
+}
+
+/// Stream `opts.messages` RDMA writes of `size` bytes from `a` to `b` (and from `b` to `a` when
+/// `bidirectional`), keeping `opts.window` in flight; bandwidth = bytes / (last completion −
+/// first post).
+pub fn stream(world: World, a: Rank, b: Rank, size: u64, bidirectional: bool, opts: &Options) -> Point {
+    let mut m = Machine::new(world);
+    let start = m.context(a).now();
+    let finish = Rc::new(Cell::new(SimTime::ZERO));
+    let dirs: Vec<(Rank, Rank)> = if bidirectional { vec![(a, b), (b, a)] } else { vec![(a, b)] };
+    for &(s, d) in &dirs {
+        let ctx = m.context(s);
+        let src = buffers(&m, s, size);
+        let dst = buffers(&m, d, size);
+        let cq = ctx.create_cq();
+        let qps: Vec<_> = (0..opts.qps.max(1)).map(|_| ctx.create_qp(&cq, d).on_rail(opts.rail)).collect();
+        let remote = dst.remote(0);
+        let (window, total) = (opts.window.max(1) as u64, opts.messages);
+        let fin = finish.clone();
+        m.spawn(async move {
+            let mut posted = 0u64;
+            let mut done = 0u64;
+            while done < total {
+                while posted < total && posted - done < window {
+                    let qp = &qps[(posted % qps.len() as u64) as usize];
+                    qp.post_write(WriteWr::new(&src, 0, size, remote).wr_id(posted)).expect("valid write");
+                    posted += 1;
+                }
+                cq.next().await;
+                done += 1;
+            }
+            fin.set(fin.get().max(ctx.now()));
+        });
+    }
+    m.run();
+    let t = (finish.get() - start).as_secs_f64();
+    let msgs = opts.messages * dirs.len() as u64;
+    Point {
+        size,
+        messages: opts.messages,
+        time_ns: t * 1e9,
+        gbytes_per_s: (msgs * size) as f64 / t / 1e9,
+        messages_per_s: msgs as f64 / t,
+        latency_us: None,
+    }
+}
+
+/// Ping-pong: `a` writes `size` bytes to `b` with notification, `b` answers the same way;
+/// latency = round-trip time / 2, averaged over `iterations`.
+pub fn pingpong(world: World, a: Rank, b: Rank, size: u64, iterations: u64) -> Point {
+    let mut m = Machine::new(world);
+    let (ca, cb) = (m.context(a), m.context(b));
+    let (sa, sb) = (buffers(&m, a, size), buffers(&m, b, size));
+    let (da, db) = (buffers(&m, a, size), buffers(&m, b, size));
+    let (cqa, cqb) = (ca.create_cq(), cb.create_cq());
+    let (na, nb) = (ca.create_cq(), cb.create_cq());
+    let qa = ca.create_qp(&cqa, b);
+    let qb = cb.create_qp(&cqb, a);
+    let (ra, rb) = (da.remote(0), db.remote(0));
+    let start = ca.now();
+    let finish = Rc::new(Cell::new(SimTime::ZERO));
+    let fin = finish.clone();
+    let nb2 = nb.clone();
+    let na2 = na.clone();
+    m.spawn(async move {
+        for _ in 0..iterations {
+            qa.post_write(WriteWr::new(&sa, 0, size, rb).notify(&nb2).unsignaled()).expect("valid write");
+            na.next().await;
+        }
+        fin.set(ca.now());
+    });
+    m.spawn(async move {
+        for _ in 0..iterations {
+            nb.next().await;
+            qb.post_write(WriteWr::new(&sb, 0, size, ra).notify(&na2).unsignaled()).expect("valid write");
+        }
+    });
+    m.run();
+    let t = (finish.get() - start).as_secs_f64();
+    let lat = t / (2 * iterations) as f64;
+    Point {
+        size,
+        messages: iterations,
+        time_ns: t * 1e9,
+        gbytes_per_s: size as f64 / lat / 1e9,
+        messages_per_s: 1.0 / lat,
+        latency_us: Some(lat * 1e6),
+    }
+}
+
+/// Sizes 1 B, 2 B, 4 B, ... up to `max` (powers of two).
+pub fn sizes_up_to(max: u64) -> Vec<u64> {
+    std::iter::successors(Some(1u64), |s| (s * 2 <= max).then_some(s * 2)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn powers_of_two() {
+        assert_eq!(sizes_up_to(8), vec![1, 2, 4, 8]);
+        assert_eq!(sizes_up_to(4 << 20).len(), 23);
+    }
+}

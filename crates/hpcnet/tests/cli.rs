@@ -1,0 +1,837 @@
+//! The `hpcnet` command line, end to end: the real binary on real and deliberately broken
+//! scenario files.
+//!
+//! Bad input of every kind must end with exit code 2 and exactly one line on stderr,
+//! `error: <file>: <key path>: <reason>`, never a panic or a backtrace. Good input must give one
+//! JSON document with `--json`, record the resolved scenario, seed and version, and repeat
+//! byte for byte under the same scenario and seed.
+//!
+//! Runs are shortened with `--set sim.measure=... --set sim.warmup=...` so each test takes well
+//! under a second; scenario files for the error cases are written to a fresh directory under
+//! the system temporary directory.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const EXE: &str = env!("CARGO_BIN_EXE_hpcnet");
+
+/// Overrides that make a run short (a few microseconds of simulated time).
+const SHORT: [&str; 4] = ["--set", "sim.measure=\"2 us\"", "--set", "sim.warmup=\"1 us\""];
+
+fn scenarios_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios"))
+}
+
+fn torus() -> String {
+    path_str(&scenarios_dir().join("torus-8x8.toml"))
+}
+
+fn path_str(p: &Path) -> String {
+    p.to_str().expect("test paths are UTF-8").to_string()
+}
+
+/// A directory of its own under the system temporary directory, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "hpcnet-cli-{}-{tag}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+
+    fn path(&self, name: &str) -> String {
+        path_str(&self.0.join(name))
+    }
+
+    /// Writes `text` as `name` and returns its path.
+    fn write(&self, name: &str, text: impl AsRef<[u8]>) -> String {
+        let p = self.0.join(name);
+        std::fs::write(&p, text).expect("write scenario");
+        path_str(&p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn hpcnet<S: AsRef<str>>(args: &[S]) -> Output {
+    Command::new(EXE)
+        .args(args.iter().map(|a| a.as_ref()))
+        // A panic must show up as such, not be hidden by (or depend on) the caller's settings.
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("run hpcnet")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).expect("stdout is UTF-8")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Succeeded; returns stdout.
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstderr: {}\nstdout: {}",
+        out.status.code(),
+        stderr(out),
+        stdout(out)
+    );
+    stdout(out)
+}
+
+/// Succeeded and stdout is exactly one JSON document.
+fn json(out: &Output) -> Value {
+    let text = ok(out);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("stdout is not one JSON document: {e}\n{text}"))
+}
+
+/// Exit code 2, nothing on stdout, and stderr is the single line
+/// `error: <file>: <key>: <reason>`; returns the reason.
+#[track_caller]
+fn bad_input(out: &Output, file: &str, key: &str) -> String {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(2), "exit code\nstderr: {err}");
+    for bad in ["panicked", "backtrace", "RUST_BACKTRACE", "thread 'main'"] {
+        assert!(!err.contains(bad), "stderr shows a panic: {err}");
+    }
+    assert!(err.ends_with('\n'), "stderr is not a finished line: {err:?}");
+    let line = &err[..err.len() - 1];
+    assert!(!line.contains('\n'), "stderr is more than one line:\n{err}");
+    let prefix = format!("error: {file}: {key}: ");
+    let reason = line
+        .strip_prefix(&prefix)
+        .unwrap_or_else(|| panic!("stderr does not start with {prefix:?}:\n{line}"));
+    assert!(!reason.trim().is_empty(), "no reason given: {line}");
+    assert!(out.stdout.is_empty(), "stdout is not empty: {}", stdout(out));
+    reason.to_string()
+}
+
+/// The torus-8x8 scenario with `from` replaced by `to` (which must occur in it).
+fn torus_with(from: &str, to: &str) -> String {
+    let text = std::fs::read_to_string(torus()).expect("read torus-8x8.toml");
+    assert!(text.contains(from), "torus-8x8.toml no longer contains {from:?}");
+    text.replacen(from, to, 1)
+}
+
+/// Runs `run FILE --set ...` (short) and expects bad input at `key`; returns the reason.
+#[track_caller]
+fn run_rejects(file: &str, set: &[&str], key: &str) -> String {
+    let mut args = vec!["run".to_string(), file.to_string()];
+    args.extend(SHORT.iter().map(|s| s.to_string()));
+    for s in set {
+        args.push("--set".into());
+        args.push(s.to_string());
+    }
+    bad_input(&hpcnet(&args), file, key)
+}
+
+/// A top-level key of a report, which must be present.
+fn field<'a>(v: &'a Value, key: &str) -> &'a Value {
+    v.get(key).unwrap_or_else(|| panic!("no `{key}` in {v:#}"))
+}
+
+/// The report of one run, with the wall-clock fields (which differ run to run) removed from the
+/// text: every other byte must repeat.
+fn without_wall_time(text: &str) -> String {
+    text.lines()
+        .filter(|l| {
+            let l = l.trim_start();
+            !(l.starts_with("\"wall_seconds\"") || l.starts_with("\"loop_seconds\""))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bad input: each class of the issue, in the file and through --set.
+
+#[test]
+fn unknown_key_is_named_with_its_path() {
+    let dir = TempDir::new("unknown");
+    let f = dir.write("router.toml", torus_with("vcs = 2", "vcs = 2\nvc_count = 2"));
+    let why = run_rejects(&f, &[], "router.vc_count");
+    assert!(
+        why.starts_with("unknown field `vc_count`, expected one of `vcs`"),
+        "{why}"
+    );
+
+    // Inside the tagged [topology] table serde loses the path; the key must still be exact.
+    let f = dir.write("topology.toml", torus_with("concentration = 1", "concentraton = 1"));
+    let why = run_rejects(&f, &[], "topology.concentraton");
+    assert!(why.contains("`concentration`"), "{why}");
+
+    let f = dir.write("top.toml", torus_with("seed = 1", "seed = 1\ncolour = \"blue\""));
+    run_rejects(&f, &[], "colour");
+
+    // Through --set, and the message says the value came from the command line.
+    let why = run_rejects(&torus(), &["traffic.patern=uniform"], "traffic.patern");
+    assert!(why.ends_with("(set by --set traffic.patern)"), "{why}");
+    let why = run_rejects(&torus(), &["routing.selection=adaptive"], "routing.selection");
+    assert!(
+        why.starts_with("unknown field `selection`, expected `deadlock`"),
+        "{why}"
+    );
+}
+
+#[test]
+fn missing_field_names_table_and_field() {
+    let dir = TempDir::new("missing");
+    let f = dir.write("no-lane-rate.toml", torus_with("lane_rate = \"13 Gb/s\"\n", ""));
+    assert_eq!(run_rejects(&f, &[], "link"), "missing field `lane_rate`");
+
+    let f = dir.write("no-k.toml", torus_with("k = [8, 8]\n", ""));
+    assert_eq!(run_rejects(&f, &[], "topology"), "missing field `k`");
+
+    let f = dir.write("no-kind.toml", torus_with("kind = \"torus\"\n", ""));
+    assert_eq!(run_rejects(&f, &[], "topology"), "missing field `kind`");
+
+    // A missing table: the key path is the document root, so the line is `file: reason`.
+    let f = dir.write("empty.toml", "");
+    let out = hpcnet(&["run", &f]);
+    assert_eq!(stderr(&out), format!("error: {f}: missing field `topology`\n"));
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn wrong_unit_says_what_was_expected() {
+    let dir = TempDir::new("unit");
+    let f = dir.write("latency.toml", torus_with("latency = \"10 ns\"", "latency = \"20 GB\""));
+    let out = hpcnet(&["run", &f]);
+    bad_input(&out, &f, "link.latency");
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: {f}: link.latency: expected a time with a unit (ps, ns, us, ms, s), e.g. '20 ns', got '20 GB'\n"
+        )
+    );
+
+    let f = dir.write("rate.toml", torus_with("lane_rate = \"13 Gb/s\"", "lane_rate = 13"));
+    let why = run_rejects(&f, &[], "link.lane_rate");
+    assert!(why.contains("has no unit"), "{why}");
+
+    let why = run_rejects(&torus(), &["router.credit_unit=\"64 ns\""], "router.credit_unit");
+    assert!(why.starts_with("expected a size with a unit"), "{why}");
+    let why = run_rejects(&torus(), &["link.latency=-5 ns"], "link.latency");
+    assert!(why.contains("must not be negative"), "{why}");
+    let why = run_rejects(
+        &torus(),
+        &["traffic.size={ min = \"64 B\", max = \"1 XB\" }"],
+        "traffic.size.max",
+    );
+    assert!(why.contains("got '1 XB'"), "{why}");
+}
+
+#[test]
+fn radix_exceeded_names_role_and_both_counts() {
+    let why = run_rejects(&torus(), &["topology.radix=4"], "topology.radix");
+    assert!(why.contains("needs 5 ports") && why.contains("radix is 4"), "{why}");
+
+    let dir = TempDir::new("radix");
+    let text = std::fs::read_to_string(scenarios_dir().join("fattree-4ary-3tree.toml")).unwrap();
+    let f = dir.write("fat.toml", text.replacen("\nn = 3\n", "\nn = 3\nradix = 6\n", 1));
+    let why = run_rejects(&f, &[], "topology.radix");
+    assert!(why.contains("needs 8 ports") && why.contains("radix is 6"), "{why}");
+}
+
+#[test]
+fn zero_or_too_many_vcs_are_refused() {
+    let dir = TempDir::new("vcs");
+    let f = dir.write("zero.toml", torus_with("vcs = 2 ", "vcs = 0 "));
+    assert_eq!(run_rejects(&f, &[], "router.vcs"), "must be at least 1");
+    let why = run_rejects(&torus(), &["router.vcs=9"], "router.vcs");
+    assert!(why.contains("at most 8"), "{why}");
+    let why = run_rejects(&torus(), &["router.vcs=300"], "router.vcs");
+    assert!(why.contains("expected u8"), "{why}");
+    // Too few for the routing: the reason names both the need and the setting.
+    let why = run_rejects(&torus(), &["routing.deadlock=dateline", "router.vcs=1"], "router.vcs");
+    assert!(why.contains("at least 2") && why.contains("router.vcs = 1"), "{why}");
+}
+
+#[test]
+fn load_outside_zero_one_is_refused() {
+    let dir = TempDir::new("load");
+    let f = dir.write("zero.toml", torus_with("load = 0.45", "load = 0.0"));
+    let why = run_rejects(&f, &[], "traffic.load");
+    assert!(why.starts_with("must be in (0, 1]") && why.ends_with("got 0"), "{why}");
+    for load in ["1.5", "-0.1", "nan", "inf", "0"] {
+        let why = run_rejects(&torus(), &[&format!("traffic.load={load}")], "traffic.load");
+        assert!(why.starts_with("must be in (0, 1]"), "{load}: {why}");
+    }
+    let why = run_rejects(&torus(), &["traffic.load=\"0.5\""], "traffic.load");
+    assert!(why.contains("expected f64"), "{why}");
+    // The edge of the interval is allowed.
+    ok(&hpcnet(&["topo", &torus(), "--set", "traffic.load=1"]));
+}
+
+#[test]
+fn impossible_topologies_are_refused() {
+    for (set, key, part) in [
+        ("topology.k=[1, 8]", "topology.k[0]", "at least 2"),
+        ("topology.k=[]", "topology.k", "at least one dimension"),
+        ("topology.k=[8, \"x\"]", "topology.k[1]", "expected u32"),
+        ("topology.k=[100000, 100000]", "topology.k", "more than the limit"),
+        ("topology.concentration=0", "topology.concentration", "at least 1"),
+        (
+            "topology={ kind = \"dragonfly\", a = 4, p = 2, h = 2, g = 100 }",
+            "topology.g",
+            "a × h + 1 = 9",
+        ),
+        (
+            "topology={ kind = \"leaf_spine\", leaves = 4, spines = 2, nodes_per_leaf = 4, nodes = 100 }",
+            "topology.nodes",
+            "= 16, got 100",
+        ),
+        (
+            "topology={ kind = \"generalized_fat_tree\", leaves = 3 }",
+            "topology.leaves",
+            "must be even",
+        ),
+        ("topology={ kind = \"hypercube\", n = 40 }", "topology.n", "at most 24"),
+        ("topology.kind=ring", "topology.kind", "unknown variant `ring`"),
+    ] {
+        let why = run_rejects(&torus(), &[set], key);
+        assert!(why.contains(part), "{set}: {why}");
+    }
+    // A routing algorithm that does not apply to the topology.
+    let why = run_rejects(&torus(), &["routing={ algorithm = \"up_down\" }"], "routing.algorithm");
+    assert!(
+        why.contains("'up_down' does not apply to topology kind 'torus'"),
+        "{why}"
+    );
+}
+
+#[test]
+fn other_cross_field_and_range_errors() {
+    for (set, key, part) in [
+        (
+            &["router.private_credits=2"][..],
+            "router.private_credits",
+            "needs 5 credits",
+        ),
+        (
+            &["traffic.size=\"1 KiB\""],
+            "traffic.size",
+            "exceeds packet.max_payload = 256 B",
+        ),
+        (
+            &["traffic.pattern=transpose", "topology.k=[8, 4]"],
+            "traffic.pattern",
+            "even number",
+        ),
+        (&["sim.measure=\"0 ns\""], "sim.measure", "longer than 0"),
+        (&["faults.watchdog=\"0 ns\""], "faults.watchdog", "longer than 0"),
+        (
+            &["sim.warmup=\"9000000 s\"", "sim.measure=\"9000000 s\""],
+            "sim",
+            "must be at most",
+        ),
+        // These once overflowed integer arithmetic and panicked.
+        (
+            &["link.lanes=4294967295", "link.lane_rate=\"1000 Tb/s\""],
+            "link.lanes",
+            "exceed the largest rate",
+        ),
+        (
+            &["link.lane_rate=\"1 b/s\"", "link.encoding=\"64b/66b\""],
+            "link.lane_rate",
+            "no data rate",
+        ),
+        (
+            &[
+                "packet.max_payload=\"8 GiB\"",
+                "traffic.size=\"8 GiB\"",
+                "router.private_credits=300000000",
+            ],
+            "packet.max_payload",
+            "smaller than 4 GiB",
+        ),
+        (
+            &[
+                "packet.max_payload=\"8 MiB\"",
+                "traffic.size=\"8 MiB\"",
+                "router.private_credits=300000000",
+            ],
+            "router.credit_unit",
+            "more than the 65535",
+        ),
+        (
+            &["link_overrides=[{ router = 999, port = 0 }]"],
+            "link_overrides[0].router",
+            "does not exist",
+        ),
+    ] {
+        let why = run_rejects(&torus(), set, key);
+        assert!(why.contains(part), "{set:?}: {why}");
+    }
+    // Private plus shared credits beyond u32 no longer overflow the sum.
+    ok(&hpcnet(&[
+        "topo",
+        &torus(),
+        "--set",
+        "router.private_credits=4294967295",
+        "--set",
+        "router.shared_credits=4294967295",
+    ]));
+}
+
+#[test]
+fn bad_set_syntax_is_refused() {
+    let t = torus();
+    for (spec, key, part) in [
+        ("traffic.load", "--set traffic.load", "key.path=value"),
+        ("=3", "--set =3", "empty key"),
+        ("traffic..load=3", "--set traffic..load=3", "empty key"),
+        ("traffic.load=", "--set traffic.load", "no value"),
+        ("topology.k=[8,", "--set topology.k", "not valid TOML"),
+        ("link.latency.x=1", "--set link.latency", "not a table"),
+    ] {
+        let why = bad_input(&hpcnet(&["run", &t, "--set", spec]), &t, key);
+        assert!(why.contains(part), "{spec}: {why}");
+    }
+    // Every command takes --set and checks it the same way.
+    for cmd in [&["topo", &t][..], &["sweep", &t, "--load", "0.1:0.2:0.1"]] {
+        let mut args = cmd.to_vec();
+        args.extend(["--set", "traffic.load"]);
+        bad_input(&hpcnet(&args), &t, "--set traffic.load");
+    }
+}
+
+#[test]
+fn bad_load_spec_is_refused() {
+    let t = torus();
+    let dir = TempDir::new("badload");
+    for (spec, part) in [
+        ("0.1:x:0.1", "'x', which is not a number"),
+        ("0.1:0.5", "three numbers"),
+        ("0:0.5:0.1", "0 < START <= END <= 1"),
+        ("0.5:0.1:0.1", "0 < START <= END <= 1"),
+        ("0.1:1.5:0.1", "0 < START <= END <= 1"),
+        ("0.1:0.5:0", "positive STEP"),
+        ("0.1:0.5:nan", "positive STEP"),
+        ("0.1:0.9:0.0000001", "more than 1000 points"),
+    ] {
+        let out = hpcnet(&["sweep", &t, "--load", spec, "--out", &dir.path("out")]);
+        let why = bad_input(&out, &t, "--load");
+        assert!(
+            why.starts_with(&format!("'{spec}' ")) && why.contains(part),
+            "{spec}: {why}"
+        );
+    }
+    assert!(!dir.0.join("out").exists(), "nothing is written on bad input");
+}
+
+#[test]
+fn missing_or_unreadable_files_are_refused() {
+    let dir = TempDir::new("files");
+    let missing = dir.path("no-such.toml");
+    for cmd in ["run", "topo"] {
+        let why = bad_input(&hpcnet(&[cmd, &missing]), &missing, "cannot read");
+        assert!(!why.is_empty());
+    }
+    // No key: the line is `error: <file>: cannot read: <os error>`.
+    let out = hpcnet(&["sweep", &missing, "--load", "0.1:0.2:0.1", "--out", &dir.path("out")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).starts_with(&format!("error: {missing}: cannot read: ")),
+        "{}",
+        stderr(&out)
+    );
+
+    let binary = dir.write("binary.toml", [0xff, 0xfe, 0x00, 0x41]);
+    let out = hpcnet(&["run", &binary]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("valid UTF-8"), "{}", stderr(&out));
+
+    let a_dir = path_str(&dir.0);
+    let out = hpcnet(&["topo", &a_dir]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).starts_with(&format!("error: {a_dir}: cannot read: ")));
+}
+
+#[test]
+fn toml_syntax_errors_are_one_line_with_position() {
+    let dir = TempDir::new("syntax");
+    // toml's own messages span lines ("invalid table header\nexpected `.`, `]`") and come with
+    // a source snippet; neither may leak.
+    let f = dir.write("header.toml", "seed = 1\n[topology\nkind = \"torus\"\n");
+    let why = bad_input(&hpcnet(&["run", &f]), &f, "line 2, column 10");
+    assert_eq!(why, "TOML syntax: invalid table header: expected `.`, `]`");
+
+    let f = dir.write("dup.toml", torus_with("seed = 1", "seed = 1\nseed = 2"));
+    let why = bad_input(&hpcnet(&["topo", &f]), &f, "line 6, column 1");
+    assert!(why.contains("duplicate key `seed`"), "{why}");
+
+    let f = dir.write("string.toml", "name = \"x\"\ndescription = \"open\nseed = 1\n");
+    let why = bad_input(&hpcnet(&["run", &f]), &f, "line 2, column 20");
+    assert!(why.starts_with("TOML syntax: invalid basic string"), "{why}");
+    for snippet in ["|", "^"] {
+        assert!(!why.contains(snippet), "snippet leaked: {why}");
+    }
+}
+
+#[test]
+fn every_command_reports_a_bad_scenario_alike() {
+    let dir = TempDir::new("alike");
+    let f = dir.write("bad.toml", torus_with("vcs = 2 ", "vcs = 0 "));
+    let (dot, out_dir) = (dir.path("x.dot"), dir.path("out"));
+    for a in [
+        vec!["run", &f],
+        vec!["run", &f, "--json"],
+        vec!["topo", &f],
+        vec!["topo", &f, "--json", "--dot", &dot],
+        vec!["sweep", &f, "--load", "0.1:0.2:0.1", "--json", "--out", &out_dir],
+    ] {
+        assert_eq!(bad_input(&hpcnet(&a), &f, "router.vcs"), "must be at least 1", "{a:?}");
+    }
+    assert!(!Path::new(&dot).exists() && !Path::new(&out_dir).exists());
+}
+
+#[test]
+fn model_failures_exit_with_code_1() {
+    // Dimension order without deadlock avoidance on a saturated torus deadlocks.
+    let out = hpcnet(&[
+        "run",
+        &torus(),
+        "--json",
+        "--set",
+        "sim.measure=\"5 us\"",
+        "--set",
+        "routing.deadlock=none",
+        "--set",
+        "traffic.load=1",
+        "--set",
+        "faults.watchdog=\"1 us\"",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("error: deadlock: ") && err.lines().count() == 1,
+        "{err}"
+    );
+    // The report is still printed, as one JSON document.
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    assert!(!field(&v, "deadlock").is_null());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Good input: outputs.
+
+#[test]
+fn run_json_has_the_required_fields() {
+    let mut args = vec!["run".to_string(), torus(), "--json".into()];
+    args.extend(SHORT.iter().map(|s| s.to_string()));
+    let v = json(&hpcnet(&args));
+    for key in [
+        "packets_injected",
+        "packets_delivered",
+        "packets_dropped",
+        "offered_load",
+        "accepted_load",
+        "mean_hops",
+        "events",
+        "wall_seconds",
+    ] {
+        assert!(field(&v, key).is_number(), "{key} is not a number: {}", v[key]);
+    }
+    for key in ["mean", "p50", "p99", "max"] {
+        assert!(field(field(&v, "latency_ns"), key).is_number(), "latency_ns.{key}");
+    }
+    assert_eq!(field(&v, "version"), env!("CARGO_PKG_VERSION"));
+    assert_eq!(field(&v, "seed"), 1);
+    assert_eq!(field(&v, "scenario"), "torus-8x8");
+    let injected = v["packets_injected"].as_u64().unwrap();
+    assert!(injected > 0);
+    assert_eq!(
+        injected,
+        v["packets_delivered"].as_u64().unwrap() + v["packets_dropped"].as_u64().unwrap()
+    );
+    assert!(v["deadlock"].is_null());
+
+    // The resolved scenario carries the overrides and the filled-in defaults.
+    let r = field(&v, "resolved_scenario");
+    assert_eq!(r["seed"], 1);
+    assert_eq!(r["sim"]["measure"], "2 us");
+    assert_eq!(r["sim"]["warmup"], "1 us");
+    assert_eq!(r["sim"]["drain"], "1 ms");
+    assert_eq!(r["topology"]["kind"], "torus");
+    assert_eq!(r["routing"]["algorithm"], "dimension_order");
+    assert_eq!(r["traffic"]["load"], 0.45);
+    assert_eq!(r["faults"]["watchdog"], "10 us");
+}
+
+#[test]
+fn run_text_names_scenario_seed_and_version() {
+    let mut args = vec!["run".to_string(), torus()];
+    args.extend(SHORT.iter().map(|s| s.to_string()));
+    let text = ok(&hpcnet(&args));
+    let first = text.lines().next().unwrap_or_default();
+    assert!(
+        first.contains(env!("CARGO_PKG_VERSION")) && first.contains("torus-8x8") && first.contains("seed 1"),
+        "{first}"
+    );
+    assert!(text.contains("latency (ns)"), "{text}");
+}
+
+#[test]
+fn run_links_writes_csv() {
+    let dir = TempDir::new("links");
+    let csv = dir.path("links.csv");
+    let mut args = vec![
+        "run".to_string(),
+        torus(),
+        "--json".into(),
+        "--links".into(),
+        csv.clone(),
+    ];
+    args.extend(SHORT.iter().map(|s| s.to_string()));
+    let v = json(&hpcnet(&args));
+    assert!(v.get("links").is_none(), "per-link records go to the CSV, not the JSON");
+    let text = std::fs::read_to_string(&csv).expect("links CSV written");
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("link,busy_ps,utilisation"));
+    assert!(lines.count() >= 64 * 4, "one row per link direction");
+}
+
+#[test]
+fn same_scenario_and_seed_give_identical_json() {
+    let mut args = vec!["run".to_string(), torus(), "--json".into()];
+    args.extend(SHORT.iter().map(|s| s.to_string()));
+    let a = ok(&hpcnet(&args));
+    let b = ok(&hpcnet(&args));
+    assert!(a.contains("\"wall_seconds\""));
+    assert_eq!(without_wall_time(&a), without_wall_time(&b));
+
+    // Another seed gives another run.
+    args.extend(["--set".into(), "seed=2".into()]);
+    let c = ok(&hpcnet(&args));
+    let (va, vc): (Value, Value) = (serde_json::from_str(&a).unwrap(), serde_json::from_str(&c).unwrap());
+    assert_eq!(vc["seed"], 2);
+    assert_eq!(vc["resolved_scenario"]["seed"], 2);
+    assert_ne!(
+        (&va["packets_generated"], &va["latency_ns"]),
+        (&vc["packets_generated"], &vc["latency_ns"]),
+        "seed 2 gave the same traffic as seed 1"
+    );
+}
+
+#[test]
+fn topo_json_describes_the_topology() {
+    let v = json(&hpcnet(&["topo", &torus(), "--json"]));
+    let m = field(&v, "metrics");
+    assert_eq!(m["nodes"], 64);
+    assert_eq!(m["routers"], 64);
+    assert_eq!(m["diameter"], 8);
+    assert_eq!(field(&v, "version"), env!("CARGO_PKG_VERSION"));
+    assert_eq!(field(&v, "seed"), 1);
+    assert_eq!(
+        field(&v, "resolved_scenario")["topology"]["k"],
+        serde_json::json!([8, 8])
+    );
+    assert!(field(&v, "topology").is_object());
+
+    // --set reaches topo as well.
+    let v = json(&hpcnet(&[
+        "topo",
+        &torus(),
+        "--json",
+        "--set",
+        "topology.k=[4, 4]",
+        "--set",
+        "seed=9",
+    ]));
+    assert_eq!(v["metrics"]["nodes"], 16);
+    assert_eq!(v["seed"], 9);
+}
+
+#[test]
+fn topo_writes_dot() {
+    let dir = TempDir::new("dot");
+    let dot = dir.path("torus.dot");
+    let text = ok(&hpcnet(&["topo", &torus(), "--dot", &dot]));
+    assert!(text.contains(&dot), "{text}");
+    let graph = std::fs::read_to_string(&dot).expect("DOT written");
+    assert!(
+        graph.starts_with("graph") || graph.starts_with("digraph"),
+        "{}",
+        &graph[..graph.len().min(80)]
+    );
+    assert!(graph.trim_end().ends_with('}'));
+
+    // With --json, stdout stays one JSON document.
+    let dot2 = dir.path("torus2.dot");
+    json(&hpcnet(&["topo", &torus(), "--dot", &dot2, "--json"]));
+    assert_eq!(std::fs::read_to_string(&dot2).unwrap(), graph);
+
+    // An unwritable destination is an input error naming the file.
+    let bad = dir.path("no-such-dir/x.dot");
+    let out = hpcnet(&["topo", &torus(), "--dot", &bad]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).starts_with(&format!("error: {bad}: ")), "{}", stderr(&out));
+}
+
+#[test]
+fn sweep_writes_csv_and_svg() {
+    let dir = TempDir::new("sweep");
+    let out_dir = dir.path("out");
+    let mut args = vec![
+        "sweep".to_string(),
+        torus(),
+        "--load".into(),
+        "0.1:0.3:0.1".into(),
+        "--out".into(),
+        out_dir.clone(),
+        "--json".into(),
+    ];
+    args.extend(SHORT.iter().map(|s| s.to_string()));
+    let v = json(&hpcnet(&args));
+    assert_eq!(field(&v, "version"), env!("CARGO_PKG_VERSION"));
+    assert_eq!(field(&v, "seed"), 1);
+    assert_eq!(field(&v, "resolved_scenario")["sim"]["measure"], "2 us");
+    let points = field(&v, "points").as_array().expect("points");
+    let loads: Vec<f64> = points.iter().map(|p| p["load"].as_f64().unwrap()).collect();
+    assert_eq!(loads, [0.1, 0.2, 0.3]);
+
+    let csv_path = field(&v, "csv").as_str().unwrap();
+    assert_eq!(Path::new(csv_path), Path::new(&out_dir).join("torus-8x8-sweep.csv"));
+    let csv = std::fs::read_to_string(csv_path).expect("CSV written");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 4, "header + 3 rows:\n{csv}");
+    assert!(
+        lines[0].starts_with("load,offered_load,accepted_load,latency_mean_ns"),
+        "{}",
+        lines[0]
+    );
+    let columns = lines[0].split(',').count();
+    for (row, load) in lines[1..].iter().zip(["0.1", "0.2", "0.3"]) {
+        assert_eq!(row.split(',').count(), columns, "{row}");
+        assert!(row.starts_with(&format!("{load},")), "{row}");
+    }
+
+    let svg = std::fs::read_to_string(field(&v, "svg").as_str().unwrap()).expect("SVG written");
+    assert!(
+        svg.starts_with("<svg") || svg.starts_with("<?xml"),
+        "{}",
+        &svg[..svg.len().min(80)]
+    );
+}
+
+#[test]
+fn sweep_results_do_not_depend_on_threads() {
+    let dir = TempDir::new("threads");
+    let points = |threads: &str| {
+        let mut args = vec![
+            "sweep".to_string(),
+            torus(),
+            "--load".into(),
+            "0.2:0.4:0.1".into(),
+            "--out".into(),
+            dir.path(threads),
+            "--threads".into(),
+            threads.into(),
+            "--json".into(),
+        ];
+        args.extend(SHORT.iter().map(|s| s.to_string()));
+        json(&hpcnet(&args))["points"].clone()
+    };
+    assert_eq!(points("1"), points("3"));
+}
+
+#[test]
+fn every_shipped_scenario_loads() {
+    let mut found = 0;
+    for entry in std::fs::read_dir(scenarios_dir()).expect("scenarios/") {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        found += 1;
+        let p = path_str(&path);
+        let v = json(&hpcnet(&["topo", &p, "--json"]));
+        let stem = path.file_stem().unwrap().to_str().unwrap();
+        assert_eq!(v["scenario"], stem, "{p}: name differs from the file name");
+        assert!(v["metrics"]["nodes"].as_u64().unwrap() >= 2, "{p}");
+        ok(&hpcnet(&["topo", &p]));
+    }
+    assert!(found >= 5, "only {found} scenarios found");
+}
+
+#[test]
+fn every_shipped_scenario_runs_briefly() {
+    for entry in std::fs::read_dir(scenarios_dir()).expect("scenarios/") {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let p = path_str(&path);
+        let v = json(&hpcnet(&[
+            "run",
+            &p,
+            "--json",
+            "--set",
+            "sim.warmup=\"0 us\"",
+            "--set",
+            "sim.measure=\"1 us\"",
+        ]));
+        assert!(v["conservation_ok"].as_bool().unwrap(), "{p}");
+        assert!(v["deadlock"].is_null(), "{p}");
+        assert!(v["packets_delivered"].as_u64().unwrap() > 0, "{p}");
+    }
+}
+
+#[test]
+fn bench_takes_set_and_json() {
+    let v = json(&hpcnet(&[
+        "bench",
+        "--only",
+        "dragonfly",
+        "--json",
+        "--set",
+        "sim.measure=\"1 us\"",
+        "--set",
+        "sim.warmup=\"1 us\"",
+    ]));
+    assert_eq!(field(&v, "version"), env!("CARGO_PKG_VERSION"));
+    let cases = field(&v, "cases").as_array().unwrap();
+    assert_eq!(cases.len(), 1);
+    assert_eq!(cases[0]["seed"], 1);
+    assert_eq!(cases[0]["resolved_scenario"]["sim"]["measure"], "1 us");
+
+    let out = hpcnet(&["bench", "--only", "no-such-case"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).starts_with("error: --only no-such-case: matches no bench case"));
+    bad_input(
+        &hpcnet(&["bench", "--only", "dragonfly", "--set", "traffic.load=2"]),
+        "dragonfly-small-uniform-0.40",
+        "traffic.load",
+    );
+}
+
+#[test]
+fn help_and_version() {
+    let text = ok(&hpcnet(&["--version"]));
+    assert!(text.contains(env!("CARGO_PKG_VERSION")), "{text}");
+    let text = ok(&hpcnet(&["--help"]));
+    for cmd in ["run", "sweep", "topo", "bench"] {
+        assert!(text.contains(cmd), "{text}");
+    }
+    assert!(!text.contains("bench-one"), "internal command is hidden");
+    // Usage errors are clap's, with the same exit code as other bad input.
+    assert_eq!(hpcnet(&["run"]).status.code(), Some(2));
+    assert_eq!(hpcnet(&["frobnicate"]).status.code(), Some(2));
+}
