@@ -12,7 +12,8 @@ use hpcnet_fabric::topology::{
     build, DragonflyConfig, FatTreeConfig, GeneralizedFatTreeConfig, GridConfig, HypercubeConfig, LeafSpineConfig,
     Topology, TopologyConfig,
 };
-use hpcnet_fabric::FabricConfig;
+use hpcnet_fabric::{FabricConfig, Network};
+use hpcnet_nic::{NicConfig, World};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_path_to_error::Segment;
@@ -85,6 +86,9 @@ pub struct ScenarioFile {
     pub faults: FaultConfig,
     #[serde(default)]
     pub traffic: Option<TrafficConfig>,
+    /// NIC of every node (point-to-point benchmarks, message library); defaults apply if absent.
+    #[serde(default)]
+    pub nic: Option<NicConfig>,
     #[serde(default)]
     pub sim: SimConfig,
 }
@@ -98,6 +102,7 @@ pub struct Scenario {
     pub topology: Topology,
     pub fabric: FabricConfig,
     pub traffic: TrafficConfig,
+    pub nic: NicConfig,
 }
 
 /// A scenario problem: where (file and key) and why. Displays as one line.
@@ -268,6 +273,8 @@ impl Scenario {
         traffic
             .validate(&topology, &fabric)
             .map_err(|(k, r)| ScenarioError::new(file, k, r))?;
+        let nic = parsed.nic.clone().unwrap_or_default();
+        nic.validate().map_err(|(k, r)| ScenarioError::new(file, k, r))?;
         let sim = &parsed.sim;
         if sim.measure == SimTime::ZERO {
             return Err(ScenarioError::new(file, "sim.measure", "must be longer than 0"));
@@ -295,7 +302,15 @@ impl Scenario {
             topology,
             fabric,
             traffic,
+            nic,
         })
+    }
+
+    /// A fresh world (network + NICs) of this scenario, for message-level workloads.
+    pub fn world(&self) -> Result<World, ScenarioError> {
+        let net = Network::new(self.topology.clone(), self.fabric.clone())
+            .map_err(|e| ScenarioError::new(&self.source, e.key, e.reason))?;
+        Ok(World::new(net, self.nic.clone()))
     }
 
     /// The resolved scenario (defaults filled in) as JSON, for reports.
@@ -303,6 +318,7 @@ impl Scenario {
         let mut f = self.file.clone();
         f.routing = Some(self.fabric.routing.clone());
         f.traffic = Some(self.traffic.clone());
+        f.nic = Some(self.nic.clone());
         serde_json::to_value(&f).expect("scenario serialises")
     }
 }
