@@ -30,7 +30,7 @@
 //! A **reliable datagram** queue pair serves every peer ([`Context::create_rd_qp`]).
 
 use hpcnet_des::{Executor, SimTime};
-use hpcnet_nic::world::{CqId, PostError, Request};
+use hpcnet_nic::world::{CqId, PostError, Request, Seg};
 use hpcnet_nic::{Cqe, Op, Rank, World};
 use std::cell::RefCell;
 use std::future::Future;
@@ -257,6 +257,31 @@ impl Context {
         }
     }
 
+    /// Pre-post `count` NAP receive buffers (each `nic.nap_buffer` bytes) from `mr` at `offset`;
+    /// received NAPs complete on `cq` with the buffer's address (cHPP).
+    pub fn post_nap_buffers(&self, mr: &Mr, offset: u64, count: u64, cq: &Cq) -> Result<(), VerbsError> {
+        let size = self.world.borrow().cfg.nap_buffer.0;
+        self.own(mr, "post_nap_buffers", offset, size * count)?;
+        self.world
+            .borrow_mut()
+            .post_nap_buffers(self.rank, mr.addr + offset, count, cq.id)?;
+        Ok(())
+    }
+
+    /// Return a received NAP's buffer to the pool.
+    pub fn repost_nap_buffer(&self, addr: u64) {
+        self.world.borrow_mut().repost_nap_buffer(self.rank, addr);
+    }
+
+    /// CPU load of `len` bytes at a raw local address (e.g. a received NAP buffer).
+    pub fn read_addr(&self, addr: u64, len: u64) -> Result<Vec<u8>, VerbsError> {
+        let w = self.world.borrow();
+        w.mem[self.rank as usize]
+            .read(addr, len)
+            .map(|b| b.to_vec())
+            .map_err(|e| VerbsError::Post(PostError::Local(e)))
+    }
+
     /// Wait `d` of simulated time (computation).
     pub fn sleep(&self, d: SimTime) -> Sleep {
         Sleep {
@@ -326,6 +351,21 @@ impl Future for Sleep {
         }
         Poll::Pending
     }
+}
+
+/// A local scatter/gather element: `len` bytes of `mr` at `offset`.
+#[derive(Clone, Copy, Debug)]
+pub struct Sge<'a> {
+    pub mr: &'a Mr,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// A remote scatter/gather element.
+#[derive(Clone, Copy, Debug)]
+pub struct RemoteSeg {
+    pub buf: RemoteBuf,
+    pub len: u64,
 }
 
 /// An RDMA write work request.
@@ -422,6 +462,122 @@ impl Qp {
         };
         self.ctx.world.borrow_mut().post(req)?;
         Ok(())
+    }
+
+    fn post(&self, dst: Rank, op: Op, wr_id: u64, signaled: bool) -> Result<(), VerbsError> {
+        let req = Request {
+            src: self.ctx.rank,
+            dst,
+            op,
+            cq: self.cq,
+            wr_id,
+            signaled,
+            qp: self.num,
+            rail: self.rail,
+        };
+        self.ctx.world.borrow_mut().post(req)?;
+        Ok(())
+    }
+
+    fn local_segs(&self, call: &'static str, local: &[Sge]) -> Result<Vec<(u64, u64)>, VerbsError> {
+        local
+            .iter()
+            .map(|s| {
+                self.ctx
+                    .own(s.mr, call, s.offset, s.len)
+                    .map(|_| (s.mr.addr + s.offset, s.len))
+            })
+            .collect()
+    }
+
+    fn remote_segs(
+        &self,
+        call: &'static str,
+        remote: &[RemoteSeg],
+    ) -> Result<(Rank, u32, Vec<Seg>), VerbsError> {
+        let first = remote.first().map(|r| r.buf).unwrap_or(RemoteBuf {
+            rank: self.peer.unwrap_or(self.ctx.rank),
+            addr: 0,
+            rkey: 0,
+        });
+        if let Some(bad) = remote.iter().find(|r| r.buf.rank != first.rank) {
+            return Err(VerbsError::WrongPeer {
+                call,
+                peer: first.rank,
+                target: bad.buf.rank,
+            });
+        }
+        self.target(call, first.rank)?;
+        Ok((
+            first.rank,
+            first.rkey,
+            remote.iter().map(|r| (r.buf.addr, r.len)).collect(),
+        ))
+    }
+
+    /// cHPP PUT with Chain-DMA lists: gather `local`, scatter into `remote` (one target, one
+    /// key); only the totals must match. `notify`: also complete on the target's CQ.
+    pub fn post_put(
+        &self,
+        local: &[Sge],
+        remote: &[RemoteSeg],
+        notify: Option<&Cq>,
+        wr_id: u64,
+    ) -> Result<(), VerbsError> {
+        let l = self.local_segs("post_put", local)?;
+        let (dst, rkey, r) = self.remote_segs("post_put", remote)?;
+        self.post(
+            dst,
+            Op::Put {
+                local: l,
+                remote: r,
+                rkey,
+                notify_cq: notify.map(|c| c.id),
+            },
+            wr_id,
+            true,
+        )
+    }
+
+    /// cHPP GET with Chain-DMA lists: the target's send engine PUTs `remote` into `local`.
+    pub fn post_get(&self, local: &[Sge], remote: &[RemoteSeg], wr_id: u64) -> Result<(), VerbsError> {
+        let l = self.local_segs("post_get", local)?;
+        let (dst, rkey, r) = self.remote_segs("post_get", remote)?;
+        self.post(
+            dst,
+            Op::Get {
+                local: l,
+                remote: r,
+                rkey,
+            },
+            wr_id,
+            true,
+        )
+    }
+
+    /// cHPP NAP (≤ `nic.nap_buffer` bytes) to `dst`: lands in a pool buffer there, which
+    /// always gets a completion event. `immediate`: the data travels in the descriptor.
+    pub fn post_nap(
+        &self,
+        dst: Rank,
+        local: &Mr,
+        offset: u64,
+        len: u64,
+        immediate: bool,
+        wr_id: u64,
+    ) -> Result<(), VerbsError> {
+        self.ctx.own(local, "post_nap", offset, len)?;
+        self.target("post_nap", dst)?;
+        self.post(
+            dst,
+            Op::Nap {
+                local: local.addr + offset,
+                len,
+                immediate,
+            },
+            wr_id,
+            true,
+        )
     }
 
     /// Post an RDMA read of `len` bytes from `remote` into `local` at `offset`.

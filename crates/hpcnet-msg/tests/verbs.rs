@@ -442,3 +442,150 @@ fn in_flight_limit_holds_messages_back() {
     // One message in flight: each waits for the previous acknowledgement.
     assert!(run(1).0 > 2 * run(256).0);
 }
+
+#[test]
+fn chain_dma_put_and_get_gather_and_scatter() {
+    use hpcnet_msg::verbs::{RemoteSeg, Sge};
+    let mut m = Machine::new(torus_world(NicConfig::default()));
+    let (a, b) = (m.context(0), m.context(9));
+    let l1 = a.reg_mr(300);
+    let l2 = a.reg_mr(500);
+    a.write_local(&l1, 0, &pattern(300, 1)).unwrap();
+    a.write_local(&l2, 0, &pattern(500, 2)).unwrap();
+    let r = b.reg_mr(2000);
+    b.write_local(&r, 1000, &pattern(1000, 3)).unwrap();
+    let back = a.reg_mr(1000);
+    let cq = a.create_cq();
+    let tcq = b.create_cq();
+    let qp = a.create_qp(&cq, 9);
+    let (l1c, l2c, backc, rr) = (l1.clone(), l2.clone(), back.clone(), r.clone());
+    m.spawn(async move {
+        // Gather 300 + 500 B into three remote pieces (100 + 650 + 50) of the first 1000 B.
+        let local = [
+            Sge {
+                mr: &l1c,
+                offset: 0,
+                len: 300,
+            },
+            Sge {
+                mr: &l2c,
+                offset: 0,
+                len: 500,
+            },
+        ];
+        let remote = [
+            RemoteSeg {
+                buf: rr.remote(0),
+                len: 100,
+            },
+            RemoteSeg {
+                buf: rr.remote(200),
+                len: 650,
+            },
+            RemoteSeg {
+                buf: rr.remote(900),
+                len: 50,
+            },
+        ];
+        qp.post_put(&local, &remote, Some(&tcq), 1).unwrap();
+        let c = cq.next().await;
+        assert_eq!((c.kind, c.status), (CqeKind::Put, CqeStatus::Ok));
+        let n = tcq.next().await;
+        assert_eq!(n.kind, CqeKind::Notify);
+        // GET the target's second half back, scattered into two local pieces.
+        let local = [
+            Sge {
+                mr: &backc,
+                offset: 0,
+                len: 400,
+            },
+            Sge {
+                mr: &backc,
+                offset: 600,
+                len: 400,
+            },
+        ];
+        let remote = [RemoteSeg {
+            buf: rr.remote(1000),
+            len: 800,
+        }];
+        qp.post_get(&local, &remote, 2).unwrap();
+        let c = cq.next().await;
+        assert_eq!((c.wr_id, c.kind, c.status), (2, CqeKind::Get, CqeStatus::Ok));
+        // Totals must match.
+        let bad = qp.post_put(
+            &[Sge {
+                mr: &l1c,
+                offset: 0,
+                len: 10,
+            }],
+            &[RemoteSeg {
+                buf: rr.remote(0),
+                len: 11,
+            }],
+            None,
+            3,
+        );
+        assert!(matches!(
+            bad,
+            Err(VerbsError::Post(hpcnet_nic::world::PostError::LengthMismatch { .. }))
+        ));
+    });
+    assert_eq!(m.run().stuck_tasks, 0);
+    let src: Vec<u8> = pattern(300, 1).into_iter().chain(pattern(500, 2)).collect();
+    let got = b.read_local(&r, 0, 1000).unwrap();
+    assert_eq!(&got[0..100], &src[0..100]);
+    assert_eq!(&got[200..850], &src[100..750]);
+    assert_eq!(&got[900..950], &src[750..800]);
+    assert!(got[100..200].iter().all(|&x| x == 0));
+    let back = a.read_local(&back, 0, 1000).unwrap();
+    let far = pattern(1000, 3);
+    assert_eq!(&back[0..400], &far[0..400]);
+    assert_eq!(&back[600..1000], &far[400..800]);
+}
+
+#[test]
+fn naps_land_in_pool_buffers_and_always_complete() {
+    let mut m = Machine::new(torus_world(NicConfig::default()));
+    let (a, b) = (m.context(3), m.context(12));
+    let src = a.reg_mr(4096);
+    a.write_local(&src, 0, &pattern(4096, 8)).unwrap();
+    let pool = b.reg_mr(2 * 2048);
+    let rcq = b.create_cq();
+    b.post_nap_buffers(&pool, 0, 2, &rcq).unwrap();
+    let cq = a.create_cq();
+    let qp = a.create_qp(&cq, 12);
+    let s2 = src.clone();
+    let b2 = b.clone();
+    m.spawn(async move {
+        qp.post_nap(12, &s2, 0, 100, true, 1).unwrap();
+        qp.post_nap(12, &s2, 100, 2048, false, 2).unwrap();
+        // The pool has two buffers: the third NAP finds none and is refused.
+        qp.post_nap(12, &s2, 0, 10, true, 3).unwrap();
+        assert!(matches!(
+            qp.post_nap(12, &s2, 0, 2049, false, 4),
+            Err(VerbsError::Post(hpcnet_nic::world::PostError::NapTooLarge { .. }))
+        ));
+        let mut st = Vec::new();
+        for _ in 0..3 {
+            let c = cq.next().await;
+            st.push((c.wr_id, c.kind, c.status));
+        }
+        assert_eq!(st[0], (1, CqeKind::Nap, CqeStatus::Ok));
+        assert_eq!(st[1], (2, CqeKind::Nap, CqeStatus::Ok));
+        assert_eq!(st[2], (3, CqeKind::Nap, CqeStatus::NoBuffer));
+    });
+    m.spawn(async move {
+        let r1 = rcq.next().await;
+        let r2 = rcq.next().await;
+        assert_eq!((r1.kind, r1.bytes, r1.peer), (CqeKind::NapReceived, 100, 3));
+        assert_eq!(b2.read_addr(r1.addr, 100).unwrap(), pattern(4096, 8)[..100].to_vec());
+        assert_eq!(
+            b2.read_addr(r2.addr, 2048).unwrap(),
+            pattern(4096, 8)[100..2148].to_vec()
+        );
+        assert_ne!(r1.addr, r2.addr);
+        assert_eq!(r1.addr % 2048, r2.addr % 2048);
+    });
+    assert_eq!(m.run().stuck_tasks, 0);
+}

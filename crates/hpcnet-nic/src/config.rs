@@ -186,8 +186,32 @@ pub struct NicConfig {
     /// Per-packet port choice (default "fixed").
     #[serde(default)]
     pub port_select: PortSelect,
+    /// Engine processing of a NAP (default: `message_overhead`); cHPP: 35 cycles.
+    #[serde(default)]
+    pub nap_overhead: Option<SimTime>,
+    /// Engine processing of a GET at the requester (default: `message_overhead`).
+    #[serde(default)]
+    pub get_overhead: Option<SimTime>,
+    /// Rate of the engine's internal data path (header + payload of every packet, and immediate
+    /// data extracted from a descriptor); default: not limiting. cHPP: 128 bit × 250 MHz.
+    #[serde(default)]
+    pub engine_rate: Option<BitsPerSec>,
+    /// Engine time per packet on top of `engine_rate` (cHPP: one processing cycle), default 0.
+    #[serde(default)]
+    pub packet_overhead: SimTime,
+    /// Size of the receive buffers NAPs land in, and the largest NAP (cHPP: 2 KiB).
+    #[serde(default = "d_nap_buffer")]
+    pub nap_buffer: Bytes,
+    /// If set, a NAP's payload is uploaded into its pool buffer one TLP (`host.max_payload`) at a
+    /// time, each taking this long (cHPP NAP upload path); otherwise at the host write rate.
+    #[serde(default)]
+    pub nap_upload_per_tlp: Option<SimTime>,
     #[serde(default)]
     pub host: HostConfig,
+}
+
+fn d_nap_buffer() -> Bytes {
+    Bytes(2048)
 }
 
 impl Default for NicConfig {
@@ -199,6 +223,12 @@ impl Default for NicConfig {
             rx_overhead: d_rx_overhead(),
             loopback_latency: d_loopback(),
             port_select: PortSelect::Fixed,
+            nap_overhead: None,
+            get_overhead: None,
+            engine_rate: None,
+            packet_overhead: SimTime::ZERO,
+            nap_buffer: d_nap_buffer(),
+            nap_upload_per_tlp: None,
             host: HostConfig::default(),
         }
     }
@@ -208,6 +238,12 @@ impl NicConfig {
     pub fn validate(&self) -> Result<(), (String, String)> {
         if self.engines == 0 {
             return Err(("nic.engines".into(), "a NIC needs at least one message engine".into()));
+        }
+        if self.engine_rate.is_some_and(|r| r.0 == 0) {
+            return Err(("nic.engine_rate".into(), "must be positive".into()));
+        }
+        if self.nap_buffer.0 == 0 {
+            return Err(("nic.nap_buffer".into(), "must be at least 1 B".into()));
         }
         if self.max_in_flight == 0 {
             return Err(("nic.max_in_flight".into(), "must be at least 1".into()));

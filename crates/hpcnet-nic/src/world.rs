@@ -2,29 +2,32 @@
 //!
 //! Message path (spec 01 SWHNI, spec 02 cHPP send/receive engines):
 //! 1. **Doorbell**: the CPU posts a descriptor and rings the doorbell; it reaches the NIC
-//!    `host.doorbell_latency` later and queues on a message engine (chosen by the request, or by
-//!    its queue pair).
+//!    `host.doorbell_latency` later and queues on a message engine (chosen by the queue pair).
 //! 2. **Engine** (one message at a time, in order): fetches the descriptor by DMA (one read round
-//!    trip), spends `message_overhead`, then reads the data by DMA: the first bytes arrive one read
-//!    round trip later and the rest stream at the host read rate (PCIe rate, TLP overhead, read
-//!    tags). Packets of `packet.max_payload` bytes leave as soon as their data is in the NIC. An
-//!    engine keeps at most `max_in_flight` messages awaiting completion.
+//!    trip), spends the operation's processing time, then reads the data by DMA: the first bytes
+//!    arrive one read round trip later and the rest stream at the host read rate (PCIe rate, TLP
+//!    overhead, read tags). A NAP-immediate carries its data in the descriptor: no data read, the
+//!    engine extracts it at `engine_rate`. Packets of `packet.max_payload` bytes leave as soon as
+//!    their data is in the NIC, no faster than `engine_rate` + `packet_overhead` allow. An engine
+//!    keeps at most `max_in_flight` messages awaiting completion.
 //! 3. **Ports**: each packet goes to the rail named in the request (fixed) or to the rail with
 //!    the shorter queue (adaptive), so packets of one message may arrive out of order.
-//! 4. **Receive**: each packet is processed (`rx_overhead`) and written to host memory by DMA at
-//!    the host write rate, in arrival order; the target checks range and key on the first
+//! 4. **Receive**: each packet is processed (`rx_overhead`) and written to host memory by DMA on
+//!    the first free PCIe link, in arrival order; the target checks range and key on the first
 //!    packet (a refused message writes nothing). When every byte has landed the message completes
 //!    at the target: reply word incremented, notification queued, acknowledgement sent back.
-//! 5. **Completion** at the initiator when the acknowledgement arrives (writes) or when the last
-//!    byte of the returned data has landed (reads).
+//! 5. **Completion** at the initiator when the acknowledgement arrives (writes, PUTs, NAPs) or
+//!    when the last byte of the returned data has landed (reads, GETs).
 //!
-//! An RDMA read sends a request packet; the target's engine executes it as a write back to the
-//! requester ("R2W", spec 01). Messages between the two host interfaces of one NIC never enter
-//! the network: they cross the NIC after `loopback_latency`.
+//! Operations: RDMA write and cHPP PUT (Chain-DMA gather/scatter lists whose totals match), RDMA
+//! read and cHPP GET (a request packet; the target's engine executes it as a write back, "R2W"),
+//! and cHPP NAP (no target address: the data lands in a buffer taken from the target's
+//! pre-posted pool and a completion event is always written). Messages between the two host
+//! interfaces of one NIC never enter the network: they cross the NIC after `loopback_latency`.
 //!
 //! Simplifications: the source data is copied when the engine starts the message (not TLP by
-//! TLP); descriptor fetch is not overlapped with the previous message's data; the receive DMA is
-//! one write channel per NIC; acknowledgements are header-only packets on the request's rail.
+//! TLP); descriptor fetch is not overlapped with the previous message's data; acknowledgements
+//! are header-only packets on the request's rail.
 
 use crate::config::{NicConfig, PortSelect};
 use crate::memory::{Memory, MemoryError};
@@ -42,7 +45,10 @@ pub type Rank = NodeId;
 /// Identifies a completion queue.
 pub type CqId = u32;
 
-/// A one-sided operation.
+/// A contiguous piece of memory: (address, length).
+pub type Seg = (u64, u64);
+
+/// An operation a NIC performs for its host.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
     /// RDMA write of `len` bytes from local `local` to `remote` at the target, key `rkey`.
@@ -63,6 +69,22 @@ pub enum Op {
         remote: u64,
         rkey: u32,
     },
+    /// cHPP PUT with Chain-DMA lists: gather `local`, scatter into `remote` (totals must match).
+    Put {
+        local: Vec<Seg>,
+        remote: Vec<Seg>,
+        rkey: u32,
+        notify_cq: Option<CqId>,
+    },
+    /// cHPP GET with Chain-DMA lists: gather `remote` at the target, scatter into `local`.
+    Get {
+        local: Vec<Seg>,
+        remote: Vec<Seg>,
+        rkey: u32,
+    },
+    /// cHPP NAP: `len` bytes from `local` to a buffer of the target's pool; the completion event
+    /// goes to the pool's CQ. Immediate: the data travels inside the descriptor.
+    Nap { local: u64, len: u64, immediate: bool },
 }
 
 /// A work request handed to the NIC.
@@ -76,7 +98,7 @@ pub struct Request {
     pub wr_id: u64,
     /// Post a completion on success (errors are always reported).
     pub signaled: bool,
-    /// Engine (defaults to queue-pair order: `qp % engines`).
+    /// Queue pair number; selects the engine (`qp % engines`).
     pub qp: u32,
     /// Rail for fixed port selection.
     pub rail: u8,
@@ -88,6 +110,8 @@ pub enum CqeStatus {
     Ok,
     /// The target refused the access (range or key); nothing was written.
     RemoteAccess(MemoryError),
+    /// A NAP found no free buffer in the target's pool; nothing was written.
+    NoBuffer,
 }
 
 /// What completed.
@@ -95,8 +119,13 @@ pub enum CqeStatus {
 pub enum CqeKind {
     Write,
     Read,
-    /// A write with notification landed here (target side).
+    Put,
+    Get,
+    Nap,
+    /// A write or PUT with notification landed here (target side).
     Notify,
+    /// A NAP landed here (target side); `addr` is the pool buffer holding it.
+    NapReceived,
 }
 
 /// A completion queue entry.
@@ -106,8 +135,10 @@ pub struct Cqe {
     pub kind: CqeKind,
     pub status: CqeStatus,
     pub bytes: u64,
-    /// The peer (target for writes/reads, source for notifications).
+    /// The peer (target for operations, source for notifications and received NAPs).
     pub peer: Rank,
+    /// Buffer address of a received NAP (0 otherwise).
+    pub addr: u64,
     pub at: SimTime,
 }
 
@@ -159,17 +190,34 @@ struct PktInfo {
     rail: u8,
 }
 
+/// How a message moves data, normalised from its [`Op`] at post time.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Class {
+    /// Data from the initiator to the target (write, PUT, NAP).
+    Push,
+    /// A request to the target, data back (read, GET).
+    Pull,
+}
+
 #[derive(Clone, Debug)]
 struct Msg {
     req: Request,
+    class: Class,
+    /// Bytes to move.
+    len: u64,
+    /// Where the data is read, on the node that sends it.
+    src_segs: Vec<Seg>,
+    /// Where it lands, on the node that receives it (for a NAP: set on arrival).
+    dst_segs: Vec<Seg>,
+    /// Segments to check against `rkey` at the target (its memory).
+    remote_segs: Vec<Seg>,
+    rkey: u32,
     /// Bytes being moved (copied from the source when the engine starts).
     data: Vec<u8>,
-    /// Data node and destination address/key of the data movement: for writes (src → dst),
-    /// for the R2W of a read (dst → src).
     landed: u64,
     status: CqeStatus,
     checked: bool,
-    /// This message is the write-back of read message `of`.
+    /// This message is the write-back of pull message `of`.
     r2w_of: Option<u32>,
     engine: u32,
 }
@@ -187,6 +235,9 @@ struct Nic {
     /// DMA read and write channels, one of each per PCIe link: busy until.
     read_busy: Vec<SimTime>,
     write_busy: Vec<SimTime>,
+    /// NAP buffer pool: free buffer addresses and the CQ their events go to.
+    nap_pool: VecDeque<u64>,
+    nap_cq: Option<CqId>,
 }
 
 #[derive(Default)]
@@ -203,10 +254,11 @@ pub struct NicCounters {
     pub control_packets: u64,
     pub payload_bytes: u64,
     pub wire_bytes: u64,
+    /// Messages refused at their target (key, range, no NAP buffer).
     pub refused: u64,
     /// Packets that could not be routed at injection.
     pub unroutable: u64,
-    /// Data packets that arrived before a packet sent earlier in the same message.
+    /// Data packets that arrived after a packet sent later in the same message.
     pub out_of_order: u64,
 }
 
@@ -221,16 +273,16 @@ pub struct World {
     pub mem: Vec<Memory>,
     msgs: Vec<Option<Msg>>,
     free_msgs: Vec<u32>,
+    /// Highest data offset seen per message at its receiver (out-of-order accounting).
+    next_seen: Vec<u64>,
     pkts: Vec<Option<PktInfo>>,
     free_pkts: Vec<u32>,
-    /// Highest data offset seen per message at its receiver (for out-of-order counting).
     cqs: Vec<Cq>,
     cq_owner: Vec<NodeId>,
     timers: Vec<Option<Waker>>,
     free_timers: Vec<u32>,
-    pub counters: NicCounters,
-    next_seen: Vec<u64>,
     next_qp: u32,
+    pub counters: NicCounters,
 }
 
 /// A request the NIC cannot accept.
@@ -244,6 +296,10 @@ pub enum PostError {
     Local(MemoryError),
     #[error("rail {rail} does not exist (the NIC has {rails})")]
     BadRail { rail: u8, rails: u8 },
+    #[error("Chain-DMA lists move {local} bytes locally but {remote} bytes remotely; the totals must match")]
+    LengthMismatch { local: u64, remote: u64 },
+    #[error("a NAP carries at most {max} bytes, asked for {len}")]
+    NapTooLarge { len: u64, max: u64 },
 }
 
 impl World {
@@ -251,11 +307,14 @@ impl World {
         let n = net.topo.nodes.len();
         let header = net.config().packet.header.0 as u32;
         let mtu = net.config().packet.max_payload.0 as u32;
+        let links = cfg.host.links.max(1) as usize;
         let nics = (0..n)
             .map(|_| Nic {
                 engines: vec![Engine::default(); cfg.engines as usize],
-                read_busy: vec![SimTime::ZERO; cfg.host.links as usize],
-                write_busy: vec![SimTime::ZERO; cfg.host.links as usize],
+                read_busy: vec![SimTime::ZERO; links],
+                write_busy: vec![SimTime::ZERO; links],
+                nap_pool: VecDeque::new(),
+                nap_cq: None,
             })
             .collect();
         World {
@@ -267,15 +326,15 @@ impl World {
             mem: (0..n as u32).map(Memory::new).collect(),
             msgs: Vec::new(),
             free_msgs: Vec::new(),
+            next_seen: Vec::new(),
             pkts: Vec::new(),
             free_pkts: Vec::new(),
             cqs: Vec::new(),
             cq_owner: Vec::new(),
             timers: Vec::new(),
             free_timers: Vec::new(),
-            counters: NicCounters::default(),
-            next_seen: Vec::new(),
             next_qp: 0,
+            counters: NicCounters::default(),
             cfg,
         }
     }
@@ -330,6 +389,32 @@ impl World {
         }
     }
 
+    /// Pre-post NAP receive buffers: `count` buffers of `nic.nap_buffer` bytes starting at
+    /// `addr` (inside a registered region of `rank`), their events going to `cq`.
+    pub fn post_nap_buffers(&mut self, rank: Rank, addr: u64, count: u64, cq: CqId) -> Result<(), PostError> {
+        if rank as usize >= self.nics.len() {
+            return Err(PostError::NoSuchRank(rank));
+        }
+        if self.cq_owner.get(cq as usize) != Some(&rank) {
+            return Err(PostError::BadCq(cq));
+        }
+        let size = self.cfg.nap_buffer.0;
+        self.mem[rank as usize]
+            .read(addr, size * count)
+            .map_err(PostError::Local)?;
+        let nic = &mut self.nics[rank as usize];
+        nic.nap_cq = Some(cq);
+        nic.nap_pool.extend((0..count).map(|i| addr + i * size));
+        Ok(())
+    }
+
+    /// Give a consumed NAP buffer back to the pool.
+    pub fn repost_nap_buffer(&mut self, rank: Rank, addr: u64) {
+        if let Some(nic) = self.nics.get_mut(rank as usize) {
+            nic.nap_pool.push_back(addr);
+        }
+    }
+
     /// Wake `waker` at time `t`.
     pub fn wake_at(&mut self, t: SimTime, waker: Waker) {
         let slot = if let Some(s) = self.free_timers.pop() {
@@ -345,11 +430,10 @@ impl World {
     /// Hand a request to the NIC of `req.src` (the doorbell rings now).
     pub fn post(&mut self, req: Request) -> Result<(), PostError> {
         let n = self.nics.len() as u32;
-        if req.src >= n {
-            return Err(PostError::NoSuchRank(req.src));
-        }
-        if req.dst >= n {
-            return Err(PostError::NoSuchRank(req.dst));
+        for r in [req.src, req.dst] {
+            if r >= n {
+                return Err(PostError::NoSuchRank(r));
+            }
         }
         if self.cq_owner.get(req.cq as usize) != Some(&req.src) {
             return Err(PostError::BadCq(req.cq));
@@ -358,23 +442,82 @@ impl World {
         if req.rail >= rails {
             return Err(PostError::BadRail { rail: req.rail, rails });
         }
-        let (local, len) = match req.op {
+        let total = |segs: &[Seg]| segs.iter().map(|s| s.1).sum::<u64>();
+        // Normalise: class, length, source / landing / checked segments.
+        let (class, len, src_segs, dst_segs, remote_segs, rkey) = match &req.op {
             Op::Write {
-                local, len, notify_cq, ..
+                local,
+                len,
+                remote,
+                rkey,
+                notify_cq,
+                ..
             } => {
-                if let Some(c) = notify_cq {
-                    if self.cq_owner.get(c as usize) != Some(&req.dst) {
-                        return Err(PostError::BadCq(c));
-                    }
-                }
-                (local, len)
+                self.check_cq_of(*notify_cq, req.dst)?;
+                (
+                    Class::Push,
+                    *len,
+                    vec![(*local, *len)],
+                    vec![(*remote, *len)],
+                    vec![(*remote, *len)],
+                    *rkey,
+                )
             }
-            Op::Read { local, len, .. } => (local, len),
+            Op::Put {
+                local,
+                remote,
+                rkey,
+                notify_cq,
+            } => {
+                self.check_cq_of(*notify_cq, req.dst)?;
+                let (l, r) = (total(local), total(remote));
+                if l != r {
+                    return Err(PostError::LengthMismatch { local: l, remote: r });
+                }
+                (Class::Push, l, local.clone(), remote.clone(), remote.clone(), *rkey)
+            }
+            Op::Read {
+                local,
+                len,
+                remote,
+                rkey,
+            } => (
+                Class::Pull,
+                *len,
+                vec![(*remote, *len)],
+                vec![(*local, *len)],
+                vec![(*remote, *len)],
+                *rkey,
+            ),
+            Op::Get { local, remote, rkey } => {
+                let (l, r) = (total(local), total(remote));
+                if l != r {
+                    return Err(PostError::LengthMismatch { local: l, remote: r });
+                }
+                (Class::Pull, l, remote.clone(), local.clone(), remote.clone(), *rkey)
+            }
+            Op::Nap { local, len, .. } => {
+                let max = self.cfg.nap_buffer.0;
+                if *len > max {
+                    return Err(PostError::NapTooLarge { len: *len, max });
+                }
+                (Class::Push, *len, vec![(*local, *len)], Vec::new(), Vec::new(), 0)
+            }
         };
-        self.mem[req.src as usize].read(local, len).map_err(PostError::Local)?;
+        // The initiator's own buffers must be registered.
+        let local_segs = if class == Class::Push { &src_segs } else { &dst_segs };
+        for &(a, l) in local_segs {
+            self.mem[req.src as usize].read(a, l).map_err(PostError::Local)?;
+        }
         let engine = req.qp % self.cfg.engines;
         let id = self.alloc_msg(Msg {
             req,
+            class,
+            len,
+            src_segs,
+            dst_segs,
+            remote_segs,
+            rkey,
             data: Vec::new(),
             landed: 0,
             status: CqeStatus::Ok,
@@ -386,6 +529,13 @@ impl World {
         let t = self.q.now() + self.cfg.host.doorbell_latency;
         self.q.schedule(t, WorldEvent::Doorbell { msg: id });
         Ok(())
+    }
+
+    fn check_cq_of(&self, cq: Option<CqId>, owner: Rank) -> Result<(), PostError> {
+        match cq {
+            Some(c) if self.cq_owner.get(c as usize) != Some(&owner) => Err(PostError::BadCq(c)),
+            _ => Ok(()),
+        }
     }
 
     fn alloc_msg(&mut self, m: Msg) -> u32 {
@@ -417,6 +567,11 @@ impl World {
         }
     }
 
+    fn free_pkt(&mut self, pid: u32) {
+        self.pkts[pid as usize] = None;
+        self.free_pkts.push(pid);
+    }
+
     /// Pop and handle one event; false when nothing is left.
     pub fn step(&mut self) -> bool {
         let Some((_, ev)) = self.q.pop() else { return false };
@@ -428,19 +583,22 @@ impl World {
         match ev {
             WorldEvent::Net(e) => {
                 self.net.handle(&mut self.q, e);
-                let deliveries: Vec<_> = self.net.deliveries.drain(..).collect();
-                for d in deliveries {
+                let mut ds = std::mem::take(&mut self.net.deliveries);
+                for d in ds.drain(..) {
                     self.arrive(d.packet.tag as u32);
                 }
-                // Dropped packets (no route) are lost; the message never completes and the
-                // run's report shows the drop.
+                // Hand the (empty) buffer back so its allocation is reused.
+                self.net.deliveries = ds;
+                // Packets dropped for want of a route are lost; the network counts them and
+                // their message never completes.
             }
             WorldEvent::Doorbell { msg } => {
                 let (node, engine) = {
                     let m = self.msg(msg);
                     (m.req.src, m.engine)
                 };
-                self.enqueue(node, engine, msg);
+                self.nics[node as usize].engines[engine as usize].queue.push_back(msg);
+                self.start_next(node, engine);
             }
             WorldEvent::EngineFree { node, engine } => {
                 self.nics[node as usize].engines[engine as usize].busy = false;
@@ -458,9 +616,14 @@ impl World {
         }
     }
 
-    fn enqueue(&mut self, node: NodeId, engine: u32, msg: u32) {
-        self.nics[node as usize].engines[engine as usize].queue.push_back(msg);
-        self.start_next(node, engine);
+    /// Engine processing time of a message's operation.
+    fn overhead(&self, op: &Op) -> SimTime {
+        let c = &self.cfg;
+        match op {
+            Op::Nap { .. } => c.nap_overhead.unwrap_or(c.message_overhead),
+            Op::Read { .. } | Op::Get { .. } => c.get_overhead.unwrap_or(c.message_overhead),
+            _ => c.message_overhead,
+        }
     }
 
     /// Start the next queued message of an idle engine.
@@ -475,84 +638,102 @@ impl World {
         e.in_flight += 1;
         let now = self.q.now();
         let host = self.cfg.host.clone();
-        let internal = self.msg(id).r2w_of.is_some();
-        // Descriptor fetch (a DMA read), unless the descriptor came in a packet (R2W).
-        let mut t = now + self.cfg.message_overhead;
+        let m = self.msg(id).clone();
+        let internal = m.r2w_of.is_some();
+        if internal {
+            // A write-back is driven by a request packet, not a doorbell: its descriptor is in
+            // the packet, and it holds no in-flight slot beyond its transmission.
+            self.nics[node as usize].engines[engine as usize].in_flight -= 1;
+        }
+        // Descriptor fetch (a DMA read), then the operation's processing; a write-back is
+        // processed as a PUT of the target's send engine (cHPP: GET → local send engine).
+        let mut t = now;
         if !internal {
             t += host.read_latency;
         }
-        let m = self.msg(id).clone();
-        match m.req.op {
-            Op::Read { .. } if !internal => {
-                // Send the read request; the engine is free once it has left.
-                let (from, to) = (m.req.src, m.req.dst);
-                let p = self.alloc_pkt(PktInfo {
-                    msg: id,
-                    kind: PktKind::ReadReq,
-                    from,
-                    to,
-                    rail: m.req.rail,
-                });
-                self.q.schedule(t, WorldEvent::Inject { pkt: p });
-                self.q.schedule(t, WorldEvent::EngineFree { node, engine });
-            }
-            _ => {
-                // Data movement: a write, or the write-back of a read at its target.
-                let (from, to, src_addr, len) = match (&m.req.op, internal) {
-                    (Op::Write { local, len, .. }, _) => (m.req.src, m.req.dst, *local, *len),
-                    (Op::Read { remote, len, .. }, true) => (m.req.dst, m.req.src, *remote, *len),
-                    (Op::Read { .. }, false) => unreachable!("handled above"),
-                };
-                let data = self.mem[from as usize]
-                    .read(src_addr, len)
-                    .map(|d| d.to_vec())
-                    .unwrap_or_default();
-                self.msg_mut(id).data = data;
-                let rate = host.read_rate();
-                let mtu = self.mtu as u64;
-                let npk = len.div_ceil(mtu).max(1);
-                // The engine's PCIe link streams one message's data at a time.
-                let link = (engine % host.links) as usize;
-                let first = (t + host.read_latency).max(self.nics[node as usize].read_busy[link]);
-                let mut last = first;
-                for k in 0..npk {
-                    let off = k * mtu;
-                    let plen = (len - off).min(mtu);
-                    let ready = first + rate.serialization(Bytes(off + plen));
-                    last = ready;
-                    let p = self.alloc_pkt(PktInfo {
-                        msg: id,
-                        kind: PktKind::Data { off, len: plen },
-                        from,
-                        to,
-                        rail: m.req.rail,
-                    });
-                    self.q.schedule(ready, WorldEvent::Inject { pkt: p });
-                }
-                self.nics[node as usize].read_busy[link] = last;
-                self.q.schedule(last, WorldEvent::EngineFree { node, engine });
-            }
+        t += if internal {
+            self.cfg.message_overhead
+        } else {
+            self.overhead(&m.req.op)
+        };
+        if m.class == Class::Pull && !internal {
+            let p = self.alloc_pkt(PktInfo {
+                msg: id,
+                kind: PktKind::ReadReq,
+                from: m.req.src,
+                to: m.req.dst,
+                rail: m.req.rail,
+            });
+            self.q.schedule(t, WorldEvent::Inject { pkt: p });
+            self.q.schedule(t, WorldEvent::EngineFree { node, engine });
+            return;
         }
-        if internal {
-            // A write-back does not occupy an in-flight slot of the target's engine beyond its
-            // transmission.
-            self.nics[node as usize].engines[engine as usize].in_flight -= 1;
+        // Data movement: gather the source bytes.
+        let (from, to) = if internal {
+            (m.req.dst, m.req.src)
+        } else {
+            (m.req.src, m.req.dst)
+        };
+        let mut data = Vec::with_capacity(m.len as usize);
+        for &(a, l) in &m.src_segs {
+            data.extend_from_slice(self.mem[from as usize].read(a, l).unwrap_or(&[]));
         }
+        data.resize(m.len as usize, 0);
+        self.msg_mut(id).data = data;
+        let immediate = matches!(m.req.op, Op::Nap { immediate: true, .. });
+        let mtu = self.mtu as u64;
+        let npk = m.len.div_ceil(mtu).max(1);
+        // When the data is in the NIC: immediate data comes with the descriptor (extracted at
+        // the engine rate); otherwise DMA reads through the engine's PCIe link.
+        let link = (engine % host.links.max(1)) as usize;
+        let (first, rate) = if immediate {
+            (t, self.cfg.engine_rate)
+        } else {
+            let start = (t + host.read_latency).max(self.nics[node as usize].read_busy[link]);
+            (start, Some(host.read_rate()))
+        };
+        let eng_rate = self.cfg.engine_rate;
+        let mut emit_free = t;
+        let mut last = first;
+        for k in 0..npk {
+            let off = k * mtu;
+            let plen = (m.len - off).min(mtu);
+            let data_ready = first + rate.map_or(SimTime::ZERO, |r| r.serialization(Bytes(off + plen)));
+            // The engine's data path emits one packet at a time.
+            let emit = eng_rate.map_or(SimTime::ZERO, |r| r.serialization(Bytes(plen + self.header as u64)))
+                + self.cfg.packet_overhead;
+            let ready = data_ready.max(emit_free + emit);
+            emit_free = ready;
+            last = ready;
+            let p = self.alloc_pkt(PktInfo {
+                msg: id,
+                kind: PktKind::Data { off, len: plen },
+                from,
+                to,
+                rail: m.req.rail,
+            });
+            self.q.schedule(ready, WorldEvent::Inject { pkt: p });
+        }
+        if !immediate {
+            self.nics[node as usize].read_busy[link] = last;
+        }
+        self.q.schedule(last, WorldEvent::EngineFree { node, engine });
     }
 
     /// A packet's data is in the NIC: give it to a port (or the internal path).
     fn send_packet(&mut self, pid: u32) {
         let info = self.pkts[pid as usize].clone().expect("live packet");
-        let (payload, ctrl) = match info.kind {
-            PktKind::Data { len, .. } => (len as u32, false),
-            _ => (0, true),
+        let payload = match info.kind {
+            PktKind::Data { len, .. } => {
+                self.counters.data_packets += 1;
+                self.counters.payload_bytes += len;
+                len as u32
+            }
+            _ => {
+                self.counters.control_packets += 1;
+                0
+            }
         };
-        if ctrl {
-            self.counters.control_packets += 1;
-        } else {
-            self.counters.data_packets += 1;
-            self.counters.payload_bytes += payload as u64;
-        }
         self.counters.wire_bytes += (payload + self.header) as u64;
         if info.from == info.to {
             let t = self.q.now() + self.cfg.loopback_latency;
@@ -563,7 +744,7 @@ impl World {
         let rail = match self.cfg.port_select {
             PortSelect::Fixed => info.rail,
             PortSelect::Adaptive => {
-                let start = (pid as u8) % rails;
+                let start = (pid % rails as u32) as u8;
                 (0..rails)
                     .map(|k| (start + k) % rails)
                     .min_by_key(|&r| self.net.source_queue_len(info.from, r))
@@ -584,21 +765,28 @@ impl World {
         let now = self.q.now();
         match info.kind {
             PktKind::Data { off, len } => {
-                // Out-of-order accounting: offsets should arrive increasing.
                 let seen = &mut self.next_seen[info.msg as usize];
                 if off + len <= *seen && off != 0 {
                     self.counters.out_of_order += 1;
                 } else {
                     *seen = (*seen).max(off + len);
                 }
-                // Protection check on the first packet to arrive.
+                // Protection check (or NAP buffer allocation) on the first packet to arrive.
                 if !self.msg(info.msg).checked {
-                    let status = self.check_target(info.msg);
+                    let status = self.accept(info.msg, info.to);
                     let m = self.msg_mut(info.msg);
                     m.checked = true;
                     m.status = status;
                 }
-                // The first free PCIe link writes the payload into host memory.
+                // DMA write into host memory on the first free PCIe link.
+                let nap_tlp = match self.msg(info.msg).req.op {
+                    Op::Nap { .. } => self.cfg.nap_upload_per_tlp,
+                    _ => None,
+                };
+                let write = match nap_tlp {
+                    Some(per) => per * len.div_ceil(self.cfg.host.max_payload.0).max(1),
+                    None => self.cfg.host.write_rate().serialization(Bytes(len)),
+                };
                 let nic = &mut self.nics[info.to as usize];
                 let (link, free) = nic
                     .write_busy
@@ -608,13 +796,13 @@ impl World {
                     .min_by_key(|&(_, t)| t)
                     .expect("at least one link");
                 let start = (now + self.cfg.rx_overhead).max(free);
-                let done = start + self.cfg.host.write_rate().serialization(Bytes(len));
+                let done = start + write;
                 nic.write_busy[link] = done;
                 self.q.schedule(done, WorldEvent::Landed { pkt: pid });
             }
             PktKind::ReadReq => {
                 self.free_pkt(pid);
-                let status = self.check_target(info.msg);
+                let status = self.accept(info.msg, info.to);
                 if status != CqeStatus::Ok {
                     self.counters.refused += 1;
                     self.msg_mut(info.msg).status = status.clone();
@@ -625,13 +813,11 @@ impl World {
                 let m = self.msg(info.msg).clone();
                 let engine = m.req.qp % self.cfg.engines;
                 let w = self.alloc_msg(Msg {
-                    req: m.req.clone(),
+                    r2w_of: Some(info.msg),
+                    checked: true,
                     data: Vec::new(),
                     landed: 0,
-                    status: CqeStatus::Ok,
-                    checked: true,
-                    r2w_of: Some(info.msg),
-                    engine,
+                    ..m
                 });
                 self.nics[info.to as usize].engines[engine as usize].queue.push_back(w);
                 self.start_next(info.to, engine);
@@ -643,25 +829,29 @@ impl World {
         }
     }
 
-    fn free_pkt(&mut self, pid: u32) {
-        self.pkts[pid as usize] = None;
-        self.free_pkts.push(pid);
-    }
-
-    /// Range and key check of a message's remote buffer at its target.
-    fn check_target(&self, id: u32) -> CqeStatus {
+    /// May message `id` write into `node`? Range and key for addressed operations; a pool
+    /// buffer for a NAP (taken here).
+    fn accept(&mut self, id: u32, node: NodeId) -> CqeStatus {
         let m = self.msg(id);
-        let (node, addr, len, key) = match &m.req.op {
-            Op::Write { remote, len, rkey, .. } => (m.req.dst, *remote, *len, *rkey),
-            Op::Read { remote, len, rkey, .. } => (m.req.dst, *remote, *len, *rkey),
-        };
         if m.r2w_of.is_some() {
             return CqeStatus::Ok;
         }
-        match self.mem[node as usize].check(addr, len, key) {
-            Ok(()) => CqeStatus::Ok,
-            Err(e) => CqeStatus::RemoteAccess(e),
+        if let Op::Nap { len, .. } = m.req.op {
+            let nic = &mut self.nics[node as usize];
+            return match (nic.nap_pool.pop_front(), nic.nap_cq) {
+                (Some(buf), Some(_)) => {
+                    self.msg_mut(id).dst_segs = vec![(buf, len)];
+                    CqeStatus::Ok
+                }
+                _ => CqeStatus::NoBuffer,
+            };
         }
+        for &(a, l) in &m.remote_segs {
+            if let Err(e) = self.mem[node as usize].check(a, l, m.rkey) {
+                return CqeStatus::RemoteAccess(e);
+            }
+        }
+        CqeStatus::Ok
     }
 
     /// A data packet's DMA write has finished.
@@ -670,62 +860,69 @@ impl World {
         self.free_pkt(pid);
         let PktKind::Data { off, len } = info.kind else { return };
         let id = info.msg;
-        let ok = self.msg(id).status == CqeStatus::Ok;
-        if ok {
+        if self.msg(id).status == CqeStatus::Ok {
+            // Scatter [off, off + len) of the message over the landing segments.
             let m = self.msg(id);
-            let dst_addr = match (&m.req.op, m.r2w_of.is_some()) {
-                (Op::Write { remote, .. }, _) => *remote,
-                (Op::Read { local, .. }, true) => *local,
-                (Op::Read { .. }, false) => unreachable!("reads move data only as R2W"),
-            };
-            let bytes = m.data[off as usize..(off + len) as usize].to_vec();
-            self.mem[info.to as usize]
-                .write(dst_addr + off, &bytes)
-                .expect("checked on arrival");
+            let mut writes = Vec::new();
+            let mut base = 0u64;
+            for &(a, l) in &m.dst_segs {
+                let (lo, hi) = (off.max(base), (off + len).min(base + l));
+                if lo < hi {
+                    writes.push((a + (lo - base), m.data[lo as usize..hi as usize].to_vec()));
+                }
+                base += l;
+            }
+            for (a, bytes) in writes {
+                self.mem[info.to as usize].write(a, &bytes).expect("checked on arrival");
+            }
         }
         let m = self.msg_mut(id);
         m.landed += len;
-        let total = match m.req.op {
-            Op::Write { len, .. } | Op::Read { len, .. } => len,
-        };
-        if m.landed < total && !(total == 0 && m.landed == 0) {
+        if m.landed < m.len {
             return;
         }
         // Every byte is in place.
         let m = self.msg(id).clone();
-        if let Some(read) = m.r2w_of {
-            // The read is complete at the requester; the write-back message is done.
+        let now = self.q.now();
+        if let Some(pull) = m.r2w_of {
+            // The read / GET is complete at the requester; the write-back is done.
             self.release_msg(id);
-            self.complete_at_source(read, CqeStatus::Ok);
+            self.complete_at_source(pull, CqeStatus::Ok);
             return;
         }
         if m.status == CqeStatus::Ok {
-            if let Op::Write {
-                reply_word,
-                notify_cq,
-                len,
-                ..
-            } = m.req.op
-            {
-                if let Some(a) = reply_word {
-                    // The reply word lies in the target's registered memory; a bad address is
-                    // reported like a bad buffer.
-                    let _ = self.mem[m.req.dst as usize].fetch_add_u64(a, 1);
+            let notify = |wr_id, kind, addr| Cqe {
+                wr_id,
+                kind,
+                status: CqeStatus::Ok,
+                bytes: m.len,
+                peer: m.req.src,
+                addr,
+                at: now,
+            };
+            match &m.req.op {
+                Op::Write {
+                    reply_word, notify_cq, ..
+                } => {
+                    if let Some(a) = reply_word {
+                        // A reply word outside registered memory is ignored (nothing to increment).
+                        let _ = self.mem[m.req.dst as usize].fetch_add_u64(*a, 1);
+                    }
+                    if let Some(cq) = notify_cq {
+                        self.push_cqe(*cq, notify(m.req.wr_id, CqeKind::Notify, 0));
+                    }
                 }
-                if let Some(cq) = notify_cq {
-                    let now = self.q.now();
-                    self.push_cqe(
-                        cq,
-                        Cqe {
-                            wr_id: m.req.wr_id,
-                            kind: CqeKind::Notify,
-                            status: CqeStatus::Ok,
-                            bytes: len,
-                            peer: m.req.src,
-                            at: now,
-                        },
-                    );
+                Op::Put {
+                    notify_cq: Some(cq), ..
+                } => self.push_cqe(*cq, notify(m.req.wr_id, CqeKind::Notify, 0)),
+                Op::Nap { .. } => {
+                    let cq = self.nics[m.req.dst as usize]
+                        .nap_cq
+                        .expect("NAP accepted only with a pool");
+                    let buf = m.dst_segs.first().map_or(0, |s| s.0);
+                    self.push_cqe(cq, notify(m.req.wr_id, CqeKind::NapReceived, buf));
                 }
+                _ => {}
             }
         } else {
             self.counters.refused += 1;
@@ -753,27 +950,28 @@ impl World {
     /// The initiator learns that its message is complete.
     fn complete_at_source(&mut self, id: u32, status: CqeStatus) {
         let m = self.msg(id).clone();
-        let (kind, len) = match m.req.op {
-            Op::Write { len, .. } => (CqeKind::Write, len),
-            Op::Read { len, .. } => (CqeKind::Read, len),
+        let kind = match m.req.op {
+            Op::Write { .. } => CqeKind::Write,
+            Op::Read { .. } => CqeKind::Read,
+            Op::Put { .. } => CqeKind::Put,
+            Op::Get { .. } => CqeKind::Get,
+            Op::Nap { .. } => CqeKind::Nap,
         };
         if m.req.signaled || status != CqeStatus::Ok {
             let now = self.q.now();
-            self.push_cqe(
-                m.req.cq,
-                Cqe {
-                    wr_id: m.req.wr_id,
-                    kind,
-                    status,
-                    bytes: len,
-                    peer: m.req.dst,
-                    at: now,
-                },
-            );
+            let e = Cqe {
+                wr_id: m.req.wr_id,
+                kind,
+                status,
+                bytes: m.len,
+                peer: m.req.dst,
+                addr: 0,
+                at: now,
+            };
+            self.push_cqe(m.req.cq, e);
         }
         let node = m.req.src;
-        let e = &mut self.nics[node as usize].engines[m.engine as usize];
-        e.in_flight -= 1;
+        self.nics[node as usize].engines[m.engine as usize].in_flight -= 1;
         self.release_msg(id);
         self.start_next(node, m.engine);
     }
