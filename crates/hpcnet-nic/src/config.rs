@@ -196,6 +196,10 @@ pub struct NicConfig {
     /// data extracted from a descriptor); default: not limiting. cHPP: 128 bit × 250 MHz.
     #[serde(default)]
     pub engine_rate: Option<BitsPerSec>,
+    /// Rate at which the engine extracts a NAP-immediate's data from its descriptor (default:
+    /// `engine_rate`).
+    #[serde(default)]
+    pub immediate_rate: Option<BitsPerSec>,
     /// Engine time per packet on top of `engine_rate` (cHPP: one processing cycle), default 0.
     #[serde(default)]
     pub packet_overhead: SimTime,
@@ -226,6 +230,7 @@ impl Default for NicConfig {
             nap_overhead: None,
             get_overhead: None,
             engine_rate: None,
+            immediate_rate: None,
             packet_overhead: SimTime::ZERO,
             nap_buffer: d_nap_buffer(),
             nap_upload_per_tlp: None,
@@ -241,6 +246,9 @@ impl NicConfig {
         }
         if self.engine_rate.is_some_and(|r| r.0 == 0) {
             return Err(("nic.engine_rate".into(), "must be positive".into()));
+        }
+        if self.immediate_rate.is_some_and(|r| r.0 == 0) {
+            return Err(("nic.immediate_rate".into(), "must be positive".into()));
         }
         if self.nap_buffer.0 == 0 {
             return Err(("nic.nap_buffer".into(), "must be at least 1 B".into()));

@@ -687,7 +687,7 @@ impl World {
         // the engine rate); otherwise DMA reads through the engine's PCIe link.
         let link = (engine % host.links.max(1)) as usize;
         let (first, rate) = if immediate {
-            (t, self.cfg.engine_rate)
+            (t, self.cfg.immediate_rate.or(self.cfg.engine_rate))
         } else {
             let start = (t + host.read_latency).max(self.nics[node as usize].read_busy[link]);
             (start, Some(host.read_rate()))

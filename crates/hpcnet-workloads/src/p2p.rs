@@ -44,7 +44,12 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { window: 64, messages: 64, qps: 1, rail: 0 }
+        Options {
+            window: 64,
+            messages: 64,
+            qps: 1,
+            rail: 0,
+        }
     }
 }
 
@@ -59,13 +64,19 @@ pub fn stream(world: World, a: Rank, b: Rank, size: u64, bidirectional: bool, op
     let mut m = Machine::new(world);
     let start = m.context(a).now();
     let finish = Rc::new(Cell::new(SimTime::ZERO));
-    let dirs: Vec<(Rank, Rank)> = if bidirectional { vec![(a, b), (b, a)] } else { vec![(a, b)] };
+    let dirs: Vec<(Rank, Rank)> = if bidirectional {
+        vec![(a, b), (b, a)]
+    } else {
+        vec![(a, b)]
+    };
     for &(s, d) in &dirs {
         let ctx = m.context(s);
         let src = buffers(&m, s, size);
         let dst = buffers(&m, d, size);
         let cq = ctx.create_cq();
-        let qps: Vec<_> = (0..opts.qps.max(1)).map(|_| ctx.create_qp(&cq, d).on_rail(opts.rail)).collect();
+        let qps: Vec<_> = (0..opts.qps.max(1))
+            .map(|_| ctx.create_qp(&cq, d).on_rail(opts.rail))
+            .collect();
         let remote = dst.remote(0);
         let (window, total) = (opts.window.max(1) as u64, opts.messages);
         let fin = finish.clone();
@@ -75,7 +86,8 @@ pub fn stream(world: World, a: Rank, b: Rank, size: u64, bidirectional: bool, op
             while done < total {
                 while posted < total && posted - done < window {
                     let qp = &qps[(posted % qps.len() as u64) as usize];
-                    qp.post_write(WriteWr::new(&src, 0, size, remote).wr_id(posted)).expect("valid write");
+                    qp.post_write(WriteWr::new(&src, 0, size, remote).wr_id(posted))
+                        .expect("valid write");
                     posted += 1;
                 }
                 cq.next().await;
@@ -116,7 +128,8 @@ pub fn pingpong(world: World, a: Rank, b: Rank, size: u64, iterations: u64) -> P
     let na2 = na.clone();
     m.spawn(async move {
         for _ in 0..iterations {
-            qa.post_write(WriteWr::new(&sa, 0, size, rb).notify(&nb2).unsignaled()).expect("valid write");
+            qa.post_write(WriteWr::new(&sa, 0, size, rb).notify(&nb2).unsignaled())
+                .expect("valid write");
             na.next().await;
         }
         fin.set(ca.now());
@@ -124,7 +137,8 @@ pub fn pingpong(world: World, a: Rank, b: Rank, size: u64, iterations: u64) -> P
     m.spawn(async move {
         for _ in 0..iterations {
             nb.next().await;
-            qb.post_write(WriteWr::new(&sb, 0, size, ra).notify(&na2).unsignaled()).expect("valid write");
+            qb.post_write(WriteWr::new(&sb, 0, size, ra).notify(&na2).unsignaled())
+                .expect("valid write");
         }
     });
     m.run();
@@ -154,4 +168,90 @@ mod tests {
         assert_eq!(sizes_up_to(8), vec![1, 2, 4, 8]);
         assert_eq!(sizes_up_to(4 << 20).len(), 23);
     }
+}
+
+/// Operations whose one-message latency [`op_latency`] measures.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LatencyOp {
+    NapImmediate,
+    NapIndirect,
+    Put,
+    Get,
+    Write,
+}
+
+/// Latency of one message of `size` bytes from `a` to `b`, from the doorbell (the post) to the
+/// data written at the receiver (the target for NAP/PUT/write; the requester for GET), as
+/// the cHPP latency table defines it (spec 02). Each call builds on a fresh world.
+pub fn op_latency(world: World, a: Rank, b: Rank, op: LatencyOp, size: u64) -> SimTime {
+    use hpcnet_msg::verbs::{RemoteSeg, Sge};
+    let mut m = Machine::new(world);
+    let (ca, cb) = (m.context(a), m.context(b));
+    let src = buffers(&m, a, size);
+    let dst = buffers(&m, b, size);
+    let cqa = ca.create_cq();
+    let cqb = cb.create_cq();
+    let pool = cb.reg_mr(cb_nap_buffer(&m));
+    cb.post_nap_buffers(&pool, 0, 1, &cqb).expect("pool buffer");
+    let qp = ca.create_qp(&cqa, b);
+    let start = ca.now();
+    let done = Rc::new(Cell::new(SimTime::ZERO));
+    let d = done.clone();
+    m.spawn(async move {
+        let at = match op {
+            LatencyOp::NapImmediate | LatencyOp::NapIndirect => {
+                qp.post_nap(b, &src, 0, size, op == LatencyOp::NapImmediate, 0)
+                    .expect("valid NAP");
+                cqb.next().await.at
+            }
+            LatencyOp::Put => {
+                let remote = [RemoteSeg {
+                    buf: dst.remote(0),
+                    len: size,
+                }];
+                qp.post_put(
+                    &[Sge {
+                        mr: &src,
+                        offset: 0,
+                        len: size,
+                    }],
+                    &remote,
+                    Some(&cqb),
+                    0,
+                )
+                .expect("valid PUT");
+                cqb.next().await.at
+            }
+            LatencyOp::Write => {
+                qp.post_write(WriteWr::new(&src, 0, size, dst.remote(0)).notify(&cqb))
+                    .expect("valid write");
+                cqb.next().await.at
+            }
+            LatencyOp::Get => {
+                let remote = [RemoteSeg {
+                    buf: dst.remote(0),
+                    len: size,
+                }];
+                qp.post_get(
+                    &[Sge {
+                        mr: &src,
+                        offset: 0,
+                        len: size,
+                    }],
+                    &remote,
+                    0,
+                )
+                .expect("valid GET");
+                cqa.next().await.at
+            }
+        };
+        d.set(at);
+    });
+    m.run();
+    done.get() - start
+}
+
+fn cb_nap_buffer(m: &Machine) -> u64 {
+    m.world().cfg.nap_buffer.0
 }
