@@ -30,6 +30,7 @@
 //! A **reliable datagram** queue pair serves every peer ([`Context::create_rd_qp`]).
 
 use hpcnet_des::{Executor, SimTime};
+pub use hpcnet_nic::world::AtomicOp;
 use hpcnet_nic::world::{CqId, PostError, Request, Seg};
 use hpcnet_nic::{Cqe, Op, Rank, World};
 use std::cell::RefCell;
@@ -490,11 +491,7 @@ impl Qp {
             .collect()
     }
 
-    fn remote_segs(
-        &self,
-        call: &'static str,
-        remote: &[RemoteSeg],
-    ) -> Result<(Rank, u32, Vec<Seg>), VerbsError> {
+    fn remote_segs(&self, call: &'static str, remote: &[RemoteSeg]) -> Result<(Rank, u32, Vec<Seg>), VerbsError> {
         let first = remote.first().map(|r| r.buf).unwrap_or(RemoteBuf {
             rank: self.peer.unwrap_or(self.ctx.rank),
             addr: 0,
@@ -578,6 +575,53 @@ impl Qp {
             wr_id,
             true,
         )
+    }
+
+    /// FSM (fast short message, Sunway): gather up to 128 B from `local` into one message written
+    /// by PIO (no descriptor fetch, no data read) and write it to `remote`.
+    pub fn post_fsm(&self, local: &[Sge], remote: RemoteBuf, wr_id: u64) -> Result<(), VerbsError> {
+        let l = self.local_segs("post_fsm", local)?;
+        self.target("post_fsm", remote.rank)?;
+        self.post(
+            remote.rank,
+            Op::Fsm {
+                gather: l,
+                remote: remote.addr,
+                rkey: remote.rkey,
+            },
+            wr_id,
+            true,
+        )
+    }
+
+    /// Remote atomic on the u64 at `remote`; the old value is stored at `result` (8 bytes of a
+    /// local region) when given, and is in the completion's `value`.
+    pub fn post_atomic(
+        &self,
+        op: AtomicOp,
+        remote: RemoteBuf,
+        operand: u64,
+        compare: u64,
+        result: Option<(&Mr, u64)>,
+        wr_id: u64,
+    ) -> Result<(), VerbsError> {
+        self.target("post_atomic", remote.rank)?;
+        let result = match result {
+            Some((mr, off)) => {
+                self.ctx.own(mr, "post_atomic", off, 8)?;
+                Some(mr.addr + off)
+            }
+            None => None,
+        };
+        let op = Op::Atomic {
+            op,
+            remote: remote.addr,
+            rkey: remote.rkey,
+            operand,
+            compare,
+            result,
+        };
+        self.post(remote.rank, op, wr_id, true)
     }
 
     /// Post an RDMA read of `len` bytes from `remote` into `local` at `offset`.

@@ -589,3 +589,111 @@ fn naps_land_in_pool_buffers_and_always_complete() {
     });
     assert_eq!(m.run().stuck_tasks, 0);
 }
+
+#[test]
+fn fsm_gathers_small_buffers_and_skips_two_round_trips() {
+    use hpcnet_msg::verbs::Sge;
+    let mut m = Machine::new(torus_world(NicConfig::default()));
+    let (a, b) = (m.context(0), m.context(1));
+    let x = a.reg_mr(64);
+    let y = a.reg_mr(128);
+    a.write_local(&x, 0, &pattern(40, 1)).unwrap();
+    a.write_local(&y, 0, &pattern(60, 2)).unwrap();
+    let dst = b.reg_mr(256);
+    let cq = a.create_cq();
+    let qp = a.create_qp(&cq, 1);
+    let (x2, y2, r) = (x.clone(), y.clone(), dst.remote(0));
+    let times = Rc::new(RefCell::new(Vec::new()));
+    let t2 = times.clone();
+    m.spawn(async move {
+        let start = hpcnet_des::SimTime::ZERO;
+        qp.post_fsm(
+            &[
+                Sge {
+                    mr: &x2,
+                    offset: 0,
+                    len: 40,
+                },
+                Sge {
+                    mr: &y2,
+                    offset: 0,
+                    len: 60,
+                },
+            ],
+            r,
+            1,
+        )
+        .unwrap();
+        let c = cq.next().await;
+        assert_eq!((c.kind, c.status), (CqeKind::Fsm, CqeStatus::Ok));
+        t2.borrow_mut().push(c.at - start);
+        // The same 100 bytes as an RDMA write, for comparison.
+        let t1 = c.at;
+        qp.post_write(WriteWr::new(&x2, 0, 40, r)).unwrap();
+        let c = cq.next().await;
+        t2.borrow_mut().push(c.at - t1);
+        let big = [
+            Sge {
+                mr: &x2,
+                offset: 0,
+                len: 64,
+            },
+            Sge {
+                mr: &y2,
+                offset: 0,
+                len: 65,
+            },
+        ];
+        assert!(matches!(
+            qp.post_fsm(&big, r, 3),
+            Err(VerbsError::Post(hpcnet_nic::world::PostError::FsmTooLarge(129)))
+        ));
+    });
+    assert_eq!(m.run().stuck_tasks, 0);
+    let got = b.read_local(&dst, 0, 100).unwrap();
+    let mut expect = pattern(40, 1);
+    expect.extend(pattern(60, 2));
+    assert_eq!(got, expect);
+    let t = times.borrow();
+    // FSM saves the descriptor fetch and the data read: two read round trips (2 x 200 ns).
+    assert!(t[1].0 >= t[0].0 + 350_000, "FSM {} vs write {}", t[0], t[1]);
+}
+
+#[test]
+fn atomics_apply_at_the_target_and_return_old_values() {
+    use hpcnet_msg::verbs::AtomicOp;
+    let mut m = Machine::new(torus_world(NicConfig::default()));
+    let (a, b) = (m.context(0), m.context(7));
+    let word = b.reg_mr(16);
+    b.write_local(&word, 0, &10u64.to_le_bytes()).unwrap();
+    let res = a.reg_mr(8);
+    let cq = a.create_cq();
+    let qp = a.create_qp(&cq, 7);
+    let w = word.remote(0);
+    let res2 = res.clone();
+    let a2 = a.clone();
+    m.spawn(async move {
+        qp.post_atomic(AtomicOp::Add, w, 5, 0, None, 1).unwrap();
+        assert_eq!(cq.next().await.value, 10);
+        qp.post_atomic(AtomicOp::FetchAdd, w, 1, 0, Some((&res2, 0)), 2)
+            .unwrap();
+        assert_eq!(cq.next().await.value, 15);
+        assert_eq!(a2.read_u64(&res2, 0).unwrap(), 15);
+        qp.post_atomic(AtomicOp::Xor, w, 0xFF, 0, None, 3).unwrap();
+        assert_eq!(cq.next().await.value, 16);
+        // Compare-swap: fails on a wrong compare value, succeeds on the right one.
+        qp.post_atomic(AtomicOp::CompareSwap, w, 99, 1, None, 4).unwrap();
+        assert_eq!(cq.next().await.value, 16 ^ 0xFF);
+        qp.post_atomic(AtomicOp::CompareSwap, w, 99, 16 ^ 0xFF, None, 5)
+            .unwrap();
+        assert_eq!(cq.next().await.value, 16 ^ 0xFF);
+        let bad = hpcnet_msg::verbs::RemoteBuf { rkey: w.rkey + 1, ..w };
+        qp.post_atomic(AtomicOp::Add, bad, 1, 0, None, 6).unwrap();
+        assert!(matches!(
+            cq.next().await.status,
+            CqeStatus::RemoteAccess(MemoryError::BadKey { .. })
+        ));
+    });
+    assert_eq!(m.run().stuck_tasks, 0);
+    assert_eq!(b.read_u64(&word, 0).unwrap(), 99);
+}

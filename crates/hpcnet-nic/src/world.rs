@@ -85,6 +85,44 @@ pub enum Op {
     /// cHPP NAP: `len` bytes from `local` to a buffer of the target's pool; the completion event
     /// goes to the pool's CQ. Immediate: the data travels inside the descriptor.
     Nap { local: u64, len: u64, immediate: bool },
+    /// Sunway FSM (fast short message): descriptor and data (gathered from `gather`, at most
+    /// [`FSM_MAX`] bytes) are written by PIO into NIC memory, saving the descriptor fetch and the
+    /// data read; then an RDMA write to `remote`.
+    Fsm { gather: Vec<Seg>, remote: u64, rkey: u32 },
+    /// Remote atomic on the little-endian u64 at `remote`; the old value is written to local
+    /// `result` (if given) and reported in the completion.
+    Atomic {
+        op: AtomicOp,
+        remote: u64,
+        rkey: u32,
+        operand: u64,
+        compare: u64,
+        result: Option<u64>,
+    },
+}
+
+/// Largest FSM payload (spec 01).
+pub const FSM_MAX: u64 = 128;
+
+/// Remote atomic operations (Sunway / NICEVT add and xor; fetch-add and compare-swap).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum AtomicOp {
+    Add,
+    Xor,
+    FetchAdd,
+    /// Write `operand` if the value equals `compare`.
+    CompareSwap,
+}
+
+impl AtomicOp {
+    /// New value from old (returns None when compare-swap does not match).
+    pub fn apply(self, old: u64, operand: u64, compare: u64) -> Option<u64> {
+        match self {
+            AtomicOp::Add | AtomicOp::FetchAdd => Some(old.wrapping_add(operand)),
+            AtomicOp::Xor => Some(old ^ operand),
+            AtomicOp::CompareSwap => (old == compare).then_some(operand),
+        }
+    }
 }
 
 /// A work request handed to the NIC.
@@ -122,6 +160,8 @@ pub enum CqeKind {
     Put,
     Get,
     Nap,
+    Fsm,
+    Atomic,
     /// A write or PUT with notification landed here (target side).
     Notify,
     /// A NAP landed here (target side); `addr` is the pool buffer holding it.
@@ -139,6 +179,8 @@ pub struct Cqe {
     pub peer: Rank,
     /// Buffer address of a received NAP (0 otherwise).
     pub addr: u64,
+    /// Old value of an atomic (0 otherwise).
+    pub value: u64,
     pub at: SimTime,
 }
 
@@ -179,6 +221,8 @@ enum PktKind {
     Data { off: u64, len: u64 },
     ReadReq,
     Ack { status: CqeStatus },
+    AtomicReq,
+    AtomicResp { status: CqeStatus, old: u64 },
 }
 
 #[derive(Clone, Debug)]
@@ -197,6 +241,8 @@ enum Class {
     Push,
     /// A request to the target, data back (read, GET).
     Pull,
+    /// A request carrying operands, the old value back.
+    Atomic,
 }
 
 #[derive(Clone, Debug)]
@@ -300,6 +346,8 @@ pub enum PostError {
     LengthMismatch { local: u64, remote: u64 },
     #[error("a NAP carries at most {max} bytes, asked for {len}")]
     NapTooLarge { len: u64, max: u64 },
+    #[error("an FSM carries at most {FSM_MAX} bytes, asked for {0}")]
+    FsmTooLarge(u64),
 }
 
 impl World {
@@ -503,9 +551,30 @@ impl World {
                 }
                 (Class::Push, *len, vec![(*local, *len)], Vec::new(), Vec::new(), 0)
             }
+            Op::Fsm { gather, remote, rkey } => {
+                let l = total(gather);
+                if l > FSM_MAX {
+                    return Err(PostError::FsmTooLarge(l));
+                }
+                (
+                    Class::Push,
+                    l,
+                    gather.clone(),
+                    vec![(*remote, l)],
+                    vec![(*remote, l)],
+                    *rkey,
+                )
+            }
+            Op::Atomic {
+                remote, rkey, result, ..
+            } => {
+                let local = result.map(|a| vec![(a, 8)]).unwrap_or_default();
+                (Class::Atomic, 8, Vec::new(), local, vec![(*remote, 8)], *rkey)
+            }
         };
         // The initiator's own buffers must be registered.
         let local_segs = if class == Class::Push { &src_segs } else { &dst_segs };
+        // (an atomic's local segment is its optional result buffer)
         for &(a, l) in local_segs {
             self.mem[req.src as usize].read(a, l).map_err(PostError::Local)?;
         }
@@ -647,8 +716,12 @@ impl World {
         }
         // Descriptor fetch (a DMA read), then the operation's processing; a write-back is
         // processed as a PUT of the target's send engine (cHPP: GET → local send engine).
+        let fsm = matches!(m.req.op, Op::Fsm { .. });
         let mut t = now;
-        if !internal {
+        if fsm {
+            // PIO: the descriptor (64 B) and the data were written into NIC memory by the CPU.
+            t += host.write_rate().serialization(Bytes(64 + m.len));
+        } else if !internal {
             t += host.read_latency;
         }
         t += if internal {
@@ -656,6 +729,18 @@ impl World {
         } else {
             self.overhead(&m.req.op)
         };
+        if m.class == Class::Atomic {
+            let p = self.alloc_pkt(PktInfo {
+                msg: id,
+                kind: PktKind::AtomicReq,
+                from: m.req.src,
+                to: m.req.dst,
+                rail: m.req.rail,
+            });
+            self.q.schedule(t, WorldEvent::Inject { pkt: p });
+            self.q.schedule(t, WorldEvent::EngineFree { node, engine });
+            return;
+        }
         if m.class == Class::Pull && !internal {
             let p = self.alloc_pkt(PktInfo {
                 msg: id,
@@ -686,7 +771,9 @@ impl World {
         // When the data is in the NIC: immediate data comes with the descriptor (extracted at
         // the engine rate); otherwise DMA reads through the engine's PCIe link.
         let link = (engine % host.links.max(1)) as usize;
-        let (first, rate) = if immediate {
+        let (first, rate) = if fsm {
+            (t, None)
+        } else if immediate {
             (t, self.cfg.immediate_rate.or(self.cfg.engine_rate))
         } else {
             let start = (t + host.read_latency).max(self.nics[node as usize].read_busy[link]);
@@ -714,7 +801,7 @@ impl World {
             });
             self.q.schedule(ready, WorldEvent::Inject { pkt: p });
         }
-        if !immediate {
+        if !immediate && !fsm {
             self.nics[node as usize].read_busy[link] = last;
         }
         self.q.schedule(last, WorldEvent::EngineFree { node, engine });
@@ -728,6 +815,14 @@ impl World {
                 self.counters.data_packets += 1;
                 self.counters.payload_bytes += len;
                 len as u32
+            }
+            PktKind::AtomicReq => {
+                self.counters.control_packets += 1;
+                16 // operand and compare value
+            }
+            PktKind::AtomicResp { .. } => {
+                self.counters.control_packets += 1;
+                8 // old value
             }
             _ => {
                 self.counters.control_packets += 1;
@@ -824,7 +919,53 @@ impl World {
             }
             PktKind::Ack { status } => {
                 self.free_pkt(pid);
-                self.complete_at_source(info.msg, status);
+                self.complete_at_source(info.msg, status, 0);
+            }
+            PktKind::AtomicReq => {
+                self.free_pkt(pid);
+                // Read-modify-write in the target's memory, atomically at arrival; the response
+                // leaves after the receive processing and one memory round trip.
+                let status = self.accept(info.msg, info.to);
+                let mut old = 0;
+                if status == CqeStatus::Ok {
+                    let m = self.msg(info.msg);
+                    if let Op::Atomic {
+                        op,
+                        remote,
+                        operand,
+                        compare,
+                        ..
+                    } = m.req.op
+                    {
+                        let mem = &mut self.mem[info.to as usize];
+                        old = u64::from_le_bytes(mem.read(remote, 8).expect("checked").try_into().expect("8 bytes"));
+                        if let Some(new) = op.apply(old, operand, compare) {
+                            mem.write(remote, &new.to_le_bytes()).expect("checked");
+                        }
+                    }
+                } else {
+                    self.counters.refused += 1;
+                }
+                let p = self.alloc_pkt(PktInfo {
+                    msg: info.msg,
+                    kind: PktKind::AtomicResp { status, old },
+                    from: info.to,
+                    to: info.from,
+                    rail: info.rail,
+                });
+                let t = now + self.cfg.rx_overhead + self.cfg.host.read_latency;
+                self.q.schedule(t, WorldEvent::Inject { pkt: p });
+            }
+            PktKind::AtomicResp { status, old } => {
+                self.free_pkt(pid);
+                if status == CqeStatus::Ok {
+                    if let Op::Atomic { result: Some(a), .. } = self.msg(info.msg).req.op {
+                        self.mem[info.to as usize]
+                            .write(a, &old.to_le_bytes())
+                            .expect("checked at post");
+                    }
+                }
+                self.complete_at_source(info.msg, status, old);
             }
         }
     }
@@ -887,7 +1028,7 @@ impl World {
         if let Some(pull) = m.r2w_of {
             // The read / GET is complete at the requester; the write-back is done.
             self.release_msg(id);
-            self.complete_at_source(pull, CqeStatus::Ok);
+            self.complete_at_source(pull, CqeStatus::Ok, 0);
             return;
         }
         if m.status == CqeStatus::Ok {
@@ -898,6 +1039,7 @@ impl World {
                 bytes: m.len,
                 peer: m.req.src,
                 addr,
+                value: 0,
                 at: now,
             };
             match &m.req.op {
@@ -948,7 +1090,7 @@ impl World {
     }
 
     /// The initiator learns that its message is complete.
-    fn complete_at_source(&mut self, id: u32, status: CqeStatus) {
+    fn complete_at_source(&mut self, id: u32, status: CqeStatus, value: u64) {
         let m = self.msg(id).clone();
         let kind = match m.req.op {
             Op::Write { .. } => CqeKind::Write,
@@ -956,6 +1098,8 @@ impl World {
             Op::Put { .. } => CqeKind::Put,
             Op::Get { .. } => CqeKind::Get,
             Op::Nap { .. } => CqeKind::Nap,
+            Op::Fsm { .. } => CqeKind::Fsm,
+            Op::Atomic { .. } => CqeKind::Atomic,
         };
         if m.req.signaled || status != CqeStatus::Ok {
             let now = self.q.now();
@@ -966,6 +1110,7 @@ impl World {
                 bytes: m.len,
                 peer: m.req.dst,
                 addr: 0,
+                value,
                 at: now,
             };
             self.push_cqe(m.req.cq, e);
