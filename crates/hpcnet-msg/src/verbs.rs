@@ -255,6 +255,7 @@ impl Context {
             peer,
             num,
             rail: 0,
+            function: 0,
         }
     }
 
@@ -424,9 +425,16 @@ pub struct Qp {
     peer: Option<Rank>,
     num: u32,
     rail: u8,
+    function: u8,
 }
 
 impl Qp {
+    /// Post through PCIe function `f` (0 = PF, 1.. = VFs; SR-IOV).
+    pub fn on_function(mut self, f: u8) -> Self {
+        self.function = f;
+        self
+    }
+
     /// Use NIC port `rail` for fixed port selection.
     pub fn on_rail(mut self, rail: u8) -> Self {
         self.rail = rail;
@@ -460,6 +468,7 @@ impl Qp {
             signaled: wr.signaled,
             qp: self.num,
             rail: self.rail,
+            function: self.function,
         };
         self.ctx.world.borrow_mut().post(req)?;
         Ok(())
@@ -475,6 +484,7 @@ impl Qp {
             signaled,
             qp: self.num,
             rail: self.rail,
+            function: self.function,
         };
         self.ctx.world.borrow_mut().post(req)?;
         Ok(())
@@ -649,6 +659,7 @@ impl Qp {
             signaled: true,
             qp: self.num,
             rail: self.rail,
+            function: self.function,
         };
         self.ctx.world.borrow_mut().post(req)?;
         Ok(())

@@ -210,8 +210,34 @@ pub struct NicConfig {
     /// time, each taking this long (cHPP NAP upload path); otherwise at the host write rate.
     #[serde(default)]
     pub nap_upload_per_tlp: Option<SimTime>,
+    /// PCIe functions: the physical function plus `functions - 1` virtual functions (SR-IOV;
+    /// cHPP: 1 PF + 7 VFs). Each has its own doorbell FIFO.
+    #[serde(default = "d_functions")]
+    pub functions: u32,
+    /// Doorbell FIFO depth per function: messages a function may have posted and not completed
+    /// (cHPP: 32); 0 = unlimited.
+    #[serde(default)]
+    pub doorbell_fifo: u32,
+    /// How an engine chooses between functions with work (default "round_robin").
+    #[serde(default)]
+    pub function_arbitration: FunctionArbitration,
     #[serde(default)]
     pub host: HostConfig,
+}
+
+fn d_functions() -> u32 {
+    1
+}
+
+/// Arbitration between PCIe functions at a message engine (spec 02, SR-IOV).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum FunctionArbitration {
+    /// Fair round-robin over functions with queued messages.
+    #[default]
+    RoundRobin,
+    /// Strict priority: the lowest-numbered function with work first (the PF before VFs).
+    Priority,
 }
 
 fn d_nap_buffer() -> Bytes {
@@ -234,6 +260,9 @@ impl Default for NicConfig {
             packet_overhead: SimTime::ZERO,
             nap_buffer: d_nap_buffer(),
             nap_upload_per_tlp: None,
+            functions: d_functions(),
+            doorbell_fifo: 0,
+            function_arbitration: FunctionArbitration::RoundRobin,
             host: HostConfig::default(),
         }
     }
@@ -252,6 +281,12 @@ impl NicConfig {
         }
         if self.nap_buffer.0 == 0 {
             return Err(("nic.nap_buffer".into(), "must be at least 1 B".into()));
+        }
+        if self.functions == 0 || self.functions > 256 {
+            return Err((
+                "nic.functions".into(),
+                format!("must be 1 to 256, got {}", self.functions),
+            ));
         }
         if self.max_in_flight == 0 {
             return Err(("nic.max_in_flight".into(), "must be at least 1".into()));

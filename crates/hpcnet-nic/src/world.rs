@@ -29,7 +29,7 @@
 //! TLP); descriptor fetch is not overlapped with the previous message's data; acknowledgements
 //! are header-only packets on the request's rail.
 
-use crate::config::{NicConfig, PortSelect};
+use crate::config::{FunctionArbitration, NicConfig, PortSelect};
 use crate::memory::{Memory, MemoryError};
 use hpcnet_des::{Bytes, EventQueue, SimTime};
 use hpcnet_fabric::net::{NetEvent, Network};
@@ -140,6 +140,8 @@ pub struct Request {
     pub qp: u32,
     /// Rail for fixed port selection.
     pub rail: u8,
+    /// PCIe function (0 = physical function, 1.. = virtual functions).
+    pub function: u8,
 }
 
 /// Completion status.
@@ -270,7 +272,11 @@ struct Msg {
 
 #[derive(Clone, Debug, Default)]
 struct Engine {
-    queue: VecDeque<u32>,
+    /// Per-function doorbell FIFOs, arbitrated by `nic.function_arbitration`.
+    queues: Vec<VecDeque<u32>>,
+    /// Write-backs of reads/GETs (driven by request packets): served first.
+    internal: VecDeque<u32>,
+    rr: usize,
     busy: bool,
     in_flight: u32,
 }
@@ -284,6 +290,8 @@ struct Nic {
     /// NAP buffer pool: free buffer addresses and the CQ their events go to.
     nap_pool: VecDeque<u64>,
     nap_cq: Option<CqId>,
+    /// Messages posted and not completed, per function (doorbell FIFO occupancy).
+    outstanding: Vec<u32>,
 }
 
 #[derive(Default)]
@@ -348,6 +356,10 @@ pub enum PostError {
     NapTooLarge { len: u64, max: u64 },
     #[error("an FSM carries at most {FSM_MAX} bytes, asked for {0}")]
     FsmTooLarge(u64),
+    #[error("function {function} does not exist (the NIC has {functions})")]
+    NoSuchFunction { function: u8, functions: u32 },
+    #[error("the doorbell FIFO of function {function} is full ({depth} messages outstanding)")]
+    DoorbellFifoFull { function: u8, depth: u32 },
 }
 
 impl World {
@@ -358,7 +370,14 @@ impl World {
         let links = cfg.host.links.max(1) as usize;
         let nics = (0..n)
             .map(|_| Nic {
-                engines: vec![Engine::default(); cfg.engines as usize],
+                engines: vec![
+                    Engine {
+                        queues: vec![VecDeque::new(); cfg.functions.max(1) as usize],
+                        ..Engine::default()
+                    };
+                    cfg.engines as usize
+                ],
+                outstanding: vec![0; cfg.functions.max(1) as usize],
                 read_busy: vec![SimTime::ZERO; links],
                 write_busy: vec![SimTime::ZERO; links],
                 nap_pool: VecDeque::new(),
@@ -490,6 +509,19 @@ impl World {
         if req.rail >= rails {
             return Err(PostError::BadRail { rail: req.rail, rails });
         }
+        if req.function as u32 >= self.cfg.functions {
+            return Err(PostError::NoSuchFunction {
+                function: req.function,
+                functions: self.cfg.functions,
+            });
+        }
+        let depth = self.cfg.doorbell_fifo;
+        if depth > 0 && self.nics[req.src as usize].outstanding[req.function as usize] >= depth {
+            return Err(PostError::DoorbellFifoFull {
+                function: req.function,
+                depth,
+            });
+        }
         let total = |segs: &[Seg]| segs.iter().map(|s| s.1).sum::<u64>();
         // Normalise: class, length, source / landing / checked segments.
         let (class, len, src_segs, dst_segs, remote_segs, rkey) = match &req.op {
@@ -579,6 +611,7 @@ impl World {
             self.mem[req.src as usize].read(a, l).map_err(PostError::Local)?;
         }
         let engine = req.qp % self.cfg.engines;
+        self.nics[req.src as usize].outstanding[req.function as usize] += 1;
         let id = self.alloc_msg(Msg {
             req,
             class,
@@ -666,7 +699,8 @@ impl World {
                     let m = self.msg(msg);
                     (m.req.src, m.engine)
                 };
-                self.nics[node as usize].engines[engine as usize].queue.push_back(msg);
+                let f = self.msg(msg).req.function as usize;
+                self.nics[node as usize].engines[engine as usize].queues[f].push_back(msg);
                 self.start_next(node, engine);
             }
             WorldEvent::EngineFree { node, engine } => {
@@ -695,6 +729,20 @@ impl World {
         }
     }
 
+    /// The engine's next message: write-backs first, then the functions' FIFOs.
+    fn next_message(e: &mut Engine, arb: FunctionArbitration) -> Option<u32> {
+        if let Some(id) = e.internal.pop_front() {
+            return Some(id);
+        }
+        let n = e.queues.len();
+        let f = match arb {
+            FunctionArbitration::RoundRobin => (0..n).map(|k| (e.rr + k) % n).find(|&f| !e.queues[f].is_empty())?,
+            FunctionArbitration::Priority => (0..n).find(|&f| !e.queues[f].is_empty())?,
+        };
+        e.rr = (f + 1) % n;
+        e.queues[f].pop_front()
+    }
+
     /// Start the next queued message of an idle engine.
     fn start_next(&mut self, node: NodeId, engine: u32) {
         let max = self.cfg.max_in_flight;
@@ -702,7 +750,9 @@ impl World {
         if e.busy || e.in_flight >= max {
             return;
         }
-        let Some(id) = e.queue.pop_front() else { return };
+        let Some(id) = Self::next_message(e, self.cfg.function_arbitration) else {
+            return;
+        };
         e.busy = true;
         e.in_flight += 1;
         let now = self.q.now();
@@ -914,7 +964,9 @@ impl World {
                     landed: 0,
                     ..m
                 });
-                self.nics[info.to as usize].engines[engine as usize].queue.push_back(w);
+                self.nics[info.to as usize].engines[engine as usize]
+                    .internal
+                    .push_back(w);
                 self.start_next(info.to, engine);
             }
             PktKind::Ack { status } => {
@@ -1116,6 +1168,7 @@ impl World {
             self.push_cqe(m.req.cq, e);
         }
         let node = m.req.src;
+        self.nics[node as usize].outstanding[m.req.function as usize] -= 1;
         self.nics[node as usize].engines[m.engine as usize].in_flight -= 1;
         self.release_msg(id);
         self.start_next(node, m.engine);

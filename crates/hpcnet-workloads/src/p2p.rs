@@ -255,3 +255,84 @@ pub fn op_latency(world: World, a: Rank, b: Rank, op: LatencyOp, size: u64) -> S
 fn cb_nap_buffer(m: &Machine) -> u64 {
     m.world().cfg.nap_buffer.0
 }
+
+/// Bandwidth shares of PCIe functions (SR-IOV): every function of rank `a` keeps its doorbell
+/// FIFO full of PUTs to `b` with sizes drawn uniformly from `sizes` (seeded), for `duration`.
+/// Returns, every `sample` of simulated time, the cumulative payload bytes completed per
+/// function.
+pub fn function_shares(
+    world: World,
+    a: Rank,
+    b: Rank,
+    sizes: (u64, u64),
+    duration: SimTime,
+    sample: SimTime,
+    seed: u64,
+) -> Vec<(SimTime, Vec<u64>)> {
+    use hpcnet_msg::verbs::{RemoteSeg, Sge};
+    use rand::Rng;
+    let mut m = Machine::new(world);
+    let (functions, depth) = {
+        let w = m.world();
+        (
+            w.cfg.functions,
+            if w.cfg.doorbell_fifo == 0 {
+                32
+            } else {
+                w.cfg.doorbell_fifo
+            },
+        )
+    };
+    let ca = m.context(a);
+    let src = buffers(&m, a, sizes.1);
+    let dst = buffers(&m, b, sizes.1);
+    let done: Rc<std::cell::RefCell<Vec<u64>>> = Rc::new(std::cell::RefCell::new(vec![0; functions as usize]));
+    let streams = hpcnet_des::RngStreams::new(seed);
+    for f in 0..functions {
+        let cq = ca.create_cq();
+        let qp = ca.create_qp(&cq, b).on_function(f as u8);
+        let (src, remote) = (src.clone(), dst.remote(0));
+        let done = done.clone();
+        let ctx = ca.clone();
+        let mut rng = streams.stream("function", f as u64);
+        m.spawn(async move {
+            let post = |rng: &mut hpcnet_des::rng::SimRng| {
+                let len = rng.gen_range(sizes.0..=sizes.1);
+                qp.post_put(
+                    &[Sge {
+                        mr: &src,
+                        offset: 0,
+                        len,
+                    }],
+                    &[RemoteSeg { buf: remote, len }],
+                    None,
+                    len,
+                )
+                .expect("FIFO has room");
+            };
+            for _ in 0..depth {
+                post(&mut rng);
+            }
+            loop {
+                let c = cq.next().await;
+                if ctx.now() > duration {
+                    break;
+                }
+                done.borrow_mut()[f as usize] += c.wr_id;
+                post(&mut rng);
+            }
+        });
+    }
+    // A sampler task records the cumulative shares.
+    let samples = Rc::new(std::cell::RefCell::new(Vec::new()));
+    let (s2, d2, c2) = (samples.clone(), done.clone(), ca.clone());
+    m.spawn(async move {
+        while c2.now() < duration {
+            c2.sleep(sample).await;
+            s2.borrow_mut().push((c2.now(), d2.borrow().clone()));
+        }
+    });
+    m.run();
+    let out = samples.borrow().clone();
+    out
+}

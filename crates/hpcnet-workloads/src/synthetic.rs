@@ -278,8 +278,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
     let mut events = 0u64;
     let loop_start = Instant::now();
 
-    loop {
-        let Some((now, ev)) = q.pop() else { break };
+    while let Some((now, ev)) = q.pop() {
         events += 1;
         if busy_start.is_none() && now >= warm {
             busy_start = Some(net.busy_snapshot());

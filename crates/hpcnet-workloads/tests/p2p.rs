@@ -1,0 +1,152 @@
+//! Point-to-point benchmarks on the shipped NIC scenarios: the figures have the right shape
+//! (bandwidth approaches the payload-efficiency bound, latency is linear in size), functions
+//! share an engine fairly under round-robin and not under priority, and runs are deterministic.
+
+use hpcnet_des::SimTime;
+use hpcnet_workloads::p2p::{function_shares, op_latency, pingpong, stream, LatencyOp, Options};
+use hpcnet_workloads::Scenario;
+use std::path::Path;
+
+fn scenario(name: &str, set: &[&str]) -> Scenario {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios").join(name);
+    let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+    Scenario::load(&p, &set).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn sunway_bandwidth_approaches_the_software_peak() {
+    let sc = scenario("sunway-prototype.toml", &[]);
+    let w = sc.world().unwrap();
+    // Software peak: link data rate x payload efficiency (1024 / 1048).
+    let peak = sc.fabric.link.data_rate().as_bytes_per_sec_f64() / 1e9 * w.payload_efficiency();
+    assert!((peak - 13.324).abs() < 0.01, "software peak {peak}");
+    let opts = Options {
+        window: 64,
+        messages: 24,
+        qps: 1,
+        rail: 0,
+    };
+    let big = stream(sc.world().unwrap(), 0, 511, 1 << 20, false, &opts);
+    assert!(
+        big.gbytes_per_s < peak && big.gbytes_per_s > 0.99 * peak,
+        "{}",
+        big.gbytes_per_s
+    );
+    let small = stream(
+        sc.world().unwrap(),
+        0,
+        511,
+        4096,
+        false,
+        &Options {
+            messages: 256,
+            ..opts.clone()
+        },
+    );
+    assert!(
+        small.gbytes_per_s < 0.7 * peak,
+        "4 KB is overhead-bound: {}",
+        small.gbytes_per_s
+    );
+    // Deterministic.
+    let again = stream(
+        sc.world().unwrap(),
+        0,
+        511,
+        4096,
+        false,
+        &Options { messages: 256, ..opts },
+    );
+    assert_eq!(small, again);
+}
+
+#[test]
+fn chpp_latency_is_linear_beyond_a_few_packets() {
+    let sc = scenario("chpp-pair.toml", &[]);
+    let t = |n: u64| op_latency(sc.world().unwrap(), 0, 1, LatencyOp::Put, n).as_us_f64();
+    let (a, b, c) = (t(64 * 1024), t(128 * 1024), t(256 * 1024));
+    let (s1, s2) = (b - a, c - b);
+    assert!((s2 / s1 - 2.0).abs() < 0.01, "slopes {s1} {s2}");
+    // ~3.2 GB/s: 16 B header + 128 B payload + 1 cycle per packet on a 4 GB/s engine path.
+    let rate = 64.0 * 1024.0 / (s1 * 1e3);
+    assert!((rate - 3.2).abs() < 0.05, "PUT streaming rate {rate} GB/s");
+    // GET costs more than PUT (the request crosses the network first).
+    assert!(
+        op_latency(sc.world().unwrap(), 0, 1, LatencyOp::Get, 1)
+            > op_latency(sc.world().unwrap(), 0, 1, LatencyOp::Put, 1)
+    );
+    // NAP-immediate saves the data read of NAP-indirect at small sizes.
+    assert!(
+        op_latency(sc.world().unwrap(), 0, 1, LatencyOp::NapImmediate, 1)
+            < op_latency(sc.world().unwrap(), 0, 1, LatencyOp::NapIndirect, 1)
+    );
+}
+
+#[test]
+fn pingpong_latency_is_half_the_round_trip() {
+    let sc = scenario("sunway-prototype.toml", &[]);
+    let p = pingpong(sc.world().unwrap(), 0, 511, 8, 20);
+    let one = op_latency(sc.world().unwrap(), 0, 511, LatencyOp::Write, 8);
+    let lat = p.latency_us.unwrap();
+    // Each half round trip is one notified write (posted as soon as the notification arrives).
+    assert!(
+        (lat - one.as_us_f64()).abs() / lat < 0.02,
+        "pingpong {lat} us vs one write {}",
+        one.as_us_f64()
+    );
+}
+
+fn shares(arb: &str) -> Vec<f64> {
+    let sc = scenario(
+        "chpp-pair.toml",
+        &[
+            "nic.functions=8",
+            "nic.doorbell_fifo=32",
+            &format!("nic.function_arbitration={arb}"),
+        ],
+    );
+    let s = function_shares(
+        sc.world().unwrap(),
+        0,
+        1,
+        (64, 8192),
+        SimTime::from_us(400),
+        SimTime::from_us(100),
+        7,
+    );
+    let last = &s.last().expect("samples").1;
+    let total: u64 = last.iter().sum();
+    last.iter().map(|&b| b as f64 / total as f64).collect()
+}
+
+#[test]
+fn round_robin_functions_share_fairly_priority_does_not() {
+    let rr = shares("round_robin");
+    assert_eq!(rr.len(), 8);
+    assert!(rr.iter().all(|s| (s - 0.125).abs() < 0.02), "round robin shares {rr:?}");
+    let pr = shares("priority");
+    assert!(pr[0] > 0.9, "priority: the PF takes the engine {pr:?}");
+}
+
+#[test]
+fn doorbell_fifo_depth_is_enforced() {
+    use hpcnet_msg::verbs::{Machine, WriteWr};
+    let sc = scenario("chpp-pair.toml", &["nic.functions=2", "nic.doorbell_fifo=4"]);
+    let m = Machine::new(sc.world().unwrap());
+    let a = m.context(0);
+    let s = a.reg_mr(64);
+    let d = m.context(1).reg_mr(64);
+    let cq = a.create_cq();
+    let qp = a.create_qp(&cq, 1).on_function(1);
+    for _ in 0..4 {
+        qp.post_write(WriteWr::new(&s, 0, 64, d.remote(0))).unwrap();
+    }
+    let e = qp.post_write(WriteWr::new(&s, 0, 64, d.remote(0))).unwrap_err();
+    assert!(e.to_string().contains("doorbell FIFO of function 1 is full"), "{e}");
+    let bad = a
+        .create_qp(&cq, 1)
+        .on_function(2)
+        .post_write(WriteWr::new(&s, 0, 64, d.remote(0)))
+        .unwrap_err();
+    assert!(bad.to_string().contains("function 2 does not exist"), "{bad}");
+}
