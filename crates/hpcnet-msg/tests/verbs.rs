@@ -697,3 +697,41 @@ fn atomics_apply_at_the_target_and_return_old_values() {
     assert_eq!(m.run().stuck_tasks, 0);
     assert_eq!(b.read_u64(&word, 0).unwrap(), 99);
 }
+
+#[test]
+fn three_paths_loopback_crossbar_network() {
+    let nic = NicConfig {
+        hosts: 2,
+        loopback_latency: SimTime::from_ns(30),
+        crossbar_latency: SimTime::from_ns(60),
+        ..NicConfig::default()
+    };
+    let time_to = |dst: u32| {
+        let mut m = Machine::new(torus_world(nic.clone()));
+        assert_eq!(m.context(0).size(), 32);
+        let a = m.context(0);
+        let s = a.reg_mr(256);
+        a.write_local(&s, 0, &pattern(256, 4)).unwrap();
+        let d = m.context(dst).reg_mr(256);
+        let cq = a.create_cq();
+        let qp = a.create_qp(&cq, dst);
+        let r = d.remote(0);
+        m.spawn(async move {
+            qp.post_write(WriteWr::new(&s, 0, 256, r)).unwrap();
+            cq.next().await;
+        });
+        let t = m.run().time;
+        assert_eq!(m.context(dst).read_local(&d, 0, 256).unwrap(), pattern(256, 4));
+        let injected = m.world().net.counters.injected;
+        (t, injected)
+    };
+    let (loopback, n0) = time_to(0);
+    let (crossbar, n1) = time_to(1);
+    let (network, n2) = time_to(2);
+    assert_eq!((n0, n1), (0, 0), "same NIC: no network packets");
+    assert!(n2 > 0);
+    assert!(
+        loopback < crossbar && crossbar < network,
+        "{loopback} {crossbar} {network}"
+    );
+}

@@ -160,6 +160,9 @@ fn d_msg_overhead() -> SimTime {
 fn d_rx_overhead() -> SimTime {
     SimTime::from_ns(20)
 }
+fn d_hosts() -> u32 {
+    1
+}
 fn d_loopback() -> SimTime {
     SimTime::from_ns(50)
 }
@@ -180,9 +183,16 @@ pub struct NicConfig {
     /// Receive processing per packet before its DMA write (default "20 ns").
     #[serde(default = "d_rx_overhead")]
     pub rx_overhead: SimTime,
-    /// Latency of the NIC-internal path between the two host interfaces of one NIC (default "50 ns").
+    /// Processes per NIC, each behind its own host interface (Sunway: 2 processors per NIC).
+    /// Rank r lives on node r / hosts.
+    #[serde(default = "d_hosts")]
+    pub hosts: u32,
+    /// Latency of a message looped back inside an engine (same host interface), default "50 ns".
     #[serde(default = "d_loopback")]
     pub loopback_latency: SimTime,
+    /// Latency of the NIC's on-chip crossbar between its host interfaces (default "50 ns").
+    #[serde(default = "d_loopback")]
+    pub crossbar_latency: SimTime,
     /// Per-packet port choice (default "fixed").
     #[serde(default)]
     pub port_select: PortSelect,
@@ -251,7 +261,9 @@ impl Default for NicConfig {
             max_in_flight: d_in_flight(),
             message_overhead: d_msg_overhead(),
             rx_overhead: d_rx_overhead(),
+            hosts: d_hosts(),
             loopback_latency: d_loopback(),
+            crossbar_latency: d_loopback(),
             port_select: PortSelect::Fixed,
             nap_overhead: None,
             get_overhead: None,
@@ -281,6 +293,9 @@ impl NicConfig {
         }
         if self.nap_buffer.0 == 0 {
             return Err(("nic.nap_buffer".into(), "must be at least 1 B".into()));
+        }
+        if self.hosts == 0 || self.hosts > 64 {
+            return Err(("nic.hosts".into(), format!("must be 1 to 64, got {}", self.hosts)));
         }
         if self.functions == 0 || self.functions > 256 {
             return Err((

@@ -336,6 +336,8 @@ pub struct World {
     timers: Vec<Option<Waker>>,
     free_timers: Vec<u32>,
     next_qp: u32,
+    /// Processes (host interfaces) per NIC: rank r lives on node r / hosts.
+    hosts: u32,
     pub counters: NicCounters,
 }
 
@@ -368,6 +370,7 @@ impl World {
         let header = net.config().packet.header.0 as u32;
         let mtu = net.config().packet.max_payload.0 as u32;
         let links = cfg.host.links.max(1) as usize;
+        let hosts = cfg.hosts.max(1);
         let nics = (0..n)
             .map(|_| Nic {
                 engines: vec![
@@ -390,7 +393,8 @@ impl World {
             header,
             mtu,
             nics,
-            mem: (0..n as u32).map(Memory::new).collect(),
+            mem: (0..n as u32 * hosts).map(Memory::new).collect(),
+            hosts,
             msgs: Vec::new(),
             free_msgs: Vec::new(),
             next_seen: Vec::new(),
@@ -410,8 +414,15 @@ impl World {
         self.q.now()
     }
 
+    /// Number of ranks (nodes × processes per NIC).
     pub fn ranks(&self) -> usize {
-        self.nics.len()
+        self.nics.len() * self.hosts as usize
+    }
+
+    /// The node (NIC) a rank lives on.
+    #[inline]
+    pub fn node_of(&self, rank: Rank) -> usize {
+        (rank / self.hosts) as usize
     }
 
     /// Payload bytes per packet.
@@ -459,7 +470,7 @@ impl World {
     /// Pre-post NAP receive buffers: `count` buffers of `nic.nap_buffer` bytes starting at
     /// `addr` (inside a registered region of `rank`), their events going to `cq`.
     pub fn post_nap_buffers(&mut self, rank: Rank, addr: u64, count: u64, cq: CqId) -> Result<(), PostError> {
-        if rank as usize >= self.nics.len() {
+        if rank as usize >= self.ranks() {
             return Err(PostError::NoSuchRank(rank));
         }
         if self.cq_owner.get(cq as usize) != Some(&rank) {
@@ -469,7 +480,7 @@ impl World {
         self.mem[rank as usize]
             .read(addr, size * count)
             .map_err(PostError::Local)?;
-        let nic = &mut self.nics[rank as usize];
+        let nic = &mut self.nics[(rank / self.hosts) as usize];
         nic.nap_cq = Some(cq);
         nic.nap_pool.extend((0..count).map(|i| addr + i * size));
         Ok(())
@@ -496,7 +507,7 @@ impl World {
 
     /// Hand a request to the NIC of `req.src` (the doorbell rings now).
     pub fn post(&mut self, req: Request) -> Result<(), PostError> {
-        let n = self.nics.len() as u32;
+        let n = self.ranks() as u32;
         for r in [req.src, req.dst] {
             if r >= n {
                 return Err(PostError::NoSuchRank(r));
@@ -516,7 +527,7 @@ impl World {
             });
         }
         let depth = self.cfg.doorbell_fifo;
-        if depth > 0 && self.nics[req.src as usize].outstanding[req.function as usize] >= depth {
+        if depth > 0 && self.nics[(req.src / self.hosts) as usize].outstanding[req.function as usize] >= depth {
             return Err(PostError::DoorbellFifoFull {
                 function: req.function,
                 depth,
@@ -611,7 +622,7 @@ impl World {
             self.mem[req.src as usize].read(a, l).map_err(PostError::Local)?;
         }
         let engine = req.qp % self.cfg.engines;
-        self.nics[req.src as usize].outstanding[req.function as usize] += 1;
+        self.nics[(req.src / self.hosts) as usize].outstanding[req.function as usize] += 1;
         let id = self.alloc_msg(Msg {
             req,
             class,
@@ -700,11 +711,11 @@ impl World {
                     (m.req.src, m.engine)
                 };
                 let f = self.msg(msg).req.function as usize;
-                self.nics[node as usize].engines[engine as usize].queues[f].push_back(msg);
+                self.nics[(node / self.hosts) as usize].engines[engine as usize].queues[f].push_back(msg);
                 self.start_next(node, engine);
             }
             WorldEvent::EngineFree { node, engine } => {
-                self.nics[node as usize].engines[engine as usize].busy = false;
+                self.nics[(node / self.hosts) as usize].engines[engine as usize].busy = false;
                 self.start_next(node, engine);
             }
             WorldEvent::Inject { pkt } => self.send_packet(pkt),
@@ -746,7 +757,7 @@ impl World {
     /// Start the next queued message of an idle engine.
     fn start_next(&mut self, node: NodeId, engine: u32) {
         let max = self.cfg.max_in_flight;
-        let e = &mut self.nics[node as usize].engines[engine as usize];
+        let e = &mut self.nics[(node / self.hosts) as usize].engines[engine as usize];
         if e.busy || e.in_flight >= max {
             return;
         }
@@ -762,7 +773,7 @@ impl World {
         if internal {
             // A write-back is driven by a request packet, not a doorbell: its descriptor is in
             // the packet, and it holds no in-flight slot beyond its transmission.
-            self.nics[node as usize].engines[engine as usize].in_flight -= 1;
+            self.nics[(node / self.hosts) as usize].engines[engine as usize].in_flight -= 1;
         }
         // Descriptor fetch (a DMA read), then the operation's processing; a write-back is
         // processed as a PUT of the target's send engine (cHPP: GET → local send engine).
@@ -826,7 +837,7 @@ impl World {
         } else if immediate {
             (t, self.cfg.immediate_rate.or(self.cfg.engine_rate))
         } else {
-            let start = (t + host.read_latency).max(self.nics[node as usize].read_busy[link]);
+            let start = (t + host.read_latency).max(self.nics[(node / self.hosts) as usize].read_busy[link]);
             (start, Some(host.read_rate()))
         };
         let eng_rate = self.cfg.engine_rate;
@@ -852,7 +863,7 @@ impl World {
             self.q.schedule(ready, WorldEvent::Inject { pkt: p });
         }
         if !immediate && !fsm {
-            self.nics[node as usize].read_busy[link] = last;
+            self.nics[(node / self.hosts) as usize].read_busy[link] = last;
         }
         self.q.schedule(last, WorldEvent::EngineFree { node, engine });
     }
@@ -880,8 +891,16 @@ impl World {
             }
         };
         self.counters.wire_bytes += (payload + self.header) as u64;
-        if info.from == info.to {
-            let t = self.q.now() + self.cfg.loopback_latency;
+        // Three paths (spec 01): loopback inside the engine (same host interface), the NIC's
+        // on-chip crossbar (the other host interface of the same NIC), or the network.
+        let (from_node, to_node) = (self.node_of(info.from) as NodeId, self.node_of(info.to) as NodeId);
+        if from_node == to_node {
+            let lat = if info.from == info.to {
+                self.cfg.loopback_latency
+            } else {
+                self.cfg.crossbar_latency
+            };
+            let t = self.q.now() + lat;
             self.q.schedule(t, WorldEvent::Local { pkt: pid });
             return;
         }
@@ -892,11 +911,11 @@ impl World {
                 let start = (pid % rails as u32) as u8;
                 (0..rails)
                     .map(|k| (start + k) % rails)
-                    .min_by_key(|&r| self.net.source_queue_len(info.from, r))
+                    .min_by_key(|&r| self.net.source_queue_len(from_node, r))
                     .unwrap_or(0)
             }
         };
-        let mut p = Packet::new(pid as u64, info.from, info.to, payload, self.header, self.q.now());
+        let mut p = Packet::new(pid as u64, from_node, to_node, payload, self.header, self.q.now());
         p.rail = rail;
         if self.net.inject(&mut self.q, p).is_err() {
             // No route at all: the packet is lost and its message never completes.
@@ -932,7 +951,7 @@ impl World {
                     Some(per) => per * len.div_ceil(self.cfg.host.max_payload.0).max(1),
                     None => self.cfg.host.write_rate().serialization(Bytes(len)),
                 };
-                let nic = &mut self.nics[info.to as usize];
+                let nic = &mut self.nics[(info.to / self.hosts) as usize];
                 let (link, free) = nic
                     .write_busy
                     .iter()
@@ -964,7 +983,7 @@ impl World {
                     landed: 0,
                     ..m
                 });
-                self.nics[info.to as usize].engines[engine as usize]
+                self.nics[(info.to / self.hosts) as usize].engines[engine as usize]
                     .internal
                     .push_back(w);
                 self.start_next(info.to, engine);
@@ -1030,7 +1049,7 @@ impl World {
             return CqeStatus::Ok;
         }
         if let Op::Nap { len, .. } = m.req.op {
-            let nic = &mut self.nics[node as usize];
+            let nic = &mut self.nics[(node / self.hosts) as usize];
             return match (nic.nap_pool.pop_front(), nic.nap_cq) {
                 (Some(buf), Some(_)) => {
                     self.msg_mut(id).dst_segs = vec![(buf, len)];
@@ -1110,7 +1129,7 @@ impl World {
                     notify_cq: Some(cq), ..
                 } => self.push_cqe(*cq, notify(m.req.wr_id, CqeKind::Notify, 0)),
                 Op::Nap { .. } => {
-                    let cq = self.nics[m.req.dst as usize]
+                    let cq = self.nics[(m.req.dst / self.hosts) as usize]
                         .nap_cq
                         .expect("NAP accepted only with a pool");
                     let buf = m.dst_segs.first().map_or(0, |s| s.0);
@@ -1168,8 +1187,8 @@ impl World {
             self.push_cqe(m.req.cq, e);
         }
         let node = m.req.src;
-        self.nics[node as usize].outstanding[m.req.function as usize] -= 1;
-        self.nics[node as usize].engines[m.engine as usize].in_flight -= 1;
+        self.nics[(node / self.hosts) as usize].outstanding[m.req.function as usize] -= 1;
+        self.nics[(node / self.hosts) as usize].engines[m.engine as usize].in_flight -= 1;
         self.release_msg(id);
         self.start_next(node, m.engine);
     }
