@@ -89,8 +89,11 @@ struct OutPort {
     /// The last arbitration found requests but no credits: wake up when credits arrive.
     starved: bool,
     rr: u32,
-    /// Requesting inputs, encoded as input queue index (= global input port × vcs + vc).
+    /// Requesting inputs, encoded as input queue index (see [`Network::qi`]).
     requests: Vec<u32>,
+    /// Memo of the last serialisation time computed here: (packet size, time). Packet sizes
+    /// repeat, and the division in `BitsPerSec::serialization` showed up in profiles.
+    ser_memo: (u32, SimTime),
     to: Dest,
     rate: BitsPerSec,
     latency: SimTime,
@@ -137,11 +140,17 @@ pub struct Network {
     out: Vec<OutPort>,
     /// Upstream output port of every router input port (u32::MAX if none).
     upstream: Vec<u32>,
-    /// Input queues: `gport * vcs + vc` for router ports, then one per node rail.
+    /// Input queues: `gport << vc_shift | vc` for router ports, then one per node rail from
+    /// `node_q0`.
     inq: Queues,
-    /// VCs per port (stride of input queue indices).
-    vcs: u32,
-    packets: Vec<Option<Packet>>,
+    /// log2 of the stride of input queue indices per port (VCs rounded up to a power of two,
+    /// so the hot path shifts instead of dividing).
+    vc_shift: u32,
+    /// First node-rail input queue (`router_ports << vc_shift`).
+    node_q0: u32,
+    /// Router owning each global router port.
+    router_of: Vec<RouterId>,
+    packets: Vec<Packet>,
     free_ids: Vec<PacketId>,
     kicks: Vec<u32>,
     bubble_credits: u32,
@@ -207,6 +216,7 @@ impl Network {
             starved: false,
             rr: 0,
             requests: Vec::new(),
+            ser_memo: (u32::MAX, SimTime::ZERO),
             to,
             rate,
             latency,
@@ -250,7 +260,12 @@ impl Network {
         }
         let max_pkt = cfg.packet.header + cfg.packet.max_payload;
         let bubble_credits = max_pkt.blocks_of(cfg.router.credit_unit) as u32;
-        let inq = Queues::new(total as usize * vcs + topo.nodes.len() * rails as usize);
+        let vc_shift = vcs.next_power_of_two().trailing_zeros();
+        let node_q0 = total << vc_shift;
+        let inq = Queues::new(node_q0 as usize + topo.nodes.len() * rails as usize);
+        let router_of = (0..topo.routers.len())
+            .flat_map(|r| (port_base[r]..port_base[r + 1]).map(move |_| r as RouterId))
+            .collect();
         Ok(Network {
             topo,
             routing,
@@ -261,7 +276,9 @@ impl Network {
             out,
             upstream,
             inq,
-            vcs: vcs as u32,
+            vc_shift,
+            node_q0,
+            router_of,
             packets: Vec::new(),
             free_ids: Vec::new(),
             kicks: Vec::new(),
@@ -289,15 +306,14 @@ impl Network {
 
     /// Packets waiting in node injection queues.
     pub fn queued_at_sources(&self) -> usize {
-        (self.router_ports as usize * self.vcs as usize..self.inq.count())
+        (self.node_q0 as usize..self.inq.count())
             .map(|i| self.inq.len(i as u32) as usize)
             .sum()
     }
 
     /// Packets waiting in the injection queue of `node`'s `rail`.
     pub fn source_queue_len(&self, node: NodeId, rail: u8) -> usize {
-        self.inq
-            .len(self.router_ports * self.vcs + node * self.rails as u32 + rail as u32) as usize
+        self.inq.len(self.node_q0 + node * self.rails as u32 + rail as u32) as usize
     }
 
     /// Data rate of the link leaving `node`'s `rail`.
@@ -311,28 +327,30 @@ impl Network {
 
     fn alloc(&mut self, p: Packet) -> PacketId {
         if let Some(id) = self.free_ids.pop() {
-            self.packets[id as usize] = Some(p);
+            self.packets[id as usize] = p;
             id
         } else {
-            self.packets.push(Some(p));
+            self.packets.push(p);
+            self.inq.grow(self.packets.len());
             (self.packets.len() - 1) as PacketId
         }
     }
 
     fn take(&mut self, id: PacketId) -> Packet {
-        let p = self.packets[id as usize].take().expect("live packet");
+        // A cheap placeholder stays in the slot until it is reused.
+        let p = std::mem::replace(
+            &mut self.packets[id as usize],
+            Packet::new(0, 0, 0, 0, 0, SimTime::ZERO),
+        );
         self.free_ids.push(id);
         p
     }
 
+    /// Packets live in a dense slab (not `Option`s: profiling showed the liveness checks on every
+    /// access); ids come only from the input queues and pending events, which hold live packets.
     #[inline]
     fn pkt(&self, id: PacketId) -> &Packet {
-        self.packets[id as usize].as_ref().expect("live packet")
-    }
-
-    #[inline]
-    fn pkt_mut(&mut self, id: PacketId) -> &mut Packet {
-        self.packets[id as usize].as_mut().expect("live packet")
+        &self.packets[id as usize]
     }
 
     /// Queue `pkt` for injection at `node` on `rail` now. The packet counts as injected when its
@@ -340,17 +358,19 @@ impl Network {
     pub fn inject<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, mut pkt: Packet) -> Result<(), RouteError> {
         let unit = self.cfg.router.credit_unit.0;
         pkt.credits = (pkt.size as u64).div_ceil(unit) as u16;
-        let class = (self.next_class % 251) as u8;
+        let class = match self.cfg.router.vc_select {
+            crate::config::VcSelect::RoundRobin => (self.next_class % 251) as u8,
+            crate::config::VcSelect::Destination => (pkt.dst % self.routing.classes().max(1) as u32) as u8,
+        };
         self.next_class += 1;
         self.routing.on_inject(&self.topo, &mut pkt, class)?;
         pkt.out_vc = pkt.vc;
         pkt.out_enters = self.routing.uses_bubble();
         let node = pkt.src;
         let rail = pkt.rail;
-        let qi = self.router_ports as usize * self.vcs as usize + node as usize * self.rails as usize + rail as usize;
+        let qi = self.node_q0 as usize + node as usize * self.rails as usize + rail as usize;
         let id = self.alloc(pkt);
-        self.inq.push_back(qi as u32, id);
-        if self.inq.len(qi as u32) == 1 {
+        if self.inq.push_back(qi as u32, id) == 1 {
             self.kick_now(q, self.node_oport(node, rail));
         }
         Ok(())
@@ -361,20 +381,23 @@ impl Network {
         self.run_kicks(q);
     }
 
+    /// Input queue of `vc` at global router port `gport`.
+    #[inline]
+    fn qi(&self, gport: u32, vc: u8) -> u32 {
+        (gport << self.vc_shift) | vc as u32
+    }
+
     /// Handle one network event at the queue's current time.
     pub fn handle<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, ev: NetEvent) {
         let now = q.now();
         match ev {
             NetEvent::Arrive { pkt, router, port } => {
-                let vc = {
-                    let p = self.pkt_mut(pkt);
-                    p.hops += 1;
-                    p.vc
-                };
-                let qi = (self.port_base[router as usize] + port as u32) as usize * self.vcs as usize + vc as usize;
-                self.inq.push_back(qi as u32, pkt);
-                if self.inq.len(qi as u32) == 1 {
-                    self.new_head(q, qi as u32, router);
+                let p = &mut self.packets[pkt as usize];
+                p.hops += 1;
+                let vc = p.vc;
+                let qi = self.qi(self.port_base[router as usize] + port as u32, vc);
+                if self.inq.push_back(qi, pkt) == 1 {
+                    self.new_head(q, qi, router);
                 }
             }
             NetEvent::Arb { oport } => {
@@ -395,26 +418,26 @@ impl Network {
     }
 
     /// A packet became head of input queue `qi` at `router`: route it and request its output.
+    #[inline]
     fn new_head<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, qi: u32, router: RouterId) {
+        let base = self.port_base[router as usize];
+        let end = self.port_base[router as usize + 1];
+        let in_port = ((qi >> self.vc_shift) - base) as PortIdx;
         loop {
             let Some(id) = self.inq.front(qi) else {
                 return;
             };
-            let in_port = (qi / self.vcs - self.port_base[router as usize]) as PortIdx;
-            let base = self.port_base[router as usize] as usize;
-            let nports = self.topo.routers[router as usize].ports.len();
             let view = PortCredits {
-                out: &self.out[base..base + nports],
+                out: &self.out[base as usize..end as usize],
                 now: q.now(),
             };
-            let p = self.packets[id as usize].as_mut().expect("live packet");
-            let r = self.routing.route(&self.topo, router, in_port, p, &view);
-            match r {
+            let p = &mut self.packets[id as usize];
+            match self.routing.route(&self.topo, router, in_port, p, &view) {
                 Ok(c) => {
                     p.out_port = c.port;
                     p.out_vc = c.vc;
                     p.out_enters = c.enters_ring;
-                    let o = base as u32 + c.port as u32;
+                    let o = base + c.port as u32;
                     self.out[o as usize].requests.push(qi);
                     self.kicks.push(o);
                     return;
@@ -435,16 +458,16 @@ impl Network {
     }
 
     /// Return the credits `id` holds in input queue `qi` to the upstream port, freed at `at`.
+    #[inline]
     fn release_input<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, qi: u32, id: PacketId, at: SimTime) {
-        let gin = qi as usize / self.vcs as usize;
-        if gin >= self.router_ports as usize {
+        if qi >= self.node_q0 {
             return; // node source queue: no credits
         }
-        let up = self.upstream[gin];
+        let up = self.upstream[(qi >> self.vc_shift) as usize];
         if up == u32::MAX {
             return;
         }
-        let p = self.pkt(id);
+        let p = &self.packets[id as usize];
         let (vc, shared) = (p.vc, p.shared_used);
         let private = p.credits - shared;
         let o = &mut self.out[up as usize];
@@ -490,6 +513,35 @@ impl Network {
         }
     }
 
+    /// Pick the requesting input VC of router output `o` to serve: its index in `o.requests`.
+    #[inline]
+    fn pick_request(&self, o: &OutPort) -> Option<usize> {
+        let n = o.requests.len();
+        // `rr` is reset whenever `requests` shrinks, so it is always a valid index.
+        debug_assert!(n == 0 || (o.rr as usize) < n);
+        let mut chosen: Option<(usize, SimTime)> = None;
+        for k in 0..n {
+            // (rr + k) mod n without a division.
+            let mut idx = o.rr as usize + k;
+            if idx >= n {
+                idx -= n;
+            }
+            let id = self.inq.front(o.requests[idx]).expect("requesting queue has a head");
+            let p = self.pkt(id);
+            if self.fits(o, p) {
+                match self.cfg.router.arbitration {
+                    Arbitration::RoundRobin => return Some(idx),
+                    Arbitration::Age => {
+                        if chosen.is_none_or(|(_, t)| p.created < t) {
+                            chosen = Some((idx, p.created));
+                        }
+                    }
+                }
+            }
+        }
+        chosen.map(|(idx, _)| idx)
+    }
+
     fn arbitrate<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, oi: u32) {
         let now = q.now();
         let o = &mut self.out[oi as usize];
@@ -515,8 +567,8 @@ impl Network {
         let o = &self.out[oi as usize];
         let is_node = oi >= self.router_ports;
         // Pick the input queue to serve.
-        let (qi, slot) = if is_node {
-            let qi = self.router_ports * self.vcs + (oi - self.router_ports);
+        let qi = if is_node {
+            let qi = self.node_q0 + (oi - self.router_ports);
             let Some(id) = self.inq.front(qi) else {
                 return;
             };
@@ -524,105 +576,78 @@ impl Network {
                 self.starve(q, oi);
                 return;
             }
-            (qi, usize::MAX)
+            qi
         } else {
-            let n = o.requests.len();
-            if n == 0 {
+            if o.requests.is_empty() {
                 return;
             }
-            let mut chosen: Option<(usize, SimTime)> = None;
-            for k in 0..n {
-                let idx = (o.rr as usize + k) % n;
-                let qi = o.requests[idx];
-                let id = self.inq.front(qi).expect("requesting queue has a head");
-                let p = self.pkt(id);
-                if self.fits(o, p) {
-                    match self.cfg.router.arbitration {
-                        Arbitration::RoundRobin => {
-                            chosen = Some((idx, p.created));
-                            break;
-                        }
-                        Arbitration::Age => {
-                            if chosen.is_none_or(|(_, t)| p.created < t) {
-                                chosen = Some((idx, p.created));
-                            }
-                        }
-                    }
-                }
-            }
-            let Some((idx, _)) = chosen else {
+            let Some(slot) = self.pick_request(o) else {
                 self.starve(q, oi);
                 return;
             };
-            (o.requests[idx], idx)
+            let o = &mut self.out[oi as usize];
+            let qi = o.requests[slot];
+            // Keep the order (round robin depends on it); the lists are short, so shifting by
+            // hand beats `Vec::remove`'s memmove call.
+            o.requests.copy_within(slot + 1.., slot);
+            o.requests.pop();
+            // Round robin resumes at the request after the served one.
+            o.rr = if slot < o.requests.len() { slot as u32 } else { 0 };
+            qi
         };
         let id = self.inq.pop_front(qi).expect("head");
-        self.out[oi as usize].starved = false;
-        if slot != usize::MAX {
-            let o = &mut self.out[oi as usize];
-            o.requests.remove(slot);
-            o.rr = if o.requests.is_empty() {
-                0
-            } else {
-                (slot % o.requests.len()) as u32
-            };
-        }
+        let o = &mut self.out[oi as usize];
+        o.starved = false;
         // Timing.
-        let (rate, lat, saf, to) = {
-            let o = &self.out[oi as usize];
-            (o.rate, o.latency, o.saf, o.to)
+        let p = &self.packets[id as usize];
+        let (size, tail_at, out_vc, credits) = (p.size, p.tail_at, p.out_vc, p.credits);
+        let ser = if o.ser_memo.0 == size {
+            o.ser_memo.1
+        } else {
+            let ser = o.rate.serialization(hpcnet_des::Bytes(size as u64));
+            o.ser_memo = (size, ser);
+            ser
         };
-        let (size, tail_at) = {
-            let p = self.pkt(id);
-            (p.size, p.tail_at)
-        };
-        let ser = rate.serialization(hpcnet_des::Bytes(size as u64));
         let start = now.max(tail_at.saturating_sub(ser));
         // Free the buffer the packet leaves, when its tail is out.
         self.release_input(q, qi, id, start + ser);
         // Take credits downstream.
-        let out_vc = self.pkt(id).out_vc;
-        let credits = self.pkt(id).credits;
+        let o = &mut self.out[oi as usize];
+        o.busy_until = start + ser;
+        o.busy_ps += ser.0;
+        o.packets += 1;
         let mut shared_used = 0u16;
-        {
-            let o = &mut self.out[oi as usize];
-            o.busy_until = start + ser;
-            o.busy_ps += ser.0;
-            o.packets += 1;
-            if let Dest::Router { .. } = o.to {
-                let v = out_vc as usize;
-                let from_private = credits.min(o.free_private[v]);
-                o.free_private[v] -= from_private;
-                shared_used = credits - from_private;
-                o.free_shared -= shared_used as u32;
-            }
+        if let Dest::Router { .. } = o.to {
+            let v = out_vc as usize;
+            let from_private = credits.min(o.free_private[v]);
+            o.free_private[v] -= from_private;
+            shared_used = credits - from_private;
+            o.free_shared -= shared_used as u32;
         }
+        let (lat, saf, to) = (o.latency, o.saf, o.to);
         self.last_progress = now;
-        let router_lat = self.cfg.router.latency;
-        {
-            let p = self.pkt_mut(id);
-            p.vc = out_vc;
-            p.shared_used = shared_used;
-            p.tail_at = start + ser + lat;
-            if is_node {
-                p.injected = start;
-            }
-        }
+        let p = &mut self.packets[id as usize];
+        p.vc = out_vc;
+        p.shared_used = shared_used;
+        p.tail_at = start + ser + lat;
         if is_node {
+            p.injected = start;
             self.counters.injected += 1;
         }
         match to {
             Dest::Router { router, port } => {
                 let head = if saf { start + ser + lat } else { start + lat };
-                q.schedule(head + router_lat, NetEvent::Arrive { pkt: id, router, port }.into());
+                q.schedule(
+                    head + self.cfg.router.latency,
+                    NetEvent::Arrive { pkt: id, router, port }.into(),
+                );
             }
             Dest::Node => q.schedule(start + ser + lat, NetEvent::Deliver { pkt: id }.into()),
             Dest::None => unreachable!("a dead port never fits"),
         }
         // The input queue has a new head.
         if !is_node && !self.inq.is_empty(qi) {
-            let gin = qi / self.vcs;
-            let router = self.router_of_gport(gin);
+            let router = self.router_of[(qi >> self.vc_shift) as usize];
             self.new_head(q, qi, router);
         }
         // More work for this port once the link is free.
@@ -648,16 +673,15 @@ impl Network {
     }
 
     fn router_of_gport(&self, g: u32) -> RouterId {
-        // port_base is sorted; binary search for the router owning global port g.
-        (self.port_base.partition_point(|&b| b <= g) - 1) as RouterId
+        self.router_of[g as usize]
     }
 
     /// Input VCs whose head packet is waiting, with what it waits for (deadlock reports).
     pub fn blocked(&self, limit: usize) -> Vec<Blocked> {
         let mut v = Vec::new();
-        for qi in 0..self.router_ports as usize * self.vcs as usize {
+        for qi in 0..self.node_q0 as usize {
             let Some(id) = self.inq.front(qi as u32) else { continue };
-            let g = (qi / self.vcs as usize) as u32;
+            let g = (qi >> self.vc_shift) as u32;
             let router = self.router_of_gport(g);
             let p = self.pkt(id);
             let o = &self.out[(self.port_base[router as usize] + p.out_port as u32) as usize];
@@ -665,7 +689,7 @@ impl Network {
                 source_node: None,
                 router,
                 in_port: (g - self.port_base[router as usize]) as PortIdx,
-                vc: (qi % self.vcs as usize) as u8,
+                vc: (qi & ((1 << self.vc_shift) - 1)) as u8,
                 queued: self.inq.len(qi as u32) as usize,
                 head_dst: p.dst,
                 out_port: p.out_port,
@@ -688,7 +712,7 @@ impl Network {
                 break;
             }
         }
-        let nq = self.router_ports * self.vcs;
+        let nq = self.node_q0;
         for k in 0..(self.inq.count() as u32 - nq) {
             if v.len() >= limit {
                 break;
@@ -796,11 +820,18 @@ fn base_rate_for(cfg: &FabricConfig, lanes: u32, base: BitsPerSec) -> BitsPerSec
 /// long it is, and pushing or popping never allocates (many small `VecDeque`s were the main
 /// source of cache misses).
 struct Queues {
-    head: Vec<u32>,
-    tail: Vec<u32>,
-    len: Vec<u32>,
+    /// One record per queue: the three fields a push or pop touches share a cache line (three
+    /// separate arrays cost three misses per operation).
+    q: Vec<Fifo>,
     /// `next[packet]`: the packet behind it in its queue.
     next: Vec<u32>,
+}
+
+#[derive(Copy, Clone)]
+struct Fifo {
+    head: u32,
+    tail: u32,
+    len: u32,
 }
 
 const NIL: u32 = u32::MAX;
@@ -808,56 +839,67 @@ const NIL: u32 = u32::MAX;
 impl Queues {
     fn new(n: usize) -> Self {
         Queues {
-            head: vec![NIL; n],
-            tail: vec![NIL; n],
-            len: vec![0; n],
+            q: vec![
+                Fifo {
+                    head: NIL,
+                    tail: NIL,
+                    len: 0
+                };
+                n
+            ],
             next: Vec::new(),
         }
     }
     fn count(&self) -> usize {
-        self.head.len()
+        self.q.len()
     }
     #[inline]
     fn len(&self, q: u32) -> u32 {
-        self.len[q as usize]
+        self.q[q as usize].len
     }
     #[inline]
     fn is_empty(&self, q: u32) -> bool {
-        self.len[q as usize] == 0
+        self.q[q as usize].len == 0
     }
     #[inline]
     fn front(&self, q: u32) -> Option<PacketId> {
-        let h = self.head[q as usize];
+        let h = self.q[q as usize].head;
         (h != NIL).then_some(h)
     }
+    /// Make room for packet ids below `n` (called when the packet slab grows, so `push_back`
+    /// never has to check).
+    fn grow(&mut self, n: usize) {
+        if self.next.len() < n {
+            self.next.resize(n, NIL);
+        }
+    }
+    /// Append `id`; returns the new length.
     #[inline]
-    fn push_back(&mut self, q: u32, id: PacketId) {
-        if self.next.len() <= id as usize {
-            self.next.resize(id as usize + 1, NIL);
-        }
+    fn push_back(&mut self, q: u32, id: PacketId) -> u32 {
         self.next[id as usize] = NIL;
-        let qi = q as usize;
-        if self.tail[qi] == NIL {
-            self.head[qi] = id;
+        let f = &mut self.q[q as usize];
+        if f.tail == NIL {
+            f.head = id;
         } else {
-            self.next[self.tail[qi] as usize] = id;
+            self.next[f.tail as usize] = id;
         }
-        self.tail[qi] = id;
-        self.len[qi] += 1;
+        f.tail = id;
+        f.len += 1;
+        f.len
     }
     #[inline]
     fn pop_front(&mut self, q: u32) -> Option<PacketId> {
-        let qi = q as usize;
-        let h = self.head[qi];
+        let f = &mut self.q[q as usize];
+        let h = f.head;
         if h == NIL {
             return None;
         }
         let n = self.next[h as usize];
-        self.head[qi] = n;
+        f.head = n;
         if n == NIL {
-            self.tail[qi] = NIL;
+            f.tail = NIL;
         }
-        self.len[qi] -= 1;
+        f.len -= 1;
         Some(h)
     }
 }

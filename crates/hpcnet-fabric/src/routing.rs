@@ -133,6 +133,10 @@ pub struct Routing {
     port_base: Vec<u32>,
     /// Failed links (both ends marked).
     dead: Vec<bool>,
+    /// Whether any link failed: lets the hot path skip the `dead` lookup.
+    any_dead: bool,
+    /// Cached [`Routing::uses_bubble`] (asked once per hop).
+    bubble: bool,
     /// Router and port of every node's rail: `attach[node * rails + rail]`.
     attach: Vec<(RouterId, PortIdx)>,
     rails: u8,
@@ -225,7 +229,8 @@ impl Routing {
             }
             _ => None,
         };
-        Ok(Routing {
+        let any_dead = dead.contains(&true);
+        let mut routing = Routing {
             algo,
             source,
             vcs,
@@ -235,10 +240,14 @@ impl Routing {
             nrouters: topo.routers.len(),
             port_base,
             dead,
+            any_dead,
+            bubble: false,
             attach,
             rails,
             table_memory,
-        })
+        };
+        routing.bubble = routing.compute_uses_bubble();
+        Ok(routing)
     }
 
     /// VC classes available to deterministic traffic (used to spread packets at injection).
@@ -253,7 +262,12 @@ impl Routing {
     }
 
     /// Whether packets entering a ring must leave a bubble (bubble flow control on a torus).
+    #[inline]
     pub fn uses_bubble(&self) -> bool {
+        self.bubble
+    }
+
+    fn compute_uses_bubble(&self) -> bool {
         matches!(
             self.algo,
             Algo::Dor {
@@ -272,7 +286,7 @@ impl Routing {
 
     #[inline]
     pub fn is_dead(&self, r: RouterId, p: PortIdx) -> bool {
-        self.dead[(self.port_base[r as usize] + p as u32) as usize]
+        self.any_dead && self.dead[(self.port_base[r as usize] + p as u32) as usize]
     }
 
     /// Prepare a packet at injection: VC class, and the whole path under source routing.
@@ -380,6 +394,7 @@ impl Routing {
     }
 
     /// Choose the output of `pkt` at router `r`, having arrived on `in_port`.
+    #[inline]
     pub fn route(
         &self,
         topo: &Topology,
@@ -411,6 +426,7 @@ impl Routing {
         self.route_table(topo, r, in_port, pkt, credits)
     }
 
+    #[inline]
     fn route_table(
         &self,
         topo: &Topology,
@@ -438,24 +454,29 @@ impl Routing {
     // ---------------------------------------------------------------------------------------
     // Torus, mesh, hypercube
 
-    /// Next dimension and direction toward `dr` in dimension order, or None if arrived.
-    fn dor_step(&self, r: RouterId, dr: RouterId) -> Option<(usize, bool)> {
+    /// Next dimension and direction toward `dr` in dimension order, and whether that step crosses
+    /// the dimension's wrap-around link; None if arrived.
+    #[inline]
+    fn dor_step(&self, r: RouterId, dr: RouterId) -> Option<(usize, bool, bool)> {
         match &self.grid {
             Some(g) => {
                 let n = g.k.len();
                 let cur = &g.coords[r as usize * n..(r as usize + 1) * n];
                 let dst = &g.coords[dr as usize * n..(dr as usize + 1) * n];
-                for d in 0..n {
-                    if cur[d] != dst[d] {
-                        let k = g.k[d];
-                        let plus = if g.wrap {
-                            let fwd = (dst[d] + k - cur[d]) % k;
-                            // Ties (k even, distance k/2) go the plus way.
-                            fwd <= k / 2
-                        } else {
-                            dst[d] > cur[d]
-                        };
-                        return Some((d, plus));
+                for (d, ((&c, &t), &k)) in cur.iter().zip(dst).zip(&g.k).enumerate() {
+                    if c != t {
+                        if !g.wrap {
+                            return Some((d, t > c, false));
+                        }
+                        // Forward distance (t - c) mod k, without a division: 1 ≤ t + k - c < 2k.
+                        let mut fwd = t + k - c;
+                        if fwd >= k {
+                            fwd -= k;
+                        }
+                        // Ties (k even, distance k/2) go the plus way.
+                        let plus = fwd <= k / 2;
+                        let crosses = if plus { c == k - 1 } else { c == 0 };
+                        return Some((d, plus, crosses));
                     }
                 }
                 None
@@ -463,11 +484,18 @@ impl Routing {
             None => {
                 // Hypercube: e-cube, lowest differing address bit; port d flips bit d.
                 let diff = r ^ dr;
-                (diff != 0).then(|| (diff.trailing_zeros() as usize, (dr >> diff.trailing_zeros()) & 1 == 1))
+                (diff != 0).then(|| {
+                    (
+                        diff.trailing_zeros() as usize,
+                        (dr >> diff.trailing_zeros()) & 1 == 1,
+                        false,
+                    )
+                })
             }
         }
     }
 
+    #[inline]
     fn dim_port(&self, d: usize, plus: bool) -> PortIdx {
         if self.grid.is_some() {
             (2 * d + usize::from(!plus)) as PortIdx
@@ -476,17 +504,7 @@ impl Routing {
         }
     }
 
-    /// Does moving one step along (d, plus) from router r cross the dimension's wrap-around link?
-    fn crosses_wrap(&self, r: RouterId, d: usize, plus: bool) -> bool {
-        match &self.grid {
-            Some(g) if g.wrap => {
-                let c = g.coords[r as usize * g.k.len() + d];
-                (plus && c == g.k[d] - 1) || (!plus && c == 0)
-            }
-            _ => false,
-        }
-    }
-
+    #[inline]
     fn dor(
         &self,
         r: RouterId,
@@ -495,10 +513,12 @@ impl Routing {
         deadlock: DeadlockAvoidance,
         class: u8,
     ) -> Result<Choice, RouteError> {
-        let (d, plus) = self.dor_step(r, dr).ok_or(RouteError::Unreachable {
-            router: r,
-            dst: pkt.dst,
-        })?;
+        let Some((d, plus, crosses)) = self.dor_step(r, dr) else {
+            return Err(RouteError::Unreachable {
+                router: r,
+                dst: pkt.dst,
+            });
+        };
         let port = self.dim_port(d, plus);
         if self.is_dead(r, port) {
             return Err(RouteError::Unreachable {
@@ -512,7 +532,7 @@ impl Routing {
         if pkt.last_dim != d as u8 {
             pkt.flags &= !F_CROSSED;
         }
-        if self.crosses_wrap(r, d, plus) {
+        if crosses {
             pkt.flags |= F_CROSSED;
         }
         pkt.last_dim = d as u8;
