@@ -192,6 +192,8 @@ pub enum VcSelect {
     RoundRobin,
     /// Class = destination node mod number of classes (cHPP crossbar, spec 02).
     Destination,
+    /// The class the sender put in the packet (NIC models: e.g. GET requests on their own VC).
+    Packet,
 }
 
 fn d_header() -> Bytes {
@@ -251,7 +253,7 @@ pub enum Selection {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "algorithm", rename_all = "snake_case", deny_unknown_fields)]
 pub enum RoutingConfig {
-    /// Torus/mesh/hypercube: dimension order.
+    /// Torus/mesh/hypercube: dimension order (on a crossbar, plain ejection).
     DimensionOrder {
         #[serde(default)]
         deadlock: DeadlockAvoidance,
@@ -293,6 +295,13 @@ impl RoutingConfig {
                 }
             }
             Shape::Dragonfly { .. } => RoutingConfig::Minimal,
+            // A single router: every packet is at its destination router on arrival and is
+            // ejected before any algorithm runs. Dimension order over zero dimensions keeps every
+            // VC available as a class (so `router.vc_select` spreads packets over all VCs) and
+            // needs no tables; with one router there is no cycle, hence no deadlock scheme.
+            Shape::Crossbar { .. } => RoutingConfig::DimensionOrder {
+                deadlock: DeadlockAvoidance::None,
+            },
         }
     }
 
@@ -434,17 +443,21 @@ impl FabricConfig {
         }
         let shape = &topo.shape;
         let algo = self.routing.name();
-        let fits = match (&self.routing, shape) {
-            (RoutingConfig::DimensionOrder { .. }, Shape::Torus { .. } | Shape::Hypercube { .. }) => true,
-            (RoutingConfig::MinimalAdaptive { .. }, Shape::Torus { .. }) => true,
-            (
-                RoutingConfig::UpDown { .. },
-                Shape::FatTree { .. } | Shape::LeafSpine { .. } | Shape::GeneralizedFatTree { .. },
-            ) => true,
-            (RoutingConfig::Table { .. }, Shape::LeafSpine { .. } | Shape::GeneralizedFatTree { .. }) => true,
-            (RoutingConfig::Minimal, Shape::Dragonfly { .. }) => true,
-            (RoutingConfig::Source, _) => true,
-            _ => false,
+        let fits = match &self.routing {
+            RoutingConfig::DimensionOrder { .. } => {
+                matches!(
+                    shape,
+                    Shape::Torus { .. } | Shape::Hypercube { .. } | Shape::Crossbar { .. }
+                )
+            }
+            RoutingConfig::MinimalAdaptive { .. } => matches!(shape, Shape::Torus { .. }),
+            RoutingConfig::UpDown { .. } => matches!(
+                shape,
+                Shape::FatTree { .. } | Shape::LeafSpine { .. } | Shape::GeneralizedFatTree { .. }
+            ),
+            RoutingConfig::Table { .. } => matches!(shape, Shape::LeafSpine { .. } | Shape::GeneralizedFatTree { .. }),
+            RoutingConfig::Minimal => matches!(shape, Shape::Dragonfly { .. }),
+            RoutingConfig::Source => true,
         };
         if !fits {
             return Err(ConfigError::new(
@@ -560,5 +573,6 @@ pub fn shape_kind(shape: &Shape) -> &'static str {
         Shape::LeafSpine { .. } => "leaf_spine",
         Shape::GeneralizedFatTree { .. } => "generalized_fat_tree",
         Shape::Dragonfly { .. } => "dragonfly",
+        Shape::Crossbar { .. } => "crossbar",
     }
 }

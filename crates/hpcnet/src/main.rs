@@ -16,6 +16,7 @@ macro_rules! outln {
 
 mod bench;
 mod plot;
+mod reproduce;
 mod run;
 mod sweep;
 mod topo;
@@ -87,6 +88,30 @@ enum Cmd {
         #[command(flatten)]
         common: Common,
     },
+    /// Rerun a paper's published experiment on the models: paper vs simulated, with verdicts.
+    #[command(
+        override_usage = "hpcnet reproduce <NAME> [--json] [--out DIR] [--quick]\n       hpcnet reproduce --all [--json] [--out DIR] [--quick]\n       hpcnet reproduce --list"
+    )]
+    Reproduce {
+        /// Study to run (see --list).
+        #[arg(required_unless_present_any = ["all", "list"], conflicts_with_all = ["all", "list"])]
+        name: Option<String>,
+        /// Run every study and write one combined report (JSON + HTML) to --out (default out/).
+        #[arg(long, conflicts_with = "list")]
+        all: bool,
+        /// List the studies and exit.
+        #[arg(long)]
+        list: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Directory for the JSON report and SVG plots (and with --all the HTML page).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Shortened runs for smoke tests; the report is marked quick and is not a reproduction.
+        #[arg(long)]
+        quick: bool,
+    },
     /// (internal) run one bench case in this process and print its JSON line.
     #[command(hide = true)]
     BenchOne {
@@ -155,5 +180,20 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
         Cmd::Topo { scenario, dot, common } => topo::topo(&scenario, dot.as_deref(), &common),
         Cmd::Bench { only, common } => bench::bench(&only, &common),
         Cmd::BenchOne { name, set } => bench::bench_one(&name, &set),
+        Cmd::Reproduce {
+            name,
+            all,
+            list,
+            json,
+            out,
+            quick,
+        } => reproduce::reproduce(&reproduce::Args {
+            name,
+            all,
+            list,
+            json,
+            out,
+            quick,
+        }),
     }
 }

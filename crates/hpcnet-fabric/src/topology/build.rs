@@ -5,8 +5,8 @@
 //! ports are laid out in a fixed order so routing can compute port numbers arithmetically.
 
 use super::config::{
-    DragonflyConfig, FatTreeConfig, GeneralizedFatTreeConfig, GridConfig, HypercubeConfig, LeafSpineConfig,
-    TopologyConfig,
+    CrossbarConfig, DragonflyConfig, FatTreeConfig, GeneralizedFatTreeConfig, GridConfig, HypercubeConfig,
+    LeafSpineConfig, TopologyConfig,
 };
 use super::{NodeId, NodeInfo, Peer, PortIdx, PortKind, RouterId, RouterInfo, Shape, Topology, TopologyError};
 
@@ -24,6 +24,7 @@ pub fn build(cfg: &TopologyConfig) -> Result<Topology, TopologyError> {
         TopologyConfig::LeafSpine(c) => leaf_spine(c)?,
         TopologyConfig::GeneralizedFatTree(c) => generalized_fat_tree(c)?,
         TopologyConfig::Dragonfly(c) => dragonfly(c)?,
+        TopologyConfig::Crossbar(c) => crossbar(c)?,
     };
     topo.validate()?;
     Ok(topo)
@@ -619,6 +620,31 @@ fn dragonfly(c: &DragonflyConfig) -> Result<Topology, TopologyError> {
     Ok(b.finish(name, Shape::Dragonfly { a, p, h, g }))
 }
 
+/// A single router: port x is cabled to node x. Every packet is at its destination router on
+/// arrival, so routing reduces to ejection.
+fn crossbar(c: &CrossbarConfig) -> Result<Topology, TopologyError> {
+    at_least("ports", c.ports, 2)?;
+    let ports = u64::from(c.ports);
+    let radix = radix(
+        c.radix,
+        None,
+        &[Need {
+            role: "crossbar",
+            ports,
+            detail: format!("{ports} nodes"),
+        }],
+    )?;
+    let mut b = Builder::new(c.ports, 1);
+    let r = b.router(ports, radix, Vec::new(), 0);
+    for x in 0..c.ports {
+        b.attach(x, 0, r, u64::from(x));
+    }
+    Ok(b.finish(
+        format!("crossbar {} ports", c.ports),
+        Shape::Crossbar { ports: c.ports },
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -652,6 +678,36 @@ mod tests {
             })
             .collect();
         assert_eq!(parents, expect);
+    }
+
+    #[test]
+    fn crossbar_is_one_router_and_routes_by_ejection() {
+        use crate::config::RoutingConfig;
+        use crate::routing::Routing;
+        let t = build(&TopologyConfig::Crossbar(CrossbarConfig { ports: 4, radix: None })).unwrap();
+        assert_eq!((t.num_routers(), t.num_nodes(), t.num_router_links()), (1, 4, 0));
+        assert_eq!(t.routers[0].ports[2], Peer::Node { node: 2, rail: 0 });
+        assert_eq!(t.metrics().bisection_links, 0);
+        let vcs = 4;
+        for cfg in [RoutingConfig::default_for(&t.shape), RoutingConfig::Source] {
+            let routing = Routing::new(&t, &cfg, vcs, &[]).unwrap();
+            // Every VC stays a class, so "destination mod VCs" reaches all of them.
+            assert_eq!(routing.classes(), vcs, "{cfg:?}");
+            for src in 0..4 {
+                for dst in (0..4).filter(|&d| d != src) {
+                    let hops = routing.trace(&t, src, dst, 0, (dst % 4) as u8).unwrap();
+                    assert_eq!(hops, vec![(0, dst as PortIdx, (dst % 4) as u8)], "{cfg:?} {src}->{dst}");
+                }
+            }
+        }
+        let err = build(&TopologyConfig::Crossbar(CrossbarConfig { ports: 1, radix: None })).unwrap_err();
+        assert_eq!(err.to_string(), "topology.ports: must be at least 2, got 1");
+        let err = build(&TopologyConfig::Crossbar(CrossbarConfig {
+            ports: 8,
+            radix: Some(4),
+        }))
+        .unwrap_err();
+        assert!(err.to_string().contains("crossbar needs 8 ports"), "{err}");
     }
 
     #[test]

@@ -22,6 +22,8 @@ pub enum TopologyConfig {
     /// Sunway dual-rail generalized fat tree (spec 01); defaults are the Sunway machine.
     GeneralizedFatTree(GeneralizedFatTreeConfig),
     Dragonfly(DragonflyConfig),
+    /// One router: `ports` nodes on a single crossbar (the cHPP intra-node crossbar, spec 02).
+    Crossbar(CrossbarConfig),
 }
 
 fn one() -> u32 {
@@ -127,6 +129,16 @@ pub struct DragonflyConfig {
     pub radix: Option<u16>,
 }
 
+/// A single router with `ports` terminal ports, one node on each: the cHPP controller's
+/// crossbar (spec 02, "Throughput under load"). Node x sits on port x.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CrossbarConfig {
+    pub ports: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub radix: Option<u16>,
+}
+
 impl TopologyConfig {
     /// Builds and validates the topology; see [`super::build`].
     pub fn build(&self) -> Result<super::Topology, super::TopologyError> {
@@ -153,6 +165,7 @@ mod tests {
             json!({"kind": "leaf_spine", "leaves": 4, "spines": 2, "nodes_per_leaf": 4}),
             json!({"kind": "generalized_fat_tree"}),
             json!({"kind": "dragonfly", "a": 4, "p": 2, "h": 2}),
+            json!({"kind": "crossbar", "ports": 4}),
         ];
         for v in valid {
             parse(v.clone()).unwrap_or_else(|e| panic!("{v}: {e}"));

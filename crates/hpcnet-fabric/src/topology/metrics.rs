@@ -121,6 +121,7 @@ impl Topology {
     ///   either side cuts its links to the other half: leaves·spines·links_per_spine/2.
     /// - Generalized fat tree: the same per plane, plus `sibling_links` when leaves/2 is odd
     ///   (one sibling pair must be split); times `planes`.
+    /// - Crossbar (one router): 0, no router–router links.
     /// - Dragonfly with even g: global links between groups 0..g/2 and g/2..g, counted on the
     ///   graph; (g/2)² when g = a·h+1 (one link per group pair). This is the group-level cut used
     ///   by Kim et al. (2008); it is not proven minimal for every (a, h, g).
@@ -161,6 +162,8 @@ impl Topology {
                 let half = g / 2 * a; // routers of the first g/2 groups
                 self.links().filter(|l| (l.a.0 < half) != (l.b.0 < half)).count() as u64
             }),
+            // One router: no router–router link to cut (as the single-switch fat tree).
+            Shape::Crossbar { .. } => Some(0),
         }
     }
 

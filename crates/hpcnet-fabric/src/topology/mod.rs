@@ -17,8 +17,8 @@ mod metrics;
 
 pub use build::{build, MAX_ELEMENTS};
 pub use config::{
-    DragonflyConfig, FatTreeConfig, GeneralizedFatTreeConfig, GridConfig, HypercubeConfig, LeafSpineConfig,
-    TopologyConfig,
+    CrossbarConfig, DragonflyConfig, FatTreeConfig, GeneralizedFatTreeConfig, GridConfig, HypercubeConfig,
+    LeafSpineConfig, TopologyConfig,
 };
 pub use metrics::{BisectionMethod, TopologyMetrics};
 
@@ -124,6 +124,10 @@ pub enum Shape {
         p: u32,
         h: u32,
         g: u32,
+    },
+    /// One router with `ports` nodes (node x on port x).
+    Crossbar {
+        ports: u32,
     },
 }
 

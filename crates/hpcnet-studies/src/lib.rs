@@ -1,0 +1,128 @@
+//! hpcnet-studies — one module per seed study: scenario + reference numbers + runner +
+//! comparison report.
+//!
+//! A study runs the models (topologies, the packet network, the NIC…) on the configuration a
+//! paper describes and compares what comes out with the numbers the paper publishes. Every
+//! simulated value comes out of a model run; a published value is never printed as a result.
+//! Each row of a [`StudyReport`] has a [`Role`]: *calibration* (a parameter was fitted to this
+//! published point; shown, not judged), *prediction* (not fitted; the study passes when every
+//! prediction is within its tolerance) or *info* (context, no verdict). Where a paper is
+//! ambiguous or inconsistent, the study makes a choice and says so in
+//! [`StudyReport::discrepancies`].
+//!
+//! # Adding a study
+//!
+//! 1. Create `src/<name>.rs` with a unit struct implementing [`Study`]: `name()` (the
+//!    `hpcnet reproduce` argument, kebab-case), `title()`, and `run(&Ctx)`.
+//! 2. Put the published numbers in `const`s at the top of the module, each with a comment citing
+//!    the spec file and section (`spec/01-sunway.md, "Published results"`).
+//! 3. If the study simulates a machine, write its scenario as `scenarios/<name>.toml` with
+//!    comments naming sources and choices, embed it with `include_str!` and load it with
+//!    [`hpcnet_workloads::Scenario::from_str_named`], varying it through `--set`-style
+//!    overrides. Honour [`Ctx::quick`] (shorter runs) so the unit tests stay fast.
+//! 4. Build [`Row`]s with [`Row::prediction`], [`Row::calibration`], [`Row::info`] or
+//!    [`Row::claim`], and return [`StudyReport::new`]; add [`plot::Figure`]s to
+//!    `report.figures` if there is a curve.
+//! 5. Add the module below and one line to [`all`]. `hpcnet reproduce <name>`,
+//!    `hpcnet reproduce --all`, the JSON, the HTML page and the SVG then work unchanged.
+//!
+//! ```
+//! use hpcnet_studies::{all, find, Ctx};
+//! let study = find("loggp").unwrap();
+//! let report = study.run(&Ctx { quick: true }).unwrap();
+//! assert!(report.pass);
+//! assert!(all().iter().any(|s| s.name() == "chpp-crossbar"));
+//! ```
+
+pub mod chpp_crossbar;
+pub mod loggp;
+pub mod plot;
+pub mod report;
+
+pub use report::{Role, Row, StudyFailure, StudyReport};
+
+use hpcnet_fabric::topology::TopologyError;
+use hpcnet_workloads::synthetic::RunError;
+use hpcnet_workloads::ScenarioError;
+
+/// Version recorded in every report.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// What a study run may depend on besides the study itself.
+#[derive(Clone, Debug, Default)]
+pub struct Ctx {
+    /// Shortened simulations and smaller sizes, for tests and smoke runs: the report is marked
+    /// `quick` and its numbers are less precise.
+    pub quick: bool,
+}
+
+/// A study: a published experiment, rerun on the models and compared.
+pub trait Study: Sync {
+    /// Registry name, the argument of `hpcnet reproduce`.
+    fn name(&self) -> &'static str;
+    /// One line saying what is reproduced.
+    fn title(&self) -> &'static str;
+    fn run(&self, ctx: &Ctx) -> Result<StudyReport, StudyError>;
+}
+
+/// Every study, in the order `hpcnet reproduce --all` runs them.
+pub fn all() -> Vec<&'static dyn Study> {
+    vec![&loggp::LogGp, &chpp_crossbar::ChppCrossbar]
+}
+
+/// The study called `name`.
+pub fn find(name: &str) -> Result<&'static dyn Study, StudyError> {
+    let studies = all();
+    studies
+        .iter()
+        .find(|s| s.name() == name)
+        .copied()
+        .ok_or_else(|| StudyError::Unknown {
+            name: name.to_string(),
+            known: studies.iter().map(|s| s.name()).collect(),
+        })
+}
+
+/// Why a study produced no report.
+#[derive(Debug, thiserror::Error)]
+pub enum StudyError {
+    #[error("unknown study '{name}'; known studies: {}", known.join(", "))]
+    Unknown { name: String, known: Vec<&'static str> },
+    /// The study's scenario does not load (a bug in the scenario file or an override).
+    #[error("{0}")]
+    Scenario(#[from] ScenarioError),
+    #[error("{0}")]
+    Topology(#[from] TopologyError),
+    #[error("{0}")]
+    Run(#[from] RunError),
+    /// The model failed while running the study: deadlock, undrained network.
+    #[error("{0}")]
+    Model(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_found() {
+        let names: Vec<_> = all().iter().map(|s| s.name()).collect();
+        let mut dedup = names.clone();
+        dedup.sort_unstable();
+        dedup.dedup();
+        assert_eq!(dedup.len(), names.len());
+        for n in names {
+            assert_eq!(find(n).unwrap().name(), n);
+        }
+    }
+
+    #[test]
+    fn unknown_study_lists_the_known_ones() {
+        let err = find("nope").err().expect("unknown");
+        assert!(matches!(err, StudyError::Unknown { .. }));
+        assert_eq!(
+            err.to_string(),
+            "unknown study 'nope'; known studies: loggp, chpp-crossbar"
+        );
+    }
+}

@@ -1,0 +1,160 @@
+//! `hpcnet reproduce`: rerun the published experiments of the seed papers (the studies of
+//! `hpcnet-studies`) and print paper vs simulated with verdicts.
+//!
+//! Exit codes: 0 every prediction within tolerance, 1 a prediction failed or a study could not
+//! run because the model failed (deadlock, conservation), 2 unknown study name or bad input.
+
+use crate::Failure;
+use hpcnet_studies::{all, find, Ctx, StudyError, StudyFailure, StudyReport};
+use hpcnet_workloads::synthetic::RunError;
+use std::path::{Path, PathBuf};
+
+/// What `hpcnet reproduce` was asked to do.
+pub struct Args {
+    pub name: Option<String>,
+    pub all: bool,
+    pub list: bool,
+    pub json: bool,
+    pub out: Option<PathBuf>,
+    pub quick: bool,
+}
+
+/// Name of the combined report files written by `--all` (`.json`, `.html`).
+const COMBINED: &str = "reproduce";
+
+pub fn reproduce(a: &Args) -> Result<(), Failure> {
+    if a.list {
+        for s in all() {
+            outln!("{:<16} {}", s.name(), s.title());
+        }
+        return Ok(());
+    }
+    let ctx = Ctx { quick: a.quick };
+    match &a.name {
+        Some(name) if !a.all => one(name, &ctx, a),
+        _ => every(&ctx, a),
+    }
+}
+
+fn failure(e: StudyError) -> Failure {
+    match e {
+        StudyError::Unknown { .. }
+        | StudyError::Scenario(_)
+        | StudyError::Topology(_)
+        | StudyError::Run(RunError::Config(_)) => Failure::input(e),
+        StudyError::Run(RunError::Conservation(_)) | StudyError::Model(_) => Failure::model(e),
+    }
+}
+
+fn write(path: &Path, text: &str) -> Result<(), Failure> {
+    std::fs::write(path, text).map_err(|e| Failure::input(format!("{}: {e}", path.display())))
+}
+
+fn create(dir: &Path) -> Result<(), Failure> {
+    std::fs::create_dir_all(dir).map_err(|e| Failure::input(format!("{}: {e}", dir.display())))
+}
+
+/// Writes `DIR/<study>.svg` when the study has curves and records it in the report; returns the
+/// SVG text.
+fn write_plot(report: &mut StudyReport, dir: &Path) -> Result<Option<String>, Failure> {
+    if report.figures.is_empty() {
+        return Ok(None);
+    }
+    let file = dir.join(format!("{}.svg", report.study));
+    let svg = hpcnet_studies::plot::svg(&report.figures)
+        .map_err(|e| Failure::input(format!("{}: cannot draw the plot: {e}", file.display())))?;
+    write(&file, &svg)?;
+    report.plot = Some(file);
+    Ok(Some(svg))
+}
+
+fn pretty(v: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(v).expect("report serialises")
+}
+
+fn verdict(r: &StudyReport) -> Result<(), Failure> {
+    if r.pass {
+        return Ok(());
+    }
+    let (passed, judged) = r.prediction_count();
+    Err(Failure::model(format!(
+        "study '{}' failed: {} of {judged} predictions outside tolerance",
+        r.study,
+        judged - passed
+    )))
+}
+
+fn one(name: &str, ctx: &Ctx, a: &Args) -> Result<(), Failure> {
+    let study = find(name).map_err(failure)?;
+    let mut report = study.run(ctx).map_err(failure)?;
+    if let Some(dir) = &a.out {
+        create(dir)?;
+        write_plot(&mut report, dir)?;
+        write(&dir.join(format!("{}.json", report.study)), &pretty(&report.to_json()))?;
+    }
+    if a.json {
+        outln!("{}", pretty(&report.to_json()));
+    } else {
+        outln!("{}", report.to_text().trim_end());
+    }
+    verdict(&report)
+}
+
+fn every(ctx: &Ctx, a: &Args) -> Result<(), Failure> {
+    let dir = a.out.clone().unwrap_or_else(|| PathBuf::from("out"));
+    create(&dir)?;
+    let mut reports = Vec::new();
+    let mut svgs = Vec::new();
+    let mut failures = Vec::new();
+    for study in all() {
+        match study.run(ctx) {
+            Ok(mut r) => {
+                svgs.push(write_plot(&mut r, &dir)?);
+                reports.push(r);
+            }
+            Err(e) => failures.push(StudyFailure {
+                study: study.name().to_string(),
+                error: e.to_string(),
+            }),
+        }
+    }
+    let json_file = dir.join(format!("{COMBINED}.json"));
+    let html_file = dir.join(format!("{COMBINED}.html"));
+    let combined = hpcnet_studies::report::combined_json(&reports, &failures);
+    write(&json_file, &pretty(&combined))?;
+    write(
+        &html_file,
+        &hpcnet_studies::report::html_page(&reports, &svgs, &failures),
+    )?;
+    if a.json {
+        outln!("{}", pretty(&combined));
+    } else {
+        for r in &reports {
+            outln!("{}\n", r.to_text().trim_end());
+        }
+        outln!("summary");
+        for r in &reports {
+            let (passed, judged) = r.prediction_count();
+            outln!(
+                "  {:<16} {}  {passed} of {judged} predictions within tolerance",
+                r.study,
+                if r.pass { "PASS" } else { "FAIL" }
+            );
+        }
+        for f in &failures {
+            outln!("  {:<16} ERROR {}", f.study, f.error);
+        }
+        outln!("report: {} and {}", json_file.display(), html_file.display());
+    }
+    let failed: Vec<&str> = reports
+        .iter()
+        .filter(|r| !r.pass)
+        .map(|r| r.study.as_str())
+        .chain(failures.iter().map(|f| f.study.as_str()))
+        .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::model(format!("studies not reproduced: {}", failed.join(", "))))
+    }
+}
