@@ -100,6 +100,9 @@ struct OutPort {
     saf: bool,
     busy_ps: u64,
     packets: u64,
+    /// Ejection port whose node accepts packets only into credited buffers
+    /// ([`Network::set_ejection_credits`]).
+    limited: bool,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -160,6 +163,10 @@ pub struct Network {
     pub last_progress: SimTime,
     pub deliveries: Vec<Delivery>,
     pub drops: Vec<Drop>,
+    /// When set, every packet leaving a node is reported in `injected_from` (node, rail), so a
+    /// NIC model can refill a bounded transmit queue.
+    pub track_injection: bool,
+    pub injected_from: Vec<(NodeId, u8)>,
 }
 
 struct PortCredits<'a> {
@@ -181,7 +188,8 @@ impl CreditView for PortCredits<'_> {
                     .sum();
                 o.free_private[vc as usize] as u32 + o.free_shared + due
             }
-            Dest::Node => u32::MAX,
+            Dest::Node if !o.limited => u32::MAX,
+            Dest::Node => o.free_private[vc as usize] as u32 + o.free_shared,
             Dest::None => 0,
         }
     }
@@ -223,6 +231,7 @@ impl Network {
             saf,
             busy_ps: 0,
             packets: 0,
+            limited: false,
         };
         let mut out = Vec::with_capacity(nports);
         let mut upstream = vec![u32::MAX; total as usize];
@@ -288,6 +297,8 @@ impl Network {
             last_progress: SimTime::ZERO,
             deliveries: Vec::new(),
             drops: Vec::new(),
+            track_injection: false,
+            injected_from: Vec::new(),
         })
     }
 
@@ -361,6 +372,7 @@ impl Network {
         let class = match self.cfg.router.vc_select {
             crate::config::VcSelect::RoundRobin => (self.next_class % 251) as u8,
             crate::config::VcSelect::Destination => (pkt.dst % self.routing.classes().max(1) as u32) as u8,
+            crate::config::VcSelect::Packet => pkt.class,
         };
         self.next_class += 1;
         self.routing.on_inject(&self.topo, &mut pkt, class)?;
@@ -499,7 +511,8 @@ impl Network {
     #[inline]
     fn fits(&self, o: &OutPort, p: &Packet) -> bool {
         match o.to {
-            Dest::Node => true,
+            Dest::Node if !o.limited => true,
+            Dest::Node => o.free_private[p.out_vc as usize] as u32 + o.free_shared >= p.credits as u32,
             Dest::None => false,
             Dest::Router { .. } => {
                 let need = p.credits as u32;
@@ -617,7 +630,7 @@ impl Network {
         o.busy_ps += ser.0;
         o.packets += 1;
         let mut shared_used = 0u16;
-        if let Dest::Router { .. } = o.to {
+        if matches!(o.to, Dest::Router { .. }) || o.limited {
             let v = out_vc as usize;
             let from_private = credits.min(o.free_private[v]);
             o.free_private[v] -= from_private;
@@ -633,6 +646,10 @@ impl Network {
         if is_node {
             p.injected = start;
             self.counters.injected += 1;
+            if self.track_injection {
+                let k = oi - self.router_ports;
+                self.injected_from.push((k / self.rails as u32, (k % self.rails as u32) as u8));
+            }
         }
         match to {
             Dest::Router { router, port } => {
@@ -736,6 +753,40 @@ impl Network {
             });
         }
         v
+    }
+
+    /// Make every node accept packets only into `per_vc` credits per VC of receive buffer, which
+    /// the NIC model returns with [`Network::release_ejection`] when it has consumed a packet.
+    /// Without this, ejection never blocks.
+    pub fn set_ejection_credits(&mut self, per_vc: u16) {
+        let vcs = self.cfg.router.vcs as usize;
+        for o in self.out.iter_mut().filter(|o| o.to == Dest::Node) {
+            o.limited = true;
+            o.free_private = [0; MAX_VCS];
+            o.free_private[..vcs].fill(per_vc);
+            o.free_shared = 0;
+        }
+    }
+
+    /// The receive-buffer credits a delivered packet holds: (vc, private, shared).
+    pub fn buffer_credits(p: &Packet) -> (u8, u16, u16) {
+        (p.vc, p.credits - p.shared_used, p.shared_used)
+    }
+
+    /// A node consumed a delivered packet: its credits go back to the router port feeding it.
+    pub fn release_ejection<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, node: NodeId, rail: u8, credits: (u8, u16, u16)) {
+        let (r, p) = self.routing.attach(node, rail);
+        let oi = self.port_base[r as usize] + p as u32;
+        let o = &mut self.out[oi as usize];
+        if !o.limited {
+            return;
+        }
+        let t = q.now() + o.latency;
+        o.returning.push((t, credits.0, credits.1, credits.2));
+        if o.starved {
+            self.wake_at(q, oi, t);
+        }
+        self.run_kicks(q);
     }
 
     /// Busy time and packet count of every cabled link direction (router ports, then node rails).

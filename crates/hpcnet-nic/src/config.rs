@@ -231,6 +231,19 @@ pub struct NicConfig {
     /// How an engine chooses between functions with work (default "round_robin").
     #[serde(default)]
     pub function_arbitration: FunctionArbitration,
+    /// Receive buffer per VC at the NIC's network port; the NIC returns the space when it has
+    /// consumed a packet (written it to memory, or handed a GET to its send engine). Unset:
+    /// the NIC always accepts packets (ejection never blocks).
+    #[serde(default)]
+    pub rx_buffer: Option<Bytes>,
+    /// Packets per rail the NIC may queue for its link; a message engine waits while its
+    /// packets cannot be queued (0 = unlimited).
+    #[serde(default)]
+    pub tx_queue: u32,
+    /// VC class of GET / read request packets (cHPP: GETs on their own virtual channel); other
+    /// packets use class 0. Needs `router.vc_select = "packet"`.
+    #[serde(default)]
+    pub get_vc: Option<u8>,
     #[serde(default)]
     pub host: HostConfig,
 }
@@ -275,6 +288,9 @@ impl Default for NicConfig {
             functions: d_functions(),
             doorbell_fifo: 0,
             function_arbitration: FunctionArbitration::RoundRobin,
+            rx_buffer: None,
+            tx_queue: 0,
+            get_vc: None,
             host: HostConfig::default(),
         }
     }
