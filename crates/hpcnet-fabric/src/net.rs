@@ -149,6 +149,8 @@ pub struct Network {
     /// log2 of the stride of input queue indices per port (VCs rounded up to a power of two,
     /// so the hot path shifts instead of dividing).
     vc_shift: u32,
+    /// Virtual channels per port.
+    vcs: u32,
     /// First node-rail input queue (`router_ports << vc_shift`).
     node_q0: u32,
     /// Router owning each global router port.
@@ -271,7 +273,9 @@ impl Network {
         let bubble_credits = max_pkt.blocks_of(cfg.router.credit_unit) as u32;
         let vc_shift = vcs.next_power_of_two().trailing_zeros();
         let node_q0 = total << vc_shift;
-        let inq = Queues::new(node_q0 as usize + topo.nodes.len() * rails as usize);
+        // Node injection queues: one per (node, rail, VC), so a packet waiting for credits on one
+        // VC does not block the node's packets on another (NIC per-VC buffers).
+        let inq = Queues::new(node_q0 as usize + ((topo.nodes.len() * rails as usize) << vc_shift));
         let router_of = (0..topo.routers.len())
             .flat_map(|r| (port_base[r]..port_base[r + 1]).map(move |_| r as RouterId))
             .collect();
@@ -286,6 +290,7 @@ impl Network {
             upstream,
             inq,
             vc_shift,
+            vcs: vcs as u32,
             node_q0,
             router_of,
             packets: Vec::new(),
@@ -324,7 +329,20 @@ impl Network {
 
     /// Packets waiting in the injection queue of `node`'s `rail`.
     pub fn source_queue_len(&self, node: NodeId, rail: u8) -> usize {
-        self.inq.len(self.node_q0 + node * self.rails as u32 + rail as u32) as usize
+        let base = self.node_q0 + ((node * self.rails as u32 + rail as u32) << self.vc_shift);
+        (0..self.vcs).map(|v| self.inq.len(base + v) as usize).sum()
+    }
+
+    /// Packets waiting in the injection queue of `node`'s `rail` for VC `vc`.
+    pub fn source_queue_len_vc(&self, node: NodeId, rail: u8, vc: u8) -> usize {
+        self.inq
+            .len(self.node_queue(node * self.rails as u32 + rail as u32) + vc as u32) as usize
+    }
+
+    /// First injection queue of node rail `k` (= node × rails + rail); VC v is at `+ v`.
+    #[inline]
+    fn node_queue(&self, k: u32) -> u32 {
+        self.node_q0 + (k << self.vc_shift)
     }
 
     /// Data rate of the link leaving `node`'s `rail`.
@@ -380,9 +398,9 @@ impl Network {
         pkt.out_enters = self.routing.uses_bubble();
         let node = pkt.src;
         let rail = pkt.rail;
-        let qi = self.node_q0 as usize + node as usize * self.rails as usize + rail as usize;
+        let qi = self.node_queue(node * self.rails as u32 + rail as u32) + pkt.vc as u32;
         let id = self.alloc(pkt);
-        if self.inq.push_back(qi as u32, id) == 1 {
+        if self.inq.push_back(qi, id) == 1 {
             self.kick_now(q, self.node_oport(node, rail));
         }
         Ok(())
@@ -581,15 +599,29 @@ impl Network {
         let is_node = oi >= self.router_ports;
         // Pick the input queue to serve.
         let qi = if is_node {
-            let qi = self.node_q0 + (oi - self.router_ports);
-            let Some(id) = self.inq.front(qi) else {
+            // Round robin over the node's per-VC queues whose head fits downstream.
+            let base = self.node_queue(oi - self.router_ports);
+            let n = self.vcs;
+            let mut any = false;
+            let mut chosen = None;
+            for k in 0..n {
+                let v = (o.rr + k) % n;
+                if let Some(id) = self.inq.front(base + v) {
+                    any = true;
+                    if self.fits(o, self.pkt(id)) {
+                        chosen = Some(v);
+                        break;
+                    }
+                }
+            }
+            let Some(v) = chosen else {
+                if any {
+                    self.starve(q, oi);
+                }
                 return;
             };
-            if !self.fits(o, self.pkt(id)) {
-                self.starve(q, oi);
-                return;
-            }
-            qi
+            self.out[oi as usize].rr = (v + 1) % n;
+            base + v
         } else {
             if o.requests.is_empty() {
                 return;
@@ -648,7 +680,8 @@ impl Network {
             self.counters.injected += 1;
             if self.track_injection {
                 let k = oi - self.router_ports;
-                self.injected_from.push((k / self.rails as u32, (k % self.rails as u32) as u8));
+                self.injected_from
+                    .push((k / self.rails as u32, (k % self.rails as u32) as u8));
             }
         }
         match to {
@@ -670,7 +703,8 @@ impl Network {
         // More work for this port once the link is free.
         let o = &self.out[oi as usize];
         let more = if is_node {
-            !self.inq.is_empty(qi)
+            let base = self.node_queue(oi - self.router_ports);
+            (0..self.vcs).any(|v| !self.inq.is_empty(base + v))
         } else {
             !o.requests.is_empty()
         };
@@ -730,11 +764,12 @@ impl Network {
             }
         }
         let nq = self.node_q0;
-        for k in 0..(self.inq.count() as u32 - nq) {
+        for qi in nq..self.inq.count() as u32 {
             if v.len() >= limit {
                 break;
             }
-            let Some(id) = self.inq.front(nq + k) else { continue };
+            let k = (qi - nq) >> self.vc_shift;
+            let Some(id) = self.inq.front(qi) else { continue };
             let p = self.pkt(id);
             let (node, rail) = (k / self.rails as u32, (k % self.rails as u32) as u8);
             let (router, port) = self.routing.attach(node, rail);
@@ -744,7 +779,7 @@ impl Network {
                 router,
                 in_port: port,
                 vc: p.vc,
-                queued: self.inq.len(nq + k) as usize,
+                queued: self.inq.len(qi) as usize,
                 head_dst: p.dst,
                 out_port: port,
                 out_vc: p.vc,
@@ -774,7 +809,13 @@ impl Network {
     }
 
     /// A node consumed a delivered packet: its credits go back to the router port feeding it.
-    pub fn release_ejection<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, node: NodeId, rail: u8, credits: (u8, u16, u16)) {
+    pub fn release_ejection<E: From<NetEvent>>(
+        &mut self,
+        q: &mut EventQueue<E>,
+        node: NodeId,
+        rail: u8,
+        credits: (u8, u16, u16),
+    ) {
         let (r, p) = self.routing.attach(node, rail);
         let oi = self.port_base[r as usize] + p as u32;
         let o = &mut self.out[oi as usize];

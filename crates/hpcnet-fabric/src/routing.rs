@@ -384,12 +384,18 @@ impl Routing {
 
     /// The VC a packet uses in its first buffer (the router's injection input).
     fn first_vc(&self, pkt: &Packet) -> u8 {
+        self.injection_vc(pkt.class)
+    }
+
+    /// The VC a packet of VC class `class` is injected on.
+    pub fn injection_vc(&self, class: u8) -> u8 {
+        let class = class % self.classes().max(1);
         match &self.algo {
             Algo::Dor {
                 deadlock: DeadlockAvoidance::Dateline,
-            } => 2 * pkt.class,
+            } => 2 * class,
             Algo::Minimal | Algo::Adaptive { .. } => 0,
-            _ => pkt.class,
+            _ => class,
         }
     }
 

@@ -103,12 +103,16 @@ pub struct Machine {
 }
 
 /// How a run ended.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct RunEnd {
     pub time: SimTime,
     pub events: u64,
     /// Rank programs still waiting when nothing was left to happen (a hang or deadlock).
     pub stuck_tasks: usize,
+    /// Packets still in the network at the end (non-zero: they can never move).
+    pub net_in_flight: u64,
+    /// Input VCs and source queues whose head packet waits, when packets are stuck.
+    pub blocked: Vec<hpcnet_fabric::net::Blocked>,
 }
 
 impl Machine {
@@ -141,10 +145,18 @@ impl Machine {
             }
         }
         let w = self.world.borrow();
+        let net_in_flight = w.net.in_flight() + w.net.queued_at_sources() as u64;
+        let blocked = if net_in_flight > 0 {
+            w.net.blocked(32)
+        } else {
+            Vec::new()
+        };
         RunEnd {
             time: w.now(),
             events: w.q.events_processed(),
             stuck_tasks: self.exec.live_tasks(),
+            net_in_flight,
+            blocked,
         }
     }
 

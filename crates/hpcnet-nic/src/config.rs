@@ -240,6 +240,11 @@ pub struct NicConfig {
     /// packets cannot be queued (0 = unlimited).
     #[serde(default)]
     pub tx_queue: u32,
+    /// GET / read requests the receive side may hand to the send engine before it stalls
+    /// (cHPP: GET → local send engine); while stalled, the receive side takes no further packet
+    /// of that VC, in order. 0 = unlimited.
+    #[serde(default)]
+    pub get_queue: u32,
     /// VC class of GET / read request packets (cHPP: GETs on their own virtual channel); other
     /// packets use class 0. Needs `router.vc_select = "packet"`.
     #[serde(default)]
@@ -290,6 +295,7 @@ impl Default for NicConfig {
             function_arbitration: FunctionArbitration::RoundRobin,
             rx_buffer: None,
             tx_queue: 0,
+            get_queue: 0,
             get_vc: None,
             host: HostConfig::default(),
         }

@@ -101,6 +101,10 @@ pub enum Op {
     },
 }
 
+/// Payload of a read / GET request packet: it carries the descriptor the target's engine
+/// executes (cHPP: "the GET packet carries the descriptor").
+pub const READ_REQUEST_BYTES: u64 = 32;
+
 /// Largest FSM payload (spec 01).
 pub const FSM_MAX: u64 = 128;
 
@@ -234,6 +238,9 @@ struct PktInfo {
     from: NodeId,
     to: NodeId,
     rail: u8,
+    /// Receive-buffer space the packet holds at its destination NIC until consumed:
+    /// (node, rail, (vc, private, shared)).
+    held: Option<(NodeId, u8, (u8, u16, u16))>,
 }
 
 /// How a message moves data, normalised from its [`Op`] at post time.
@@ -267,6 +274,8 @@ struct Msg {
     checked: bool,
     /// This message is the write-back of pull message `of`.
     r2w_of: Option<u32>,
+    /// Receive-buffer space its request packet holds until the engine takes it (R2W).
+    held: Option<(NodeId, u8, (u8, u16, u16))>,
     engine: u32,
 }
 
@@ -278,6 +287,11 @@ struct Engine {
     internal: VecDeque<u32>,
     rr: usize,
     busy: bool,
+    /// The engine finished reading a message but its packets wait for room in the transmit
+    /// queue: it takes no new message until they are queued.
+    blocked_on_tx: bool,
+    /// Its packets waiting in the NIC's transmit backlog.
+    pending_tx: u32,
     in_flight: u32,
 }
 
@@ -292,6 +306,11 @@ struct Nic {
     nap_cq: Option<CqId>,
     /// Messages posted and not completed, per function (doorbell FIFO occupancy).
     outstanding: Vec<u32>,
+    /// Packets waiting for room in the transmit queue of each (rail, VC class), index
+    /// `rail × vcs + class` (bounded `nic.tx_queue`).
+    tx_backlog: Vec<VecDeque<u32>>,
+    /// Arrived packets waiting for the receive dispatcher, in order, per VC.
+    rx_fifo: Vec<VecDeque<u32>>,
 }
 
 #[derive(Default)]
@@ -365,7 +384,12 @@ pub enum PostError {
 }
 
 impl World {
-    pub fn new(net: Network, cfg: NicConfig) -> World {
+    pub fn new(mut net: Network, cfg: NicConfig) -> World {
+        if let Some(b) = cfg.rx_buffer {
+            let credits = b.blocks_of(net.config().router.credit_unit).min(u16::MAX as u64) as u16;
+            net.set_ejection_credits(credits);
+        }
+        net.track_injection = cfg.tx_queue > 0;
         let n = net.topo.nodes.len();
         let header = net.config().packet.header.0 as u32;
         let mtu = net.config().packet.max_payload.0 as u32;
@@ -381,6 +405,8 @@ impl World {
                     cfg.engines as usize
                 ],
                 outstanding: vec![0; cfg.functions.max(1) as usize],
+                tx_backlog: vec![VecDeque::new(); net.rails() as usize * net.config().router.vcs as usize],
+                rx_fifo: vec![VecDeque::new(); net.config().router.vcs as usize],
                 read_busy: vec![SimTime::ZERO; links],
                 write_busy: vec![SimTime::ZERO; links],
                 nap_pool: VecDeque::new(),
@@ -636,6 +662,7 @@ impl World {
             status: CqeStatus::Ok,
             checked: false,
             r2w_of: None,
+            held: None,
             engine,
         });
         self.counters.messages += 1;
@@ -697,13 +724,22 @@ impl World {
             WorldEvent::Net(e) => {
                 self.net.handle(&mut self.q, e);
                 let mut ds = std::mem::take(&mut self.net.deliveries);
+                let limited = self.cfg.rx_buffer.is_some();
                 for d in ds.drain(..) {
-                    self.arrive(d.packet.tag as u32);
+                    let pid = d.packet.tag as u32;
+                    if limited {
+                        let held = (d.packet.dst, d.packet.rail, Network::buffer_credits(&d.packet));
+                        self.pkts[pid as usize].as_mut().expect("live packet").held = Some(held);
+                    }
+                    self.receive(pid, (d.packet.dst, d.packet.vc));
                 }
                 // Hand the (empty) buffer back so its allocation is reused.
                 self.net.deliveries = ds;
                 // Packets dropped for want of a route are lost; the network counts them and
                 // their message never completes.
+                if !self.net.injected_from.is_empty() {
+                    self.refill_tx();
+                }
             }
             WorldEvent::Doorbell { msg } => {
                 let (node, engine) = {
@@ -715,11 +751,20 @@ impl World {
                 self.start_next(node, engine);
             }
             WorldEvent::EngineFree { node, engine } => {
-                self.nics[(node / self.hosts) as usize].engines[engine as usize].busy = false;
+                let nic = &mut self.nics[(node / self.hosts) as usize];
+                if nic.engines[engine as usize].pending_tx > 0 {
+                    // Its packets are not all queued yet: wait for the link (see refill_tx).
+                    nic.engines[engine as usize].blocked_on_tx = true;
+                    return;
+                }
+                nic.engines[engine as usize].busy = false;
                 self.start_next(node, engine);
             }
             WorldEvent::Inject { pkt } => self.send_packet(pkt),
-            WorldEvent::Local { pkt } => self.arrive(pkt),
+            WorldEvent::Local { pkt } => {
+                let to = self.pkts[pkt as usize].as_ref().expect("live packet").to;
+                self.receive(pkt, (to / self.hosts, 0));
+            }
             WorldEvent::Landed { pkt } => self.landed(pkt),
             WorldEvent::Timer { slot } => {
                 if let Some(w) = self.timers[slot as usize].take() {
@@ -742,16 +787,27 @@ impl World {
 
     /// The engine's next message: write-backs first, then the functions' FIFOs.
     fn next_message(e: &mut Engine, arb: FunctionArbitration) -> Option<u32> {
-        if let Some(id) = e.internal.pop_front() {
-            return Some(id);
-        }
+        // Sources: the functions' doorbell FIFOs 0..n and, as source n, the write-backs handed
+        // over by the receive side. Round robin treats them alike (host work and GET service
+        // alternate); priority serves write-backs first, then functions in order.
         let n = e.queues.len();
-        let f = match arb {
-            FunctionArbitration::RoundRobin => (0..n).map(|k| (e.rr + k) % n).find(|&f| !e.queues[f].is_empty())?,
-            FunctionArbitration::Priority => (0..n).find(|&f| !e.queues[f].is_empty())?,
+        let has = |e: &Engine, s: usize| {
+            if s == n {
+                !e.internal.is_empty()
+            } else {
+                !e.queues[s].is_empty()
+            }
         };
-        e.rr = (f + 1) % n;
-        e.queues[f].pop_front()
+        let s = match arb {
+            FunctionArbitration::RoundRobin => (0..=n).map(|k| (e.rr + k) % (n + 1)).find(|&s| has(e, s))?,
+            FunctionArbitration::Priority => std::iter::once(n).chain(0..n).find(|&s| has(e, s))?,
+        };
+        e.rr = (s + 1) % (n + 1);
+        if s == n {
+            e.internal.pop_front()
+        } else {
+            e.queues[s].pop_front()
+        }
     }
 
     /// Start the next queued message of an idle engine.
@@ -772,8 +828,14 @@ impl World {
         let internal = m.r2w_of.is_some();
         if internal {
             // A write-back is driven by a request packet, not a doorbell: its descriptor is in
-            // the packet, and it holds no in-flight slot beyond its transmission.
+            // the packet, and it holds no in-flight slot beyond its transmission. Taking it
+            // frees the request's receive buffer.
             self.nics[(node / self.hosts) as usize].engines[engine as usize].in_flight -= 1;
+            self.release(m.held);
+            // Room in the hand-over queue: a stalled receive side may go on.
+            if self.cfg.get_queue > 0 {
+                self.redispatch(node / self.hosts);
+            }
         }
         // Descriptor fetch (a DMA read), then the operation's processing; a write-back is
         // processed as a PUT of the target's send engine (cHPP: GET → local send engine).
@@ -797,6 +859,7 @@ impl World {
                 from: m.req.src,
                 to: m.req.dst,
                 rail: m.req.rail,
+                held: None,
             });
             self.q.schedule(t, WorldEvent::Inject { pkt: p });
             self.q.schedule(t, WorldEvent::EngineFree { node, engine });
@@ -809,6 +872,7 @@ impl World {
                 from: m.req.src,
                 to: m.req.dst,
                 rail: m.req.rail,
+                held: None,
             });
             self.q.schedule(t, WorldEvent::Inject { pkt: p });
             self.q.schedule(t, WorldEvent::EngineFree { node, engine });
@@ -859,6 +923,7 @@ impl World {
                 from,
                 to,
                 rail: m.req.rail,
+                held: None,
             });
             self.q.schedule(ready, WorldEvent::Inject { pkt: p });
         }
@@ -884,6 +949,10 @@ impl World {
             PktKind::AtomicResp { .. } => {
                 self.counters.control_packets += 1;
                 8 // old value
+            }
+            PktKind::ReadReq => {
+                self.counters.control_packets += 1;
+                READ_REQUEST_BYTES as u32
             }
             _ => {
                 self.counters.control_packets += 1;
@@ -915,15 +984,154 @@ impl World {
                     .unwrap_or(0)
             }
         };
-        let mut p = Packet::new(pid as u64, from_node, to_node, payload, self.header, self.q.now());
+        // A bounded transmit queue per (rail, VC class): packets wait in the NIC, in order, while
+        // the link's queue for their VC is full.
+        let limit = self.cfg.tx_queue as usize;
+        if limit > 0 {
+            let class = self.class_of(pid);
+            let vc = self.net.routing.injection_vc(class);
+            let slot = rail as usize * self.vcs() + class as usize;
+            let waiting = !self.nics[from_node as usize].tx_backlog[slot].is_empty();
+            if waiting || self.net.source_queue_len_vc(from_node, rail, vc) >= limit {
+                if let Some(e) = self.engine_of(pid) {
+                    self.nics[from_node as usize].engines[e as usize].pending_tx += 1;
+                }
+                self.nics[from_node as usize].tx_backlog[slot].push_back(pid);
+                return;
+            }
+        }
+        self.inject(pid, from_node, to_node, rail, payload);
+    }
+
+    /// The engine that emitted a packet (data, requests); None for the receive side's answers.
+    fn engine_of(&self, pid: u32) -> Option<u32> {
+        let info = self.pkts[pid as usize].as_ref().expect("live packet");
+        match info.kind {
+            PktKind::Data { .. } | PktKind::ReadReq | PktKind::AtomicReq => Some(self.msg(info.msg).engine),
+            PktKind::Ack { .. } | PktKind::AtomicResp { .. } => None,
+        }
+    }
+
+    fn vcs(&self) -> usize {
+        self.net.config().router.vcs as usize
+    }
+
+    /// VC class of a packet: GET requests may have their own (`nic.get_vc`).
+    fn class_of(&self, pid: u32) -> u8 {
+        let is_get = matches!(
+            self.pkts[pid as usize].as_ref().map(|i| &i.kind),
+            Some(PktKind::ReadReq)
+        );
+        if is_get {
+            self.cfg.get_vc.unwrap_or(0)
+        } else {
+            0
+        }
+    }
+
+    fn inject(&mut self, pid: u32, from: NodeId, to: NodeId, rail: u8, payload: u32) {
+        let mut p = Packet::new(pid as u64, from, to, payload, self.header, self.q.now());
         p.rail = rail;
+        // GET requests may travel on their own VC class (cHPP's fix for the GET deadlock).
+        p.class = self.class_of(pid);
         if self.net.inject(&mut self.q, p).is_err() {
             // No route at all: the packet is lost and its message never completes.
             self.counters.unroutable += 1;
         }
     }
 
-    /// A packet reached the NIC of its destination.
+    /// Packets left nodes: move waiting packets into the freed transmit queues, and let
+    /// engines blocked on a full queue go on when their NIC's backlog is empty.
+    fn refill_tx(&mut self) {
+        let limit = self.cfg.tx_queue as usize;
+        let reports = std::mem::take(&mut self.net.injected_from);
+        let vcs = self.vcs();
+        for &(node, rail) in &reports {
+            for class in 0..vcs {
+                let slot = rail as usize * vcs + class;
+                let vc = self.net.routing.injection_vc(class as u8);
+                while self.net.source_queue_len_vc(node, rail, vc) < limit {
+                    let Some(pid) = self.nics[node as usize].tx_backlog[slot].pop_front() else {
+                        break;
+                    };
+                    if let Some(e) = self.engine_of(pid) {
+                        self.nics[node as usize].engines[e as usize].pending_tx -= 1;
+                    }
+                    let info = self.pkts[pid as usize].as_ref().expect("live packet");
+                    let to = (info.to / self.hosts) as NodeId;
+                    let payload = match info.kind {
+                        PktKind::Data { len, .. } => len as u32,
+                        PktKind::AtomicReq => 16,
+                        PktKind::AtomicResp { .. } => 8,
+                        PktKind::ReadReq => READ_REQUEST_BYTES as u32,
+                        PktKind::Ack { .. } => 0,
+                    };
+                    self.inject(pid, node, to, rail, payload);
+                }
+            }
+            let nic = &mut self.nics[node as usize];
+            {
+                let waiting: Vec<u32> = (0..nic.engines.len() as u32)
+                    .filter(|&e| nic.engines[e as usize].blocked_on_tx && nic.engines[e as usize].pending_tx == 0)
+                    .collect();
+                for e in waiting {
+                    let eng = &mut self.nics[node as usize].engines[e as usize];
+                    eng.blocked_on_tx = false;
+                    eng.busy = false;
+                    self.start_next(node * self.hosts, e);
+                }
+            }
+        }
+        self.net.injected_from = reports;
+        self.net.injected_from.clear();
+    }
+
+    /// Give receive-buffer space back to the network.
+    fn release(&mut self, held: Option<(NodeId, u8, (u8, u16, u16))>) {
+        if let Some((node, rail, c)) = held {
+            self.net.release_ejection(&mut self.q, node, rail, c);
+        }
+    }
+
+    /// A packet reached the NIC of `node` on VC `vc`: the receive dispatcher takes packets of a
+    /// VC in arrival order.
+    fn receive(&mut self, pid: u32, (node, vc): (NodeId, u8)) {
+        self.nics[node as usize].rx_fifo[vc as usize].push_back(pid);
+        if self.nics[node as usize].rx_fifo[vc as usize].len() == 1 {
+            self.dispatch(node, vc);
+        }
+    }
+
+    /// Dispatch the packets at the head of a receive FIFO until it is empty or its head is a GET
+    /// the send engine cannot take yet (`nic.get_queue`).
+    fn dispatch(&mut self, node: NodeId, vc: u8) {
+        let limit = self.cfg.get_queue as usize;
+        while let Some(&pid) = self.nics[node as usize].rx_fifo[vc as usize].front() {
+            let is_get = matches!(
+                self.pkts[pid as usize].as_ref().expect("live packet").kind,
+                PktKind::ReadReq
+            );
+            if is_get && limit > 0 {
+                let waiting: usize = self.nics[node as usize].engines.iter().map(|e| e.internal.len()).sum();
+                if waiting >= limit {
+                    return; // stalled: retried when an engine takes a write-back
+                }
+            }
+            self.nics[node as usize].rx_fifo[vc as usize].pop_front();
+            self.arrive(pid);
+        }
+    }
+
+    /// Retry every stalled receive FIFO of `node`.
+    fn redispatch(&mut self, node: NodeId) {
+        for vc in 0..self.nics[node as usize].rx_fifo.len() {
+            if !self.nics[node as usize].rx_fifo[vc].is_empty() {
+                self.dispatch(node, vc as u8);
+            }
+        }
+    }
+
+    /// The dispatcher processes a packet.
     fn arrive(&mut self, pid: u32) {
         let info = self.pkts[pid as usize].clone().expect("live packet");
         let now = self.q.now();
@@ -968,6 +1176,7 @@ impl World {
                 self.free_pkt(pid);
                 let status = self.accept(info.msg, info.to);
                 if status != CqeStatus::Ok {
+                    self.release(info.held);
                     self.counters.refused += 1;
                     self.msg_mut(info.msg).status = status.clone();
                     self.send_ack(info.msg, info.to, info.from, info.rail, status);
@@ -976,11 +1185,13 @@ impl World {
                 // R2W: the target's engine writes the data back to the requester.
                 let m = self.msg(info.msg).clone();
                 let engine = m.req.qp % self.cfg.engines;
+                // The request keeps its receive-buffer space until the engine takes it.
                 let w = self.alloc_msg(Msg {
                     r2w_of: Some(info.msg),
                     checked: true,
                     data: Vec::new(),
                     landed: 0,
+                    held: info.held,
                     ..m
                 });
                 self.nics[(info.to / self.hosts) as usize].engines[engine as usize]
@@ -990,10 +1201,12 @@ impl World {
             }
             PktKind::Ack { status } => {
                 self.free_pkt(pid);
+                self.release(info.held);
                 self.complete_at_source(info.msg, status, 0);
             }
             PktKind::AtomicReq => {
                 self.free_pkt(pid);
+                self.release(info.held);
                 // Read-modify-write in the target's memory, atomically at arrival; the response
                 // leaves after the receive processing and one memory round trip.
                 let status = self.accept(info.msg, info.to);
@@ -1023,12 +1236,14 @@ impl World {
                     from: info.to,
                     to: info.from,
                     rail: info.rail,
+                    held: None,
                 });
                 let t = now + self.cfg.rx_overhead + self.cfg.host.read_latency;
                 self.q.schedule(t, WorldEvent::Inject { pkt: p });
             }
             PktKind::AtomicResp { status, old } => {
                 self.free_pkt(pid);
+                self.release(info.held);
                 if status == CqeStatus::Ok {
                     if let Op::Atomic { result: Some(a), .. } = self.msg(info.msg).req.op {
                         self.mem[info.to as usize]
@@ -1070,6 +1285,8 @@ impl World {
     fn landed(&mut self, pid: u32) {
         let info = self.pkts[pid as usize].clone().expect("live packet");
         self.free_pkt(pid);
+        // Written to memory: the receive buffer is free again.
+        self.release(info.held);
         let PktKind::Data { off, len } = info.kind else { return };
         let id = info.msg;
         if self.msg(id).status == CqeStatus::Ok {
@@ -1150,6 +1367,7 @@ impl World {
             from,
             to,
             rail,
+            held: None,
         });
         self.send_packet(p);
     }

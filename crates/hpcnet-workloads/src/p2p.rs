@@ -336,3 +336,44 @@ pub fn function_shares(
     let out = samples.borrow().clone();
     out
 }
+
+/// Ranks `a` and `b` GET from each other at full rate: each keeps `window` GETs of `size` bytes
+/// outstanding until it has done `count`. With GET requests and PUT data sharing one virtual
+/// channel and bounded NIC buffers this can deadlock (spec 02); the returned [`RunEnd`] then
+/// shows stuck tasks and the blocked channels.
+pub fn get_exchange(world: World, a: Rank, b: Rank, size: u64, count: u64, window: u64) -> hpcnet_msg::verbs::RunEnd {
+    use hpcnet_msg::verbs::{RemoteSeg, Sge};
+    let mut m = Machine::new(world);
+    for (me, peer) in [(a, b), (b, a)] {
+        let ctx = m.context(me);
+        let local = buffers(&m, me, size);
+        let remote = buffers(&m, peer, size);
+        let cq = ctx.create_cq();
+        let qp = ctx.create_qp(&cq, peer);
+        m.spawn(async move {
+            let (mut posted, mut done) = (0u64, 0u64);
+            while done < count {
+                while posted < count && posted - done < window {
+                    let r = [RemoteSeg {
+                        buf: remote.remote(0),
+                        len: size,
+                    }];
+                    qp.post_get(
+                        &[Sge {
+                            mr: &local,
+                            offset: 0,
+                            len: size,
+                        }],
+                        &r,
+                        posted,
+                    )
+                    .expect("valid GET");
+                    posted += 1;
+                }
+                cq.next().await;
+                done += 1;
+            }
+        });
+    }
+    m.run()
+}

@@ -150,3 +150,37 @@ fn doorbell_fifo_depth_is_enforced() {
         .unwrap_err();
     assert!(bad.to_string().contains("function 2 does not exist"), "{bad}");
 }
+
+#[test]
+fn gets_sharing_the_put_channel_deadlock_and_their_own_channel_fixes_it() {
+    use hpcnet_workloads::p2p::get_exchange;
+    // Bounded NIC buffers: 4 packets of receive buffer per VC, 4 packets of transmit queue,
+    // router VCs of 2 packets; the NIC chooses each packet's VC class.
+    // Two engines: one sends this rank's GET requests, the other serves the peer's GETs (R2W);
+    // the receive side hands at most 2 GETs to the send engine before it stalls, in order.
+    let base = [
+        "router.vc_select=packet",
+        "router.private_credits=18",
+        "nic.rx_buffer=\"576 B\"",
+        "nic.tx_queue=4",
+        "nic.get_queue=2",
+        "nic.engines=2",
+    ];
+    let same: Vec<&str> = base.to_vec();
+    let sc = scenario("chpp-pair.toml", &same);
+    let end = get_exchange(sc.world().unwrap(), 0, 1, 65536, 64, 32);
+    assert!(
+        end.stuck_tasks == 2 && end.net_in_flight > 0,
+        "expected a deadlock: {end:?}"
+    );
+    assert!(!end.blocked.is_empty());
+    let mut own = base.to_vec();
+    own.push("nic.get_vc=1");
+    let sc = scenario("chpp-pair.toml", &own);
+    let end = get_exchange(sc.world().unwrap(), 0, 1, 65536, 64, 32);
+    assert_eq!(
+        (end.stuck_tasks, end.net_in_flight),
+        (0, 0),
+        "GETs on their own VC complete: {end:?}"
+    );
+}
