@@ -271,6 +271,13 @@ impl Context {
         }
     }
 
+    /// A receive queue for asynchronous queue messages, completing on `cq`. Give its
+    /// [`Rq::remote`] to senders; several queue pairs may send to it (a shared receive queue).
+    pub fn create_rq(&self, cq: &Cq) -> Result<Rq, VerbsError> {
+        let id = self.world.borrow_mut().create_rq(self.rank, cq.id)?;
+        Ok(Rq { id, ctx: self.clone() })
+    }
+
     /// Pre-post `count` NAP receive buffers (each `nic.nap_buffer` bytes) from `mr` at `offset`;
     /// received NAPs complete on `cq` with the buffer's address (cHPP).
     pub fn post_nap_buffers(&self, mr: &Mr, offset: u64, count: u64, cq: &Cq) -> Result<(), VerbsError> {
@@ -303,6 +310,39 @@ impl Context {
             until: self.now() + d,
             armed: false,
         }
+    }
+}
+
+/// A receive queue (per queue pair or shared).
+#[derive(Clone)]
+pub struct Rq {
+    id: hpcnet_nic::world::RqId,
+    ctx: Context,
+}
+
+/// The address of a receive queue, for senders.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct RemoteRq {
+    pub rank: Rank,
+    pub id: hpcnet_nic::world::RqId,
+}
+
+impl Rq {
+    pub fn remote(&self) -> RemoteRq {
+        RemoteRq {
+            rank: self.ctx.rank,
+            id: self.id,
+        }
+    }
+
+    /// Post a receive buffer: `len` bytes of `mr` at `offset`; its completion carries `wr_id`.
+    pub fn post_recv(&self, mr: &Mr, offset: u64, len: u64, wr_id: u64) -> Result<(), VerbsError> {
+        self.ctx.own(mr, "post_recv", offset, len)?;
+        self.ctx
+            .world
+            .borrow_mut()
+            .post_recv(self.id, mr.addr + offset, len, wr_id)?;
+        Ok(())
     }
 }
 
@@ -593,6 +633,33 @@ impl Qp {
                 local: local.addr + offset,
                 len,
                 immediate,
+            },
+            wr_id,
+            true,
+        )
+    }
+
+    /// Asynchronous queue message: `len` bytes of `local` at `offset` into the next buffer of
+    /// the target's receive queue `to`. `reliable`: acknowledged, a missing buffer is an error
+    /// completion here; unreliable: completes when sent and is dropped if no buffer is posted.
+    pub fn post_send(
+        &self,
+        local: &Mr,
+        offset: u64,
+        len: u64,
+        to: RemoteRq,
+        reliable: bool,
+        wr_id: u64,
+    ) -> Result<(), VerbsError> {
+        self.ctx.own(local, "post_send", offset, len)?;
+        self.target("post_send", to.rank)?;
+        self.post(
+            to.rank,
+            Op::Send {
+                local: local.addr + offset,
+                len,
+                rq: to.id,
+                reliable,
             },
             wr_id,
             true,

@@ -45,6 +45,9 @@ pub type Rank = NodeId;
 /// Identifies a completion queue.
 pub type CqId = u32;
 
+/// Identifies a receive queue (per queue pair, or shared: SRQ).
+pub type RqId = u32;
+
 /// A contiguous piece of memory: (address, length).
 pub type Seg = (u64, u64);
 
@@ -85,6 +88,16 @@ pub enum Op {
     /// cHPP NAP: `len` bytes from `local` to a buffer of the target's pool; the completion event
     /// goes to the pool's CQ. Immediate: the data travels inside the descriptor.
     Nap { local: u64, len: u64, immediate: bool },
+    /// Asynchronous queue message (send/receive): `len` bytes from `local` land in the next
+    /// buffer posted to receive queue `rq` of the target (a QP's own queue or a shared receive
+    /// queue). Reliable: acknowledged, and a missing buffer is an error at the sender;
+    /// unreliable: completes when sent, and a message finding no buffer is dropped (spec 01).
+    Send {
+        local: u64,
+        len: u64,
+        rq: RqId,
+        reliable: bool,
+    },
     /// Sunway FSM (fast short message): descriptor and data (gathered from `gather`, at most
     /// [`FSM_MAX`] bytes) are written by PIO into NIC memory, saving the descriptor fetch and the
     /// data read; then an RDMA write to `remote`.
@@ -154,8 +167,10 @@ pub enum CqeStatus {
     Ok,
     /// The target refused the access (range or key); nothing was written.
     RemoteAccess(MemoryError),
-    /// A NAP found no free buffer in the target's pool; nothing was written.
+    /// A NAP or reliable queue message found no free buffer; nothing was written.
     NoBuffer,
+    /// The posted receive buffer is smaller than the message.
+    BufferTooSmall,
 }
 
 /// What completed.
@@ -172,6 +187,9 @@ pub enum CqeKind {
     Notify,
     /// A NAP landed here (target side); `addr` is the pool buffer holding it.
     NapReceived,
+    Send,
+    /// A queue message landed in a posted receive buffer (`wr_id` is the receive's).
+    Recv,
 }
 
 /// A completion queue entry.
@@ -194,6 +212,10 @@ pub struct Cqe {
 #[derive(Copy, Clone, Debug)]
 pub enum WorldEvent {
     Net(NetEvent),
+    /// An unreliable message has left its engine: it completes at the sender.
+    Sent {
+        msg: u32,
+    },
     Doorbell {
         msg: u32,
     },
@@ -276,6 +298,10 @@ struct Msg {
     r2w_of: Option<u32>,
     /// Receive-buffer space its request packet holds until the engine takes it (R2W).
     held: Option<(NodeId, u8, (u8, u16, u16))>,
+    /// Target-side record of an unreliable queue message (the sender's completed at send).
+    unreliable_copy: bool,
+    /// Receive buffer's wr_id (queue messages), set when a buffer is taken.
+    recv_wr: u64,
     engine: u32,
 }
 
@@ -311,6 +337,13 @@ struct Nic {
     tx_backlog: Vec<VecDeque<u32>>,
     /// Arrived packets waiting for the receive dispatcher, in order, per VC.
     rx_fifo: Vec<VecDeque<u32>>,
+}
+
+/// A receive queue: posted buffers (address, length, receive wr_id) and its completion queue.
+struct Rq {
+    owner: Rank,
+    cq: CqId,
+    bufs: VecDeque<(u64, u64, u64)>,
 }
 
 #[derive(Default)]
@@ -355,6 +388,8 @@ pub struct World {
     timers: Vec<Option<Waker>>,
     free_timers: Vec<u32>,
     next_qp: u32,
+    rqs: Vec<Rq>,
+    unreliable_sent: Vec<u32>,
     /// Processes (host interfaces) per NIC: rank r lives on node r / hosts.
     hosts: u32,
     pub counters: NicCounters,
@@ -375,6 +410,8 @@ pub enum PostError {
     LengthMismatch { local: u64, remote: u64 },
     #[error("a NAP carries at most {max} bytes, asked for {len}")]
     NapTooLarge { len: u64, max: u64 },
+    #[error("receive queue {0} does not exist at the target")]
+    BadRq(RqId),
     #[error("an FSM carries at most {FSM_MAX} bytes, asked for {0}")]
     FsmTooLarge(u64),
     #[error("function {function} does not exist (the NIC has {functions})")]
@@ -431,6 +468,8 @@ impl World {
             timers: Vec::new(),
             free_timers: Vec::new(),
             next_qp: 0,
+            rqs: Vec::new(),
+            unreliable_sent: Vec::new(),
             counters: NicCounters::default(),
             cfg,
         }
@@ -491,6 +530,28 @@ impl World {
         if let Some(w) = c.waiter.take() {
             w.wake();
         }
+    }
+
+    /// A receive queue of `owner` whose completions go to `cq`; several queue pairs may share
+    /// it (SRQ).
+    pub fn create_rq(&mut self, owner: Rank, cq: CqId) -> Result<RqId, PostError> {
+        if self.cq_owner.get(cq as usize) != Some(&owner) {
+            return Err(PostError::BadCq(cq));
+        }
+        self.rqs.push(Rq {
+            owner,
+            cq,
+            bufs: VecDeque::new(),
+        });
+        Ok((self.rqs.len() - 1) as RqId)
+    }
+
+    /// Post a receive buffer of `len` bytes at `addr` to `rq`.
+    pub fn post_recv(&mut self, rq: RqId, addr: u64, len: u64, wr_id: u64) -> Result<(), PostError> {
+        let owner = self.rqs.get(rq as usize).ok_or(PostError::BadRq(rq))?.owner;
+        self.mem[owner as usize].read(addr, len).map_err(PostError::Local)?;
+        self.rqs[rq as usize].bufs.push_back((addr, len, wr_id));
+        Ok(())
     }
 
     /// Pre-post NAP receive buffers: `count` buffers of `nic.nap_buffer` bytes starting at
@@ -620,6 +681,12 @@ impl World {
                 }
                 (Class::Push, *len, vec![(*local, *len)], Vec::new(), Vec::new(), 0)
             }
+            Op::Send { local, len, rq, .. } => {
+                if self.rqs.get(*rq as usize).map(|r| r.owner) != Some(req.dst) {
+                    return Err(PostError::BadRq(*rq));
+                }
+                (Class::Push, *len, vec![(*local, *len)], Vec::new(), Vec::new(), 0)
+            }
             Op::Fsm { gather, remote, rkey } => {
                 let l = total(gather);
                 if l > FSM_MAX {
@@ -663,6 +730,8 @@ impl World {
             checked: false,
             r2w_of: None,
             held: None,
+            unreliable_copy: false,
+            recv_wr: 0,
             engine,
         });
         self.counters.messages += 1;
@@ -761,6 +830,7 @@ impl World {
                 self.start_next(node, engine);
             }
             WorldEvent::Inject { pkt } => self.send_packet(pkt),
+            WorldEvent::Sent { msg } => self.complete_at_source(msg, CqeStatus::Ok, 0),
             WorldEvent::Local { pkt } => {
                 let to = self.pkts[pkt as usize].as_ref().expect("live packet").to;
                 self.receive(pkt, (to / self.hosts, 0));
@@ -878,6 +948,18 @@ impl World {
             self.q.schedule(t, WorldEvent::EngineFree { node, engine });
             return;
         }
+        // An unreliable queue message completes at the sender once sent; its packets belong to a
+        // target-side copy of the message.
+        let (id, m) = if matches!(m.req.op, Op::Send { reliable: false, .. }) && !m.unreliable_copy {
+            let copy = self.alloc_msg(Msg {
+                unreliable_copy: true,
+                ..m.clone()
+            });
+            self.unreliable_sent.push(id);
+            (copy, self.msg(copy).clone())
+        } else {
+            (id, m)
+        };
         // Data movement: gather the source bytes.
         let (from, to) = if internal {
             (m.req.dst, m.req.src)
@@ -931,6 +1013,9 @@ impl World {
             self.nics[(node / self.hosts) as usize].read_busy[link] = last;
         }
         self.q.schedule(last, WorldEvent::EngineFree { node, engine });
+        for orig in std::mem::take(&mut self.unreliable_sent) {
+            self.q.schedule(last, WorldEvent::Sent { msg: orig });
+        }
     }
 
     /// A packet's data is in the NIC: give it to a port (or the internal path).
@@ -1263,6 +1348,35 @@ impl World {
         if m.r2w_of.is_some() {
             return CqeStatus::Ok;
         }
+        if let Op::Send { len, rq, .. } = m.req.op {
+            return match self.rqs[rq as usize].bufs.pop_front() {
+                Some((addr, blen, wr)) if blen >= len => {
+                    let m = self.msg_mut(id);
+                    m.dst_segs = vec![(addr, len)];
+                    m.recv_wr = wr;
+                    CqeStatus::Ok
+                }
+                Some((addr, blen, wr)) => {
+                    // The buffer is consumed with an error completion at the receiver.
+                    let cq = self.rqs[rq as usize].cq;
+                    let now = self.q.now();
+                    let src = self.msg(id).req.src;
+                    let e = Cqe {
+                        wr_id: wr,
+                        kind: CqeKind::Recv,
+                        status: CqeStatus::BufferTooSmall,
+                        bytes: blen,
+                        peer: src,
+                        addr,
+                        value: 0,
+                        at: now,
+                    };
+                    self.push_cqe(cq, e);
+                    CqeStatus::BufferTooSmall
+                }
+                None => CqeStatus::NoBuffer,
+            };
+        }
         if let Op::Nap { len, .. } = m.req.op {
             let nic = &mut self.nics[(node / self.hosts) as usize];
             return match (nic.nap_pool.pop_front(), nic.nap_cq) {
@@ -1345,6 +1459,11 @@ impl World {
                 Op::Put {
                     notify_cq: Some(cq), ..
                 } => self.push_cqe(*cq, notify(m.req.wr_id, CqeKind::Notify, 0)),
+                Op::Send { rq, .. } => {
+                    let cq = self.rqs[*rq as usize].cq;
+                    let buf = m.dst_segs.first().map_or(0, |s| s.0);
+                    self.push_cqe(cq, notify(m.recv_wr, CqeKind::Recv, buf));
+                }
                 Op::Nap { .. } => {
                     let cq = self.nics[(m.req.dst / self.hosts) as usize]
                         .nap_cq
@@ -1356,6 +1475,11 @@ impl World {
             }
         } else {
             self.counters.refused += 1;
+        }
+        if m.unreliable_copy {
+            // Nobody waits for an acknowledgement.
+            self.release_msg(id);
+            return;
         }
         self.send_ack(id, m.req.dst, m.req.src, m.req.rail, m.status.clone());
     }
@@ -1389,6 +1513,7 @@ impl World {
             Op::Nap { .. } => CqeKind::Nap,
             Op::Fsm { .. } => CqeKind::Fsm,
             Op::Atomic { .. } => CqeKind::Atomic,
+            Op::Send { .. } => CqeKind::Send,
         };
         if m.req.signaled || status != CqeStatus::Ok {
             let now = self.q.now();
