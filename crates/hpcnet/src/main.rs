@@ -15,6 +15,7 @@ macro_rules! outln {
 }
 
 mod bench;
+mod p2p;
 mod plot;
 mod reproduce;
 mod run;
@@ -112,6 +113,36 @@ enum Cmd {
         #[arg(long)]
         quick: bool,
     },
+    /// Point-to-point benchmarks on the scenario's NICs: latency, ping-pong, bandwidth, message rate.
+    P2p {
+        scenario: PathBuf,
+        /// What to measure.
+        #[arg(long, value_enum, default_value = "bw")]
+        test: p2p::Test,
+        /// Primitive for --test latency.
+        #[arg(long, value_enum, default_value = "write")]
+        op: p2p::OpArg,
+        /// Message sizes MIN:MAX (powers of two in between), e.g. 1:4M.
+        #[arg(long, default_value = "1:4M")]
+        sizes: String,
+        /// Sending rank.
+        #[arg(long, default_value_t = 0)]
+        from: u32,
+        /// Receiving rank (default: the last rank).
+        #[arg(long)]
+        to: Option<u32>,
+        /// Messages in flight (bandwidth, rate).
+        #[arg(long, default_value_t = 64)]
+        window: u32,
+        /// Messages per size (bandwidth, rate) or iterations (ping-pong).
+        #[arg(long, default_value_t = 64)]
+        messages: u64,
+        /// Queue pairs the messages alternate over (engines).
+        #[arg(long, default_value_t = 1)]
+        qps: u32,
+        #[command(flatten)]
+        common: Common,
+    },
     /// (internal) run one bench case in this process and print its JSON line.
     #[command(hide = true)]
     BenchOne {
@@ -180,6 +211,29 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
         Cmd::Topo { scenario, dot, common } => topo::topo(&scenario, dot.as_deref(), &common),
         Cmd::Bench { only, common } => bench::bench(&only, &common),
         Cmd::BenchOne { name, set } => bench::bench_one(&name, &set),
+        Cmd::P2p {
+            scenario,
+            test,
+            op,
+            sizes,
+            from,
+            to,
+            window,
+            messages,
+            qps,
+            common,
+        } => p2p::p2p(&p2p::Args {
+            scenario: &scenario,
+            test,
+            op,
+            sizes: &sizes,
+            from,
+            to,
+            window,
+            messages,
+            qps,
+            common: &common,
+        }),
         Cmd::Reproduce {
             name,
             all,
