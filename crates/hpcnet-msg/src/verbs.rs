@@ -268,6 +268,7 @@ impl Context {
             num,
             rail: 0,
             function: 0,
+            fast: false,
         }
     }
 
@@ -433,6 +434,7 @@ pub struct WriteWr {
     signaled: bool,
     notify: Option<CqId>,
     reply_word: Option<u64>,
+    local_completion: bool,
 }
 
 impl WriteWr {
@@ -447,6 +449,7 @@ impl WriteWr {
             signaled: true,
             notify: None,
             reply_word: None,
+            local_completion: false,
         }
     }
     pub fn wr_id(mut self, id: u64) -> Self {
@@ -462,6 +465,13 @@ impl WriteWr {
         self.notify = Some(cq.id);
         self
     }
+    /// Complete by a local event, when the last packet has left the NIC, instead of when the
+    /// target acknowledges the landed data.
+    pub fn local_completion(mut self) -> Self {
+        self.local_completion = true;
+        self
+    }
+
     /// RDMAW-with-reply-word: the target increments the u64 at `word` when the data has landed.
     pub fn reply_word(mut self, word: RemoteBuf) -> Self {
         self.reply_word = Some(word.addr);
@@ -478,9 +488,16 @@ pub struct Qp {
     num: u32,
     rail: u8,
     function: u8,
+    fast: bool,
 }
 
 impl Qp {
+    /// Mark this queue pair's messages "fast" (Sunway): engines serve them before all others.
+    pub fn fast(mut self) -> Self {
+        self.fast = true;
+        self
+    }
+
     /// Post through PCIe function `f` (0 = PF, 1.. = VFs; SR-IOV).
     pub fn on_function(mut self, f: u8) -> Self {
         self.function = f;
@@ -521,6 +538,8 @@ impl Qp {
             qp: self.num,
             rail: self.rail,
             function: self.function,
+            fast: self.fast,
+            local_completion: wr.local_completion,
         };
         self.ctx.world.borrow_mut().post(req)?;
         Ok(())
@@ -537,6 +556,8 @@ impl Qp {
             qp: self.num,
             rail: self.rail,
             function: self.function,
+            fast: self.fast,
+            local_completion: false,
         };
         self.ctx.world.borrow_mut().post(req)?;
         Ok(())
@@ -739,6 +760,8 @@ impl Qp {
             qp: self.num,
             rail: self.rail,
             function: self.function,
+            fast: self.fast,
+            local_completion: false,
         };
         self.ctx.world.borrow_mut().post(req)?;
         Ok(())

@@ -819,3 +819,43 @@ fn unreliable_messages_without_buffers_are_dropped_silently() {
     assert!(rcq.poll().is_none());
     assert_eq!(m.world().counters.refused, 1);
 }
+
+#[test]
+fn local_completion_precedes_remote_landing_and_fast_messages_jump_the_queue() {
+    let mut m = Machine::new(torus_world(NicConfig {
+        engines: 1,
+        ..NicConfig::default()
+    }));
+    let (a, b) = (m.context(0), m.context(10));
+    let s = a.reg_mr(65536);
+    let d = b.reg_mr(65536);
+    let cq = a.create_cq();
+    let tcq = b.create_cq();
+    let qp = a.create_qp(&cq, 10);
+    let fast = a.create_qp(&cq, 10).fast();
+    let r = d.remote(0);
+    let (s2, tcq2) = (s.clone(), tcq.clone());
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let l2 = log.clone();
+    m.spawn(async move {
+        qp.post_write(WriteWr::new(&s2, 0, 32768, r).local_completion().notify(&tcq2).wr_id(1))
+            .unwrap();
+        let local = cq.next().await;
+        let remote = tcq2.next().await;
+        assert_eq!((local.wr_id, remote.wr_id), (1, 1));
+        assert!(local.at < remote.at, "local event before the data has landed remotely");
+        // Three normal messages queued, then a fast one: the fast one is served next.
+        for i in 10..13 {
+            qp.post_write(WriteWr::new(&s2, 0, 4096, r).wr_id(i)).unwrap();
+        }
+        fast.post_write(WriteWr::new(&s2, 0, 64, r).wr_id(99)).unwrap();
+        for _ in 0..4 {
+            l2.borrow_mut().push(cq.next().await.wr_id);
+        }
+    });
+    assert_eq!(m.run().stuck_tasks, 0);
+    let log = log.borrow();
+    // The first normal message had already started; the fast one overtakes the other two.
+    assert_eq!(log[1], 99, "{log:?}");
+    assert_eq!(tcq.poll(), None);
+}

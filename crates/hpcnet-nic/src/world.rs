@@ -159,6 +159,11 @@ pub struct Request {
     pub rail: u8,
     /// PCIe function (0 = physical function, 1.. = virtual functions).
     pub function: u8,
+    /// Sunway "fast" flag: the engine serves flagged messages before all others.
+    pub fast: bool,
+    /// Complete at the initiator as soon as the last packet has left (a local event), instead
+    /// of when the target acknowledges that the data landed.
+    pub local_completion: bool,
 }
 
 /// Completion status.
@@ -298,7 +303,8 @@ struct Msg {
     r2w_of: Option<u32>,
     /// Receive-buffer space its request packet holds until the engine takes it (R2W).
     held: Option<(NodeId, u8, (u8, u16, u16))>,
-    /// Target-side record of an unreliable queue message (the sender's completed at send).
+    /// Target-side record of a message the sender completed when it was sent (unreliable queue
+    /// message, or local completion).
     unreliable_copy: bool,
     /// Receive buffer's wr_id (queue messages), set when a buffer is taken.
     recv_wr: u64,
@@ -309,8 +315,10 @@ struct Msg {
 struct Engine {
     /// Per-function doorbell FIFOs, arbitrated by `nic.function_arbitration`.
     queues: Vec<VecDeque<u32>>,
-    /// Write-backs of reads/GETs (driven by request packets): served first.
+    /// Write-backs of reads/GETs (driven by request packets).
     internal: VecDeque<u32>,
+    /// Messages posted with the "fast" flag: served before everything else.
+    fast: VecDeque<u32>,
     rr: usize,
     busy: bool,
     /// The engine finished reading a message but its packets wait for room in the transmit
@@ -815,8 +823,16 @@ impl World {
                     let m = self.msg(msg);
                     (m.req.src, m.engine)
                 };
-                let f = self.msg(msg).req.function as usize;
-                self.nics[(node / self.hosts) as usize].engines[engine as usize].queues[f].push_back(msg);
+                let (f, fast) = {
+                    let r = &self.msg(msg).req;
+                    (r.function as usize, r.fast)
+                };
+                let e = &mut self.nics[(node / self.hosts) as usize].engines[engine as usize];
+                if fast {
+                    e.fast.push_back(msg);
+                } else {
+                    e.queues[f].push_back(msg);
+                }
                 self.start_next(node, engine);
             }
             WorldEvent::EngineFree { node, engine } => {
@@ -857,6 +873,9 @@ impl World {
 
     /// The engine's next message: write-backs first, then the functions' FIFOs.
     fn next_message(e: &mut Engine, arb: FunctionArbitration) -> Option<u32> {
+        if let Some(id) = e.fast.pop_front() {
+            return Some(id);
+        }
         // Sources: the functions' doorbell FIFOs 0..n and, as source n, the write-backs handed
         // over by the receive side. Round robin treats them alike (host work and GET service
         // alternate); priority serves write-backs first, then functions in order.
@@ -950,7 +969,8 @@ impl World {
         }
         // An unreliable queue message completes at the sender once sent; its packets belong to a
         // target-side copy of the message.
-        let (id, m) = if matches!(m.req.op, Op::Send { reliable: false, .. }) && !m.unreliable_copy {
+        let sent_completes = matches!(m.req.op, Op::Send { reliable: false, .. }) || m.req.local_completion;
+        let (id, m) = if sent_completes && !m.unreliable_copy && m.class == Class::Push && !internal {
             let copy = self.alloc_msg(Msg {
                 unreliable_copy: true,
                 ..m.clone()
