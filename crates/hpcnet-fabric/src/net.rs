@@ -203,13 +203,8 @@ impl Network {
         let failed: Vec<(RouterId, PortIdx)> = cfg.faults.failed_links.iter().map(|f| (f.router, f.port)).collect();
         let routing = Routing::new(&topo, &cfg.routing, cfg.router.vcs, &failed)?;
         let rails = topo.rails.max(1);
-        let mut port_base = Vec::with_capacity(topo.routers.len() + 1);
-        let mut total = 0u32;
-        for r in &topo.routers {
-            port_base.push(total);
-            total += r.ports.len() as u32;
-        }
-        port_base.push(total);
+        let port_base = topo.port_offsets();
+        let total = *port_base.last().expect("one entry per router plus the total");
         let nports = total as usize + topo.nodes.len() * rails as usize;
         let vcs = cfg.router.vcs as usize;
         let mut free_private = [0u16; MAX_VCS];

@@ -152,13 +152,8 @@ impl Routing {
         vcs: u8,
         failed: &[(RouterId, PortIdx)],
     ) -> Result<Routing, ConfigError> {
-        let mut port_base = Vec::with_capacity(topo.routers.len() + 1);
-        let mut total = 0u32;
-        for r in &topo.routers {
-            port_base.push(total);
-            total += r.ports.len() as u32;
-        }
-        port_base.push(total);
+        let port_base = topo.port_offsets();
+        let total = *port_base.last().expect("one entry per router plus the total");
         let mut dead = vec![false; total as usize];
         for &(r, p) in failed {
             dead[(port_base[r as usize] + p as u32) as usize] = true;

@@ -521,31 +521,29 @@ impl Qp {
     pub fn post_write(&self, wr: WriteWr) -> Result<(), VerbsError> {
         self.ctx.own(&wr.local, "post_write", wr.offset, wr.len)?;
         self.target("post_write", wr.remote.rank)?;
-        let req = Request {
-            src: self.ctx.rank,
-            dst: wr.remote.rank,
-            op: Op::Write {
-                local: wr.local.addr + wr.offset,
-                len: wr.len,
-                remote: wr.remote.addr,
-                rkey: wr.remote.rkey,
-                notify_cq: wr.notify,
-                reply_word: wr.reply_word,
-            },
-            cq: self.cq,
-            wr_id: wr.wr_id,
-            signaled: wr.signaled,
-            qp: self.num,
-            rail: self.rail,
-            function: self.function,
-            fast: self.fast,
-            local_completion: wr.local_completion,
+        let op = Op::Write {
+            local: wr.local.addr + wr.offset,
+            len: wr.len,
+            remote: wr.remote.addr,
+            rkey: wr.remote.rkey,
+            notify_cq: wr.notify,
+            reply_word: wr.reply_word,
         };
-        self.ctx.world.borrow_mut().post(req)?;
-        Ok(())
+        self.post_with(wr.remote.rank, op, wr.wr_id, wr.signaled, wr.local_completion)
     }
 
     fn post(&self, dst: Rank, op: Op, wr_id: u64, signaled: bool) -> Result<(), VerbsError> {
+        self.post_with(dst, op, wr_id, signaled, false)
+    }
+
+    fn post_with(
+        &self,
+        dst: Rank,
+        op: Op,
+        wr_id: u64,
+        signaled: bool,
+        local_completion: bool,
+    ) -> Result<(), VerbsError> {
         let req = Request {
             src: self.ctx.rank,
             dst,
@@ -557,7 +555,7 @@ impl Qp {
             rail: self.rail,
             function: self.function,
             fast: self.fast,
-            local_completion: false,
+            local_completion,
         };
         self.ctx.world.borrow_mut().post(req)?;
         Ok(())
@@ -745,26 +743,13 @@ impl Qp {
     ) -> Result<(), VerbsError> {
         self.ctx.own(local, "post_read", offset, len)?;
         self.target("post_read", remote.rank)?;
-        let req = Request {
-            src: self.ctx.rank,
-            dst: remote.rank,
-            op: Op::Read {
-                local: local.addr + offset,
-                len,
-                remote: remote.addr,
-                rkey: remote.rkey,
-            },
-            cq: self.cq,
-            wr_id,
-            signaled: true,
-            qp: self.num,
-            rail: self.rail,
-            function: self.function,
-            fast: self.fast,
-            local_completion: false,
+        let op = Op::Read {
+            local: local.addr + offset,
+            len,
+            remote: remote.addr,
+            rkey: remote.rkey,
         };
-        self.ctx.world.borrow_mut().post(req)?;
-        Ok(())
+        self.post(remote.rank, op, wr_id, true)
     }
 }
 

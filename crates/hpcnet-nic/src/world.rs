@@ -941,28 +941,22 @@ impl World {
         } else {
             self.overhead(&m.req.op)
         };
-        if m.class == Class::Atomic {
-            let p = self.alloc_pkt(PktInfo {
+        // Atomics and reads/GETs send one request packet; the engine is free once it has left.
+        let request = match m.class {
+            Class::Atomic => Some(PktKind::AtomicReq),
+            Class::Pull if !internal => Some(PktKind::ReadReq),
+            _ => None,
+        };
+        if let Some(kind) = request {
+            let info = PktInfo {
                 msg: id,
-                kind: PktKind::AtomicReq,
+                kind,
                 from: m.req.src,
                 to: m.req.dst,
                 rail: m.req.rail,
                 held: None,
-            });
-            self.q.schedule(t, WorldEvent::Inject { pkt: p });
-            self.q.schedule(t, WorldEvent::EngineFree { node, engine });
-            return;
-        }
-        if m.class == Class::Pull && !internal {
-            let p = self.alloc_pkt(PktInfo {
-                msg: id,
-                kind: PktKind::ReadReq,
-                from: m.req.src,
-                to: m.req.dst,
-                rail: m.req.rail,
-                held: None,
-            });
+            };
+            let p = self.alloc_pkt(info);
             self.q.schedule(t, WorldEvent::Inject { pkt: p });
             self.q.schedule(t, WorldEvent::EngineFree { node, engine });
             return;

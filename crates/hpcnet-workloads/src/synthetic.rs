@@ -529,13 +529,8 @@ fn channel_load_bound(
     streams: &RngStreams,
 ) -> Option<ChannelLoadBound> {
     let n = net.topo.nodes.len();
-    let mut base = Vec::with_capacity(net.topo.routers.len());
-    let mut total = 0usize;
-    for r in &net.topo.routers {
-        base.push(total);
-        total += r.ports.len();
-    }
-    let mut load = vec![0.0f64; total];
+    let base: Vec<usize> = net.topo.port_offsets().into_iter().map(|b| b as usize).collect();
+    let mut load = vec![0.0f64; *base.last().expect("total")];
     // Node injection channels carry load/rails each; they are never the binding channel below 1.
     let step = if n > 1024 { n.div_ceil(1024) } else { 1 };
     let mut traced = 0usize;

@@ -180,6 +180,19 @@ pub struct Link {
 }
 
 impl Topology {
+    /// Global index of every router's first port, plus the total number of router ports at the
+    /// end: port p of router r is global port `offsets[r] + p`.
+    pub fn port_offsets(&self) -> Vec<u32> {
+        let mut v = Vec::with_capacity(self.routers.len() + 1);
+        let mut total = 0u32;
+        for r in &self.routers {
+            v.push(total);
+            total += r.ports.len() as u32;
+        }
+        v.push(total);
+        v
+    }
+
     pub fn num_nodes(&self) -> usize {
         self.nodes.len()
     }
