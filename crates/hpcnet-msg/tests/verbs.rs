@@ -850,7 +850,8 @@ fn local_completion_precedes_remote_landing_and_fast_messages_jump_the_queue() {
         }
         fast.post_write(WriteWr::new(&s2, 0, 64, r).wr_id(99)).unwrap();
         for _ in 0..4 {
-            l2.borrow_mut().push(cq.next().await.wr_id);
+            let id = cq.next().await.wr_id;
+            l2.borrow_mut().push(id);
         }
     });
     assert_eq!(m.run().stuck_tasks, 0);
