@@ -835,3 +835,60 @@ fn help_and_version() {
     assert_eq!(hpcnet(&["run"]).status.code(), Some(2));
     assert_eq!(hpcnet(&["frobnicate"]).status.code(), Some(2));
 }
+
+#[test]
+fn reproduce_prints_the_study_json_shape_and_exit_codes() {
+    let out = hpcnet(&["reproduce", "loggp", "--json"]);
+    let v = json(&out);
+    assert_eq!(v["study"], "loggp");
+    assert!(v["pass"].is_boolean());
+    let rows = v["rows"].as_array().expect("rows");
+    assert!(!rows.is_empty());
+    for r in rows {
+        for k in [
+            "label",
+            "paper",
+            "simulated",
+            "unit",
+            "rel_error",
+            "role",
+            "tolerance",
+            "pass",
+        ] {
+            assert!(r.get(k).is_some(), "row lacks {k}: {r}");
+        }
+    }
+    let listed = ok(&hpcnet(&["reproduce", "--list"]));
+    assert!(listed.contains("loggp") && listed.contains("chpp-crossbar"), "{listed}");
+    let unknown = hpcnet(&["reproduce", "no-such-study"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(stderr(&unknown).contains("loggp"), "the error lists the known studies");
+}
+
+#[test]
+fn p2p_reports_bandwidth_and_latency() {
+    let sunway = path_str(&scenarios_dir().join("sunway-prototype.toml"));
+    let v = json(&hpcnet(&[
+        "p2p",
+        &sunway,
+        "--sizes",
+        "4K:64K",
+        "--messages",
+        "16",
+        "--json",
+    ]));
+    let pts = v["points"].as_array().expect("points");
+    assert_eq!(pts.len(), 5);
+    let bw: Vec<f64> = pts.iter().map(|p| p["gbytes_per_s"].as_f64().unwrap()).collect();
+    assert!(bw.windows(2).all(|w| w[1] > w[0]), "bandwidth grows with size: {bw:?}");
+    assert!(v.get("resolved_scenario").is_some() && v.get("seed").is_some());
+    let chpp = path_str(&scenarios_dir().join("chpp-pair.toml"));
+    let v = json(&hpcnet(&[
+        "p2p", &chpp, "--test", "latency", "--op", "put", "--sizes", "1:1", "--json",
+    ]));
+    let lat = v["points"][0]["latency_us"].as_f64().unwrap();
+    assert!(lat > 1.0 && lat < 3.0, "PUT 1 B latency {lat} us");
+    let bad = hpcnet(&["p2p", &chpp, "--to", "7"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("--to 7"), "{}", stderr(&bad));
+}
