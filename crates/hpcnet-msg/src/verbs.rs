@@ -111,6 +111,8 @@ pub struct RunEnd {
     pub stuck_tasks: usize,
     /// Packets still in the network at the end (non-zero: they can never move).
     pub net_in_flight: u64,
+    /// The watchdog fired, or the run ended with packets stuck and programs waiting.
+    pub deadlock: bool,
     /// Input VCs and source queues whose head packet waits, when packets are stuck.
     pub blocked: Vec<hpcnet_fabric::net::Blocked>,
 }
@@ -136,10 +138,21 @@ impl Machine {
     }
 
     /// Run until no event is left and no task is ready.
+    /// Run until no event is left and no task is ready, or until the deadlock watchdog fires:
+    /// packets in the network and none has moved for `faults.watchdog` (then `deadlock` is set
+    /// and `blocked` names the stuck channels).
     pub fn run(&mut self) -> RunEnd {
+        let watchdog = self.world.borrow().net.config().faults.watchdog;
+        let mut deadlock = false;
         loop {
             self.exec.run_ready();
-            let more = self.world.borrow_mut().step();
+            let mut w = self.world.borrow_mut();
+            let more = w.step();
+            if w.net.in_flight() > 0 && w.now().saturating_sub(w.net.last_progress) > watchdog {
+                deadlock = true;
+                break;
+            }
+            drop(w);
             if !more && self.exec.is_idle() {
                 break;
             }
@@ -156,6 +169,7 @@ impl Machine {
             events: w.q.events_processed(),
             stuck_tasks: self.exec.live_tasks(),
             net_in_flight,
+            deadlock: deadlock || (net_in_flight > 0 && self.exec.live_tasks() > 0),
             blocked,
         }
     }
