@@ -583,7 +583,7 @@ impl World {
 
     /// Give a consumed NAP buffer back to the pool.
     pub fn repost_nap_buffer(&mut self, rank: Rank, addr: u64) {
-        if let Some(nic) = self.nics.get_mut(rank as usize) {
+        if let Some(nic) = self.nics.get_mut((rank / self.hosts) as usize) {
             nic.nap_pool.push_back(addr);
         }
     }
@@ -1079,7 +1079,12 @@ impl World {
                 let start = (pid % rails as u32) as u8;
                 (0..rails)
                     .map(|k| (start + k) % rails)
-                    .min_by_key(|&r| self.net.source_queue_len(from_node, r))
+                    // The less busy port: the one whose queue drains first at its own rate (a
+                    // port renegotiated to fewer lanes counts as busier).
+                    .min_by_key(|&r| {
+                        let q = self.net.source_queue_len(from_node, r) as u128 + 1;
+                        q * 1_000_000_000_000 / self.net.injection_rate(from_node, r).0.max(1) as u128
+                    })
                     .unwrap_or(0)
             }
         };

@@ -34,10 +34,14 @@
 //! assert!(all().iter().any(|s| s.name() == "chpp-crossbar"));
 //! ```
 
+pub mod chpp_bandwidth;
 pub mod chpp_crossbar;
+pub mod chpp_latency;
+pub mod chpp_vf_fairness;
 pub mod loggp;
 pub mod plot;
 pub mod report;
+pub mod sunway_rdma_bandwidth;
 
 pub use report::{Role, Row, StudyFailure, StudyReport};
 
@@ -67,7 +71,52 @@ pub trait Study: Sync {
 
 /// Every study, in the order `hpcnet reproduce --all` runs them.
 pub fn all() -> Vec<&'static dyn Study> {
-    vec![&loggp::LogGp, &chpp_crossbar::ChppCrossbar]
+    vec![
+        &loggp::LogGp,
+        &chpp_crossbar::ChppCrossbar,
+        &sunway_rdma_bandwidth::SunwayRdmaBandwidth,
+        &chpp_latency::ChppLatency,
+        &chpp_bandwidth::ChppBandwidth,
+        &chpp_vf_fairness::ChppVfFairness,
+    ]
+}
+
+/// `f` applied to every item on as many threads as the machine offers (at most one per item);
+/// results come back in item order, so a report does not depend on the thread count.
+pub(crate) fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len().max(1));
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<R>>> = Mutex::new((0..items.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(item) = items.get(i) else { break };
+                let r = f(item);
+                results.lock().expect("no worker panicked")[i] = Some(r);
+            });
+        }
+    });
+    results
+        .into_inner()
+        .expect("no worker panicked")
+        .into_iter()
+        .map(|r| r.expect("every item ran"))
+        .collect()
+}
+
+/// Labels of a report's calibration rows, in order (test helper shared by the studies).
+#[cfg(test)]
+pub(crate) fn calibration_labels(r: &StudyReport) -> Vec<&str> {
+    r.rows
+        .iter()
+        .filter(|x| x.role == Role::Calibration)
+        .map(|x| x.label.as_str())
+        .collect()
 }
 
 /// The study called `name`.
@@ -122,7 +171,8 @@ mod tests {
         assert!(matches!(err, StudyError::Unknown { .. }));
         assert_eq!(
             err.to_string(),
-            "unknown study 'nope'; known studies: loggp, chpp-crossbar"
+            "unknown study 'nope'; known studies: loggp, chpp-crossbar, sunway-rdma-bandwidth, chpp-latency, \
+             chpp-bandwidth, chpp-vf-fairness"
         );
     }
 }

@@ -25,7 +25,7 @@ const COMBINED: &str = "reproduce";
 pub fn reproduce(a: &Args) -> Result<(), Failure> {
     if a.list {
         for s in all() {
-            outln!("{:<16} {}", s.name(), s.title());
+            outln!("{:<24} {}", s.name(), s.title());
         }
         return Ok(());
     }
@@ -136,13 +136,13 @@ fn every(ctx: &Ctx, a: &Args) -> Result<(), Failure> {
         for r in &reports {
             let (passed, judged) = r.prediction_count();
             outln!(
-                "  {:<16} {}  {passed} of {judged} predictions within tolerance",
+                "  {:<24} {}  {passed} of {judged} predictions within tolerance",
                 r.study,
                 if r.pass { "PASS" } else { "FAIL" }
             );
         }
         for f in &failures {
-            outln!("  {:<16} ERROR {}", f.study, f.error);
+            outln!("  {:<24} ERROR {}", f.study, f.error);
         }
         outln!("report: {} and {}", json_file.display(), html_file.display());
     }
