@@ -181,6 +181,21 @@ pub struct RouterConfig {
     /// How a packet's VC class is chosen at injection (default "round_robin").
     #[serde(default)]
     pub vc_select: VcSelect,
+    /// Injection queues of a node's port (default "per_vc"): one per VC, so a packet waiting
+    /// for credits on one VC does not hold back another VC's; or one FIFO for all VCs.
+    #[serde(default)]
+    pub node_injection: NodeInjection,
+}
+
+/// How a node's packets queue for its link.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeInjection {
+    /// One queue per VC, served round-robin among heads that fit downstream.
+    #[default]
+    PerVc,
+    /// A single FIFO for all VCs (head-of-line blocking at the source).
+    Fifo,
 }
 
 /// VC class assignment at injection, among the classes the routing algorithm leaves free.

@@ -344,8 +344,11 @@ impl Network {
 
     /// Packets waiting in the injection queue of `node`'s `rail` for VC `vc`.
     pub fn source_queue_len_vc(&self, node: NodeId, rail: u8, vc: u8) -> usize {
-        self.inq
-            .len(self.node_queue(node * self.rails as u32 + rail as u32) + vc as u32) as usize
+        let slot = match self.cfg.router.node_injection {
+            crate::config::NodeInjection::PerVc => vc as u32,
+            crate::config::NodeInjection::Fifo => 0, // one FIFO shared by every VC
+        };
+        self.inq.len(self.node_queue(node * self.rails as u32 + rail as u32) + slot) as usize
     }
 
     /// First injection queue of node rail `k` (= node × rails + rail); VC v is at `+ v`.
@@ -407,7 +410,11 @@ impl Network {
         pkt.out_enters = self.routing.uses_bubble();
         let node = pkt.src;
         let rail = pkt.rail;
-        let qi = self.node_queue(node * self.rails as u32 + rail as u32) + pkt.vc as u32;
+        let slot = match self.cfg.router.node_injection {
+            crate::config::NodeInjection::PerVc => pkt.vc as u32,
+            crate::config::NodeInjection::Fifo => 0,
+        };
+        let qi = self.node_queue(node * self.rails as u32 + rail as u32) + slot;
         let id = self.alloc(pkt);
         if self.inq.push_back(qi, id) == 1 {
             self.kick_now(q, self.node_oport(node, rail));

@@ -795,6 +795,7 @@ pub fn doc_world() -> World {
             latency: SimTime::from_ns(20),
             arbitration: Arbitration::RoundRobin,
             vc_select: VcSelect::RoundRobin,
+            node_injection: NodeInjection::PerVc,
         },
         packet: PacketConfig::default(),
         routing: RoutingConfig::DimensionOrder {

@@ -30,6 +30,7 @@ fn fabric(routing: RoutingConfig, max_payload: u64) -> FabricConfig {
             latency: SimTime::from_ns(50),
             arbitration: Arbitration::RoundRobin,
             vc_select: VcSelect::RoundRobin,
+            node_injection: NodeInjection::PerVc,
         },
         packet: PacketConfig {
             header: Bytes(24),
