@@ -348,7 +348,8 @@ impl Network {
             crate::config::NodeInjection::PerVc => vc as u32,
             crate::config::NodeInjection::Fifo => 0, // one FIFO shared by every VC
         };
-        self.inq.len(self.node_queue(node * self.rails as u32 + rail as u32) + slot) as usize
+        self.inq
+            .len(self.node_queue(node * self.rails as u32 + rail as u32) + slot) as usize
     }
 
     /// First injection queue of node rail `k` (= node × rails + rail); VC v is at `+ v`.
