@@ -222,6 +222,80 @@ fn reads_execute_as_write_back_at_the_target() {
 }
 
 #[test]
+fn write_back_processing_is_its_own_overhead_defaulting_to_message_overhead() {
+    // Time of a 512 B read from posting to completion at the requester.
+    let run = |writeback_overhead: Option<SimTime>| {
+        let nic = NicConfig {
+            writeback_overhead,
+            ..NicConfig::default()
+        };
+        let mut m = Machine::new(torus_world(nic));
+        let (a, b) = (m.context(0), m.context(5));
+        let local = a.reg_mr(512);
+        let remote = b.reg_mr(512);
+        b.write_local(&remote, 0, &pattern(512, 9)).unwrap();
+        let cq = a.create_cq();
+        let qp = a.create_qp(&cq, 5);
+        let r = remote.remote(0);
+        let l2 = local.clone();
+        let done = Rc::new(RefCell::new(SimTime::ZERO));
+        let d = done.clone();
+        m.spawn(async move {
+            qp.post_read(&l2, 0, 512, r, 1).unwrap();
+            let c = cq.next().await;
+            assert_eq!(c.status, CqeStatus::Ok);
+            *d.borrow_mut() = c.at;
+        });
+        assert_eq!(m.run().stuck_tasks, 0);
+        assert_eq!(a.read_local(&local, 0, 512).unwrap(), pattern(512, 9));
+        let t = *done.borrow();
+        t
+    };
+    let default = NicConfig::default().message_overhead;
+    // Unset = message_overhead: models that do not set it are unchanged.
+    assert_eq!(run(None), run(Some(default)));
+    // The write-back's processing is on the critical path once, at the target.
+    assert_eq!(run(None).0 - run(Some(SimTime::ZERO)).0, default.0);
+}
+
+#[test]
+fn nap_immediate_inline_bytes_skip_extraction_and_land_intact() {
+    // Completion time at the receiver of one NAP-immediate of `len` bytes, and its bytes.
+    let run = |inline: u64, len: u64| {
+        let nic = NicConfig {
+            engine_rate: Some(BitsPerSec::gbps(32.0)),
+            immediate_rate: Some(BitsPerSec::gbps(8.0)),
+            immediate_inline: Bytes(inline),
+            ..NicConfig::default()
+        };
+        let mut m = Machine::new(torus_world(nic));
+        let (a, b) = (m.context(3), m.context(12));
+        let src = a.reg_mr(len);
+        a.write_local(&src, 0, &pattern(len as usize, 4)).unwrap();
+        let pool = b.reg_mr(2048);
+        let rcq = b.create_cq();
+        b.post_nap_buffers(&pool, 0, 1, &rcq).unwrap();
+        let cq = a.create_cq();
+        let qp = a.create_qp(&cq, 12);
+        let got = Rc::new(RefCell::new((SimTime::ZERO, Vec::new())));
+        let g = got.clone();
+        m.spawn(async move {
+            qp.post_nap(12, &src, 0, len, true, 1).unwrap();
+            let c = rcq.next().await;
+            *g.borrow_mut() = (c.at, b.read_addr(c.addr, len).unwrap());
+        });
+        assert_eq!(m.run().stuck_tasks, 0);
+        let r = got.borrow().clone();
+        assert_eq!(r.1, pattern(len as usize, 4));
+        r.0
+    };
+    // 8 Gb/s = 1 ns per extracted byte. 64 inline bytes of a 200 B NAP save 64 ns.
+    assert_eq!(run(0, 200).0 - run(64, 200).0, SimTime::from_ns(64).0);
+    // A NAP within the inline bytes extracts nothing: larger inline changes nothing.
+    assert_eq!(run(64, 48), run(2048, 48));
+}
+
+#[test]
 fn wrong_key_or_range_is_refused_and_nothing_is_written() {
     let mut m = Machine::new(torus_world(NicConfig::default()));
     let (a, b) = (m.context(2), m.context(3));

@@ -202,6 +202,12 @@ pub struct NicConfig {
     /// Engine processing of a GET at the requester (default: `message_overhead`).
     #[serde(default)]
     pub get_overhead: Option<SimTime>,
+    /// Engine processing of a write-back at the target of a read / GET (default:
+    /// `message_overhead`). The request packet carries the descriptor and the receive side hands
+    /// it to the send engine, so a write-back needs neither a descriptor fetch nor, on cHPP, the
+    /// descriptor extraction that is part of a PUT's processing.
+    #[serde(default)]
+    pub writeback_overhead: Option<SimTime>,
     /// Rate of the engine's internal data path (header + payload of every packet, and immediate
     /// data extracted from a descriptor); default: not limiting. cHPP: 128 bit × 250 MHz.
     #[serde(default)]
@@ -210,6 +216,11 @@ pub struct NicConfig {
     /// `engine_rate`).
     #[serde(default)]
     pub immediate_rate: Option<BitsPerSec>,
+    /// Leading bytes of a NAP-immediate's data that arrive with the descriptor's first read
+    /// request and cost no extraction time; only the bytes beyond are extracted at
+    /// `immediate_rate` (default 0 B: every byte is extracted).
+    #[serde(default)]
+    pub immediate_inline: Bytes,
     /// Engine time per packet on top of `engine_rate` (cHPP: one processing cycle), default 0.
     #[serde(default)]
     pub packet_overhead: SimTime,
@@ -285,8 +296,10 @@ impl Default for NicConfig {
             port_select: PortSelect::Fixed,
             nap_overhead: None,
             get_overhead: None,
+            writeback_overhead: None,
             engine_rate: None,
             immediate_rate: None,
+            immediate_inline: Bytes(0),
             packet_overhead: SimTime::ZERO,
             nap_buffer: d_nap_buffer(),
             nap_upload_per_tlp: None,

@@ -6,10 +6,11 @@
 //! 2. **Engine** (one message at a time, in order): fetches the descriptor by DMA (one read round
 //!    trip), spends the operation's processing time, then reads the data by DMA: the first bytes
 //!    arrive one read round trip later and the rest stream at the host read rate (PCIe rate, TLP
-//!    overhead, read tags). A NAP-immediate carries its data in the descriptor: no data read, the
-//!    engine extracts it at `engine_rate`. Packets of `packet.max_payload` bytes leave as soon as
-//!    their data is in the NIC, no faster than `engine_rate` + `packet_overhead` allow. An engine
-//!    keeps at most `max_in_flight` messages awaiting completion.
+//!    overhead, read tags). A NAP-immediate carries its data in the descriptor: no data read; its
+//!    first `immediate_inline` bytes come with the descriptor's first read, the engine extracts
+//!    the rest at `immediate_rate` (default `engine_rate`). Packets of `packet.max_payload` bytes
+//!    leave as soon as their data is in the NIC, no faster than `engine_rate` + `packet_overhead`
+//!    allow. An engine keeps at most `max_in_flight` messages awaiting completion.
 //! 3. **Ports**: each packet goes to the rail named in the request (fixed) or to the rail with
 //!    the shorter queue (adaptive), so packets of one message may arrive out of order.
 //! 4. **Receive**: each packet is processed (`rx_overhead`) and written to host memory by DMA on
@@ -20,7 +21,8 @@
 //!    when the last byte of the returned data has landed (reads, GETs).
 //!
 //! Operations: RDMA write and cHPP PUT (Chain-DMA gather/scatter lists whose totals match), RDMA
-//! read and cHPP GET (a request packet; the target's engine executes it as a write back, "R2W"),
+//! read and cHPP GET (a request packet carrying the descriptor; the target's engine executes it
+//! as a write back, "R2W", after `writeback_overhead` and without a descriptor fetch),
 //! and cHPP NAP (no target address: the data lands in a buffer taken from the target's
 //! pre-posted pool and a completion event is always written). Messages between the two host
 //! interfaces of one NIC never enter the network: they cross the NIC after `loopback_latency`.
@@ -926,8 +928,9 @@ impl World {
                 self.redispatch(node / self.hosts);
             }
         }
-        // Descriptor fetch (a DMA read), then the operation's processing; a write-back is
-        // processed as a PUT of the target's send engine (cHPP: GET → local send engine).
+        // Descriptor fetch (a DMA read), then the operation's processing; a write-back is a PUT
+        // of the target's send engine whose descriptor came in the request packet (cHPP: GET →
+        // local send engine): no fetch, and `writeback_overhead` of processing.
         let fsm = matches!(m.req.op, Op::Fsm { .. });
         let mut t = now;
         if fsm {
@@ -937,7 +940,7 @@ impl World {
             t += host.read_latency;
         }
         t += if internal {
-            self.cfg.message_overhead
+            self.cfg.writeback_overhead.unwrap_or(self.cfg.message_overhead)
         } else {
             self.overhead(&m.req.op)
         };
@@ -989,8 +992,9 @@ impl World {
         let immediate = matches!(m.req.op, Op::Nap { immediate: true, .. });
         let mtu = self.mtu as u64;
         let npk = m.len.div_ceil(mtu).max(1);
-        // When the data is in the NIC: immediate data comes with the descriptor (extracted at
-        // the engine rate); otherwise DMA reads through the engine's PCIe link.
+        // When the data is in the NIC: immediate data comes with the descriptor (its first
+        // `immediate_inline` bytes with the descriptor's first read, the rest extracted at the
+        // immediate rate); otherwise DMA reads through the engine's PCIe link.
         let link = (engine % host.links.max(1)) as usize;
         let (first, rate) = if fsm {
             (t, None)
@@ -1000,13 +1004,17 @@ impl World {
             let start = (t + host.read_latency).max(self.nics[(node / self.hosts) as usize].read_busy[link]);
             (start, Some(host.read_rate()))
         };
+        let inline = if immediate { self.cfg.immediate_inline.0 } else { 0 };
         let eng_rate = self.cfg.engine_rate;
         let mut emit_free = t;
         let mut last = first;
         for k in 0..npk {
             let off = k * mtu;
             let plen = (m.len - off).min(mtu);
-            let data_ready = first + rate.map_or(SimTime::ZERO, |r| r.serialization(Bytes(off + plen)));
+            let data_ready = first
+                + rate.map_or(SimTime::ZERO, |r| {
+                    r.serialization(Bytes((off + plen).saturating_sub(inline)))
+                });
             // The engine's data path emits one packet at a time.
             let emit = eng_rate.map_or(SimTime::ZERO, |r| r.serialization(Bytes(plen + self.header as u64)))
                 + self.cfg.packet_overhead;

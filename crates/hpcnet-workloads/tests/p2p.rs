@@ -83,6 +83,64 @@ fn chpp_latency_is_linear_beyond_a_few_packets() {
 }
 
 #[test]
+fn chpp_nap_immediate_is_flat_within_the_inline_bytes_and_rises_beyond() {
+    let sc = scenario("chpp-pair.toml", &[]);
+    let nic = &sc.nic;
+    let inline = nic.immediate_inline.0;
+    assert_eq!(inline, 112, "one 128 B read request less the 16 B descriptor header");
+    let ns = |sc: &Scenario, n: u64| op_latency(sc.world().unwrap(), 0, 1, LatencyOp::NapImmediate, n).as_ns_f64();
+    // Up to the inline bytes only the payload's serialisation adds: the engine's data path and the
+    // link, per byte (plus rounding to whole picoseconds).
+    let engine = nic.engine_rate.unwrap().as_bytes_per_sec_f64();
+    let link = sc.fabric.link.data_rate().as_bytes_per_sec_f64();
+    let serialisation = 1e9 / engine + 1e9 / link;
+    let flat: Vec<f64> = [1, 2, 16, 64, inline].iter().map(|&n| ns(&sc, n)).collect();
+    for (n, t) in [1u64, 2, 16, 64, inline].iter().zip(&flat) {
+        let extra = t - flat[0];
+        assert!(
+            (extra - (n - 1) as f64 * serialisation).abs() < 1.0,
+            "{n} B: {extra} ns over 1 B, serialisation {serialisation} ns/B"
+        );
+    }
+    assert!(flat[3] - flat[0] < 40.0, "1 to 64 B: {} ns", flat[3] - flat[0]);
+    // Without inline bytes the same sizes pay the extraction from the first byte.
+    let none = scenario("chpp-pair.toml", &["nic.immediate_inline=\"0 B\""]);
+    assert!(ns(&none, 64) - ns(&none, 1) > 63.0 * 1e9 / nic.immediate_rate.unwrap().as_bytes_per_sec_f64());
+    // Beyond the inline bytes every byte is extracted at immediate_rate: 256 B -> 1024 B adds
+    // 768 B of extraction (the data path and the per-TLP upload keep up).
+    let rate = nic.immediate_rate.unwrap().as_bytes_per_sec_f64();
+    let rise = ns(&sc, 1024) - ns(&sc, 256);
+    let expect = 768.0 * 1e9 / rate;
+    assert!(
+        (rise / expect - 1.0).abs() < 0.05,
+        "256 -> 1024 B: {rise} ns, 768 B at immediate_rate {expect} ns"
+    );
+}
+
+#[test]
+fn chpp_get_write_back_costs_writeback_overhead_not_a_puts_processing() {
+    let sc = scenario("chpp-pair.toml", &[]);
+    let wb = sc
+        .nic
+        .writeback_overhead
+        .expect("chpp-pair sets nic.writeback_overhead");
+    assert!(wb < sc.nic.message_overhead);
+    let get = |sc: &Scenario| op_latency(sc.world().unwrap(), 0, 1, LatencyOp::Get, 64);
+    // Unset, a write-back costs message_overhead (a PUT's processing): the GET is slower by exactly
+    // the difference; PUT latency does not depend on the key.
+    let unset = {
+        let mut s = sc.clone();
+        s.nic.writeback_overhead = None;
+        s
+    };
+    assert_eq!(get(&unset).0 - get(&sc).0, (sc.nic.message_overhead.0 - wb.0));
+    assert_eq!(
+        op_latency(unset.world().unwrap(), 0, 1, LatencyOp::Put, 64),
+        op_latency(sc.world().unwrap(), 0, 1, LatencyOp::Put, 64)
+    );
+}
+
+#[test]
 fn pingpong_latency_is_half_the_round_trip() {
     let sc = scenario("sunway-prototype.toml", &[]);
     let p = pingpong(sc.world().unwrap(), 0, 511, 8, 20);
