@@ -57,12 +57,23 @@ fn bucket_of(key: u128) -> u64 {
     (key >> (64 + BUCKET_SHIFT)) as u64
 }
 
-/// A slab slot: an event waiting in a ring bucket, linked to the next one of the same bucket.
+/// A slab slot: an event waiting in a ring bucket, linked to the next one of the same bucket
+/// (or, while the slot is free, to the next free slot). Time and sequence are kept apart rather
+/// than as one `u128` key: the node is then 8-byte aligned (32 bytes for the network's events
+/// instead of 48), and ordered insertion compares times only (see [`EventQueue::push_ring`]).
 struct Node<E> {
-    key: u128,
+    time: u64,
+    seq: u64,
     next: u32,
     /// `None` while the slot is free.
     event: Option<E>,
+}
+
+impl<E> Node<E> {
+    #[inline]
+    fn key(&self) -> u128 {
+        ((self.time as u128) << 64) | self.seq as u128
+    }
 }
 
 /// A deterministic future-event list.
@@ -76,7 +87,8 @@ pub struct EventQueue<E> {
     /// Bit `b % RING` set iff ring bucket b is non-empty.
     occupied: Box<[u64; WORDS]>,
     slab: Vec<Node<E>>,
-    free: Vec<u32>,
+    /// Head of the free-slot list threaded through `Node::next` (NIL: none).
+    free: u32,
     /// Events in the ring.
     in_ring: usize,
     /// Events at or beyond bucket `cur + RING`.
@@ -102,7 +114,7 @@ impl<E> EventQueue<E> {
             tails: Box::new([NIL; RING as usize]),
             occupied: Box::new([0; WORDS]),
             slab: Vec::new(),
-            free: Vec::new(),
+            free: NIL,
             in_ring: 0,
             far: Heap { h: Vec::new() },
             spill: Heap { h: Vec::new() },
@@ -155,21 +167,27 @@ impl<E> EventQueue<E> {
             }
         }
         let i = self.heads[slot];
-        let key = self.slab[i as usize].key;
-        if self.spill.peek_key().is_some_and(|k| k < key) {
-            return self.pop_spill();
+        if let Some(k) = self.spill.peek_key() {
+            if k < self.slab[i as usize].key() {
+                return self.pop_spill();
+            }
         }
+        let free = self.free;
         let node = &mut self.slab[i as usize];
         let next = node.next;
+        let time = node.time;
         let event = node.event.take().expect("linked slab slot is live");
+        node.next = free;
+        self.free = i;
         self.heads[slot] = next;
         if next == NIL {
             self.tails[slot] = NIL;
             self.occupied[slot / 64] &= !(1 << (slot % 64));
         }
-        self.free.push(i);
         self.in_ring -= 1;
-        Some(self.popped(key, event))
+        self.now = SimTime(time);
+        self.popped += 1;
+        Some((SimTime(time), event))
     }
 
     #[inline]
@@ -188,7 +206,7 @@ impl<E> EventQueue<E> {
     /// Time of the earliest pending event.
     pub fn peek_time(&self) -> Option<SimTime> {
         let main = match self.next_occupied() {
-            Some(slot) => Some(self.slab[self.heads[slot] as usize].key),
+            Some(slot) => Some(self.slab[self.heads[slot] as usize].key()),
             None => self.far.peek_key(),
         };
         let k = match (main, self.spill.peek_key()) {
@@ -200,17 +218,23 @@ impl<E> EventQueue<E> {
 
     /// Link a new event into ring bucket `b`, in key order; gives the event back if its place is
     /// too far from the bucket's ends.
+    ///
+    /// Only times are compared: an event scheduled now has the largest sequence number so far,
+    /// so among equal times it goes last. Events moved in from `far` come in key order and
+    /// before any event scheduled later into their bucket (a bucket enters the ring's window
+    /// only in [`EventQueue::advance`], which moves them at once), so the same holds for them.
     #[inline]
     fn push_ring(&mut self, b: u64, key: u128, event: E) -> Result<(), E> {
+        let time = (key >> 64) as u64;
         let slot = (b & MASK) as usize;
         let tail = self.tails[slot];
         let mut after = tail; // node to link after (NIL: at the head)
-        if tail != NIL && self.slab[tail as usize].key > key {
-            // An earlier time than the bucket's last event: find the last smaller key.
+        if tail != NIL && self.slab[tail as usize].time > time {
+            // An earlier time than the bucket's last event: find the last node not later.
             after = NIL;
             let mut j = self.heads[slot];
             let mut steps = 0;
-            while self.slab[j as usize].key < key {
+            while self.slab[j as usize].time <= time {
                 steps += 1;
                 if steps > MAX_WALK {
                     return Err(event);
@@ -225,19 +249,19 @@ impl<E> EventQueue<E> {
             self.slab[after as usize].next
         };
         let node = Node {
-            key,
+            time,
+            seq: key as u64,
             next,
             event: Some(event),
         };
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.slab[i as usize] = node;
-                i
-            }
-            None => {
-                self.slab.push(node);
-                (self.slab.len() - 1) as u32
-            }
+        let i = if self.free != NIL {
+            let i = self.free;
+            self.free = self.slab[i as usize].next;
+            self.slab[i as usize] = node;
+            i
+        } else {
+            self.slab.push(node);
+            (self.slab.len() - 1) as u32
         };
         if after == NIL {
             self.heads[slot] = i;
