@@ -223,7 +223,7 @@ impl<E> EventQueue<E> {
     /// so among equal times it goes last. Events moved in from `far` come in key order and
     /// before any event scheduled later into their bucket (a bucket enters the ring's window
     /// only in [`EventQueue::advance`], which moves them at once), so the same holds for them.
-    #[inline]
+    #[inline(always)]
     fn push_ring(&mut self, b: u64, key: u128, event: E) -> Result<(), E> {
         let time = (key >> 64) as u64;
         let slot = (b & MASK) as usize;

@@ -434,6 +434,7 @@ impl Network {
     }
 
     /// Handle one network event at the queue's current time.
+    #[inline(always)]
     pub fn handle<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, ev: NetEvent) {
         let now = q.now();
         match ev {
@@ -465,7 +466,7 @@ impl Network {
 
     /// A packet became head of input queue `qi` at `router`: route it and request its output.
     /// Returns the output port to arbitrate next.
-    #[inline]
+    #[inline(always)]
     fn new_head<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, qi: u32, router: RouterId) -> Option<u32> {
         let base = self.port_base[router as usize];
         let end = self.port_base[router as usize + 1];
@@ -516,7 +517,7 @@ impl Network {
     }
 
     /// Return the credits `id` holds in input queue `qi` to the upstream port, freed at `at`.
-    #[inline]
+    #[inline(always)]
     fn release_input<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, qi: u32, id: PacketId, at: SimTime) {
         if qi >= self.node_q0 {
             return; // node source queue: no credits
@@ -627,6 +628,7 @@ impl Network {
 
     /// Serve output `oi` if it can send now. Returns the output the served packet's successor
     /// (the new head of its input queue) requests, to be arbitrated next.
+    #[inline(always)]
     fn arbitrate<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, oi: u32) -> Option<u32> {
         let now = q.now();
         let o = &mut self.out[oi as usize];

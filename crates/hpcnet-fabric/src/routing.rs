@@ -395,7 +395,7 @@ impl Routing {
     }
 
     /// Choose the output of `pkt` at router `r`, having arrived on `in_port`.
-    #[inline]
+    #[inline(always)]
     pub fn route(
         &self,
         topo: &Topology,
@@ -427,7 +427,7 @@ impl Routing {
         self.route_table(topo, r, in_port, pkt, credits)
     }
 
-    #[inline]
+    #[inline(always)]
     fn route_table(
         &self,
         topo: &Topology,
@@ -505,7 +505,7 @@ impl Routing {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn dor(
         &self,
         r: RouterId,
