@@ -185,14 +185,11 @@ impl<E> EventQueue<E> {
             self.occupied[slot / 64] &= !(1 << (slot % 64));
         }
         self.in_ring -= 1;
-        self.now = SimTime(time);
-        self.popped += 1;
-        Some((SimTime(time), event))
+        Some(self.popped(SimTime(time), event))
     }
 
     #[inline]
-    fn popped(&mut self, key: u128, event: E) -> (SimTime, E) {
-        let time = time_of(key);
+    fn popped(&mut self, time: SimTime, event: E) -> (SimTime, E) {
         self.now = time;
         self.popped += 1;
         (time, event)
@@ -200,7 +197,7 @@ impl<E> EventQueue<E> {
 
     fn pop_spill(&mut self) -> Option<(SimTime, E)> {
         let e = self.spill.pop()?;
-        Some(self.popped(e.key, e.event))
+        Some(self.popped(time_of(e.key), e.event))
     }
 
     /// Time of the earliest pending event.
