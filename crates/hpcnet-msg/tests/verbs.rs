@@ -935,3 +935,244 @@ fn local_completion_precedes_remote_landing_and_fast_messages_jump_the_queue() {
     assert_eq!(log[1], 99, "{log:?}");
     assert_eq!(tcq.poll(), None);
 }
+
+/// The 4×4 torus with one VC class per destination and dimension-order routing: the network
+/// keeps the packets of a source-destination pair in order, so any reordering is the NIC's.
+fn in_order_world(nic: NicConfig) -> World {
+    let topo = build(&TopologyConfig::Torus(GridConfig {
+        k: vec![4, 4],
+        concentration: 1,
+        radix: None,
+    }))
+    .unwrap();
+    let mut f = fabric(
+        RoutingConfig::DimensionOrder {
+            deadlock: DeadlockAvoidance::Bubble,
+        },
+        256,
+    );
+    f.router.vc_select = VcSelect::Destination;
+    World::new(Network::new(topo, f).unwrap(), nic)
+}
+
+/// One engine streams writes and Chain-DMA PUTs of mixed sizes (one to many packets) to one
+/// target with notification, then GETs the region back and sends NAPs; returns the initiator's
+/// completions (wr_id, time), the target's notifications, the final time, and the data check.
+fn prefetch_stream(depth: u32) -> (Vec<(u64, SimTime)>, Vec<u64>, SimTime) {
+    use hpcnet_msg::verbs::{RemoteSeg, Sge};
+    let nic = NicConfig {
+        engines: 1,
+        descriptor_prefetch: depth,
+        ..NicConfig::default()
+    };
+    let mut m = Machine::new(in_order_world(nic));
+    let (a, b) = (m.context(0), m.context(10));
+    const SIZES: [u64; 8] = [1, 100, 256, 257, 3000, 20, 4096, 7];
+    let total: u64 = SIZES.iter().sum::<u64>() * 4;
+    let src = a.reg_mr(total);
+    let data = pattern(total as usize, 5);
+    a.write_local(&src, 0, &data).unwrap();
+    let dst = b.reg_mr(total);
+    let back = a.reg_mr(total);
+    let pool = b.reg_mr(4 * 2048);
+    let (cq, tcq, pcq) = (a.create_cq(), b.create_cq(), b.create_cq());
+    b.post_nap_buffers(&pool, 0, 4, &pcq).unwrap();
+    let qp = a.create_qp(&cq, 10);
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let (l2, s2, d2, bk2, t2) = (log.clone(), src.clone(), dst.clone(), back.clone(), tcq.clone());
+    m.spawn(async move {
+        let mut off = 0;
+        let mut id = 0;
+        for _ in 0..4 {
+            for &len in &SIZES {
+                if id % 2 == 0 {
+                    qp.post_write(WriteWr::new(&s2, off, len, d2.remote(off)).notify(&t2).wr_id(id))
+                        .unwrap();
+                } else {
+                    // Gather in two pieces, scatter in one.
+                    let h = len / 2;
+                    let local = [
+                        Sge {
+                            mr: &s2,
+                            offset: off,
+                            len: h,
+                        },
+                        Sge {
+                            mr: &s2,
+                            offset: off + h,
+                            len: len - h,
+                        },
+                    ];
+                    let remote = [RemoteSeg {
+                        buf: d2.remote(off),
+                        len,
+                    }];
+                    qp.post_put(&local, &remote, Some(&t2), id).unwrap();
+                }
+                off += len;
+                id += 1;
+            }
+        }
+        for _ in 0..id {
+            let c = cq.next().await;
+            assert_eq!(c.status, CqeStatus::Ok);
+            l2.borrow_mut().push((c.wr_id, c.at));
+        }
+        // Read everything back in three GETs, then NAPs (immediate and indirect).
+        let thirds = [0, total / 3, 2 * total / 3, total];
+        for w in thirds.windows(2) {
+            let local = [Sge {
+                mr: &bk2,
+                offset: w[0],
+                len: w[1] - w[0],
+            }];
+            let remote = [RemoteSeg {
+                buf: d2.remote(w[0]),
+                len: w[1] - w[0],
+            }];
+            qp.post_get(&local, &remote, id).unwrap();
+            id += 1;
+        }
+        for (k, len) in [(0u64, 60u64), (1, 2048), (2, 700), (3, 1)] {
+            qp.post_nap(10, &s2, k * 100, len, k % 2 == 0, id).unwrap();
+            id += 1;
+        }
+        for _ in 0..7 {
+            let c = cq.next().await;
+            assert_eq!(c.status, CqeStatus::Ok);
+            l2.borrow_mut().push((c.wr_id, c.at));
+        }
+    });
+    let end = m.run();
+    assert_eq!(end.stuck_tasks, 0);
+    assert_eq!(b.read_local(&dst, 0, total).unwrap(), data, "depth {depth}");
+    assert_eq!(a.read_local(&back, 0, total).unwrap(), data, "depth {depth}");
+    let mut notified = Vec::new();
+    while let Some(n) = tcq.poll() {
+        notified.push(n.wr_id);
+    }
+    let mut naps = Vec::new();
+    while let Some(n) = pcq.poll() {
+        naps.push(b.read_addr(n.addr, n.bytes).unwrap());
+    }
+    let nap_lens = [60usize, 2048, 700, 1];
+    assert_eq!(naps.len(), 4);
+    for (k, got) in naps.iter().enumerate() {
+        assert_eq!(got, &data[k * 100..k * 100 + nap_lens[k]], "NAP {k}, depth {depth}");
+    }
+    let w = m.world();
+    // One engine, one in-order path: its packets leave and arrive in message order.
+    assert_eq!(w.counters.out_of_order, 0);
+    assert_eq!(w.counters.payload_bytes, 2 * total + 60 + 2048 + 700 + 1);
+    let log = log.borrow().clone();
+    (log, notified, end.time)
+}
+
+#[test]
+fn descriptor_prefetch_keeps_bytes_and_order_and_is_deterministic() {
+    let (serial, serial_notified, serial_end) = prefetch_stream(0);
+    assert!(serial[..32].iter().map(|x| x.0).eq(0..32));
+    for depth in [1, 2, 8] {
+        let (log, notified, end) = prefetch_stream(depth);
+        // The write/PUT stream's completions and target notifications come in posting order;
+        // so do the GETs among themselves and the NAPs among themselves (a GET completes when
+        // its data is back, a NAP when its acknowledgement is: the two kinds may interleave).
+        let ids: Vec<u64> = log.iter().map(|x| x.0).collect();
+        assert_eq!(ids[..32], (0..32).collect::<Vec<_>>(), "depth {depth}");
+        let gets: Vec<u64> = ids.iter().copied().filter(|i| (32..35).contains(i)).collect();
+        let naps: Vec<u64> = ids.iter().copied().filter(|&i| i >= 35).collect();
+        assert_eq!((gets, naps), ((32..35).collect(), (35..39).collect()), "depth {depth}");
+        assert!(log.windows(2).all(|w| w[0].1 <= w[1].1), "depth {depth}: {log:?}");
+        assert_eq!(notified, (0..32).collect::<Vec<_>>(), "depth {depth}");
+        assert_eq!(notified, serial_notified);
+        // The overlap of descriptor and data stages shortens the stream.
+        assert!(end < serial_end, "depth {depth}: {end:?} vs {serial_end:?}");
+        // Deterministic.
+        assert_eq!(prefetch_stream(depth), (log, notified, end), "depth {depth}");
+    }
+}
+
+#[test]
+fn fast_messages_jump_the_queue_of_a_pipelined_engine() {
+    let mut m = Machine::new(torus_world(NicConfig {
+        engines: 1,
+        descriptor_prefetch: 1,
+        ..NicConfig::default()
+    }));
+    let a = m.context(0);
+    let s = a.reg_mr(4096);
+    let d = m.context(10).reg_mr(4096);
+    let cq = a.create_cq();
+    let qp = a.create_qp(&cq, 10);
+    let fast = a.create_qp(&cq, 10).fast();
+    let r = d.remote(0);
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let l2 = log.clone();
+    m.spawn(async move {
+        for i in 10..14 {
+            qp.post_write(WriteWr::new(&s, 0, 4096, r).wr_id(i)).unwrap();
+        }
+        fast.post_write(WriteWr::new(&s, 0, 64, r).wr_id(99)).unwrap();
+        for _ in 0..5 {
+            let id = cq.next().await.wr_id;
+            l2.borrow_mut().push(id);
+        }
+    });
+    assert_eq!(m.run().stuck_tasks, 0);
+    // All doorbells arrive together: the engine takes message 10, and when its descriptor stage
+    // is free the fast message is next; it cannot pass 10, which entered the data stage first.
+    assert_eq!(*log.borrow(), vec![10, 99, 11, 12, 13]);
+}
+
+#[test]
+fn prefetch_depth_bounds_how_many_descriptors_run_ahead() {
+    // A 64 KiB write then four 64 B writes on one engine: during the big message's data stage
+    // the engine processes at most `depth` of the small messages' descriptors. The engine's
+    // data path (10 GB/s) is slower than the link, so the network adds no queueing of its own.
+    let engine_rate = BitsPerSec::gbps(80.0);
+    let gap = |depth: u32| {
+        let mut m = Machine::new(in_order_world(NicConfig {
+            engines: 1,
+            descriptor_prefetch: depth,
+            engine_rate: Some(engine_rate),
+            ..NicConfig::default()
+        }));
+        let a = m.context(0);
+        let s = a.reg_mr(65536);
+        let d = m.context(10).reg_mr(65536);
+        let cq = a.create_cq();
+        let qp = a.create_qp(&cq, 10);
+        let r = d.remote(0);
+        let at = Rc::new(RefCell::new(Vec::new()));
+        let at2 = at.clone();
+        m.spawn(async move {
+            qp.post_write(WriteWr::new(&s, 0, 65536, r).wr_id(0)).unwrap();
+            for i in 1..5 {
+                qp.post_write(WriteWr::new(&s, 0, 64, r).wr_id(i)).unwrap();
+            }
+            for i in 0..5 {
+                let c = cq.next().await;
+                assert_eq!(c.wr_id, i);
+                at2.borrow_mut().push(c.at);
+            }
+        });
+        assert_eq!(m.run().stuck_tasks, 0);
+        let at = at.borrow();
+        (at[4] - at[0]).as_ns_f64()
+    };
+    let h = hpcnet_nic::HostConfig::default();
+    let descriptor = (h.read_latency + NicConfig::default().message_overhead).as_ns_f64();
+    // The big message's data takes longer than four descriptor stages.
+    assert!(engine_rate.serialization(Bytes(65536)).as_ns_f64() > 4.0 * descriptor);
+    // Depth 1: the second to fourth small descriptors wait for the message ahead of them to
+    // enter the data stage, one descriptor stage each after the big message.
+    let (one, four, serial) = (gap(1), gap(4), gap(0));
+    assert!(one >= 3.0 * descriptor, "{one} ns");
+    // Depth 4: all four were processed during the big message and follow it at once.
+    assert!(four < descriptor, "{four} ns");
+    // Without prefetch every small message costs a descriptor stage and a data read round trip
+    // (the last one's shorter packet saves a little of its round trip against the big one's).
+    let rtt = h.read_latency.as_ns_f64();
+    assert!(serial >= 4.0 * descriptor + 3.0 * rtt, "{serial} ns");
+    assert!(serial > one && one > four);
+}

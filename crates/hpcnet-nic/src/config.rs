@@ -180,6 +180,15 @@ pub struct NicConfig {
     /// Engine processing per message after its descriptor arrives (default "50 ns").
     #[serde(default = "d_msg_overhead")]
     pub message_overhead: SimTime,
+    /// Descriptor prefetch: how many messages an engine may take through its descriptor stage
+    /// (descriptor fetch and processing) ahead of the message whose data it is reading and
+    /// sending. 0 (default): one message at a time, the next descriptor is fetched only when the
+    /// previous message's last packet has left the engine. 1: a two-stage pipeline (cHPP send
+    /// engine, spec 02: doorbell FIFO → descriptor read → extract → data read → ...), the next
+    /// descriptor is fetched and processed while the current message's data moves. At most
+    /// `max_in_flight`.
+    #[serde(default)]
+    pub descriptor_prefetch: u32,
     /// Receive processing per packet before its DMA write (default "20 ns").
     #[serde(default = "d_rx_overhead")]
     pub rx_overhead: SimTime,
@@ -289,6 +298,7 @@ impl Default for NicConfig {
             engines: d_engines(),
             max_in_flight: d_in_flight(),
             message_overhead: d_msg_overhead(),
+            descriptor_prefetch: 0,
             rx_overhead: d_rx_overhead(),
             hosts: d_hosts(),
             loopback_latency: d_loopback(),
@@ -341,6 +351,15 @@ impl NicConfig {
         if self.max_in_flight == 0 {
             return Err(("nic.max_in_flight".into(), "must be at least 1".into()));
         }
+        if self.descriptor_prefetch > self.max_in_flight {
+            return Err((
+                "nic.descriptor_prefetch".into(),
+                format!(
+                    "must be at most nic.max_in_flight = {} (the messages an engine may have in flight), got {}",
+                    self.max_in_flight, self.descriptor_prefetch
+                ),
+            ));
+        }
         self.host.validate("nic.host")
     }
 }
@@ -348,6 +367,25 @@ impl NicConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn descriptor_prefetch_is_off_by_default_and_bounded_by_max_in_flight() {
+        let c = NicConfig::default();
+        assert_eq!(c.descriptor_prefetch, 0);
+        let ok = NicConfig {
+            descriptor_prefetch: c.max_in_flight,
+            ..c.clone()
+        };
+        assert!(ok.validate().is_ok());
+        let bad = NicConfig {
+            max_in_flight: 4,
+            descriptor_prefetch: 5,
+            ..c
+        };
+        let (key, why) = bad.validate().unwrap_err();
+        assert_eq!(key, "nic.descriptor_prefetch");
+        assert!(why.contains("nic.max_in_flight = 4") && why.contains("got 5"), "{why}");
+    }
 
     #[test]
     fn pcie_rates() {

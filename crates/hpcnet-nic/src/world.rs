@@ -11,6 +11,13 @@
 //!    the rest at `immediate_rate` (default `engine_rate`). Packets of `packet.max_payload` bytes
 //!    leave as soon as their data is in the NIC, no faster than `engine_rate` + `packet_overhead`
 //!    allow. An engine keeps at most `max_in_flight` messages awaiting completion.
+//!    With `nic.descriptor_prefetch = N > 0` the engine is a two-stage pipeline (cHPP send engine,
+//!    spec 02: doorbell FIFO → descriptor read → descriptor extract → data read → data extract →
+//!    packetise): the descriptor stage (fetch + processing) of later messages runs while an
+//!    earlier message's data is read and sent, at most N processed descriptors ahead of the data
+//!    stage. The data stage stays serial per engine (its data path is free again only when the
+//!    previous message's last packet is out, so an engine's packets leave in message order) and
+//!    per PCIe link (`read_busy`). An idle engine behaves exactly as without prefetch.
 //! 3. **Ports**: each packet goes to the rail named in the request (fixed) or to the rail with
 //!    the shorter queue (adaptive), so packets of one message may arrive out of order.
 //! 4. **Receive**: each packet is processed (`rx_overhead`) and written to host memory by DMA on
@@ -28,8 +35,12 @@
 //! interfaces of one NIC never enter the network: they cross the NIC after `loopback_latency`.
 //!
 //! Simplifications: the source data is copied when the engine starts the message (not TLP by
-//! TLP); descriptor fetch is not overlapped with the previous message's data; acknowledgements
-//! are header-only packets on the request's rail.
+//! TLP); without `nic.descriptor_prefetch` a descriptor fetch is not overlapped with the previous
+//! message's data; with it, a message's descriptor fetch competes with no data read for the
+//! PCIe link or read tags, its data reads are issued as soon as its descriptor is processed
+//! and queue behind the link's earlier reads, and a message's data-stage timing is fixed when
+//! its descriptor stage starts (a later full transmit queue delays the packets, not the
+//! schedule); acknowledgements are header-only packets on the request's rail.
 
 use crate::config::{FunctionArbitration, NicConfig, PortSelect};
 use crate::memory::{Memory, MemoryError};
@@ -322,13 +333,23 @@ struct Engine {
     /// Messages posted with the "fast" flag: served before everything else.
     fast: VecDeque<u32>,
     rr: usize,
+    /// It takes no new message: without prefetch until the current message's last packet is
+    /// out; with `nic.descriptor_prefetch` while its descriptor stage is occupied.
     busy: bool,
-    /// The engine finished reading a message but its packets wait for room in the transmit
+    /// The engine is ready for its next message but its packets wait for room in the transmit
     /// queue: it takes no new message until they are queued.
     blocked_on_tx: bool,
     /// Its packets waiting in the NIC's transmit backlog.
     pending_tx: u32,
     in_flight: u32,
+    /// When the engine's data path (data extraction and packet emission) has sent the last
+    /// packet of the messages it has taken so far; the next message's data stage starts no
+    /// earlier, which keeps an engine's packets in message order.
+    data_free: SimTime,
+    /// With `nic.descriptor_prefetch = N > 0`: when each of the last N messages entered the data
+    /// stage, oldest first. A message may start its descriptor stage once the message N places
+    /// before it has entered the data stage.
+    entered: VecDeque<SimTime>,
 }
 
 #[derive(Clone, Debug)]
@@ -950,6 +971,10 @@ impl World {
             Class::Pull if !internal => Some(PktKind::ReadReq),
             _ => None,
         };
+        // The message's data stage starts when its descriptor is processed and the engine's
+        // data path has sent the previous message's packets (always `t` without prefetch: the
+        // engine took this message only after that).
+        let entry = t.max(self.nics[(node / self.hosts) as usize].engines[engine as usize].data_free);
         if let Some(kind) = request {
             let info = PktInfo {
                 msg: id,
@@ -960,8 +985,10 @@ impl World {
                 held: None,
             };
             let p = self.alloc_pkt(info);
-            self.q.schedule(t, WorldEvent::Inject { pkt: p });
-            self.q.schedule(t, WorldEvent::EngineFree { node, engine });
+            // The request leaves through the data path, after the previous message's packets.
+            self.q.schedule(entry, WorldEvent::Inject { pkt: p });
+            let free = self.leave_data_stage(node, engine, t, entry, entry);
+            self.q.schedule(free, WorldEvent::EngineFree { node, engine });
             return;
         }
         // An unreliable queue message completes at the sender once sent; its packets belong to a
@@ -996,6 +1023,10 @@ impl World {
         // `immediate_inline` bytes with the descriptor's first read, the rest extracted at the
         // immediate rate); otherwise DMA reads through the engine's PCIe link.
         let link = (engine % host.links.max(1)) as usize;
+        // DMA reads are issued when the descriptor is processed and queue behind the link's
+        // earlier reads (`read_busy`). Immediate data is part of the descriptor: its extraction
+        // belongs to the descriptor stage (spec 02: descriptor read → descriptor extract), which
+        // it holds until the last byte is out (`desc_done`); the packets stream out as it goes.
         let (first, rate) = if fsm {
             (t, None)
         } else if immediate {
@@ -1005,8 +1036,13 @@ impl World {
             (start, Some(host.read_rate()))
         };
         let inline = if immediate { self.cfg.immediate_inline.0 } else { 0 };
+        let desc_done = if immediate {
+            first + rate.map_or(SimTime::ZERO, |r| r.serialization(Bytes(m.len.saturating_sub(inline))))
+        } else {
+            t
+        };
         let eng_rate = self.cfg.engine_rate;
-        let mut emit_free = t;
+        let mut emit_free = entry;
         let mut last = first;
         for k in 0..npk {
             let off = k * mtu;
@@ -1034,10 +1070,32 @@ impl World {
         if !immediate && !fsm {
             self.nics[(node / self.hosts) as usize].read_busy[link] = last;
         }
-        self.q.schedule(last, WorldEvent::EngineFree { node, engine });
+        let free = self.leave_data_stage(node, engine, desc_done, entry, last);
+        self.q.schedule(free, WorldEvent::EngineFree { node, engine });
         for orig in std::mem::take(&mut self.unreliable_sent) {
             self.q.schedule(last, WorldEvent::Sent { msg: orig });
         }
+    }
+
+    /// Record a message's data stage (entered at `entry`, its last packet out at `last`; its
+    /// descriptor stage done at `t`) and return when the engine may take its next message:
+    /// without prefetch when the last packet is out; with `nic.descriptor_prefetch = N` when
+    /// the descriptor stage is done and the message N − 1 places earlier has entered the data
+    /// stage (for N = 1: this message), so that at most N processed descriptors wait ahead of
+    /// the data stage.
+    fn leave_data_stage(&mut self, node: NodeId, engine: u32, t: SimTime, entry: SimTime, last: SimTime) -> SimTime {
+        let depth = self.cfg.descriptor_prefetch as usize;
+        let e = &mut self.nics[(node / self.hosts) as usize].engines[engine as usize];
+        e.data_free = e.data_free.max(last);
+        if depth == 0 {
+            return last;
+        }
+        e.entered.push_back(entry);
+        while e.entered.len() > depth {
+            e.entered.pop_front();
+        }
+        let oldest = e.entered.front().copied().unwrap_or(entry);
+        t.max(oldest)
     }
 
     /// A packet's data is in the NIC: give it to a port (or the internal path).

@@ -242,3 +242,96 @@ fn gets_sharing_the_put_channel_deadlock_and_their_own_channel_fixes_it() {
         "GETs on their own VC complete: {end:?}"
     );
 }
+
+#[test]
+fn descriptor_prefetch_leaves_single_message_latency_unchanged() {
+    // chpp-pair pipelines its engine (nic.descriptor_prefetch = 1); an idle engine must behave
+    // exactly as the one-message-at-a-time engine the latency table was calibrated on.
+    let on = scenario("chpp-pair.toml", &[]);
+    assert_eq!(on.nic.descriptor_prefetch, 1);
+    let off = scenario("chpp-pair.toml", &["nic.descriptor_prefetch=0"]);
+    let deep = scenario("chpp-pair.toml", &["nic.descriptor_prefetch=8"]);
+    for op in [
+        LatencyOp::NapImmediate,
+        LatencyOp::NapIndirect,
+        LatencyOp::Put,
+        LatencyOp::Get,
+        LatencyOp::Write,
+    ] {
+        let nap = matches!(op, LatencyOp::NapImmediate | LatencyOp::NapIndirect);
+        for size in [1u64, 64, 256, 1024, 2048, 4096, 65536] {
+            if nap && size > 2048 {
+                continue;
+            }
+            let t = |sc: &hpcnet_workloads::Scenario| op_latency(sc.world().unwrap(), 0, 1, op, size);
+            let base = t(&off);
+            assert_eq!(t(&on), base, "{op:?} {size} B");
+            assert_eq!(t(&deep), base, "{op:?} {size} B, depth 8");
+        }
+    }
+}
+
+/// The message period of a stream of `size`-byte writes on chpp-pair's single engine, from the
+/// configuration: with prefetch, the slower of the descriptor stage (descriptor fetch + PUT
+/// processing) and the data stage (the message's DMA read at the read rate, or its packets
+/// through the engine's data path, whichever is slower).
+fn pipelined_period_ns(sc: &hpcnet_workloads::Scenario, size: u64) -> f64 {
+    let nic = &sc.nic;
+    let mtu = sc.fabric.packet.max_payload.0;
+    let header = sc.fabric.packet.header.0;
+    let descriptor = (nic.host.read_latency + nic.message_overhead).as_ns_f64();
+    let rate = nic.engine_rate.expect("chpp-pair sets nic.engine_rate");
+    let emit: f64 = (0..size.div_ceil(mtu))
+        .map(|k| {
+            let plen = (size - k * mtu).min(mtu);
+            (rate.serialization(hpcnet_des::Bytes(plen + header)) + nic.packet_overhead).as_ns_f64()
+        })
+        .sum();
+    let read = nic.host.read_rate().serialization(hpcnet_des::Bytes(size)).as_ns_f64();
+    descriptor.max(read.max(emit))
+}
+
+#[test]
+fn descriptor_prefetch_raises_the_message_rate_to_the_slowest_stage() {
+    let on = scenario("chpp-pair.toml", &[]);
+    let off = scenario("chpp-pair.toml", &["nic.descriptor_prefetch=0"]);
+    let opts = Options {
+        window: 32,
+        messages: 1000,
+        qps: 1,
+        rail: 0,
+    };
+    // Small messages: the descriptor stage (520 ns fetch + 192 ns processing) paces the stream.
+    let small = stream(on.world().unwrap(), 0, 1, 64, false, &opts);
+    let bound = 1e9 / pipelined_period_ns(&on, 64);
+    assert!((bound - 1e9 / 712.0).abs() < 1.0, "{bound}");
+    assert!(
+        small.messages_per_s <= bound && small.messages_per_s > 0.99 * bound,
+        "{} msg/s against the descriptor-stage bound {bound}",
+        small.messages_per_s
+    );
+    // Without prefetch the next descriptor waits for the data: fetch + processing + the data's
+    // read round trip per message at least.
+    let serial = stream(off.world().unwrap(), 0, 1, 64, false, &opts);
+    let nic = &off.nic;
+    let serial_bound = 1e9 / (2.0 * nic.host.read_latency.as_ns_f64() + nic.message_overhead.as_ns_f64());
+    assert!(serial.messages_per_s <= serial_bound, "{}", serial.messages_per_s);
+    assert!(
+        small.messages_per_s > 1.6 * serial.messages_per_s,
+        "{} vs {}",
+        small.messages_per_s,
+        serial.messages_per_s
+    );
+    // Large messages: the engine's data path (16 B header + 128 B per 40 ns) paces the stream.
+    let big_opts = Options { messages: 60, ..opts };
+    let big = stream(on.world().unwrap(), 0, 1, 65536, false, &big_opts);
+    let bound = 1e9 / pipelined_period_ns(&on, 65536);
+    assert!((bound * 65536.0 / 1e9 - 3.2).abs() < 0.001, "{bound}");
+    assert!(
+        big.messages_per_s <= bound && big.messages_per_s > 0.99 * bound,
+        "{} msg/s against the data-stage bound {bound}",
+        big.messages_per_s
+    );
+    // Deterministic.
+    assert_eq!(stream(on.world().unwrap(), 0, 1, 64, false, &opts), small);
+}

@@ -375,6 +375,21 @@ fn other_cross_field_and_range_errors() {
             "link_overrides[0].router",
             "does not exist",
         ),
+        (
+            &["nic.max_in_flight=8", "nic.descriptor_prefetch=9"],
+            "nic.descriptor_prefetch",
+            "must be at most nic.max_in_flight = 8 (the messages an engine may have in flight), got 9",
+        ),
+        (
+            &["nic.descriptor_prefetch=-1"],
+            "nic.descriptor_prefetch",
+            "invalid value: integer `-1`, expected u32",
+        ),
+        (
+            &["nic.descriptor_prefetch=true"],
+            "nic.descriptor_prefetch",
+            "invalid type: boolean `true`, expected u32",
+        ),
     ] {
         let why = run_rejects(&torus(), set, key);
         assert!(why.contains(part), "{set:?}: {why}");
