@@ -86,6 +86,10 @@ enum Cmd {
         /// Only the bench cases whose name contains this (repeatable).
         #[arg(long)]
         only: Vec<String>,
+        /// Run every case this many times (1-100) and report the run of median speed with the
+        /// minimum and maximum (wall-clock figures are noisy on shared machines).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+        repeat: u32,
         #[command(flatten)]
         common: Common,
     },
@@ -209,7 +213,7 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             common,
         } => sweep::sweep(&scenario, &load, &out, threads, &common),
         Cmd::Topo { scenario, dot, common } => topo::topo(&scenario, dot.as_deref(), &common),
-        Cmd::Bench { only, common } => bench::bench(&only, &common),
+        Cmd::Bench { only, repeat, common } => bench::bench(&only, repeat, &common),
         Cmd::BenchOne { name, set } => bench::bench_one(&name, &set),
         Cmd::P2p {
             scenario,
