@@ -859,9 +859,22 @@ fn help_and_version() {
         assert!(text.contains(cmd), "{text}");
     }
     assert!(!text.contains("bench-one"), "internal command is hidden");
-    // Usage errors are clap's, with the same exit code as other bad input.
-    assert_eq!(hpcnet(&["run"]).status.code(), Some(2));
-    assert_eq!(hpcnet(&["frobnicate"]).status.code(), Some(2));
+    // Usage errors: one line naming the argument and the reason, exit code 2, like other bad
+    // input.
+    for (args, says) in [
+        (&["run"][..], "<SCENARIO>"),
+        (&["frobnicate"][..], "'frobnicate'"),
+        (&["run", "scenarios/torus-8x8.toml", "--bogus"][..], "'--bogus'"),
+        (&["bench", "--repeat", "0"][..], "--repeat"),
+        (&["sweep", "scenarios/torus-8x8.toml"][..], "--load"),
+    ] {
+        let out = hpcnet(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = stderr(&out);
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("error: ") && err.contains(says), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
 }
 
 #[test]
