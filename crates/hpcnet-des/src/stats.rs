@@ -156,7 +156,7 @@ impl Histogram {
         self.samples.push(v);
         self.sorted = false;
         if self.samples.len() > EXACT_SAMPLES {
-            self.to_buckets();
+            self.switch_to_buckets();
         }
     }
 
@@ -169,7 +169,7 @@ impl Histogram {
     }
 
     #[cold]
-    fn to_buckets(&mut self) {
+    fn switch_to_buckets(&mut self) {
         let samples = std::mem::take(&mut self.samples);
         self.buckets = vec![0; 1];
         for v in samples {
