@@ -132,7 +132,7 @@ impl<E> EventQueue<E> {
 
     /// Schedule `event` at absolute time `at`. Scheduling into the past is a model bug; the event
     /// is clamped to `now` so time never runs backwards (debug builds assert).
-    #[inline]
+    #[inline(always)]
     pub fn schedule(&mut self, at: SimTime, event: E) {
         debug_assert!(at >= self.now, "event scheduled in the past: {at:?} < {:?}", self.now);
         let key = key_of(at.max(self.now), self.seq);

@@ -9,10 +9,14 @@
 //! Three kinds:
 //! - **counter**: a `u64` that only grows (packets sent, bytes delivered);
 //! - **summary**: count, sum, min, max and mean of pushed values, in constant memory;
-//! - **histogram**: every sample kept exactly (8 bytes each, fine up to ~10^7 samples), with exact
-//!   percentiles by the nearest-rank definition (see [`percentile_nearest_rank`]). Exact is simpler
-//!   than bucketed estimates and has no bucket-boundary error to explain when comparing against
-//!   published latency distributions.
+//! - **histogram**: samples kept exactly, with exact percentiles by the nearest-rank definition
+//!   (see [`percentile_nearest_rank`]), up to [`EXACT_SAMPLES`] samples (8 bytes each). Exact is
+//!   simpler than bucketed estimates and has no bucket-boundary error to explain when comparing
+//!   against published latency distributions. Beyond that, so that memory does not grow with the
+//!   length of a run, the samples move into log-linear buckets ([`SUB_BUCKET_BITS`] bits of
+//!   mantissa: values below 512 stay exact, larger ones fall in buckets 1/512 of their octave
+//!   wide) and a percentile is the midpoint of its bucket, clamped to the observed min and max:
+//!   within 0.1 % of the exact nearest-rank value. Count, sum, min, max and mean stay exact.
 //!
 //! Handles are only meaningful for the registry that issued them.
 
@@ -100,37 +104,124 @@ impl Summary {
     }
 }
 
-/// Exact samples; sorted lazily when a percentile is asked for.
+/// Samples a histogram keeps exactly before it switches to log-linear buckets (2 MiB of samples).
+pub const EXACT_SAMPLES: usize = 1 << 18;
+/// Mantissa bits of the log-linear buckets: 2^9 = 512 buckets per octave.
+pub const SUB_BUCKET_BITS: u32 = 9;
+
+/// Bucket of `v`: values below 2^SUB_BUCKET_BITS have their own bucket; above, bucket width is
+/// 2^(octave − SUB_BUCKET_BITS).
+#[inline]
+fn bucket_of(v: u64) -> usize {
+    let sub = 1u64 << SUB_BUCKET_BITS;
+    if v < sub {
+        return v as usize;
+    }
+    let shift = 63 - v.leading_zeros() - SUB_BUCKET_BITS;
+    (((shift as u64 + 1) << SUB_BUCKET_BITS) + ((v >> shift) - sub)) as usize
+}
+
+/// Smallest and largest value of bucket `i` (inverse of [`bucket_of`]).
+fn bucket_range(i: usize) -> (u64, u64) {
+    let sub = 1u64 << SUB_BUCKET_BITS;
+    let i = i as u64;
+    if i < sub {
+        return (i, i);
+    }
+    let shift = (i >> SUB_BUCKET_BITS) - 1;
+    let top = (i & (sub - 1)) + sub;
+    let lo = top << shift;
+    (lo, lo + ((1u64 << shift) - 1))
+}
+
+/// Samples, exact up to [`EXACT_SAMPLES`] and then bucketed (see the module documentation);
+/// sorted lazily when a percentile is asked for.
 #[derive(Clone, Debug, Default)]
 pub struct Histogram {
     samples: Vec<u64>,
     summary: Summary,
     sorted: bool,
+    /// Bucket counts once the histogram stopped keeping exact samples (empty until then).
+    buckets: Vec<u64>,
 }
 
 impl Histogram {
     #[inline]
     pub fn push(&mut self, v: u64) {
-        self.samples.push(v);
         self.summary.push(v);
+        if !self.buckets.is_empty() {
+            self.count_in_bucket(v);
+            return;
+        }
+        self.samples.push(v);
         self.sorted = false;
+        if self.samples.len() > EXACT_SAMPLES {
+            self.switch_to_buckets();
+        }
     }
+
+    fn count_in_bucket(&mut self, v: u64) {
+        let b = bucket_of(v);
+        if b >= self.buckets.len() {
+            self.buckets.resize(b + 1, 0);
+        }
+        self.buckets[b] += 1;
+    }
+
+    #[cold]
+    fn switch_to_buckets(&mut self) {
+        let samples = std::mem::take(&mut self.samples);
+        self.buckets = vec![0; 1];
+        for v in samples {
+            self.count_in_bucket(v);
+        }
+    }
+
     pub fn summary(&self) -> &Summary {
         &self.summary
     }
-    /// The samples, in push order unless a percentile has been computed since the last push.
+    /// Whether every sample is still kept (percentiles exact).
+    pub fn is_exact(&self) -> bool {
+        self.buckets.is_empty()
+    }
+    /// The exact samples, in push order unless a percentile has been computed since the last
+    /// push; empty once the histogram has switched to buckets (see [`Histogram::is_exact`]).
     pub fn samples(&self) -> &[u64] {
         &self.samples
     }
-    /// Nearest-rank percentile `p` (in percent, 0 < p ≤ 100); `None` when empty. Sorts the
-    /// samples in place the first time after a push.
+    /// Nearest-rank percentile `p` (in percent, 0 < p ≤ 100); `None` when empty. Exact while
+    /// [`Histogram::is_exact`] (sorts the samples in place the first time after a push), else the
+    /// midpoint of the bucket holding that rank, clamped to the observed range.
     pub fn percentile(&mut self, p: f64) -> Option<u64> {
+        if !self.buckets.is_empty() {
+            return self.bucket_percentile(p);
+        }
         if !self.sorted {
             self.samples.sort_unstable();
             self.sorted = true;
         }
         percentile_nearest_rank(&self.samples, p)
     }
+
+    fn bucket_percentile(&self, p: f64) -> Option<u64> {
+        let n = self.summary.count();
+        if n == 0 {
+            return None;
+        }
+        let rank = nearest_rank(n as usize, p) as u64;
+        let mut seen = 0u64;
+        for (i, &c) in self.buckets.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                let (lo, hi) = bucket_range(i);
+                let mid = lo + (hi - lo) / 2;
+                let (min, max) = (self.summary.min()?, self.summary.max()?);
+                return Some(mid.clamp(min, max));
+            }
+        }
+        self.summary.max()
+    }
+
     fn values(&mut self) -> HistogramValues {
         HistogramValues {
             summary: self.summary.values(),
@@ -141,14 +232,9 @@ impl Histogram {
     }
 }
 
-/// Nearest-rank percentile of sorted `samples`: the smallest sample such that at least `p`
-/// percent of the samples are ≤ it, i.e. the sample of rank ⌈p/100 · n⌉ (1-based, at least 1).
-/// It is always an observed value. For 1..=100, p50 = 50 and p99 = 99. `None` when empty.
-pub fn percentile_nearest_rank(samples: &[u64], p: f64) -> Option<u64> {
-    let n = samples.len();
-    if n == 0 {
-        return None;
-    }
+/// The 1-based nearest rank of percentile `p` among `n` > 0 values (see
+/// [`percentile_nearest_rank`]).
+fn nearest_rank(n: usize, p: f64) -> usize {
     let x = p.clamp(0.0, 100.0) * n as f64 / 100.0;
     // Treat a value within rounding noise of an integer as that integer (99.9 · 1000 / 100 must
     // give rank 999, not 1000).
@@ -157,8 +243,18 @@ pub fn percentile_nearest_rank(samples: &[u64], p: f64) -> Option<u64> {
     } else {
         x.ceil()
     };
-    let rank = (rank as usize).clamp(1, n);
-    Some(samples[rank - 1])
+    (rank as usize).clamp(1, n)
+}
+
+/// Nearest-rank percentile of sorted `samples`: the smallest sample such that at least `p`
+/// percent of the samples are ≤ it, i.e. the sample of rank ⌈p/100 · n⌉ (1-based, at least 1).
+/// It is always an observed value. For 1..=100, p50 = 50 and p99 = 99. `None` when empty.
+pub fn percentile_nearest_rank(samples: &[u64], p: f64) -> Option<u64> {
+    let n = samples.len();
+    if n == 0 {
+        return None;
+    }
+    Some(samples[nearest_rank(n, p) - 1])
 }
 
 /// Values of a summary in a report. `min`, `max`, `mean` are `null` when nothing was pushed.
@@ -328,6 +424,57 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn buckets_invert_and_tile_the_value_range() {
+        let mut next = 0u64;
+        for i in 0..(40 << SUB_BUCKET_BITS) {
+            let (lo, hi) = bucket_range(i);
+            assert_eq!(lo, next, "bucket {i} starts where the previous ended");
+            assert!(hi >= lo);
+            assert_eq!(bucket_of(lo), i);
+            assert_eq!(bucket_of(hi), i);
+            // Width at most 1/512 of the bucket's values.
+            assert!((hi - lo) as f64 <= lo as f64 / 512.0, "bucket {i}: {lo}..={hi}");
+            next = hi + 1;
+        }
+        assert_eq!(bucket_of(u64::MAX), bucket_of(u64::MAX - 1));
+        let (lo, hi) = bucket_range(bucket_of(u64::MAX));
+        assert!(lo < hi && hi == u64::MAX);
+    }
+
+    #[test]
+    fn long_histograms_switch_to_buckets_within_a_tenth_of_a_percent() {
+        let n = EXACT_SAMPLES as u64 * 3;
+        let mut h = Histogram::default();
+        let mut exact = Vec::new();
+        // A skewed, scrambled sequence of latencies in picoseconds (100 ns .. ~10 us).
+        for i in 0..n {
+            let v = 100_000 + (i * 7919 % n).pow(2) / (n / 10).max(1);
+            h.push(v);
+            exact.push(v);
+        }
+        assert!(!h.is_exact());
+        assert!(h.samples().is_empty(), "exact samples are released");
+        exact.sort_unstable();
+        for p in [1.0, 50.0, 90.0, 99.0, 99.9, 100.0] {
+            let want = percentile_nearest_rank(&exact, p).unwrap() as f64;
+            let got = h.percentile(p).unwrap() as f64;
+            assert!((got - want).abs() <= want * 1e-3, "p{p}: {got} vs exact {want}");
+        }
+        assert_eq!(h.summary().count(), n);
+        assert_eq!(h.summary().min(), Some(exact[0]));
+        assert_eq!(h.summary().max(), exact.last().copied());
+        assert_eq!(h.summary().sum(), exact.iter().map(|&v| v as u128).sum::<u128>());
+
+        // Up to the limit, percentiles stay exact.
+        let mut small = Histogram::default();
+        for v in (0..EXACT_SAMPLES as u64).rev() {
+            small.push(v * 3);
+        }
+        assert!(small.is_exact());
+        assert_eq!(small.percentile(50.0), Some((EXACT_SAMPLES as u64 / 2 - 1) * 3));
+    }
 
     #[test]
     fn register_push_and_read() {

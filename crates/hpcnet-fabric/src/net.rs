@@ -597,11 +597,15 @@ impl Network {
     }
 
     /// Pick the requesting input VC of router output `o` to serve: its index in `o.requests`.
-    #[inline]
+    #[inline(always)]
     fn pick_request(&self, o: &OutPort) -> Option<usize> {
         let n = o.requests.len();
         // `rr` is reset whenever `requests` shrinks, so it is always a valid index.
         debug_assert!(n == 0 || (o.rr as usize) < n);
+        // One requester (the common case below saturation): no scan, no policy.
+        if let [r] = o.requests.as_slice() {
+            return Self::request_fits(o, r).then_some(0);
+        }
         let mut chosen: Option<(usize, SimTime)> = None;
         for k in 0..n {
             // (rr + k) mod n without a division.

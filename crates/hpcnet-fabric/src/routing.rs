@@ -61,6 +61,68 @@ struct Grid {
     wrap: bool,
     /// Router coordinates, `coords[r * k.len() + d]` (flat: one cache line per lookup).
     coords: Vec<u32>,
+    /// The same coordinates packed into one word per router, dimension d in bits
+    /// `[d·width, (d+1)·width)`, when they fit in 64 bits (empty otherwise). Dimension-order
+    /// routing then finds the first differing dimension with one XOR and `trailing_zeros`
+    /// instead of a loop over the dimensions (~40 instructions per hop in callgrind).
+    packed: Vec<u64>,
+    width: u32,
+    /// Dimension of each bit position of a packed word.
+    dim_of_bit: [u8; 64],
+}
+
+impl Grid {
+    fn new(k: &[u32], wrap: bool, routers: &[crate::topology::RouterInfo]) -> Grid {
+        let coords: Vec<u32> = routers.iter().flat_map(|r| r.coords.iter().copied()).collect();
+        // Bits for coordinates 0..k-1 (at least one).
+        let width = k
+            .iter()
+            .map(|&k| (32 - k.saturating_sub(1).leading_zeros()).max(1))
+            .max()
+            .unwrap_or(1);
+        let mut dim_of_bit = [0u8; 64];
+        let packed = if width as usize * k.len() <= 64 {
+            for (b, d) in dim_of_bit.iter_mut().enumerate() {
+                *d = (b as u32 / width).min(k.len().saturating_sub(1) as u32) as u8;
+            }
+            coords
+                .chunks(k.len().max(1))
+                .map(|c| {
+                    c.iter()
+                        .enumerate()
+                        .fold(0u64, |w, (d, &x)| w | (x as u64) << (d as u32 * width))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Grid {
+            k: k.to_vec(),
+            wrap,
+            coords,
+            packed,
+            width,
+            dim_of_bit,
+        }
+    }
+
+    /// Dimension-order step from coordinate `c` toward `t` (c ≠ t) in dimension `d`:
+    /// (direction plus, crosses the wrap-around link).
+    #[inline(always)]
+    fn step(&self, c: u32, t: u32, k: u32) -> (bool, bool) {
+        if !self.wrap {
+            return (t > c, false);
+        }
+        // Forward distance (t - c) mod k, without a division: 1 ≤ t + k - c < 2k.
+        let mut fwd = t + k - c;
+        if fwd >= k {
+            fwd -= k;
+        }
+        // Ties (k even, distance k/2) go the plus way.
+        let plus = fwd <= k / 2;
+        let crosses = if plus { c == k - 1 } else { c == 0 };
+        (plus, crosses)
+    }
 }
 
 /// Per-leaf down-port tables of a tree.
@@ -180,11 +242,7 @@ impl Routing {
             RoutingConfig::Source => unreachable!("default_for never returns Source"),
         };
         let grid = match &topo.shape {
-            Shape::Torus { k, wrap, .. } => Some(Grid {
-                k: k.clone(),
-                wrap: *wrap,
-                coords: topo.routers.iter().flat_map(|r| r.coords.iter().copied()).collect(),
-            }),
+            Shape::Torus { k, wrap, .. } => Some(Grid::new(k, *wrap, &topo.routers)),
             _ => None,
         };
         let trees = matches!(algo, Algo::Tree { .. }).then(|| build_trees(topo));
@@ -457,26 +515,28 @@ impl Routing {
 
     /// Next dimension and direction toward `dr` in dimension order, and whether that step crosses
     /// the dimension's wrap-around link; None if arrived.
-    #[inline]
+    #[inline(always)]
     fn dor_step(&self, r: RouterId, dr: RouterId) -> Option<(usize, bool, bool)> {
         match &self.grid {
             Some(g) => {
+                if !g.packed.is_empty() {
+                    let (a, b) = (g.packed[r as usize], g.packed[dr as usize]);
+                    let diff = a ^ b;
+                    if diff == 0 {
+                        return None;
+                    }
+                    let d = g.dim_of_bit[diff.trailing_zeros() as usize] as usize;
+                    let (shift, mask) = (d as u32 * g.width, (1u64 << g.width) - 1);
+                    let (c, t) = (((a >> shift) & mask) as u32, ((b >> shift) & mask) as u32);
+                    let (plus, crosses) = g.step(c, t, g.k[d]);
+                    return Some((d, plus, crosses));
+                }
                 let n = g.k.len();
                 let cur = &g.coords[r as usize * n..(r as usize + 1) * n];
                 let dst = &g.coords[dr as usize * n..(dr as usize + 1) * n];
                 for (d, ((&c, &t), &k)) in cur.iter().zip(dst).zip(&g.k).enumerate() {
                     if c != t {
-                        if !g.wrap {
-                            return Some((d, t > c, false));
-                        }
-                        // Forward distance (t - c) mod k, without a division: 1 ≤ t + k - c < 2k.
-                        let mut fwd = t + k - c;
-                        if fwd >= k {
-                            fwd -= k;
-                        }
-                        // Ties (k even, distance k/2) go the plus way.
-                        let plus = fwd <= k / 2;
-                        let crosses = if plus { c == k - 1 } else { c == 0 };
+                        let (plus, crosses) = g.step(c, t, k);
                         return Some((d, plus, crosses));
                     }
                 }

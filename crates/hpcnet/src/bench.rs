@@ -56,9 +56,21 @@ struct CaseResult {
     packet_hops_per_sec: f64,
     events_per_sec: f64,
     peak_rss_mb: f64,
+    /// Runs of this case (`--repeat`); the figures above are those of the run of median speed.
+    #[serde(default = "one")]
+    repeats: u32,
+    /// Slowest and fastest of the runs, packet-hops per second.
+    #[serde(default)]
+    packet_hops_per_sec_min: f64,
+    #[serde(default)]
+    packet_hops_per_sec_max: f64,
     accepted_load: f64,
     seed: u64,
     resolved_scenario: serde_json::Value,
+}
+
+fn one() -> u32 {
+    1
 }
 
 fn peak_rss_mb() -> f64 {
@@ -99,6 +111,9 @@ pub fn bench_one(name: &str, extra: &[String]) -> Result<(), Failure> {
         packet_hops_per_sec: all_hops / rep.loop_seconds,
         events_per_sec: rep.events as f64 / rep.loop_seconds,
         peak_rss_mb: peak_rss_mb(),
+        repeats: 1,
+        packet_hops_per_sec_min: all_hops / rep.loop_seconds,
+        packet_hops_per_sec_max: all_hops / rep.loop_seconds,
         accepted_load: rep.accepted_load,
         seed: rep.seed,
         resolved_scenario: rep.resolved_scenario,
@@ -107,7 +122,7 @@ pub fn bench_one(name: &str, extra: &[String]) -> Result<(), Failure> {
     Ok(())
 }
 
-pub fn bench(only: &[String], common: &Common) -> Result<(), Failure> {
+pub fn bench(only: &[String], repeat: u32, common: &Common) -> Result<(), Failure> {
     let json = common.json;
     let cases: Vec<&Case> = CASES
         .iter()
@@ -141,26 +156,33 @@ pub fn bench(only: &[String], common: &Common) -> Result<(), Failure> {
         for s in &common.set {
             args.push(format!("--set={s}"));
         }
-        let out = std::process::Command::new(&exe)
-            .args(&args)
-            .output()
-            .map_err(|e| Failure::input(format!("cannot run bench case: {e}")))?;
-        if !out.status.success() {
-            return Err(Failure::model(format!(
-                "bench case {} failed: {}",
-                c.name,
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
+        let mut runs = Vec::with_capacity(repeat as usize);
+        for _ in 0..repeat.max(1) {
+            let out = std::process::Command::new(&exe)
+                .args(&args)
+                .output()
+                .map_err(|e| Failure::input(format!("cannot run bench case: {e}")))?;
+            if !out.status.success() {
+                return Err(Failure::model(format!(
+                    "bench case {} failed: {}",
+                    c.name,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )));
+            }
+            let r: CaseResult = serde_json::from_slice(&out.stdout)
+                .map_err(|e| Failure::model(format!("bench case {} printed bad JSON: {e}", c.name)))?;
+            runs.push(r);
         }
-        let r: CaseResult = serde_json::from_slice(&out.stdout)
-            .map_err(|e| Failure::model(format!("bench case {} printed bad JSON: {e}", c.name)))?;
-        results.push(r);
+        results.push(median_run(runs));
     }
     if json {
         let v = serde_json::json!({ "version": env!("CARGO_PKG_VERSION"), "cases": results });
         outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
     } else {
         outln!("hpcnet {} bench (one thread per case)", env!("CARGO_PKG_VERSION"));
+        if repeat > 1 {
+            outln!("  each case run {repeat} times: the run of median speed, with the slowest and fastest hops/s");
+        }
         outln!(
             "  {:<34} {:>6} {:>12} {:>14} {:>12} {:>9} {:>8}",
             "case",
@@ -183,7 +205,34 @@ pub fn bench(only: &[String], common: &Common) -> Result<(), Failure> {
                 r.loop_seconds,
                 r.wall_seconds
             );
+            if r.repeats > 1 {
+                outln!(
+                    "  {:<34} {:>6} {:>12} {:>14} hops/s over {} runs: {:.0} .. {:.0}",
+                    "",
+                    "",
+                    "",
+                    "",
+                    r.repeats,
+                    r.packet_hops_per_sec_min,
+                    r.packet_hops_per_sec_max
+                );
+            }
         }
     }
     Ok(())
+}
+
+/// The run of median speed (the lower middle one for an even count), carrying the spread of all
+/// runs.
+fn median_run(mut runs: Vec<CaseResult>) -> CaseResult {
+    let speeds: Vec<f64> = runs.iter().map(|r| r.packet_hops_per_sec).collect();
+    let min = speeds.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = speeds.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let n = runs.len() as u32;
+    runs.sort_by(|a, b| a.packet_hops_per_sec.total_cmp(&b.packet_hops_per_sec));
+    let mut m = runs.swap_remove((runs.len() - 1) / 2);
+    m.repeats = n;
+    m.packet_hops_per_sec_min = min;
+    m.packet_hops_per_sec_max = max;
+    m
 }

@@ -86,6 +86,10 @@ enum Cmd {
         /// Only the bench cases whose name contains this (repeatable).
         #[arg(long)]
         only: Vec<String>,
+        /// Run every case this many times (1-100) and report the run of median speed with the
+        /// minimum and maximum (wall-clock figures are noisy on shared machines).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+        repeat: u32,
         #[command(flatten)]
         common: Common,
     },
@@ -184,7 +188,10 @@ pub fn stdout_failed(e: std::io::Error) -> ! {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     match try_main(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
@@ -192,6 +199,33 @@ fn main() -> ExitCode {
             ExitCode::from(f.code)
         }
     }
+}
+
+/// Help and version go to stdout as clap renders them; a usage error is one line on stderr
+/// (clap's own rendering adds a usage block and a hint), exit code 2.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        let _ = e.print();
+        return ExitCode::from(2);
+    }
+    // The message is what precedes the usage block and hint, possibly over several lines
+    // ("required arguments were not provided:" then the arguments): join it into one.
+    let text = e.render().to_string();
+    let parts: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
+        .collect();
+    let line = parts.join(" ");
+    let line = line.strip_prefix("error: ").unwrap_or(&line);
+    eprintln!("error: {line} (see hpcnet --help)");
+    ExitCode::from(2)
 }
 
 fn try_main(cli: Cli) -> Result<(), Failure> {
@@ -209,7 +243,7 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             common,
         } => sweep::sweep(&scenario, &load, &out, threads, &common),
         Cmd::Topo { scenario, dot, common } => topo::topo(&scenario, dot.as_deref(), &common),
-        Cmd::Bench { only, common } => bench::bench(&only, &common),
+        Cmd::Bench { only, repeat, common } => bench::bench(&only, repeat, &common),
         Cmd::BenchOne { name, set } => bench::bench_one(&name, &set),
         Cmd::P2p {
             scenario,

@@ -827,6 +827,34 @@ fn bench_takes_set_and_json() {
     assert_eq!(cases[0]["seed"], 1);
     assert_eq!(cases[0]["resolved_scenario"]["sim"]["measure"], "1 us");
 
+    assert_eq!(cases[0]["repeats"], 1);
+
+    // --repeat: the run of median speed, within the reported spread; every run simulates the
+    // same thing.
+    let v = json(&hpcnet(&[
+        "bench",
+        "--only",
+        "dragonfly",
+        "--json",
+        "--repeat",
+        "3",
+        "--set",
+        "sim.measure=\"1 us\"",
+        "--set",
+        "sim.warmup=\"1 us\"",
+    ]));
+    let c = &field(&v, "cases").as_array().unwrap()[0];
+    assert_eq!(c["repeats"], 3);
+    let (lo, mid, hi) = (
+        c["packet_hops_per_sec_min"].as_f64().unwrap(),
+        c["packet_hops_per_sec"].as_f64().unwrap(),
+        c["packet_hops_per_sec_max"].as_f64().unwrap(),
+    );
+    assert!(lo > 0.0 && lo <= mid && mid <= hi, "{lo} {mid} {hi}");
+    assert_eq!(c["packet_hops"], cases[0]["packet_hops"]);
+    let out = hpcnet(&["bench", "--repeat", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+
     let out = hpcnet(&["bench", "--only", "no-such-case"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).starts_with("error: --only no-such-case: matches no bench case"));
@@ -846,9 +874,22 @@ fn help_and_version() {
         assert!(text.contains(cmd), "{text}");
     }
     assert!(!text.contains("bench-one"), "internal command is hidden");
-    // Usage errors are clap's, with the same exit code as other bad input.
-    assert_eq!(hpcnet(&["run"]).status.code(), Some(2));
-    assert_eq!(hpcnet(&["frobnicate"]).status.code(), Some(2));
+    // Usage errors: one line naming the argument and the reason, exit code 2, like other bad
+    // input.
+    for (args, says) in [
+        (&["run"][..], "<SCENARIO>"),
+        (&["frobnicate"][..], "'frobnicate'"),
+        (&["run", "scenarios/torus-8x8.toml", "--bogus"][..], "'--bogus'"),
+        (&["bench", "--repeat", "0"][..], "--repeat"),
+        (&["sweep", "scenarios/torus-8x8.toml"][..], "--load"),
+    ] {
+        let out = hpcnet(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = stderr(&out);
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("error: ") && err.contains(says), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
 }
 
 #[test]
