@@ -38,6 +38,12 @@ const PAPER_READ_RTT_CYCLES: f64 = 130.0;
 
 /// Tolerance of the predictions.
 const TOLERANCE: f64 = 0.05;
+/// An ordering claim ("below", "grows", "highest") holds only by more than this relative margin:
+/// a difference of a fraction of a percent is a tie (invisible on the paper's plots, and in the
+/// model it comes from a stream's first and last message, not from its steady-state rate).
+/// Added after the pipelined engine made NAP-imm "best" at 64 B by 0.03 %; it only makes the
+/// verdicts stricter.
+const ORDER_MARGIN: f64 = 0.01;
 
 const MTUS: [u64; 7] = [16, 32, 64, 128, 256, 512, 1024];
 /// Transfer of the MTU sweep: 2 MB.
@@ -381,9 +387,9 @@ impl Study for ChppBandwidth {
         rows.push(Row::claim(
             "GET bandwidth below PUT at 512 KB",
             true,
-            get_512k < put_512k,
+            get_512k < put_512k * (1.0 - ORDER_MARGIN),
         ));
-        let grows = |p: Prim| curve(p).windows(2).all(|w| w[1].1 > w[0].1);
+        let grows = |p: Prim| curve(p).windows(2).all(|w| w[1].1 > w[0].1 * (1.0 + ORDER_MARGIN));
         rows.push(Row::claim(
             "NAP bandwidth (immediate and indirect) grows with size up to 2 KB",
             true,
@@ -398,7 +404,13 @@ impl Study for ChppBandwidth {
         rows.push(Row::claim(
             "NAP-immediate has the highest bandwidth of the four primitives at 64 B",
             true,
-            best_small == Prim::NapImm,
+            best_small == Prim::NapImm && {
+                let imm = at(Prim::NapImm, small).unwrap_or(0.0);
+                PRIMS
+                    .iter()
+                    .filter(|&&p| p != Prim::NapImm)
+                    .all(|&p| imm > at(p, small).unwrap_or(0.0) * (1.0 + ORDER_MARGIN))
+            },
         ));
 
         for mtu in MTUS {
@@ -546,6 +558,26 @@ impl Study for ChppBandwidth {
              target's acknowledgement returns, a GET when its data has landed at the requester. The paper does not \
              give its window."
         ));
+        if let Some(per_tlp) = base.nic.nap_upload_per_tlp {
+            // The receive side's NAP upload bounds a NAP-indirect stream; say where the curve flattens.
+            let mps = base.nic.host.max_payload.0.max(1);
+            let upload_gbs = mps as f64 / (per_tlp.0 as f64 / 1e3);
+            let steps: Vec<String> = curve(Prim::NapInd)
+                .windows(2)
+                .map(|w| format!("{} → {} B {:+.2} %", w[0].0, w[1].0, (w[1].1 / w[0].1 - 1.0) * 100.0))
+                .collect();
+            discrepancies.push(format!(
+                "NAP growth: the NAP-indirect stream ({}) is bounded by the receiver's NAP upload, {mps} B per \
+                 nic.nap_upload_per_tlp = {per_tlp} ({} GB/s; fitted on the NAP-indirect 1 KB latency, it also gives \
+                 the paper's 1 → 2 KB latency increment, 1.12 us). With the pipelined engine nothing \
+                 per message remains exposed once that bound is reached, so the curve is flat from 1 KB and the \
+                 \"grows with size up to 2 KB\" row fails. Not modelled and a candidate cause: the completion event \
+                 every NAP writes into the receive ring (spec 02) as a write occupying the upload path after the \
+                 data. Nothing was changed for this row.",
+                steps.join(", "),
+                fmt_num(upload_gbs),
+            ));
+        }
         let nic = &base.nic;
         if nic.descriptor_prefetch > 0 {
             discrepancies.extend(pipelined_notes(&base, &at, get_512k, put_512k, small, best_small));
@@ -628,7 +660,9 @@ impl Study for ChppBandwidth {
         discrepancies.push(
             "\"NAP-immediate best at small sizes\" is read as: at 64 B it has the highest bandwidth of the four \
              primitives; \"GET slightly lower\" as: GET below PUT at 512 KB (both readings fixed before the first \
-             run)."
+             run). Every ordering claim (below, grows, highest) must hold by more than 1 % (ORDER_MARGIN): smaller \
+             differences are ties. This margin was added after the pipelined engine made NAP-immediate highest at \
+             64 B by 0.03 % from end-of-stream effects; it only makes verdicts stricter."
                 .into(),
         );
         let mut report = StudyReport::new(
@@ -723,8 +757,10 @@ fn pipelined_notes(
     } else {
         format!("{} is paced fastest ({} per message)", top.0.name(), pace(top.0))
     };
-    let claim = if best_small == Prim::NapImm {
+    let claim = if best_small == Prim::NapImm && rel(top.1, second.1) > ORDER_MARGIN * 100.0 {
         "the claim row passes"
+    } else if best_small == Prim::NapImm {
+        "a lead below the study's 1 % ordering margin is a tie, so the claim row fails"
     } else {
         "the claim row fails"
     };
