@@ -84,6 +84,9 @@ struct OutPort {
     free_shared: u32,
     /// Credits on their way back: (arrival time, vc, private, shared), absorbed when due.
     returning: Vec<(SimTime, u8, u16, u16)>,
+    /// Earliest arrival time in `returning` (MAX when empty): readers skip the list while no
+    /// credits are due (adaptive routing asks every candidate port, 18 on the Sunway fabric).
+    ret_min: SimTime,
     /// Time of the scheduled arbitration event (MAX: none). Later duplicates are ignored.
     arb_at: SimTime,
     /// The last arbitration found requests but no credits: wake up when credits arrive.
@@ -187,28 +190,51 @@ pub struct Network {
 }
 
 struct PortCredits<'a> {
-    out: &'a [OutPort],
+    out: &'a mut [OutPort],
     now: SimTime,
 }
 
 impl CreditView for PortCredits<'_> {
-    #[inline]
-    fn free(&self, port: PortIdx, vc: u8) -> u32 {
-        let o = &self.out[port as usize];
+    #[inline(always)]
+    fn free(&mut self, port: PortIdx, vc: u8) -> u32 {
+        let o = &mut self.out[port as usize];
         match o.to {
             Dest::Router { .. } => {
-                let due: u32 = o
-                    .returning
-                    .iter()
-                    .filter(|r| r.0 <= self.now && r.1 == vc)
-                    .map(|r| r.2 as u32 + r.3 as u32)
-                    .sum();
-                o.free_private[vc as usize] as u32 + o.free_shared + due
+                // Credits already back are folded in now rather than at the port's next
+                // arbitration (the same counts either way): lightly used ports, such as most of
+                // the Sunway up ports an adaptive choice scans, otherwise keep due entries and
+                // every scan re-sums them.
+                o.absorb(self.now);
+                o.free_private[vc as usize] as u32 + o.free_shared
             }
             Dest::Node if !o.limited => u32::MAX,
             Dest::Node => o.free_private[vc as usize] as u32 + o.free_shared,
             Dest::None => 0,
         }
+    }
+}
+
+impl OutPort {
+    /// Fold the returning credits that have arrived by `now` into the free counts.
+    #[inline(always)]
+    fn absorb(&mut self, now: SimTime) {
+        if self.ret_min > now {
+            return;
+        }
+        let mut i = 0;
+        let mut min = SimTime::MAX;
+        while i < self.returning.len() {
+            let (t, vc, p, sh) = self.returning[i];
+            if t <= now {
+                self.free_private[vc as usize] += p;
+                self.free_shared += sh as u32;
+                self.returning.swap_remove(i);
+            } else {
+                min = min.min(t);
+                i += 1;
+            }
+        }
+        self.ret_min = min;
     }
 }
 
@@ -232,6 +258,7 @@ impl Network {
             free_private,
             free_shared: cfg.router.shared_credits,
             returning: Vec::new(),
+            ret_min: SimTime::MAX,
             arb_at: SimTime::MAX,
             starved: false,
             rr: 0,
@@ -473,12 +500,12 @@ impl Network {
         let in_port = ((qi >> self.vc_shift) - base) as PortIdx;
         loop {
             let id = self.inq.front(qi)?;
-            let view = PortCredits {
-                out: &self.out[base as usize..end as usize],
+            let mut view = PortCredits {
+                out: &mut self.out[base as usize..end as usize],
                 now: q.now(),
             };
             let p = &mut self.packets[id as usize];
-            match self.routing.route(&self.topo, router, in_port, p, &view) {
+            match self.routing.route(&self.topo, router, in_port, p, &mut view) {
                 Ok(c) => {
                     p.out_port = c.port;
                     p.out_vc = c.vc;
@@ -532,6 +559,7 @@ impl Network {
         let o = &mut self.out[up as usize];
         let t = at + o.latency;
         o.returning.push((t, vc, private, shared));
+        o.ret_min = o.ret_min.min(t);
         if o.starved {
             self.wake_at(q, up, t);
         }
@@ -642,19 +670,7 @@ impl Network {
             return None;
         }
         // Absorb credits that have arrived by now.
-        if !o.returning.is_empty() {
-            let mut i = 0;
-            while i < o.returning.len() {
-                let (t, vc, p, sh) = o.returning[i];
-                if t <= now {
-                    o.free_private[vc as usize] += p;
-                    o.free_shared += sh as u32;
-                    o.returning.swap_remove(i);
-                } else {
-                    i += 1;
-                }
-            }
-        }
+        o.absorb(now);
         let o = &self.out[oi as usize];
         let is_node = oi >= self.router_ports;
         // Pick the input queue to serve.
@@ -785,7 +801,7 @@ impl Network {
     fn starve<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, oi: u32) {
         let o = &mut self.out[oi as usize];
         o.starved = true;
-        if let Some(t) = o.returning.iter().map(|r| r.0).min() {
+        if let Some(t) = (o.ret_min != SimTime::MAX).then_some(o.ret_min) {
             self.wake_at(q, oi, t);
         }
     }
@@ -817,10 +833,11 @@ impl Network {
                     Dest::Router { .. } => {
                         o.free_private[p.out_vc as usize] as u32
                             + o.free_shared
+                            // On their way back: the VC's private credits, and shared-pool
+                            // credits whatever VC they were used by.
                             + o.returning
                                 .iter()
-                                .filter(|r| r.1 == p.out_vc)
-                                .map(|r| (r.2 + r.3) as u32)
+                                .map(|r| if r.1 == p.out_vc { (r.2 + r.3) as u32 } else { r.3 as u32 })
                                 .sum::<u32>()
                     }
                     _ => u32::MAX,
@@ -891,6 +908,7 @@ impl Network {
         }
         let t = q.now() + o.latency;
         o.returning.push((t, credits.0, credits.1, credits.2));
+        o.ret_min = o.ret_min.min(t);
         if o.starved {
             self.wake_at(q, oi, t);
         }
