@@ -91,9 +91,15 @@ struct OutPort {
     arb_at: SimTime,
     /// The last arbitration found requests but no credits: wake up when credits arrive.
     starved: bool,
+    /// Node ports: the VC whose queue round robin tries first.
     rr: u32,
-    /// Requesting input VCs with what their head packet needs here, in arrival order.
-    requests: Vec<Request>,
+    /// Router ports: requesting input queues, in arrival order, as a doubly linked list through
+    /// their queue records ([`Fifo`]: what the head packet needs here is stored there).
+    req_head: u32,
+    req_tail: u32,
+    req_len: u32,
+    /// Router ports: the request round robin tries first (NIL: the list's head).
+    rr_q: u32,
     /// Memo of the last serialisation time computed here: (packet size, time). Packet sizes
     /// repeat, and the division in `BitsPerSec::serialization` showed up in profiles.
     ser_memo: (u32, SimTime),
@@ -106,22 +112,6 @@ struct OutPort {
     /// Ejection port whose node accepts packets only into credited buffers
     /// ([`Network::set_ejection_credits`]).
     limited: bool,
-}
-
-/// A head packet's request for an output port. It carries what arbitration checks (credits
-/// needed, downstream VC, whether only private credits count), so the scan over requests reads
-/// this list alone: the callgrind profile had ~40 instructions per hop and a cache line per
-/// candidate in going from a request to its input queue to the packet.
-#[derive(Copy, Clone, Debug)]
-struct Request {
-    /// Input queue index (see [`Network::qi`]).
-    qi: u32,
-    /// Credits needed downstream (packet credits, plus the bubble when entering a ring).
-    need: u32,
-    /// Downstream VC.
-    vc: u8,
-    /// Entering a ring under bubble flow control: the shared pool does not count.
-    private_only: bool,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -262,7 +252,10 @@ impl Network {
             arb_at: SimTime::MAX,
             starved: false,
             rr: 0,
-            requests: Vec::new(),
+            req_head: NIL,
+            req_tail: NIL,
+            req_len: 0,
+            rr_q: NIL,
             ser_memo: (u32::MAX, SimTime::ZERO),
             to,
             rate,
@@ -520,12 +513,21 @@ impl Network {
                     } else {
                         credits
                     };
-                    o.requests.push(Request {
-                        qi,
-                        need,
-                        vc: c.vc,
-                        private_only,
-                    });
+                    // Append the request to the output's list (the record of queue `qi`).
+                    let tail = o.req_tail;
+                    let f = &mut self.inq.q[qi as usize];
+                    f.need = need;
+                    f.vc = c.vc;
+                    f.private_only = private_only;
+                    f.req_next = NIL;
+                    f.req_prev = tail;
+                    if tail == NIL {
+                        o.req_head = qi;
+                    } else {
+                        self.inq.q[tail as usize].req_next = qi;
+                    }
+                    o.req_tail = qi;
+                    o.req_len += 1;
                     return Some(oi);
                 }
                 Err(reason) => {
@@ -606,9 +608,9 @@ impl Network {
         }
     }
 
-    /// Can request `r` go through router output `o` now (credits, bubble)?
+    /// Can the request of queue record `r` go through router output `o` now (credits, bubble)?
     #[inline]
-    fn request_fits(o: &OutPort, r: &Request) -> bool {
+    fn request_fits(o: &OutPort, r: &Fifo) -> bool {
         match o.to {
             Dest::Router { .. } => {
                 let private = o.free_private[r.vc as usize] as u32;
@@ -624,38 +626,38 @@ impl Network {
         }
     }
 
-    /// Pick the requesting input VC of router output `o` to serve: its index in `o.requests`.
+    /// Pick the requesting input queue of router output `o` to serve: round robin from `rr_q`
+    /// over the requests in arrival order, or the oldest head packet (age).
     #[inline(always)]
-    fn pick_request(&self, o: &OutPort) -> Option<usize> {
-        let n = o.requests.len();
-        // `rr` is reset whenever `requests` shrinks, so it is always a valid index.
-        debug_assert!(n == 0 || (o.rr as usize) < n);
+    fn pick_request(&self, o: &OutPort) -> Option<u32> {
+        let recs = &self.inq.q;
         // One requester (the common case below saturation): no scan, no policy.
-        if let [r] = o.requests.as_slice() {
-            return Self::request_fits(o, r).then_some(0);
+        if o.req_len == 1 {
+            let qi = o.req_head;
+            return Self::request_fits(o, &recs[qi as usize]).then_some(qi);
         }
-        let mut chosen: Option<(usize, SimTime)> = None;
-        for k in 0..n {
-            // (rr + k) mod n without a division.
-            let mut idx = o.rr as usize + k;
-            if idx >= n {
-                idx -= n;
-            }
-            let r = &o.requests[idx];
+        let start = if o.rr_q == NIL { o.req_head } else { o.rr_q };
+        let mut cur = start;
+        let mut chosen: Option<(u32, SimTime)> = None;
+        loop {
+            let r = &recs[cur as usize];
             if Self::request_fits(o, r) {
                 match self.cfg.router.arbitration {
-                    Arbitration::RoundRobin => return Some(idx),
+                    Arbitration::RoundRobin => return Some(cur),
                     Arbitration::Age => {
-                        let id = self.inq.front(r.qi).expect("requesting queue has a head");
-                        let created = self.pkt(id).created;
+                        let created = self.pkt(r.head).created;
                         if chosen.is_none_or(|(_, t)| created < t) {
-                            chosen = Some((idx, created));
+                            chosen = Some((cur, created));
                         }
                     }
                 }
             }
+            cur = if r.req_next == NIL { o.req_head } else { r.req_next };
+            if cur == start {
+                break;
+            }
         }
-        chosen.map(|(idx, _)| idx)
+        chosen.map(|(qi, _)| qi)
     }
 
     /// Serve output `oi` if it can send now. Returns the output the served packet's successor
@@ -700,26 +702,33 @@ impl Network {
             let id = self.inq.front(base + v).expect("chosen queue has a head");
             (base + v, self.pkt(id).out_vc)
         } else {
-            if o.requests.is_empty() {
+            if o.req_len == 0 {
                 return None;
             }
-            let Some(slot) = self.pick_request(o) else {
+            let Some(qi) = self.pick_request(o) else {
                 self.starve(q, oi);
                 return None;
             };
+            // Unlink the served request; round robin resumes at the one after it.
             let o = &mut self.out[oi as usize];
-            let r = o.requests[slot];
-            // Keep the order (round robin depends on it). The lists are short (1–2 entries on
-            // the torus), so an element-by-element shift beats `copy_within`/`Vec::remove`,
-            // whose memmove call cost ~30 instructions per hop in callgrind.
-            let reqs = &mut o.requests;
-            for i in slot + 1..reqs.len() {
-                reqs[i - 1] = reqs[i];
+            let recs = &mut self.inq.q;
+            let (next, prev, vc) = {
+                let r = &recs[qi as usize];
+                (r.req_next, r.req_prev, r.vc)
+            };
+            if prev == NIL {
+                o.req_head = next;
+            } else {
+                recs[prev as usize].req_next = next;
             }
-            reqs.pop();
-            // Round robin resumes at the request after the served one.
-            o.rr = if slot < o.requests.len() { slot as u32 } else { 0 };
-            (r.qi, r.vc)
+            if next == NIL {
+                o.req_tail = prev;
+            } else {
+                recs[next as usize].req_prev = prev;
+            }
+            o.req_len -= 1;
+            o.rr_q = next;
+            (qi, vc)
         };
         let id = self.inq.pop_front(qi).expect("head");
         let o = &mut self.out[oi as usize];
@@ -788,7 +797,7 @@ impl Network {
             let base = self.node_queue(oi - self.router_ports);
             (0..self.vcs).any(|v| !self.inq.is_empty(base + v))
         } else {
-            !o.requests.is_empty()
+            o.req_len > 0
         };
         if more {
             let t = o.busy_until;
@@ -1003,11 +1012,24 @@ struct Queues {
     next: Vec<u32>,
 }
 
+/// An input queue, and its head packet's request for an output port. The request carries what
+/// arbitration checks (credits needed, downstream VC, whether only private credits count), so a
+/// scan over an output's requests reads these records alone; the records are linked per output
+/// port (no per-port heap list: one cache line less per hop).
 #[derive(Copy, Clone)]
 struct Fifo {
     head: u32,
     tail: u32,
     len: u32,
+    /// Next and previous requesting queue of the same output port (NIL: none).
+    req_next: u32,
+    req_prev: u32,
+    /// Credits needed downstream (packet credits, plus the bubble when entering a ring).
+    need: u32,
+    /// Downstream VC.
+    vc: u8,
+    /// Entering a ring under bubble flow control: the shared pool does not count.
+    private_only: bool,
 }
 
 const NIL: u32 = u32::MAX;
@@ -1019,7 +1041,12 @@ impl Queues {
                 Fifo {
                     head: NIL,
                     tail: NIL,
-                    len: 0
+                    len: 0,
+                    req_next: NIL,
+                    req_prev: NIL,
+                    need: 0,
+                    vc: 0,
+                    private_only: false,
                 };
                 n
             ],
