@@ -427,8 +427,6 @@ impl Network {
         };
         self.next_class += 1;
         self.routing.on_inject(&self.topo, &mut pkt, class)?;
-        pkt.out_vc = pkt.vc;
-        pkt.out_enters = self.routing.uses_bubble();
         let node = pkt.src;
         let rail = pkt.rail;
         let slot = match self.cfg.router.node_injection {
@@ -500,9 +498,6 @@ impl Network {
             let p = &mut self.packets[id as usize];
             match self.routing.route(&self.topo, router, in_port, p, &mut view) {
                 Ok(c) => {
-                    p.out_port = c.port;
-                    p.out_vc = c.vc;
-                    p.out_enters = c.enters_ring;
                     let credits = p.credits as u32;
                     let oi = base + c.port as u32;
                     let o = &mut self.out[oi as usize];
@@ -517,6 +512,7 @@ impl Network {
                     let tail = o.req_tail;
                     let f = &mut self.inq.q[qi as usize];
                     f.need = need;
+                    f.out_port = c.port;
                     f.vc = c.vc;
                     f.private_only = private_only;
                     f.req_next = NIL;
@@ -589,17 +585,18 @@ impl Network {
         }
     }
 
-    /// Can packet `p` go through output `o` now (credits, bubble)?
+    /// Can packet `p`, waiting in a node's injection queue, go through the node's output `o` now
+    /// (credits; under bubble flow control injection enters a ring)?
     #[inline]
     fn fits(&self, o: &OutPort, p: &Packet) -> bool {
         match o.to {
             Dest::Node if !o.limited => true,
-            Dest::Node => o.free_private[p.out_vc as usize] as u32 + o.free_shared >= p.credits as u32,
+            Dest::Node => o.free_private[p.vc as usize] as u32 + o.free_shared >= p.credits as u32,
             Dest::None => false,
             Dest::Router { .. } => {
                 let need = p.credits as u32;
-                let private = o.free_private[p.out_vc as usize] as u32;
-                if p.out_enters {
+                let private = o.free_private[p.vc as usize] as u32;
+                if self.routing.uses_bubble() {
                     private >= need + self.bubble_credits
                 } else {
                     private + o.free_shared >= need
@@ -700,7 +697,7 @@ impl Network {
             };
             self.out[oi as usize].rr = (v + 1) % n;
             let id = self.inq.front(base + v).expect("chosen queue has a head");
-            (base + v, self.pkt(id).out_vc)
+            (base + v, self.pkt(id).vc)
         } else {
             if o.req_len == 0 {
                 return None;
@@ -827,7 +824,10 @@ impl Network {
             let g = (qi >> self.vc_shift) as u32;
             let router = self.router_of_gport(g);
             let p = self.pkt(id);
-            let o = &self.out[(self.port_base[router as usize] + p.out_port as u32) as usize];
+            // The head's request (every head of a router input queue has one).
+            let r = &self.inq.q[qi];
+            let out_vc = r.vc;
+            let o = &self.out[(self.port_base[router as usize] + r.out_port as u32) as usize];
             v.push(Blocked {
                 source_node: None,
                 router,
@@ -835,18 +835,18 @@ impl Network {
                 vc: (qi & ((1 << self.vc_shift) - 1)) as u8,
                 queued: self.inq.len(qi as u32) as usize,
                 head_dst: p.dst,
-                out_port: p.out_port,
-                out_vc: p.out_vc,
-                credits_needed: p.credits as u32 + if p.out_enters { self.bubble_credits } else { 0 },
+                out_port: r.out_port,
+                out_vc,
+                credits_needed: r.need,
                 credits_free: match o.to {
                     Dest::Router { .. } => {
-                        o.free_private[p.out_vc as usize] as u32
+                        o.free_private[out_vc as usize] as u32
                             + o.free_shared
                             // On their way back: the VC's private credits, and shared-pool
                             // credits whatever VC they were used by.
                             + o.returning
                                 .iter()
-                                .map(|r| if r.1 == p.out_vc { (r.2 + r.3) as u32 } else { r.3 as u32 })
+                                .map(|r| if r.1 == out_vc { (r.2 + r.3) as u32 } else { r.3 as u32 })
                                 .sum::<u32>()
                     }
                     _ => u32::MAX,
@@ -876,7 +876,12 @@ impl Network {
                 head_dst: p.dst,
                 out_port: port,
                 out_vc: p.vc,
-                credits_needed: p.credits as u32 + if p.out_enters { self.bubble_credits } else { 0 },
+                credits_needed: p.credits as u32
+                    + if self.routing.uses_bubble() {
+                        self.bubble_credits
+                    } else {
+                        0
+                    },
                 credits_free: o.free_private[p.vc as usize] as u32 + o.free_shared,
             });
         }
@@ -1026,7 +1031,8 @@ struct Fifo {
     req_prev: u32,
     /// Credits needed downstream (packet credits, plus the bubble when entering a ring).
     need: u32,
-    /// Downstream VC.
+    /// Requested output port (of the queue's router) and downstream VC.
+    out_port: PortIdx,
     vc: u8,
     /// Entering a ring under bubble flow control: the shared pool does not count.
     private_only: bool,
@@ -1045,6 +1051,7 @@ impl Queues {
                     req_next: NIL,
                     req_prev: NIL,
                     need: 0,
+                    out_port: 0,
                     vc: 0,
                     private_only: false,
                 };

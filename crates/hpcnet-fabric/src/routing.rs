@@ -379,7 +379,7 @@ impl Routing {
                     }
                 }
             }
-            pkt.path = Some(path.into_boxed_slice());
+            pkt.path = Some(Box::new(path));
         }
         Ok(())
     }
