@@ -176,6 +176,12 @@ fn watchdog_reports_a_real_deadlock() {
     let d = rep.deadlock.as_ref().expect("deadlock detected");
     assert!(d.in_flight > 0);
     assert!(!d.blocked.is_empty());
+    // Every blocked router channel really lacks credits at the output its head requested (an
+    // output with room would have served one of its requests within the watchdog time).
+    for b in d.blocked.iter().filter(|b| b.source_node.is_none()) {
+        assert!(b.out_port < 5, "2-D torus router: 4 ring ports + 1 node port: {b:?}");
+        assert!(b.credits_needed > b.credits_free, "{b:?}");
+    }
     assert!(!rep.drained);
     // The same configuration with bubble flow control completes.
     let ok = run(&load(
