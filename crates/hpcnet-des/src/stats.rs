@@ -425,6 +425,35 @@ impl Registry {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        /// Any value lands in a bucket whose range holds it and is at most 1/512 of it wide, so
+        /// a bucketed percentile (the bucket midpoint, clamped to min..max) is within 0.1 % of
+        /// the exact one.
+        #[test]
+        fn every_value_is_in_its_bucket(v in proptest::prelude::any::<u64>()) {
+            let (lo, hi) = bucket_range(bucket_of(v));
+            proptest::prop_assert!(lo <= v && v <= hi);
+            proptest::prop_assert!((hi - lo) as f64 <= (lo as f64 / 512.0).max(0.0));
+        }
+
+        #[test]
+        fn bucketed_percentiles_stay_within_a_tenth_of_a_percent(
+            vals in proptest::collection::vec(1_000u64..1_000_000_000, 1..400),
+            p in 1.0f64..100.0,
+        ) {
+            let mut h = Histogram::default();
+            for &v in &vals {
+                h.push(v);
+            }
+            h.switch_to_buckets();
+            let mut exact = vals.clone();
+            exact.sort_unstable();
+            let want = percentile_nearest_rank(&exact, p).unwrap() as f64;
+            let got = h.percentile(p).unwrap() as f64;
+            proptest::prop_assert!((got - want).abs() <= want * 1e-3, "p{}: {} vs {}", p, got, want);
+        }
+    }
+
     #[test]
     fn buckets_invert_and_tile_the_value_range() {
         let mut next = 0u64;
