@@ -167,6 +167,7 @@ pub struct Network {
     packets: Vec<Packet>,
     free_ids: Vec<PacketId>,
     bubble_credits: u32,
+    /// Round-robin VC class of the next injection (`vc_select = "round_robin"`), in 0..251.
     next_class: u64,
     pub counters: NetCounters,
     /// Time of the last packet movement (watchdog).
@@ -421,11 +422,13 @@ impl Network {
         let unit = self.cfg.router.credit_unit.0;
         pkt.credits = (pkt.size as u64).div_ceil(unit) as u16;
         let class = match self.cfg.router.vc_select {
-            crate::config::VcSelect::RoundRobin => (self.next_class % 251) as u8,
+            crate::config::VcSelect::RoundRobin => self.next_class as u8,
             crate::config::VcSelect::Destination => (pkt.dst % self.routing.classes().max(1) as u32) as u8,
             crate::config::VcSelect::Packet => pkt.class,
         };
-        self.next_class += 1;
+        // Injections modulo 251 (a prime, so classes spread over any VC count), counted without
+        // a division per packet.
+        self.next_class = if self.next_class == 250 { 0 } else { self.next_class + 1 };
         self.routing.on_inject(&self.topo, &mut pkt, class)?;
         let node = pkt.src;
         let rail = pkt.rail;
