@@ -97,7 +97,6 @@ struct OutPort {
     /// their queue records ([`Fifo`]: what the head packet needs here is stored there).
     req_head: u32,
     req_tail: u32,
-    req_len: u32,
     /// Router ports: the request round robin tries first (NIL: the list's head).
     rr_q: u32,
     /// Memo of the last serialisation time computed here: (packet size, time). Packet sizes
@@ -255,7 +254,6 @@ impl Network {
             rr: 0,
             req_head: NIL,
             req_tail: NIL,
-            req_len: 0,
             rr_q: NIL,
             ser_memo: (u32::MAX, SimTime::ZERO),
             to,
@@ -526,7 +524,6 @@ impl Network {
                         self.inq.q[tail as usize].req_next = qi;
                     }
                     o.req_tail = qi;
-                    o.req_len += 1;
                     return Some(oi);
                 }
                 Err(reason) => {
@@ -631,8 +628,9 @@ impl Network {
     #[inline(always)]
     fn pick_request(&self, o: &OutPort) -> Option<u32> {
         let recs = &self.inq.q;
-        // One requester (the common case below saturation): no scan, no policy.
-        if o.req_len == 1 {
+        // One requester (the common case below saturation; the caller checked the list is not
+        // empty): no scan, no policy.
+        if o.req_head == o.req_tail {
             let qi = o.req_head;
             return Self::request_fits(o, &recs[qi as usize]).then_some(qi);
         }
@@ -702,7 +700,7 @@ impl Network {
             let id = self.inq.front(base + v).expect("chosen queue has a head");
             (base + v, self.pkt(id).vc)
         } else {
-            if o.req_len == 0 {
+            if o.req_head == NIL {
                 return None;
             }
             let Some(qi) = self.pick_request(o) else {
@@ -726,7 +724,6 @@ impl Network {
             } else {
                 recs[next as usize].req_prev = prev;
             }
-            o.req_len -= 1;
             o.rr_q = next;
             (qi, vc)
         };
@@ -797,7 +794,7 @@ impl Network {
             let base = self.node_queue(oi - self.router_ports);
             (0..self.vcs).any(|v| !self.inq.is_empty(base + v))
         } else {
-            o.req_len > 0
+            o.req_head != NIL
         };
         if more {
             let t = o.busy_until;
