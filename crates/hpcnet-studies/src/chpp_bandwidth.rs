@@ -14,6 +14,7 @@
 //! FIFO depth), written here on the verbs API as `p2p::stream` is for RDMA writes; bandwidth =
 //! bytes / (last completion − first post). PUTs are real cHPP PUTs (`post_put`), not RDMA writes.
 
+use crate::chpp::Prim;
 use crate::plot::{Figure, Mark, Series, Style};
 use crate::report::fmt_num;
 use crate::{Ctx, Row, Study, StudyError, StudyReport};
@@ -87,31 +88,8 @@ fn mtu_overrides(base: &Scenario, mtu: u64, tags: u32, host_fixed: bool) -> Vec<
     o
 }
 
-/// The primitives of the payload sweep.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-enum Prim {
-    Put,
-    Get,
-    NapImm,
-    NapInd,
-}
-
+/// The primitives of the payload sweep, in the order the study lists them.
 const PRIMS: [Prim; 4] = [Prim::Put, Prim::Get, Prim::NapImm, Prim::NapInd];
-
-impl Prim {
-    fn name(self) -> &'static str {
-        match self {
-            Prim::Put => "PUT",
-            Prim::Get => "GET",
-            Prim::NapImm => "NAP-imm",
-            Prim::NapInd => "NAP-ind",
-        }
-    }
-
-    fn is_nap(self) -> bool {
-        matches!(self, Prim::NapImm | Prim::NapInd)
-    }
-}
 
 /// Streams `count` messages of `size` bytes of primitive `p` from rank 0 to rank 1 (for GET:
 /// rank 0 fetches from rank 1) with `window` in flight; returns payload GB/s.
@@ -237,13 +215,7 @@ fn run_job(base: &Scenario, job: &Job) -> Result<f64, StudyError> {
         }
         Job::Stream { p, size, count } => stream_prim(base.world()?, p, size, WINDOW, count),
         Job::Single { p, size } => {
-            let op = match p {
-                Prim::Put => LatencyOp::Put,
-                Prim::Get => LatencyOp::Get,
-                Prim::NapImm => LatencyOp::NapImmediate,
-                Prim::NapInd => LatencyOp::NapIndirect,
-            };
-            let t = op_latency(base.world()?, 0, 1, op, size);
+            let t = op_latency(base.world()?, 0, 1, p.op(), size);
             Ok(size as f64 / t.as_secs_f64() / 1e9)
         }
         Job::Write { size, count } => {

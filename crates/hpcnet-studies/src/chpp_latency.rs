@@ -10,10 +10,11 @@
 //! The PUT/GET sizes printed as 10284, 51036 and 262116 B are judged at 16 KiB, 64 KiB and
 //! 256 KiB (a written choice, see the discrepancies); the sizes as printed are information rows.
 
+use crate::chpp::Prim;
 use crate::plot::{Figure, Series, Style};
 use crate::report::fmt_num;
 use crate::{Ctx, Row, Study, StudyError, StudyReport};
-use hpcnet_workloads::p2p::{op_latency, LatencyOp};
+use hpcnet_workloads::p2p::op_latency;
 use hpcnet_workloads::Scenario;
 
 const SCENARIO_TOML: &str = include_str!("../../../scenarios/chpp-pair.toml");
@@ -57,48 +58,21 @@ fn judged_size(printed: u64) -> u64 {
 
 pub struct ChppLatency;
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-enum Prim {
-    NapImm,
-    NapInd,
-    Put,
-    Get,
-}
-
 const PRIMS: [Prim; 4] = [Prim::NapImm, Prim::NapInd, Prim::Put, Prim::Get];
 
-impl Prim {
-    fn name(self) -> &'static str {
-        match self {
-            Prim::NapImm => "NAP-imm",
-            Prim::NapInd => "NAP-ind",
-            Prim::Put => "PUT",
-            Prim::Get => "GET",
-        }
+/// The published column of `p`, µs at each of `SIZES`.
+fn paper(p: Prim) -> &'static [f64] {
+    match p {
+        Prim::NapImm => &PAPER_NAP_IMM,
+        Prim::NapInd => &PAPER_NAP_IND,
+        Prim::Put => &PAPER_PUT,
+        Prim::Get => &PAPER_GET,
     }
+}
 
-    fn op(self) -> LatencyOp {
-        match self {
-            Prim::NapImm => LatencyOp::NapImmediate,
-            Prim::NapInd => LatencyOp::NapIndirect,
-            Prim::Put => LatencyOp::Put,
-            Prim::Get => LatencyOp::Get,
-        }
-    }
-
-    fn paper(self) -> &'static [f64] {
-        match self {
-            Prim::NapImm => &PAPER_NAP_IMM,
-            Prim::NapInd => &PAPER_NAP_IND,
-            Prim::Put => &PAPER_PUT,
-            Prim::Get => &PAPER_GET,
-        }
-    }
-
-    /// (size, published µs) of the table's column.
-    fn points(self) -> impl Iterator<Item = (u64, f64)> {
-        SIZES.iter().copied().zip(self.paper().iter().copied())
-    }
+/// (size, published µs) of `p`'s column.
+fn points(p: Prim) -> impl Iterator<Item = (u64, f64)> {
+    SIZES.iter().copied().zip(paper(p).iter().copied())
 }
 
 fn load() -> Result<Scenario, StudyError> {
@@ -147,7 +121,7 @@ impl Study for ChppLatency {
         // sizes as printed (information).
         let mut jobs: Vec<(Prim, u64)> = Vec::new();
         for p in PRIMS {
-            for (printed, _) in p.points() {
+            for (printed, _) in points(p) {
                 let size = judged_size(printed);
                 if size <= max {
                     jobs.push((p, size));
@@ -170,11 +144,11 @@ impl Study for ChppLatency {
                 .find(|((q, s), _)| *q == p && *s == size)
                 .map(|(_, &t)| t)
         };
-        let paper = |p: Prim, printed: u64| p.points().find(|&(s, _)| s == printed).map(|x| x.1);
+        let paper = |p: Prim, printed: u64| points(p).find(|&(s, _)| s == printed).map(|x| x.1);
 
         let mut rows = Vec::new();
         for p in PRIMS {
-            for (printed, published) in p.points() {
+            for (printed, published) in points(p) {
                 let Some(t) = model(p, judged_size(printed)) else {
                     continue;
                 };
@@ -391,7 +365,7 @@ fn figures(model: &dyn Fn(Prim, u64) -> Option<f64>) -> Vec<Figure> {
         for (c, p) in PRIMS.into_iter().enumerate() {
             let pts = |f: &dyn Fn(u64, f64) -> Option<f64>| -> Vec<(f64, f64)> {
                 // Published entries at the sizes they are judged at.
-                p.points()
+                points(p)
                     .map(|(s, paper)| (judged_size(s), paper))
                     .filter(|&(s, _)| !small || s <= 4096)
                     .filter_map(|(s, paper)| {
@@ -442,8 +416,8 @@ mod tests {
     fn table_is_complete() {
         assert_eq!(PAPER_PUT.len(), SIZES.len());
         assert_eq!(PAPER_GET.len(), SIZES.len());
-        assert_eq!(Prim::NapImm.points().count(), 5);
-        assert_eq!(Prim::NapImm.points().last().unwrap().0, 2048);
+        assert_eq!(points(Prim::NapImm).count(), 5);
+        assert_eq!(points(Prim::NapImm).last().unwrap().0, 2048);
         // The published large-size increments are 3.84 µs × 4^k (the basis of the corrected sizes).
         let put: Vec<f64> = PAPER_PUT[5..].to_vec();
         for (k, w) in put.windows(2).enumerate() {

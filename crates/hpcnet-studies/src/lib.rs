@@ -34,6 +34,7 @@
 //! assert!(all().iter().any(|s| s.name() == "chpp-crossbar"));
 //! ```
 
+mod chpp;
 pub mod chpp_bandwidth;
 pub mod chpp_crossbar;
 pub mod chpp_latency;
