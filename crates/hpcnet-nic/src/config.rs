@@ -113,10 +113,16 @@ impl HostConfig {
         self.link_rate().scaled(m, m + self.tlp_overhead.0)
     }
 
-    /// Payload rate of DMA reads (memory → NIC): completions of `max_payload`, and at most
-    /// `read_tags` requests of `read_request` bytes outstanding per read round trip.
+    /// Size of the completions DMA reads return: a read request's data, split at `max_payload`.
+    pub fn completion_size(&self) -> Bytes {
+        Bytes(self.read_request.0.min(self.max_payload.0).max(1))
+    }
+
+    /// Payload rate of DMA reads (memory → NIC): completions of `completion_size` plus overhead,
+    /// and at most `read_tags` requests of `read_request` bytes outstanding per read round trip.
     pub fn read_rate(&self) -> BitsPerSec {
-        let wire = self.write_rate();
+        let c = self.completion_size().0;
+        let wire = self.link_rate().scaled(c, c + self.tlp_overhead.0);
         let per_rtt = self.read_tags as u64 * self.read_request.0 * 8;
         let tag_limit = BitsPerSec((per_rtt as u128 * 1_000_000_000_000 / self.read_latency.0.max(1) as u128) as u64);
         wire.min(tag_limit)
@@ -402,7 +408,21 @@ mod tests {
         };
         assert_eq!(c.link_rate().0, 32_000_000_000);
         // Tag-limited reads: 1 tag of 512 B per 200 ns = 20.48 Gb/s.
-        let t = HostConfig { read_tags: 1, ..h };
+        let t = HostConfig {
+            read_tags: 1,
+            ..h.clone()
+        };
         assert_eq!(t.read_rate().0, 20_480_000_000);
+        // Reads return completions of the read request split at the max payload: 512 B requests
+        // come back as 256 B completions, 64 B requests as 64 B completions (x 64/88).
+        assert_eq!(h.completion_size().0, 256);
+        assert_eq!(h.read_rate(), h.write_rate());
+        let small = HostConfig {
+            read_request: Bytes(64),
+            read_tags: 256,
+            ..c
+        };
+        assert_eq!(small.completion_size().0, 64);
+        assert_eq!(small.read_rate().0, 32_000_000_000 * 64 / 88);
     }
 }
