@@ -94,6 +94,8 @@ pub enum VerbsError {
         len: u64,
         size: u64,
     },
+    #[error("post_write: reply word on rank {word}, but the write goes to rank {target}")]
+    ReplyWordRank { word: Rank, target: Rank },
 }
 
 /// The machine: the world plus the executor running rank programs.
@@ -447,7 +449,7 @@ pub struct WriteWr {
     wr_id: u64,
     signaled: bool,
     notify: Option<CqId>,
-    reply_word: Option<u64>,
+    reply_word: Option<RemoteBuf>,
     local_completion: bool,
 }
 
@@ -487,8 +489,10 @@ impl WriteWr {
     }
 
     /// RDMAW-with-reply-word: the target increments the u64 at `word` when the data has landed.
+    /// The word must be on the write's target rank; its key is checked there with the data's
+    /// (a bad key or address refuses the whole write: nothing written, nothing incremented).
     pub fn reply_word(mut self, word: RemoteBuf) -> Self {
-        self.reply_word = Some(word.addr);
+        self.reply_word = Some(word);
         self
     }
 }
@@ -535,13 +539,19 @@ impl Qp {
     pub fn post_write(&self, wr: WriteWr) -> Result<(), VerbsError> {
         self.ctx.own(&wr.local, "post_write", wr.offset, wr.len)?;
         self.target("post_write", wr.remote.rank)?;
+        if let Some(w) = wr.reply_word.filter(|w| w.rank != wr.remote.rank) {
+            return Err(VerbsError::ReplyWordRank {
+                word: w.rank,
+                target: wr.remote.rank,
+            });
+        }
         let op = Op::Write {
             local: wr.local.addr + wr.offset,
             len: wr.len,
             remote: wr.remote.addr,
             rkey: wr.remote.rkey,
             notify_cq: wr.notify,
-            reply_word: wr.reply_word,
+            reply_word: wr.reply_word.map(|w| (w.addr, w.rkey)),
         };
         self.post_with(wr.remote.rank, op, wr.wr_id, wr.signaled, wr.local_completion)
     }

@@ -340,6 +340,85 @@ fn wrong_key_or_range_is_refused_and_nothing_is_written() {
 }
 
 #[test]
+fn reply_words_puts_gets_and_fsms_check_keys_and_forged_addresses_are_refused() {
+    use hpcnet_msg::verbs::{RemoteBuf, RemoteSeg, Sge};
+    let mut m = Machine::new(torus_world(NicConfig::default()));
+    let (a, b) = (m.context(2), m.context(3));
+    let src = a.reg_mr(512);
+    let back = a.reg_mr(512);
+    let dst = b.reg_mr(512);
+    let word = b.reg_mr(8);
+    a.write_local(&src, 0, &[0xAB; 512]).unwrap();
+    b.write_local(&dst, 0, &[0x11; 512]).unwrap();
+    let cq = a.create_cq();
+    let qp = a.create_qp(&cq, 3);
+    let good = dst.remote(0);
+    let bad = RemoteBuf {
+        rkey: dst.rkey ^ 1,
+        ..good
+    };
+    let bad_word = RemoteBuf {
+        rkey: word.rkey ^ 1,
+        ..word.remote(0)
+    };
+    let forged = RemoteBuf {
+        addr: u64::MAX - 10,
+        ..good
+    };
+    // A reply word must be on the write's target.
+    let elsewhere = RemoteBuf {
+        rank: 5,
+        ..word.remote(0)
+    };
+    assert!(matches!(
+        qp.post_write(WriteWr::new(&src, 0, 64, good).reply_word(elsewhere)),
+        Err(VerbsError::ReplyWordRank { word: 5, target: 3 })
+    ));
+    let results = Rc::new(RefCell::new(Vec::new()));
+    let r2 = results.clone();
+    let (s2, k2) = (src.clone(), back.clone());
+    let word_forged = RemoteBuf {
+        addr: u64::MAX - 3,
+        ..word.remote(0)
+    };
+    m.spawn(async move {
+        let one = |mr, len| [Sge { mr, offset: 0, len }];
+        qp.post_write(WriteWr::new(&s2, 0, 64, good).reply_word(bad_word).wr_id(1))
+            .unwrap();
+        qp.post_write(WriteWr::new(&s2, 0, 64, good).reply_word(word_forged).wr_id(2))
+            .unwrap();
+        qp.post_write(WriteWr::new(&s2, 0, 64, forged).wr_id(3)).unwrap();
+        qp.post_put(&one(&s2, 256), &[RemoteSeg { buf: bad, len: 256 }], None, 4)
+            .unwrap();
+        qp.post_get(&one(&k2, 256), &[RemoteSeg { buf: bad, len: 256 }], 5)
+            .unwrap();
+        qp.post_fsm(&one(&s2, 32), bad, 6).unwrap();
+        qp.post_put(&one(&s2, 16), &[RemoteSeg { buf: forged, len: 16 }], None, 7)
+            .unwrap();
+        for _ in 0..7 {
+            let c = cq.next().await;
+            r2.borrow_mut().push((c.wr_id, c.status));
+        }
+    });
+    let end = m.run();
+    assert_eq!(end.stuck_tasks, 0);
+    let mut r = results.borrow().clone();
+    r.sort_by_key(|x| x.0);
+    let bad_key = |s: &CqeStatus| matches!(s, CqeStatus::RemoteAccess(MemoryError::BadKey { .. }));
+    let out_of_range = |s: &CqeStatus| matches!(s, CqeStatus::RemoteAccess(MemoryError::OutOfRange { .. }));
+    assert!(bad_key(&r[0].1), "{r:?}");
+    assert!(out_of_range(&r[1].1), "{r:?}");
+    assert!(out_of_range(&r[2].1), "{r:?}");
+    assert!(bad_key(&r[3].1) && bad_key(&r[4].1) && bad_key(&r[5].1), "{r:?}");
+    assert!(out_of_range(&r[6].1), "{r:?}");
+    // Nothing was written anywhere: the target's data, its reply word and the GET's buffer.
+    assert!(b.read_local(&dst, 0, 512).unwrap().iter().all(|&x| x == 0x11));
+    assert_eq!(b.read_u64(&word, 0).unwrap(), 0);
+    assert!(a.read_local(&back, 0, 512).unwrap().iter().all(|&x| x == 0));
+    assert_eq!(m.world().counters.refused, 7);
+}
+
+#[test]
 fn adaptive_rails_deliver_out_of_order_and_reassemble() {
     let nic = NicConfig {
         port_select: PortSelect::Adaptive,
@@ -625,8 +704,16 @@ fn naps_land_in_pool_buffers_and_always_complete() {
     let (a, b) = (m.context(3), m.context(12));
     let src = a.reg_mr(4096);
     a.write_local(&src, 0, &pattern(4096, 8)).unwrap();
-    let pool = b.reg_mr(2 * 2048);
+    let pool = b.reg_mr(2 * 2048 + 64);
     let rcq = b.create_cq();
+    // Pool buffers are 2 KB aligned (spec 02).
+    assert!(matches!(
+        b.post_nap_buffers(&pool, 64, 2, &rcq),
+        Err(VerbsError::Post(hpcnet_nic::world::PostError::NapPoolAlignment {
+            size: 2048,
+            ..
+        }))
+    ));
     b.post_nap_buffers(&pool, 0, 2, &rcq).unwrap();
     let cq = a.create_cq();
     let qp = a.create_qp(&cq, 12);
@@ -660,7 +747,7 @@ fn naps_land_in_pool_buffers_and_always_complete() {
             pattern(4096, 8)[100..2148].to_vec()
         );
         assert_ne!(r1.addr, r2.addr);
-        assert_eq!(r1.addr % 2048, r2.addr % 2048);
+        assert_eq!((r1.addr % 2048, r2.addr % 2048), (0, 0));
     });
     assert_eq!(m.run().stuck_tasks, 0);
 }

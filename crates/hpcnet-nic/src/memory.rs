@@ -1,7 +1,7 @@
 //! Host memory of one node: registered regions with real bytes and protection keys.
 //!
 //! Addresses are per node. [`Memory::register`] allocates a region at the next free address
-//! (64-byte aligned) and returns it with its key; the NIC checks, for every remote access, that
+//! (page aligned: 4 KiB, like a registered buffer) and returns it with its key; the NIC checks, for every remote access, that
 //! the whole range lies inside one region and that the packet's key matches (Sunway memory
 //! keys, cHPP QP Magic). A failed check writes nothing.
 
@@ -33,6 +33,8 @@ pub struct Memory {
 }
 
 const BASE: u64 = 0x1000_0000;
+/// Region alignment.
+pub const PAGE: u64 = 4096;
 
 impl Memory {
     pub fn new(node: u32) -> Self {
@@ -47,7 +49,8 @@ impl Memory {
     /// Register `len` zeroed bytes; returns (address, key).
     pub fn register(&mut self, len: u64) -> (u64, u32) {
         let addr = self.next_addr;
-        self.next_addr += len.max(1).div_ceil(64) * 64 + 64;
+        // One guard page between regions, so an overrun never lands in the next region.
+        self.next_addr += len.max(1).div_ceil(PAGE) * PAGE + PAGE;
         self.next_key = self.next_key.wrapping_add(1);
         self.regions.push(Region {
             addr,
@@ -63,7 +66,9 @@ impl Memory {
         let bad = MemoryError::OutOfRange { addr, len };
         let r = i.checked_sub(1).ok_or(bad.clone())?;
         let reg = &self.regions[r];
-        if addr + len > reg.addr + reg.data.len() as u64 {
+        // `addr + len` may wrap for a forged remote address: compare offsets instead.
+        let off = addr - reg.addr;
+        if len > reg.data.len() as u64 || off > reg.data.len() as u64 - len {
             return Err(bad);
         }
         Ok(r)
@@ -113,6 +118,7 @@ mod tests {
         let (a, ka) = m.register(100);
         let (b, kb) = m.register(10);
         assert!(b > a + 100);
+        assert_eq!((a % PAGE, b % PAGE), (0, 0));
         assert_ne!(ka, kb);
         m.write(a + 10, &[1, 2, 3]).unwrap();
         assert_eq!(m.read(a + 10, 3).unwrap(), &[1, 2, 3]);
@@ -124,5 +130,10 @@ mod tests {
             .unwrap();
         assert_eq!(m.fetch_add_u64(b, 5).unwrap(), 7);
         assert_eq!(m.read(b, 8).unwrap(), &12u64.to_le_bytes());
+        // Forged addresses and lengths near u64::MAX are out of range, not an overflow.
+        assert!(m.check(u64::MAX - 10, 8, kb).is_err());
+        assert!(m.check(b, u64::MAX, kb).is_err());
+        assert!(m.check(b + 4, u64::MAX - 2, kb).is_err());
+        assert!(m.write(u64::MAX - 3, &[1, 2, 3, 4]).is_err());
     }
 }

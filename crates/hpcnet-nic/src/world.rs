@@ -78,8 +78,9 @@ pub enum Op {
         rkey: u32,
         /// Queue a notification on the target's `notify_cq` when the data has landed.
         notify_cq: Option<CqId>,
-        /// Increment the u64 at this target address when the data has landed (reply word).
-        reply_word: Option<u64>,
+        /// Increment the u64 at this target address, protected by this key, when the data has
+        /// landed (reply word). A bad address or key refuses the whole write.
+        reply_word: Option<(u64, u32)>,
     },
     /// RDMA read of `len` bytes from `remote` at the target into local `local`.
     Read {
@@ -442,6 +443,8 @@ pub enum PostError {
     BadRail { rail: u8, rails: u8 },
     #[error("Chain-DMA lists move {local} bytes locally but {remote} bytes remotely; the totals must match")]
     LengthMismatch { local: u64, remote: u64 },
+    #[error("NAP pool buffers must be aligned to their {size} bytes (spec 02), got address {addr:#x}")]
+    NapPoolAlignment { addr: u64, size: u64 },
     #[error("a NAP carries at most {max} bytes, asked for {len}")]
     NapTooLarge { len: u64, max: u64 },
     #[error("receive queue {0} does not exist at the target")]
@@ -598,6 +601,9 @@ impl World {
             return Err(PostError::BadCq(cq));
         }
         let size = self.cfg.nap_buffer.0;
+        if !addr.is_multiple_of(size) {
+            return Err(PostError::NapPoolAlignment { addr, size });
+        }
         self.mem[rank as usize]
             .read(addr, size * count)
             .map_err(PostError::Local)?;
@@ -1491,6 +1497,15 @@ impl World {
                 return CqeStatus::RemoteAccess(e);
             }
         }
+        if let Op::Write {
+            reply_word: Some((a, key)),
+            ..
+        } = m.req.op
+        {
+            if let Err(e) = self.mem[node as usize].check(a, 8, key) {
+                return CqeStatus::RemoteAccess(e);
+            }
+        }
         CqeStatus::Ok
     }
 
@@ -1547,9 +1562,10 @@ impl World {
                 Op::Write {
                     reply_word, notify_cq, ..
                 } => {
-                    if let Some(a) = reply_word {
-                        // A reply word outside registered memory is ignored (nothing to increment).
-                        let _ = self.mem[m.req.dst as usize].fetch_add_u64(*a, 1);
+                    if let Some((a, _)) = reply_word {
+                        self.mem[m.req.dst as usize]
+                            .fetch_add_u64(*a, 1)
+                            .expect("reply word checked when the write was accepted");
                     }
                     if let Some(cq) = notify_cq {
                         self.push_cqe(*cq, notify(m.req.wr_id, CqeKind::Notify, 0));

@@ -7,7 +7,9 @@
 
 use crate::traffic::TrafficConfig;
 use hpcnet_des::SimTime;
-use hpcnet_fabric::config::{FaultConfig, LinkConfig, LinkOverride, PacketConfig, RouterConfig, RoutingConfig};
+use hpcnet_fabric::config::{
+    FaultConfig, LinkConfig, LinkOverride, PacketConfig, RouterConfig, RoutingConfig, VcSelect,
+};
 use hpcnet_fabric::topology::{
     build, DragonflyConfig, FatTreeConfig, GeneralizedFatTreeConfig, GridConfig, HypercubeConfig, LeafSpineConfig,
     Topology, TopologyConfig,
@@ -275,6 +277,24 @@ impl Scenario {
             .map_err(|(k, r)| ScenarioError::new(file, k, r))?;
         let nic = parsed.nic.clone().unwrap_or_default();
         nic.validate().map_err(|(k, r)| ScenarioError::new(file, k, r))?;
+        if nic.get_vc.is_some() && fabric.router.vc_select != VcSelect::Packet {
+            return Err(ScenarioError::new(
+                file,
+                "nic.get_vc",
+                "needs router.vc_select = \"packet\" (otherwise the fabric chooses every packet's VC)",
+            ));
+        }
+        if let Some(b) = nic.rx_buffer {
+            let packet = fabric.packet.header.0 + fabric.packet.max_payload.0;
+            let unit = fabric.router.credit_unit.0.max(1);
+            if b.0.div_ceil(unit) < packet.div_ceil(unit) {
+                return Err(ScenarioError::new(
+                    file,
+                    "nic.rx_buffer",
+                    format!("{b} cannot hold one maximum-size packet ({packet} B: packet.header + packet.max_payload)"),
+                ));
+            }
+        }
         let sim = &parsed.sim;
         if sim.measure == SimTime::ZERO {
             return Err(ScenarioError::new(file, "sim.measure", "must be longer than 0"));
@@ -310,6 +330,19 @@ impl Scenario {
     pub fn world(&self) -> Result<World, ScenarioError> {
         let net = Network::new(self.topology.clone(), self.fabric.clone())
             .map_err(|e| ScenarioError::new(&self.source, e.key, e.reason))?;
+        if let Some(c) = self.nic.get_vc {
+            let classes = net.routing.classes();
+            if c >= classes {
+                return Err(ScenarioError::new(
+                    &self.source,
+                    "nic.get_vc",
+                    format!(
+                        "is {c}, but the routing leaves VC classes 0 to {} for the NIC to choose",
+                        classes - 1
+                    ),
+                ));
+            }
+        }
         Ok(World::new(net, self.nic.clone()))
     }
 
@@ -634,6 +667,34 @@ private_credits = 16
         assert_eq!(e.key, "sim");
         let e = err(MINI, &["sim.measure=\"0 s\""]);
         assert_eq!(e.key, "sim.measure");
+    }
+
+    #[test]
+    fn nic_settings_are_checked_against_the_fabric() {
+        // A GET class needs the NIC to choose VCs, and 2 VCs give at most 2 classes.
+        let e = err(MINI, &["nic.get_vc=1"]);
+        assert_eq!(e.key, "nic.get_vc");
+        assert!(e.reason.contains("vc_select"), "{}", e.reason);
+        let sc = Scenario::from_str_named(
+            MINI,
+            "x.toml",
+            "x",
+            &["router.vc_select=\"packet\"".into(), "nic.get_vc=9".into()],
+        )
+        .unwrap();
+        let e = sc.world().map(|_| ()).expect_err("class 9 of 2 VCs");
+        assert_eq!(e.key, "nic.get_vc");
+        assert!(e.reason.contains("is 9"), "{}", e.reason);
+        // A receive buffer must hold one maximum-size packet (header + max payload).
+        let e = err(MINI, &["nic.rx_buffer=\"64 B\""]);
+        assert_eq!(e.key, "nic.rx_buffer");
+        assert!(e.reason.contains("one maximum-size packet"), "{}", e.reason);
+        let mtu = Scenario::from_str_named(MINI, "x.toml", "x", &[])
+            .unwrap()
+            .fabric
+            .packet;
+        let fits = format!("nic.rx_buffer=\"{} B\"", mtu.header.0 + mtu.max_payload.0);
+        assert!(Scenario::from_str_named(MINI, "x.toml", "x", &[fits]).is_ok());
     }
 
     #[test]
