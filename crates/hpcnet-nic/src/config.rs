@@ -257,6 +257,12 @@ pub struct NicConfig {
     /// How an engine chooses between functions with work (default "round_robin").
     #[serde(default)]
     pub function_arbitration: FunctionArbitration,
+    /// Send queues (Sunway "virtual interfaces", up to 128) per function and engine: queue pair
+    /// `q` (on engine `q mod engines`) posts into queue `(q / engines) mod virtual_interfaces`, and the engine serves the queues with
+    /// work in `function_arbitration` order (round robin by default). 1 (the default): one FIFO
+    /// per function, messages served in posting order.
+    #[serde(default = "d_virtual_interfaces")]
+    pub virtual_interfaces: u32,
     /// Receive buffer per VC at the NIC's network port; the NIC returns the space when it has
     /// consumed a packet (written it to memory, or handed a GET to its send engine). Unset:
     /// the NIC always accepts packets (ejection never blocks).
@@ -280,6 +286,9 @@ pub struct NicConfig {
 }
 
 fn d_functions() -> u32 {
+    1
+}
+fn d_virtual_interfaces() -> u32 {
     1
 }
 
@@ -322,6 +331,7 @@ impl Default for NicConfig {
             functions: d_functions(),
             doorbell_fifo: 0,
             function_arbitration: FunctionArbitration::RoundRobin,
+            virtual_interfaces: d_virtual_interfaces(),
             rx_buffer: None,
             tx_queue: 0,
             get_queue: 0,
@@ -347,6 +357,12 @@ impl NicConfig {
         }
         if self.hosts == 0 || self.hosts > 64 {
             return Err(("nic.hosts".into(), format!("must be 1 to 64, got {}", self.hosts)));
+        }
+        if self.virtual_interfaces == 0 || self.virtual_interfaces > 1024 {
+            return Err((
+                "nic.virtual_interfaces".into(),
+                format!("must be 1 to 1024, got {}", self.virtual_interfaces),
+            ));
         }
         if self.functions == 0 || self.functions > 256 {
             return Err((

@@ -330,7 +330,8 @@ struct Msg {
 
 #[derive(Clone, Debug, Default)]
 struct Engine {
-    /// Per-function doorbell FIFOs, arbitrated by `nic.function_arbitration`.
+    /// Send queues: per function, `nic.virtual_interfaces` FIFOs (queue pair mod that count),
+    /// arbitrated by `nic.function_arbitration`.
     queues: Vec<VecDeque<u32>>,
     /// Write-backs of reads/GETs (driven by request packets).
     internal: VecDeque<u32>,
@@ -473,7 +474,7 @@ impl World {
             .map(|_| Nic {
                 engines: vec![
                     Engine {
-                        queues: vec![VecDeque::new(); cfg.functions.max(1) as usize],
+                        queues: vec![VecDeque::new(); (cfg.functions.max(1) * cfg.virtual_interfaces.max(1)) as usize],
                         ..Engine::default()
                     };
                     cfg.engines as usize
@@ -857,7 +858,11 @@ impl World {
                 };
                 let (f, fast) = {
                     let r = &self.msg(msg).req;
-                    (r.function as usize, r.fast)
+                    let vis = self.cfg.virtual_interfaces.max(1);
+                    // Queue pairs alternate over engines first (`qp % engines`), then over an
+                    // engine's virtual interfaces.
+                    let vi = (r.qp / self.cfg.engines.max(1)) % vis;
+                    ((r.function as u32 * vis + vi) as usize, r.fast)
                 };
                 let e = &mut self.nics[(node / self.hosts) as usize].engines[engine as usize];
                 if fast {
@@ -903,13 +908,13 @@ impl World {
         }
     }
 
-    /// The engine's next message: write-backs first, then the functions' FIFOs.
+    /// The engine's next message: fast messages first, then the send queues and write-backs.
     fn next_message(e: &mut Engine, arb: FunctionArbitration) -> Option<u32> {
         if let Some(id) = e.fast.pop_front() {
             return Some(id);
         }
-        // Sources: the functions' doorbell FIFOs 0..n and, as source n, the write-backs handed
-        // over by the receive side. Round robin treats them alike (host work and GET service
+        // Sources: the send queues 0..n (function-major, then virtual interface) and, as source
+        // n, the write-backs handed over by the receive side. Round robin treats them alike (host work and GET service
         // alternate); priority serves write-backs first, then functions in order.
         let n = e.queues.len();
         let has = |e: &Engine, s: usize| {
