@@ -295,6 +295,13 @@ impl Context {
         Ok(Rq { id, ctx: self.clone() })
     }
 
+    /// A shared receive queue (ibverbs `ibv_create_srq`): the same object as [`Self::create_rq`],
+    /// named for programs that share one receive queue among all their queue pairs, e.g. the
+    /// receive side of a reliable-datagram queue pair serving every peer.
+    pub fn create_srq(&self, cq: &Cq) -> Result<Rq, VerbsError> {
+        self.create_rq(cq)
+    }
+
     /// Pre-post `count` NAP receive buffers (each `nic.nap_buffer` bytes) from `mr` at `offset`;
     /// received NAPs complete on `cq` with the buffer's address (cHPP).
     pub fn post_nap_buffers(&self, mr: &Mr, offset: u64, count: u64, cq: &Cq) -> Result<(), VerbsError> {

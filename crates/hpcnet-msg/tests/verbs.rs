@@ -986,7 +986,7 @@ fn queue_messages_fill_posted_buffers_reliably_or_not() {
     c.write_local(&sc, 0, &pattern(512, 2)).unwrap();
     // One shared receive queue at b serves both senders (SRQ), with three buffers.
     let rcq = b.create_cq();
-    let srq = b.create_rq(&rcq).unwrap();
+    let srq = b.create_srq(&rcq).unwrap();
     let bufs = b.reg_mr(3 * 256);
     for i in 0..3 {
         srq.post_recv(&bufs, i * 256, 256, 100 + i).unwrap();
