@@ -5,15 +5,26 @@
 //! delivered packet), events per second, peak memory. Not a test: numbers depend on the machine.
 
 use crate::{Common, Failure};
+use hpcnet_workloads::msgload::{random_writes, MsgLoad};
 use hpcnet_workloads::synthetic::{run_synthetic, RunOptions};
 use hpcnet_workloads::Scenario;
 use serde::{Deserialize, Serialize};
 
-/// A bench case: an embedded scenario plus overrides.
+/// A bench case: an embedded scenario plus overrides, and what runs on it.
 struct Case {
     name: &'static str,
     text: &'static str,
     set: &'static [&'static str],
+    load: Load,
+}
+
+/// What a bench case runs.
+enum Load {
+    /// The scenario's synthetic traffic (packets injected at the routers' nodes).
+    Synthetic,
+    /// Message level through the NIC model: every rank writes `size`-byte messages to random
+    /// other ranks, `window` outstanding, `per_rank` each (`msgload::random_writes`).
+    RandomWrites { size: u64, per_rank: u64, window: u64 },
 }
 
 const CASES: &[Case] = &[
@@ -21,26 +32,41 @@ const CASES: &[Case] = &[
         name: "torus-8x8x8-uniform-0.45",
         text: include_str!("../../../scenarios/torus-8x8x8.toml"),
         set: &["traffic.load=0.45", "sim.measure=\"50 us\""],
+        load: Load::Synthetic,
     },
     Case {
         name: "torus-8x8x8-uniform-0.90",
         text: include_str!("../../../scenarios/torus-8x8x8.toml"),
         set: &["traffic.load=0.9", "sim.measure=\"20 us\""],
+        load: Load::Synthetic,
     },
     Case {
         name: "sunway-prototype-uniform-0.40",
         text: include_str!("../../../scenarios/sunway-prototype.toml"),
         set: &["traffic.load=0.4", "sim.measure=\"20 us\""],
+        load: Load::Synthetic,
     },
     Case {
         name: "fattree-4ary-3tree-uniform-0.50",
         text: include_str!("../../../scenarios/fattree-4ary-3tree.toml"),
         set: &["traffic.load=0.5", "sim.measure=\"100 us\""],
+        load: Load::Synthetic,
     },
     Case {
         name: "dragonfly-small-uniform-0.40",
         text: include_str!("../../../scenarios/dragonfly-small.toml"),
         set: &["traffic.load=0.4", "sim.measure=\"100 us\""],
+        load: Load::Synthetic,
+    },
+    Case {
+        name: "sunway-verbs-random-writes-4k",
+        text: include_str!("../../../scenarios/sunway-prototype.toml"),
+        set: &[],
+        load: Load::RandomWrites {
+            size: 4096,
+            per_rank: 64,
+            window: 8,
+        },
     },
 ];
 
@@ -65,6 +91,9 @@ struct CaseResult {
     #[serde(default)]
     packet_hops_per_sec_max: f64,
     accepted_load: f64,
+    /// Simulated messages per wall second (message-level cases only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    messages_per_sec: Option<f64>,
     seed: u64,
     resolved_scenario: serde_json::Value,
 }
@@ -98,6 +127,39 @@ pub fn bench_one(name: &str, extra: &[String]) -> Result<(), Failure> {
         .chain(extra.iter().cloned())
         .collect();
     let sc = Scenario::from_str_named(case.text, case.name, case.name, &set).map_err(Failure::input)?;
+    if let Load::RandomWrites { size, per_rank, window } = case.load {
+        let t0 = std::time::Instant::now();
+        let load = MsgLoad {
+            size,
+            per_rank,
+            window,
+            seed: sc.file.seed,
+        };
+        let world = sc.world().map_err(Failure::input)?;
+        let rep = random_writes(world, &load).map_err(|e| Failure::model(e.to_string()))?;
+        let hops = rep.packet_hops as f64;
+        let r = CaseResult {
+            name: case.name.to_string(),
+            nodes: sc.topology.nodes.len(),
+            packets_delivered: rep.packets_delivered,
+            packet_hops: rep.packet_hops,
+            events: rep.events,
+            wall_seconds: t0.elapsed().as_secs_f64(),
+            loop_seconds: rep.loop_seconds,
+            packet_hops_per_sec: hops / rep.loop_seconds,
+            events_per_sec: rep.events as f64 / rep.loop_seconds,
+            peak_rss_mb: peak_rss_mb(),
+            repeats: 1,
+            packet_hops_per_sec_min: hops / rep.loop_seconds,
+            packet_hops_per_sec_max: hops / rep.loop_seconds,
+            accepted_load: 0.0,
+            messages_per_sec: Some(rep.messages as f64 / rep.loop_seconds),
+            seed: load.seed,
+            resolved_scenario: sc.resolved_json(),
+        };
+        outln!("{}", serde_json::to_string(&r).expect("json"));
+        return Ok(());
+    }
     let rep = run_synthetic(&sc, RunOptions::default()).map_err(|e| Failure::model(e.to_string()))?;
     let all_hops = rep.total_hops as f64;
     let r = CaseResult {
@@ -115,6 +177,7 @@ pub fn bench_one(name: &str, extra: &[String]) -> Result<(), Failure> {
         packet_hops_per_sec_min: all_hops / rep.loop_seconds,
         packet_hops_per_sec_max: all_hops / rep.loop_seconds,
         accepted_load: rep.accepted_load,
+        messages_per_sec: None,
         seed: rep.seed,
         resolved_scenario: rep.resolved_scenario,
     };
@@ -184,13 +247,14 @@ pub fn bench(only: &[String], repeat: u32, common: &Common) -> Result<(), Failur
             outln!("  each case run {repeat} times: the run of median speed, with the slowest and fastest hops/s");
         }
         outln!(
-            "  {:<34} {:>6} {:>12} {:>14} {:>12} {:>9} {:>8}",
+            "  {:<34} {:>6} {:>12} {:>14} {:>12} {:>9} {:>8} {:>8}",
             "case",
             "nodes",
             "packet-hops",
             "hops/s",
             "events/s",
             "peak MB",
+            "loop s",
             "wall s"
         );
         for r in &results {
@@ -205,6 +269,9 @@ pub fn bench(only: &[String], repeat: u32, common: &Common) -> Result<(), Failur
                 r.loop_seconds,
                 r.wall_seconds
             );
+            if let Some(mps) = r.messages_per_sec {
+                outln!("  {:<34} {:>6} {:>12} {:>14.0} messages/s", "", "", "", mps);
+            }
             if r.repeats > 1 {
                 outln!(
                     "  {:<34} {:>6} {:>12} {:>14} hops/s over {} runs: {:.0} .. {:.0}",
