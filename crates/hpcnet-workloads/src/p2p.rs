@@ -5,12 +5,91 @@
 //! Each benchmark builds a fresh world (so runs are independent and deterministic), registers
 //! buffers, and measures simulated time from the first post to the last completion.
 
-use hpcnet_des::SimTime;
-use hpcnet_msg::verbs::{Machine, WriteWr};
+use hpcnet_des::{Bytes, SimTime};
+use hpcnet_msg::verbs::{Machine, RunEnd, VerbsError, WriteWr};
 use hpcnet_nic::{Rank, World};
 use serde::Serialize;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+
+/// Largest message the benchmarks accept (1 GiB). The model moves real bytes: every run
+/// allocates its source and destination buffers (up to four of `size` bytes, ping-pong), so a
+/// size beyond the host's memory aborts the process instead of giving a figure; frontends
+/// (`hpcnet p2p --sizes`) refuse larger sizes up front.
+pub const MAX_MESSAGE_SIZE: u64 = 1 << 30;
+
+/// Why a benchmark gave no figure.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum P2pError {
+    /// A rank program's post was refused: an operation this scenario does not allow (a NAP above
+    /// `nic.nap_buffer`, a full doorbell FIFO, a rail that does not exist, ...).
+    #[error("post refused: {0}")]
+    Refused(#[from] VerbsError),
+    /// The run ended with rank programs still waiting for completions (deadlock or hang), or
+    /// with packets that can never move: the measured time would be meaningless.
+    #[error("{}", describe_stuck(.0))]
+    Stuck(RunEnd),
+}
+
+/// One line saying what is stuck at the end of an unfinished run.
+fn describe_stuck(end: &RunEnd) -> String {
+    let at = end.time.as_us_f64();
+    let mut s = if end.stuck_tasks > 0 {
+        format!(
+            "the run did not finish: {} rank program(s) still waiting at {at:.3} us",
+            end.stuck_tasks
+        )
+    } else {
+        format!("the run did not finish: every rank program is done but packets are stuck at {at:.3} us")
+    };
+    if end.net_in_flight == 0 {
+        s.push_str(", no packet in the network (a completion never came)");
+        return s;
+    }
+    s.push_str(&format!(
+        ", {} packet(s) stuck in the network{}",
+        end.net_in_flight,
+        if end.deadlock { " (deadlock)" } else { "" }
+    ));
+    if let Some(b) = end.blocked.first() {
+        let queue = match b.source_node {
+            Some(n) => format!("injection queue of node {n} (router {} port {})", b.router, b.in_port),
+            None => format!("router {} input port {}", b.router, b.in_port),
+        };
+        s.push_str(&format!(
+            "; first blocked: {queue} VC {}, {} packet(s) queued, head to node {} needs {} credit(s) \
+             at output port {} VC {}",
+            b.vc, b.queued, b.head_dst, b.credits_needed, b.out_port, b.out_vc
+        ));
+        // Output ports to nodes report no credit count (u32::MAX).
+        if b.credits_free != u32::MAX {
+            s.push_str(&format!(" ({} free)", b.credits_free));
+        }
+        if end.blocked.len() > 1 {
+            s.push_str(&format!(" ({} blocked queues listed)", end.blocked.len()));
+        }
+    }
+    s
+}
+
+/// The first refused post of a run's rank programs, if any.
+type Refusal = Rc<RefCell<Option<VerbsError>>>;
+
+fn record(refusal: &Refusal, e: VerbsError) {
+    refusal.borrow_mut().get_or_insert(e);
+}
+
+/// How a run ended, as a result: a refused post first (it leaves the other programs waiting),
+/// then any program still waiting.
+fn finished(end: RunEnd, refusal: &Refusal) -> Result<(), P2pError> {
+    if let Some(e) = refusal.borrow_mut().take() {
+        return Err(P2pError::Refused(e));
+    }
+    if end.stuck_tasks > 0 || end.deadlock || end.net_in_flight > 0 {
+        return Err(P2pError::Stuck(end));
+    }
+    Ok(())
+}
 
 /// One measured point.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -32,11 +111,12 @@ pub struct Point {
 /// Benchmark options.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Messages in flight per direction.
+    /// Messages in flight per direction (0 is taken as 1).
     pub window: u32,
     /// Messages per direction.
     pub messages: u64,
-    /// Queue pairs per direction (messages alternate between them, and so between engines).
+    /// Queue pairs per direction (messages alternate between them, and so between engines; 0 is
+    /// taken as 1). Only the first `messages` are created: the others would carry nothing.
     pub qps: u32,
     /// Rail of the queue pairs (fixed port selection).
     pub rail: u8,
@@ -60,10 +140,22 @@ fn buffers(m: &Machine, r: Rank, size: u64) -> hpcnet_msg::verbs::Mr {
 /// Stream `opts.messages` RDMA writes of `size` bytes from `a` to `b` (and from `b` to `a` when
 /// `bidirectional`), keeping `opts.window` in flight; bandwidth = bytes / (last completion −
 /// first post).
-pub fn stream(world: World, a: Rank, b: Rank, size: u64, bidirectional: bool, opts: &Options) -> Point {
+///
+/// # Errors
+/// [`P2pError::Refused`] when a post is refused, [`P2pError::Stuck`] when the run ends before
+/// every message completed (e.g. a receive buffer smaller than one packet).
+pub fn try_stream(
+    world: World,
+    a: Rank,
+    b: Rank,
+    size: u64,
+    bidirectional: bool,
+    opts: &Options,
+) -> Result<Point, P2pError> {
     let mut m = Machine::new(world);
     let start = m.context(a).now();
     let finish = Rc::new(Cell::new(SimTime::ZERO));
+    let refusal = Refusal::default();
     let dirs: Vec<(Rank, Rank)> = if bidirectional {
         vec![(a, b), (b, a)]
     } else {
@@ -74,20 +166,21 @@ pub fn stream(world: World, a: Rank, b: Rank, size: u64, bidirectional: bool, op
         let src = buffers(&m, s, size);
         let dst = buffers(&m, d, size);
         let cq = ctx.create_cq();
-        let qps: Vec<_> = (0..opts.qps.max(1))
-            .map(|_| ctx.create_qp(&cq, d).on_rail(opts.rail))
-            .collect();
+        let nqps = u64::from(opts.qps.max(1)).min(opts.messages.max(1));
+        let qps: Vec<_> = (0..nqps).map(|_| ctx.create_qp(&cq, d).on_rail(opts.rail)).collect();
         let remote = dst.remote(0);
         let (window, total) = (opts.window.max(1) as u64, opts.messages);
         let fin = finish.clone();
+        let refused = refusal.clone();
         m.spawn(async move {
             let mut posted = 0u64;
             let mut done = 0u64;
             while done < total {
                 while posted < total && posted - done < window {
                     let qp = &qps[(posted % qps.len() as u64) as usize];
-                    qp.post_write(WriteWr::new(&src, 0, size, remote).wr_id(posted))
-                        .expect("valid write");
+                    if let Err(e) = qp.post_write(WriteWr::new(&src, 0, size, remote).wr_id(posted)) {
+                        return record(&refused, e);
+                    }
                     posted += 1;
                 }
                 cq.next().await;
@@ -96,22 +189,34 @@ pub fn stream(world: World, a: Rank, b: Rank, size: u64, bidirectional: bool, op
             fin.set(fin.get().max(ctx.now()));
         });
     }
-    m.run();
+    finished(m.run(), &refusal)?;
     let t = (finish.get() - start).as_secs_f64();
     let msgs = opts.messages * dirs.len() as u64;
-    Point {
+    Ok(Point {
         size,
         messages: opts.messages,
         time_ns: t * 1e9,
         gbytes_per_s: (msgs * size) as f64 / t / 1e9,
         messages_per_s: msgs as f64 / t,
         latency_us: None,
-    }
+    })
+}
+
+/// [`try_stream`] for callers whose runs are known to finish (the shipped studies).
+///
+/// # Panics
+/// When [`try_stream`] fails: a run that did not finish never gives a figure.
+pub fn stream(world: World, a: Rank, b: Rank, size: u64, bidirectional: bool, opts: &Options) -> Point {
+    try_stream(world, a, b, size, bidirectional, opts)
+        .unwrap_or_else(|e| panic!("p2p stream of {} messages: {e}", Bytes(size)))
 }
 
 /// Ping-pong: `a` writes `size` bytes to `b` with notification, `b` answers the same way;
 /// latency = round-trip time / 2, averaged over `iterations`.
-pub fn pingpong(world: World, a: Rank, b: Rank, size: u64, iterations: u64) -> Point {
+///
+/// # Errors
+/// As [`try_stream`].
+pub fn try_pingpong(world: World, a: Rank, b: Rank, size: u64, iterations: u64) -> Result<Point, P2pError> {
     let mut m = Machine::new(world);
     let (ca, cb) = (m.context(a), m.context(b));
     let (sa, sb) = (buffers(&m, a, size), buffers(&m, b, size));
@@ -123,13 +228,15 @@ pub fn pingpong(world: World, a: Rank, b: Rank, size: u64, iterations: u64) -> P
     let (ra, rb) = (da.remote(0), db.remote(0));
     let start = ca.now();
     let finish = Rc::new(Cell::new(SimTime::ZERO));
-    let fin = finish.clone();
+    let refusal = Refusal::default();
+    let (fin, refused_a, refused_b) = (finish.clone(), refusal.clone(), refusal.clone());
     let nb2 = nb.clone();
     let na2 = na.clone();
     m.spawn(async move {
         for _ in 0..iterations {
-            qa.post_write(WriteWr::new(&sa, 0, size, rb).notify(&nb2).unsignaled())
-                .expect("valid write");
+            if let Err(e) = qa.post_write(WriteWr::new(&sa, 0, size, rb).notify(&nb2).unsignaled()) {
+                return record(&refused_a, e);
+            }
             na.next().await;
         }
         fin.set(ca.now());
@@ -137,21 +244,31 @@ pub fn pingpong(world: World, a: Rank, b: Rank, size: u64, iterations: u64) -> P
     m.spawn(async move {
         for _ in 0..iterations {
             nb.next().await;
-            qb.post_write(WriteWr::new(&sb, 0, size, ra).notify(&na2).unsignaled())
-                .expect("valid write");
+            if let Err(e) = qb.post_write(WriteWr::new(&sb, 0, size, ra).notify(&na2).unsignaled()) {
+                return record(&refused_b, e);
+            }
         }
     });
-    m.run();
+    finished(m.run(), &refusal)?;
     let t = (finish.get() - start).as_secs_f64();
     let lat = t / (2 * iterations) as f64;
-    Point {
+    Ok(Point {
         size,
         messages: iterations,
         time_ns: t * 1e9,
         gbytes_per_s: size as f64 / lat / 1e9,
         messages_per_s: 1.0 / lat,
         latency_us: Some(lat * 1e6),
-    }
+    })
+}
+
+/// [`try_pingpong`] for callers whose runs are known to finish.
+///
+/// # Panics
+/// When [`try_pingpong`] fails.
+pub fn pingpong(world: World, a: Rank, b: Rank, size: u64, iterations: u64) -> Point {
+    try_pingpong(world, a, b, size, iterations)
+        .unwrap_or_else(|e| panic!("p2p ping-pong of {} messages: {e}", Bytes(size)))
 }
 
 /// Sizes 1 B, 2 B, 4 B, ... up to `max` (powers of two).
@@ -184,7 +301,11 @@ pub enum LatencyOp {
 /// Latency of one message of `size` bytes from `a` to `b`, from the doorbell (the post) to the
 /// data written at the receiver (the target for NAP/PUT/write; the requester for GET), as
 /// the cHPP latency table defines it (spec 02). Each call builds on a fresh world.
-pub fn op_latency(world: World, a: Rank, b: Rank, op: LatencyOp, size: u64) -> SimTime {
+///
+/// # Errors
+/// [`P2pError::Refused`] for an operation the scenario refuses (a NAP above `nic.nap_buffer`),
+/// [`P2pError::Stuck`] when the message never lands.
+pub fn try_op_latency(world: World, a: Rank, b: Rank, op: LatencyOp, size: u64) -> Result<SimTime, P2pError> {
     use hpcnet_msg::verbs::{RemoteSeg, Sge};
     let mut m = Machine::new(world);
     let (ca, cb) = (m.context(a), m.context(b));
@@ -193,16 +314,19 @@ pub fn op_latency(world: World, a: Rank, b: Rank, op: LatencyOp, size: u64) -> S
     let cqa = ca.create_cq();
     let cqb = cb.create_cq();
     let pool = cb.reg_mr(cb_nap_buffer(&m));
-    cb.post_nap_buffers(&pool, 0, 1, &cqb).expect("pool buffer");
+    cb.post_nap_buffers(&pool, 0, 1, &cqb)?;
     let qp = ca.create_qp(&cqa, b);
     let start = ca.now();
     let done = Rc::new(Cell::new(SimTime::ZERO));
     let d = done.clone();
+    let refusal = Refusal::default();
+    let refused = refusal.clone();
     m.spawn(async move {
         let at = match op {
             LatencyOp::NapImmediate | LatencyOp::NapIndirect => {
-                qp.post_nap(b, &src, 0, size, op == LatencyOp::NapImmediate, 0)
-                    .expect("valid NAP");
+                if let Err(e) = qp.post_nap(b, &src, 0, size, op == LatencyOp::NapImmediate, 0) {
+                    return record(&refused, e);
+                }
                 cqb.next().await.at
             }
             LatencyOp::Put => {
@@ -210,7 +334,7 @@ pub fn op_latency(world: World, a: Rank, b: Rank, op: LatencyOp, size: u64) -> S
                     buf: dst.remote(0),
                     len: size,
                 }];
-                qp.post_put(
+                if let Err(e) = qp.post_put(
                     &[Sge {
                         mr: &src,
                         offset: 0,
@@ -219,13 +343,15 @@ pub fn op_latency(world: World, a: Rank, b: Rank, op: LatencyOp, size: u64) -> S
                     &remote,
                     Some(&cqb),
                     0,
-                )
-                .expect("valid PUT");
+                ) {
+                    return record(&refused, e);
+                }
                 cqb.next().await.at
             }
             LatencyOp::Write => {
-                qp.post_write(WriteWr::new(&src, 0, size, dst.remote(0)).notify(&cqb))
-                    .expect("valid write");
+                if let Err(e) = qp.post_write(WriteWr::new(&src, 0, size, dst.remote(0)).notify(&cqb)) {
+                    return record(&refused, e);
+                }
                 cqb.next().await.at
             }
             LatencyOp::Get => {
@@ -233,7 +359,7 @@ pub fn op_latency(world: World, a: Rank, b: Rank, op: LatencyOp, size: u64) -> S
                     buf: dst.remote(0),
                     len: size,
                 }];
-                qp.post_get(
+                if let Err(e) = qp.post_get(
                     &[Sge {
                         mr: &src,
                         offset: 0,
@@ -241,15 +367,24 @@ pub fn op_latency(world: World, a: Rank, b: Rank, op: LatencyOp, size: u64) -> S
                     }],
                     &remote,
                     0,
-                )
-                .expect("valid GET");
+                ) {
+                    return record(&refused, e);
+                }
                 cqa.next().await.at
             }
         };
         d.set(at);
     });
-    m.run();
-    done.get() - start
+    finished(m.run(), &refusal)?;
+    Ok(done.get() - start)
+}
+
+/// [`try_op_latency`] for callers whose runs are known to finish (the cHPP studies).
+///
+/// # Panics
+/// When [`try_op_latency`] fails.
+pub fn op_latency(world: World, a: Rank, b: Rank, op: LatencyOp, size: u64) -> SimTime {
+    try_op_latency(world, a, b, op, size).unwrap_or_else(|e| panic!("p2p {op:?} latency of {}: {e}", Bytes(size)))
 }
 
 fn cb_nap_buffer(m: &Machine) -> u64 {

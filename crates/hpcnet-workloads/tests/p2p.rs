@@ -3,7 +3,10 @@
 //! share an engine fairly under round-robin and not under priority, and runs are deterministic.
 
 use hpcnet_des::SimTime;
-use hpcnet_workloads::p2p::{function_shares, op_latency, pingpong, stream, LatencyOp, Options};
+use hpcnet_workloads::p2p::{
+    function_shares, op_latency, pingpong, stream, try_op_latency, try_pingpong, try_stream, LatencyOp, Options,
+    P2pError,
+};
 use hpcnet_workloads::Scenario;
 use std::path::Path;
 
@@ -334,4 +337,195 @@ fn descriptor_prefetch_raises_the_message_rate_to_the_slowest_stage() {
     );
     // Deterministic.
     assert_eq!(stream(on.world().unwrap(), 0, 1, 64, false, &opts), small);
+}
+
+/// The software peak of a sunway-prototype link direction in GB/s: data rate x payload
+/// efficiency.
+fn sunway_peak(sc: &Scenario) -> f64 {
+    sc.fabric.link.data_rate().as_bytes_per_sec_f64() / 1e9 * sc.world().unwrap().payload_efficiency()
+}
+
+#[test]
+fn bidirectional_bandwidth_is_twice_one_direction_on_full_duplex_links() {
+    let opts = Options {
+        window: 64,
+        messages: 200,
+        qps: 1,
+        rail: 0,
+    };
+    // Sunway: each direction approaches the software peak of its own link direction.
+    let sw = scenario("sunway-prototype.toml", &[]);
+    let peak = sunway_peak(&sw);
+    let bw = stream(sw.world().unwrap(), 0, 511, 65536, false, &opts);
+    let bibw = stream(sw.world().unwrap(), 0, 511, 65536, true, &opts);
+    assert_eq!(bibw.messages, 200, "messages per direction");
+    assert!(
+        bibw.gbytes_per_s < 2.0 * peak && bibw.gbytes_per_s > 0.99 * 2.0 * peak,
+        "bibw {} GB/s against twice the software peak {peak}",
+        bibw.gbytes_per_s
+    );
+    let ratio = bibw.gbytes_per_s / bw.gbytes_per_s;
+    assert!((ratio - 2.0).abs() < 0.01, "bibw / bw = {ratio}");
+    // cHPP pair: one engine per NIC sends, so each direction keeps its engine's data-stage bound.
+    let ch = scenario("chpp-pair.toml", &[]);
+    for size in [4096u64, 65536] {
+        let bound = 2.0 * size as f64 / pipelined_period_ns(&ch, size);
+        let bibw = stream(ch.world().unwrap(), 0, 1, size, true, &opts);
+        let bw = stream(ch.world().unwrap(), 0, 1, size, false, &opts);
+        assert!(
+            bibw.gbytes_per_s <= bound && bibw.gbytes_per_s > 0.98 * bound,
+            "{size} B: bibw {} GB/s against twice the engine bound, {bound}",
+            bibw.gbytes_per_s
+        );
+        assert!((bibw.gbytes_per_s / bw.gbytes_per_s - 2.0).abs() < 0.01, "{size} B");
+        // Messages per second are summed over both directions.
+        assert!((bibw.messages_per_s / bw.messages_per_s - 2.0).abs() < 0.01, "{size} B");
+    }
+}
+
+#[test]
+fn message_rate_is_bounded_by_the_engines_per_message_time() {
+    // Sunway engines handle one message at a time (no descriptor prefetch): the descriptor's
+    // read round trip, the engine processing, then the data's read round trip.
+    let sc = scenario("sunway-prototype.toml", &[]);
+    assert_eq!(sc.nic.descriptor_prefetch, 0);
+    let per_message = 2.0 * sc.nic.host.read_latency.as_ns_f64() + sc.nic.message_overhead.as_ns_f64();
+    assert!((per_message - 295.0).abs() < 1e-9, "{per_message} ns");
+    let engine_rate = 1e9 / per_message;
+    let engines = sc.nic.engines;
+    assert_eq!(engines, 2);
+    let rate = |qps: u32| {
+        let opts = Options {
+            window: 64,
+            messages: 1000,
+            qps,
+            rail: 0,
+        };
+        stream(sc.world().unwrap(), 0, 511, 8, false, &opts).messages_per_s
+    };
+    // One queue pair: one engine.
+    let one = rate(1);
+    assert!(
+        one <= engine_rate && one > 0.99 * engine_rate,
+        "{one} msg/s against 1 / {per_message} ns"
+    );
+    // Two queue pairs use both engines; more queue pairs cannot add a third.
+    let two = rate(2);
+    assert!(two <= engines as f64 * engine_rate, "{two} msg/s");
+    assert!((two / one - 2.0).abs() < 0.01, "two engines: {two} vs {one}");
+    assert_eq!(rate(4), two);
+}
+
+#[test]
+fn four_megabyte_messages_land_and_stay_below_the_link_limit() {
+    use hpcnet_msg::verbs::{Machine, WriteWr};
+    let opts = Options {
+        window: 4,
+        messages: 4,
+        qps: 1,
+        rail: 0,
+    };
+    let size = 4u64 << 20;
+    let sw = scenario("sunway-prototype.toml", &[]);
+    let peak = sunway_peak(&sw);
+    let p = stream(sw.world().unwrap(), 0, 511, size, false, &opts);
+    assert_eq!((p.size, p.messages), (size, 4));
+    assert!(
+        p.gbytes_per_s < peak && p.gbytes_per_s > 0.99 * peak,
+        "4 MiB: {} GB/s against the software peak {peak}",
+        p.gbytes_per_s
+    );
+    let ch = scenario("chpp-pair.toml", &[]);
+    let bound = size as f64 / pipelined_period_ns(&ch, size);
+    let p = stream(ch.world().unwrap(), 0, 1, size, false, &opts);
+    assert!(
+        p.gbytes_per_s <= bound && p.gbytes_per_s > 0.99 * bound,
+        "4 MiB on chpp-pair: {} GB/s against {bound}",
+        p.gbytes_per_s
+    );
+    // Ping-pong: half a round trip is at least the message's serialisation on the link.
+    let pp = pingpong(sw.world().unwrap(), 0, 511, size, 2);
+    let wire_us = size as f64 / (sw.fabric.link.data_rate().as_bytes_per_sec_f64()) * 1e6;
+    assert!(
+        pp.latency_us.unwrap() > wire_us,
+        "{:?} us vs {wire_us} us",
+        pp.latency_us
+    );
+    // The bytes of a 4 MiB write land intact.
+    let mut m = Machine::new(ch.world().unwrap());
+    let (a, b) = (m.context(0), m.context(1));
+    let (src, dst) = (a.reg_mr(size), b.reg_mr(size));
+    let data: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
+    a.write_local(&src, 0, &data).unwrap();
+    let cq = a.create_cq();
+    a.create_qp(&cq, 1)
+        .post_write(WriteWr::new(&src, 0, size, dst.remote(0)))
+        .unwrap();
+    let end = m.run();
+    assert_eq!((end.stuck_tasks, end.net_in_flight), (0, 0));
+    assert_eq!(cq.poll().map(|c| c.status), Some(hpcnet_nic::world::CqeStatus::Ok));
+    assert!(
+        m.context(1).read_local(&dst, 0, size).unwrap() == data,
+        "4 MiB landed intact"
+    );
+}
+
+#[test]
+fn unfinished_runs_and_refused_posts_are_errors_not_figures() {
+    // The cable between the two routers down (router 0 port 0): every packet between the ranks is
+    // dropped as unreachable, so no message ever completes.
+    let down = scenario("chpp-pair.toml", &["faults.failed_links=[{router=0, port=0}]"]);
+    let opts = Options {
+        messages: 8,
+        ..Options::default()
+    };
+    for bidirectional in [false, true] {
+        match try_stream(down.world().unwrap(), 0, 1, 64, bidirectional, &opts) {
+            Err(P2pError::Stuck(end)) => {
+                assert_eq!(end.stuck_tasks, if bidirectional { 2 } else { 1 });
+                let e = P2pError::Stuck(end).to_string();
+                assert!(e.starts_with("the run did not finish: "), "{e}");
+                assert!(e.contains("rank program(s) still waiting"), "{e}");
+            }
+            other => panic!("expected a stuck run, got {other:?}"),
+        }
+    }
+    assert!(matches!(
+        try_pingpong(down.world().unwrap(), 0, 1, 64, 4),
+        Err(P2pError::Stuck(ref end)) if end.stuck_tasks == 2
+    ));
+    assert!(matches!(
+        try_op_latency(down.world().unwrap(), 0, 1, LatencyOp::Put, 64),
+        Err(P2pError::Stuck(ref end)) if end.stuck_tasks == 1
+    ));
+    // Node 0's cable down (router 0 port 2): packets to rank 0 (the acknowledgements) wait at
+    // router 0 until the watchdog fires, and the message names the blocked queue.
+    let eject = scenario("chpp-pair.toml", &["faults.failed_links=[{router=0, port=2}]"]);
+    match try_stream(eject.world().unwrap(), 0, 1, 64, false, &opts) {
+        Err(P2pError::Stuck(end)) => {
+            assert!(
+                end.deadlock && end.net_in_flight > 0 && !end.blocked.is_empty(),
+                "{end:?}"
+            );
+            let e = P2pError::Stuck(end).to_string();
+            assert!(
+                e.contains("stuck in the network (deadlock); first blocked: router 0"),
+                "{e}"
+            );
+        }
+        other => panic!("expected a deadlock, got {other:?}"),
+    }
+    // A NAP above nic.nap_buffer and a window beyond the doorbell FIFO are refused posts.
+    let ch = scenario("chpp-pair.toml", &[]);
+    let nap = try_op_latency(ch.world().unwrap(), 0, 1, LatencyOp::NapImmediate, 4096).unwrap_err();
+    assert!(matches!(nap, P2pError::Refused(_)), "{nap:?}");
+    assert_eq!(
+        nap.to_string(),
+        "post refused: post: a NAP carries at most 2048 bytes, asked for 4096"
+    );
+    let fifo = scenario("chpp-pair.toml", &["nic.doorbell_fifo=4"]);
+    let e = try_stream(fifo.world().unwrap(), 0, 1, 64, false, &opts).unwrap_err();
+    assert!(e.to_string().contains("doorbell FIFO of function 0 is full"), "{e}");
+    // The same runs without the fault give figures.
+    assert!(try_stream(ch.world().unwrap(), 0, 1, 64, false, &opts).is_ok());
 }

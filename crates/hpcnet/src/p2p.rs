@@ -4,7 +4,9 @@
 
 use crate::{run::load, Common, Failure};
 use hpcnet_des::Bytes;
-use hpcnet_workloads::p2p::{op_latency, pingpong, sizes_up_to, stream, LatencyOp, Options, Point};
+use hpcnet_workloads::p2p::{
+    sizes_up_to, try_op_latency, try_pingpong, try_stream, LatencyOp, Options, P2pError, Point, MAX_MESSAGE_SIZE,
+};
 use std::path::Path;
 
 /// What to measure.
@@ -46,10 +48,15 @@ pub struct Args<'a> {
     pub common: &'a Common,
 }
 
-fn parse_sizes(spec: &str) -> Result<Vec<u64>, Failure> {
+/// `--sizes` when the user gives none (as in main.rs): the whole range, which is capped at a
+/// primitive's limit (with a note) where an explicit range is refused.
+const DEFAULT_SIZES: &str = "1:4M";
+
+/// `--sizes MIN:MAX` as (MIN, MAX), both within 1 B ..= [`MAX_MESSAGE_SIZE`].
+fn parse_range(spec: &str) -> Result<(u64, u64), Failure> {
     let bad = |why: String| {
         Failure::input(format!(
-            "--sizes {spec}: {why} (expected MIN:MAX, e.g. 1:4M, powers of two in between)"
+            "--sizes {spec}: {why} (expected MIN:MAX, e.g. 1:4M, powers of two in between; see hpcnet --help)"
         ))
     };
     let (a, b) = spec.split_once(':').ok_or_else(|| bad("needs MIN:MAX".into()))?;
@@ -58,19 +65,58 @@ fn parse_sizes(spec: &str) -> Result<Vec<u64>, Failure> {
     if a.0 == 0 || a > b {
         return Err(bad("need 0 < MIN <= MAX".into()));
     }
-    let mut v: Vec<u64> = sizes_up_to(b.0).into_iter().filter(|&s| s >= a.0).collect();
-    if v.first() != Some(&a.0) {
-        v.insert(0, a.0);
+    if b.0 > MAX_MESSAGE_SIZE {
+        return Err(bad(format!(
+            "{b} is above the largest message size, {} (the model allocates every message buffer)",
+            Bytes(MAX_MESSAGE_SIZE)
+        )));
     }
-    if v.last() != Some(&b.0) {
-        v.push(b.0);
+    Ok((a.0, b.0))
+}
+
+/// MIN, the powers of two between, and MAX.
+fn sizes_between(min: u64, max: u64) -> Vec<u64> {
+    let mut v: Vec<u64> = sizes_up_to(max).into_iter().filter(|&s| s >= min).collect();
+    if v.first() != Some(&min) {
+        v.insert(0, min);
     }
-    Ok(v)
+    if v.last() != Some(&max) {
+        v.push(max);
+    }
+    v
+}
+
+#[cfg(test)]
+fn parse_sizes(spec: &str) -> Result<Vec<u64>, Failure> {
+    parse_range(spec).map(|(a, b)| sizes_between(a, b))
+}
+
+/// `--window`, `--messages`, `--qps`: each must be at least 1.
+fn check_counts(args: &Args) -> Result<(), Failure> {
+    for (flag, value, what) in [
+        ("--window", u64::from(args.window), "messages in flight"),
+        ("--messages", args.messages, "messages per size"),
+        ("--qps", u64::from(args.qps), "queue pairs"),
+    ] {
+        if value == 0 {
+            return Err(Failure::input(format!(
+                "{flag} 0: needs at least 1 ({what}) (see hpcnet --help)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn op_name(op: OpArg) -> String {
+    use clap::ValueEnum;
+    op.to_possible_value()
+        .map_or_else(|| format!("{op:?}"), |v| v.get_name().to_string())
 }
 
 pub fn p2p(args: &Args) -> Result<(), Failure> {
+    check_counts(args)?;
+    let (min, max) = parse_range(args.sizes)?;
     let sc = load(args.scenario, args.common)?;
-    let sizes = parse_sizes(args.sizes)?;
     let probe = sc.world().map_err(Failure::input)?;
     let ranks = probe.ranks() as u32;
     let to = args.to.unwrap_or(ranks - 1);
@@ -88,12 +134,40 @@ pub fn p2p(args: &Args) -> Result<(), Failure> {
             sc.source
         )));
     }
-    let nap_max = probe.cfg.nap_buffer.0;
+    // A NAP carries at most nic.nap_buffer bytes: an explicit range beyond is refused, the
+    // default range is capped there.
+    let nap = matches!(args.test, Test::Latency) && matches!(args.op, OpArg::NapImm | OpArg::NapInd);
+    let limit = if nap { probe.cfg.nap_buffer.0 } else { MAX_MESSAGE_SIZE };
+    let max = if max <= limit {
+        max
+    } else if args.sizes == DEFAULT_SIZES && min <= limit {
+        eprintln!(
+            "note: --op {} carries at most {} (nic.nap_buffer of {}): sizes capped at {} (give --sizes to choose)",
+            op_name(args.op),
+            Bytes(limit),
+            sc.source,
+            Bytes(limit)
+        );
+        limit
+    } else {
+        return Err(Failure::input(format!(
+            "--sizes {}: --op {} carries at most {} (nic.nap_buffer of {}) (see hpcnet --help)",
+            args.sizes,
+            op_name(args.op),
+            Bytes(limit),
+            sc.source
+        )));
+    };
+    let sizes = sizes_between(min, max);
     let opts = Options {
-        window: args.window.max(1),
-        messages: args.messages.max(1),
-        qps: args.qps.max(1),
+        window: args.window,
+        messages: args.messages,
+        qps: args.qps,
         rail: 0,
+    };
+    let test = match args.test {
+        Test::Latency => format!("latency --op {}", op_name(args.op)),
+        t => format!("{t:?}").to_lowercase(),
     };
     let mut points: Vec<Point> = Vec::new();
     for &size in &sizes {
@@ -107,23 +181,31 @@ pub fn p2p(args: &Args) -> Result<(), Failure> {
                     OpArg::NapImm => LatencyOp::NapImmediate,
                     OpArg::NapInd => LatencyOp::NapIndirect,
                 };
-                if matches!(args.op, OpArg::NapImm | OpArg::NapInd) && size > nap_max {
-                    continue;
-                }
-                let t = op_latency(world, args.from, to, op, size);
-                Point {
+                try_op_latency(world, args.from, to, op, size).map(|t| Point {
                     size,
                     messages: 1,
                     time_ns: t.as_ns_f64(),
                     gbytes_per_s: size as f64 / t.as_ns_f64(),
                     messages_per_s: 1e9 / t.as_ns_f64(),
                     latency_us: Some(t.as_us_f64()),
-                }
+                })
             }
-            Test::Pingpong => pingpong(world, args.from, to, size, args.messages.clamp(1, 1000)),
-            Test::Bw | Test::Rate => stream(world, args.from, to, size, false, &opts),
-            Test::Bibw => stream(world, args.from, to, size, true, &opts),
+            Test::Pingpong => try_pingpong(world, args.from, to, size, args.messages.min(1000)),
+            Test::Bw | Test::Rate => try_stream(world, args.from, to, size, false, &opts),
+            Test::Bibw => try_stream(world, args.from, to, size, true, &opts),
         };
+        let p = p.map_err(|e| {
+            let what = format!(
+                "{}: p2p {test}, {} messages, rank {} -> {to}: {e}",
+                sc.source,
+                Bytes(size),
+                args.from
+            );
+            match e {
+                P2pError::Refused(_) => Failure::input(what),
+                P2pError::Stuck(_) => Failure::model(what),
+            }
+        })?;
         points.push(p);
     }
     if args.common.json {
@@ -176,5 +258,25 @@ mod tests {
         assert!(parse_sizes("0:8").is_err());
         assert!(parse_sizes("8:1").is_err());
         assert!(parse_sizes("8").is_err());
+        // Up to MAX_MESSAGE_SIZE (1 GiB), not beyond.
+        assert_eq!(parse_sizes("1G:1G").ok().unwrap(), vec![1 << 30]);
+        let e = parse_sizes("64G:64G").err().unwrap();
+        assert_eq!(e.code, 2);
+        assert!(
+            e.message
+                .starts_with("--sizes 64G:64G: 64 GiB is above the largest message size, 1 GiB"),
+            "{}",
+            e.message
+        );
+        assert!(parse_sizes("1:1025M").is_err());
+    }
+
+    #[test]
+    fn default_sizes_are_the_command_lines_default() {
+        use clap::CommandFactory;
+        let cli = crate::Cli::command();
+        let p2p = cli.find_subcommand("p2p").expect("p2p subcommand");
+        let sizes = p2p.get_arguments().find(|a| a.get_id() == "sizes").expect("--sizes");
+        assert_eq!(sizes.get_default_values(), [std::ffi::OsStr::new(DEFAULT_SIZES)]);
     }
 }

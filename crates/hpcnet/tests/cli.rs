@@ -948,3 +948,184 @@ fn p2p_reports_bandwidth_and_latency() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("--to 7"), "{}", stderr(&bad));
 }
+
+/// Exit code `code`, nothing on stdout, no panic, and stderr is one line `error: ...` containing
+/// every one of `says`; returns the line.
+#[track_caller]
+fn one_error_line(out: &Output, code: i32, says: &[&str]) -> String {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(code), "exit code\nstderr: {err}");
+    for bad in ["panicked", "backtrace", "RUST_BACKTRACE", "thread 'main'"] {
+        assert!(!err.contains(bad), "stderr shows a panic: {err}");
+    }
+    assert!(err.starts_with("error: ") && err.ends_with('\n'), "{err:?}");
+    assert_eq!(err.lines().count(), 1, "stderr is more than one line:\n{err}");
+    for s in says {
+        assert!(err.contains(s), "stderr does not name {s:?}: {err}");
+    }
+    assert!(out.stdout.is_empty(), "stdout is not empty: {}", stdout(out));
+    err.trim_end().to_string()
+}
+
+fn chpp() -> String {
+    path_str(&scenarios_dir().join("chpp-pair.toml"))
+}
+
+#[test]
+fn p2p_runs_that_do_not_finish_exit_1_naming_test_size_and_what_is_stuck() {
+    let chpp = chpp();
+    // The routers' cable down: every packet is dropped as unreachable, the programs wait.
+    let cut = "faults.failed_links=[{router=0, port=0}]";
+    for (test, names) in [
+        ("bw", "p2p bw, 64 B messages, rank 0 -> 1: "),
+        ("bibw", "p2p bibw, 64 B messages, rank 0 -> 1: "),
+        ("rate", "p2p rate, 64 B messages, rank 0 -> 1: "),
+        ("pingpong", "p2p pingpong, 64 B messages, rank 0 -> 1: "),
+        ("latency", "p2p latency --op write, 64 B messages, rank 0 -> 1: "),
+    ] {
+        for json in [false, true] {
+            let mut args = vec!["p2p", &chpp, "--test", test, "--sizes", "64:64", "--set", cut];
+            if json {
+                args.push("--json");
+            }
+            let line = one_error_line(
+                &hpcnet(&args),
+                1,
+                &[names, "the run did not finish: ", "rank program(s) still waiting"],
+            );
+            assert!(!line.contains("inf") && !line.contains("NaN"), "{line}");
+        }
+    }
+    // Node 0's cable down: packets to rank 0 wait in router 0 until the watchdog fires.
+    let line = one_error_line(
+        &hpcnet(&[
+            "p2p",
+            &chpp,
+            "--sizes",
+            "4K:4K",
+            "--set",
+            "faults.failed_links=[{router=0, port=2}]",
+        ]),
+        1,
+        &[
+            "p2p bw, 4 KiB messages",
+            "stuck in the network (deadlock)",
+            "first blocked: router 0",
+        ],
+    );
+    assert!(line.starts_with(&format!("error: {chpp}: ")), "{line}");
+    // A receive buffer smaller than one packet is refused before any run (bad input).
+    let out = hpcnet(&["p2p", &chpp, "--sizes", "64:64", "--set", "nic.rx_buffer=\"8 B\""]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("nic.rx_buffer"), "{}", stderr(&out));
+}
+
+#[test]
+fn p2p_nap_sizes_are_limited_by_the_pool_buffer() {
+    let chpp = chpp();
+    // An explicit size above nic.nap_buffer (2 KiB) is a usage error naming --sizes, the op and
+    // the limit, for both NAP kinds.
+    for (op, sizes) in [("nap-imm", "4K:4K"), ("nap-ind", "1K:8K"), ("nap-imm", "1:4097")] {
+        let line = one_error_line(
+            &hpcnet(&["p2p", &chpp, "--test", "latency", "--op", op, "--sizes", sizes]),
+            2,
+            &[
+                &format!("--sizes {sizes}"),
+                &format!("--op {op}"),
+                "at most 2 KiB",
+                "nic.nap_buffer",
+            ],
+        );
+        assert!(line.ends_with("(see hpcnet --help)"), "{line}");
+    }
+    // Up to the limit is fine.
+    let v = json(&hpcnet(&[
+        "p2p", &chpp, "--test", "latency", "--op", "nap-imm", "--sizes", "2K:2K", "--json",
+    ]));
+    assert_eq!(v["points"][0]["size"], 2048);
+    // Without --sizes the default range 1:4M is capped at the limit, with one note on stderr.
+    let out = hpcnet(&["p2p", &chpp, "--test", "latency", "--op", "nap-ind", "--json"]);
+    let v = json(&out);
+    let sizes: Vec<u64> = v["points"]
+        .as_array()
+        .expect("points")
+        .iter()
+        .map(|p| p["size"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, (0..12).map(|k| 1u64 << k).collect::<Vec<_>>(), "1 B ... 2 KiB");
+    let note = stderr(&out);
+    assert_eq!(note.lines().count(), 1, "{note}");
+    assert!(
+        note.starts_with("note: --op nap-ind carries at most 2 KiB (nic.nap_buffer of ")
+            && note.contains("sizes capped at 2 KiB"),
+        "{note}"
+    );
+    // The other primitives are not capped.
+    let out = hpcnet(&[
+        "p2p", &chpp, "--test", "latency", "--op", "put", "--sizes", "4K:4K", "--json",
+    ]);
+    assert_eq!(json(&out)["points"][0]["size"], 4096);
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+}
+
+#[test]
+fn p2p_sizes_above_one_gib_are_refused_before_any_allocation() {
+    let chpp = chpp();
+    for sizes in ["64G:64G", "1:2G", "1K:1025M"] {
+        let line = one_error_line(
+            &hpcnet(&["p2p", &chpp, "--test", "latency", "--sizes", sizes]),
+            2,
+            &[&format!("--sizes {sizes}: "), "above the largest message size, 1 GiB"],
+        );
+        assert!(line.ends_with("see hpcnet --help)"), "{line}");
+    }
+    // Usage errors come before the scenario is read.
+    one_error_line(
+        &hpcnet(&["p2p", "no-such.toml", "--sizes", "64G:64G"]),
+        2,
+        &["--sizes 64G:64G"],
+    );
+}
+
+#[test]
+fn p2p_zero_counts_are_usage_errors() {
+    let chpp = chpp();
+    for flag in ["--window", "--messages", "--qps"] {
+        let line = one_error_line(
+            &hpcnet(&["p2p", &chpp, "--sizes", "64:64", flag, "0"]),
+            2,
+            &[&format!("{flag} 0: needs at least 1")],
+        );
+        assert!(line.ends_with("(see hpcnet --help)"), "{line}");
+    }
+    // 1 is accepted: one message, one in flight, one queue pair.
+    let v = json(&hpcnet(&[
+        "p2p",
+        &chpp,
+        "--sizes",
+        "64:64",
+        "--window",
+        "1",
+        "--messages",
+        "1",
+        "--qps",
+        "1",
+        "--json",
+    ]));
+    assert_eq!(v["points"][0]["messages"], 1);
+    assert!(v["points"][0]["gbytes_per_s"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn p2p_refused_posts_are_bad_input() {
+    // A window deeper than the doorbell FIFO: the post is refused (no panic), exit 2.
+    let chpp = chpp();
+    one_error_line(
+        &hpcnet(&["p2p", &chpp, "--sizes", "64:64", "--set", "nic.doorbell_fifo=4"]),
+        2,
+        &[
+            "p2p bw, 64 B messages, rank 0 -> 1: post refused: ",
+            "doorbell FIFO of function 0 is full",
+        ],
+    );
+}
