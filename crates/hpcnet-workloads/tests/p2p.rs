@@ -231,7 +231,7 @@ fn gets_sharing_the_put_channel_deadlock_and_their_own_channel_fixes_it() {
     let sc = scenario("chpp-pair.toml", &same);
     let end = get_exchange(sc.world().unwrap(), 0, 1, 65536, 64, 32);
     assert!(
-        end.stuck_tasks == 2 && end.net_in_flight > 0,
+        end.deadlock && end.stuck_tasks == 2 && end.net_in_flight > 0,
         "expected a deadlock: {end:?}"
     );
     assert!(!end.blocked.is_empty());
@@ -240,8 +240,8 @@ fn gets_sharing_the_put_channel_deadlock_and_their_own_channel_fixes_it() {
     let sc = scenario("chpp-pair.toml", &own);
     let end = get_exchange(sc.world().unwrap(), 0, 1, 65536, 64, 32);
     assert_eq!(
-        (end.stuck_tasks, end.net_in_flight),
-        (0, 0),
+        (end.deadlock, end.stuck_tasks, end.net_in_flight),
+        (false, 0, 0),
         "GETs on their own VC complete: {end:?}"
     );
 }

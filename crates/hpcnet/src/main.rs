@@ -126,9 +126,10 @@ enum Cmd {
         /// Primitive for --test latency.
         #[arg(long, value_enum, default_value = "write")]
         op: p2p::OpArg,
-        /// Message sizes MIN:MAX (powers of two in between), e.g. 1:4M.
-        #[arg(long, default_value = "1:4M")]
-        sizes: String,
+        /// Message sizes MIN:MAX (powers of two in between), e.g. 1:4M [default: 1:4M, capped at
+        /// a primitive's limit]
+        #[arg(long)]
+        sizes: Option<String>,
         /// Sending rank.
         #[arg(long, default_value_t = 0)]
         from: u32,
@@ -260,7 +261,7 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             scenario: &scenario,
             test,
             op,
-            sizes: &sizes,
+            sizes: sizes.as_deref(),
             from,
             to,
             window,

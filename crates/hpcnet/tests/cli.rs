@@ -855,6 +855,15 @@ fn bench_takes_set_and_json() {
     let out = hpcnet(&["bench", "--repeat", "0"]);
     assert_eq!(out.status.code(), Some(2));
 
+    // The message-level case runs the whole NIC model and reports messages/s.
+    let v = json(&hpcnet(&["bench", "--only", "verbs", "--json"]));
+    let c = &field(&v, "cases").as_array().unwrap()[0];
+    assert_eq!(c["name"], "sunway-verbs-random-writes-4k");
+    assert!(c["messages_per_sec"].as_f64().unwrap() > 0.0);
+    // 1024 ranks x 64 writes of 4 KB in 1 KiB packets: at least 4 data packets per write
+    // between NICs, fewer between the two processes of one NIC.
+    let delivered = c["packets_delivered"].as_u64().unwrap();
+    assert!(delivered > 1024 * 64 * 4 && delivered < 1024 * 64 * 5, "{delivered}");
     let out = hpcnet(&["bench", "--only", "no-such-case"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).starts_with("error: --only no-such-case: matches no bench case"));
@@ -1025,7 +1034,13 @@ fn p2p_nap_sizes_are_limited_by_the_pool_buffer() {
     let chpp = chpp();
     // An explicit size above nic.nap_buffer (2 KiB) is a usage error naming --sizes, the op and
     // the limit, for both NAP kinds.
-    for (op, sizes) in [("nap-imm", "4K:4K"), ("nap-ind", "1K:8K"), ("nap-imm", "1:4097")] {
+    // An explicit --sizes equal to the default range is explicit too.
+    for (op, sizes) in [
+        ("nap-imm", "4K:4K"),
+        ("nap-ind", "1K:8K"),
+        ("nap-imm", "1:4097"),
+        ("nap-ind", "1:4M"),
+    ] {
         let line = one_error_line(
             &hpcnet(&["p2p", &chpp, "--test", "latency", "--op", op, "--sizes", sizes]),
             2,
