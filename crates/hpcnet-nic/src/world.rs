@@ -419,6 +419,8 @@ pub struct World {
     next_seen: Vec<u64>,
     pkts: Vec<Option<PktInfo>>,
     free_pkts: Vec<u32>,
+    /// Data buffers of finished messages, reused by the next messages the engines start.
+    data_pool: Vec<Vec<u8>>,
     cqs: Vec<Cq>,
     cq_owner: Vec<NodeId>,
     timers: Vec<Option<Waker>>,
@@ -501,6 +503,7 @@ impl World {
             next_seen: Vec::new(),
             pkts: Vec::new(),
             free_pkts: Vec::new(),
+            data_pool: Vec::new(),
             cqs: Vec::new(),
             cq_owner: Vec::new(),
             timers: Vec::new(),
@@ -950,14 +953,23 @@ impl World {
         e.in_flight += 1;
         let now = self.q.now();
         let host = self.cfg.host.clone();
-        let m = self.msg(id).clone();
+        // What the engine needs of the message (no copy of its segment lists).
+        let m = self.msg(id);
+        let (len, class, src, dst, rail, held) = (m.len, m.class, m.req.src, m.req.dst, m.req.rail, m.held);
         let internal = m.r2w_of.is_some();
+        let fsm = matches!(m.req.op, Op::Fsm { .. });
+        let immediate = matches!(m.req.op, Op::Nap { immediate: true, .. });
+        let op_overhead = self.overhead(&m.req.op);
+        // An unreliable queue message completes at the sender once sent; its packets belong to a
+        // target-side copy of the message.
+        let sent_completes = matches!(m.req.op, Op::Send { reliable: false, .. }) || m.req.local_completion;
+        let unreliable_copy = m.unreliable_copy;
         if internal {
             // A write-back is driven by a request packet, not a doorbell: its descriptor is in
             // the packet, and it holds no in-flight slot beyond its transmission. Taking it
             // frees the request's receive buffer.
             self.nics[(node / self.hosts) as usize].engines[engine as usize].in_flight -= 1;
-            self.release(m.held);
+            self.release(held);
             // Room in the hand-over queue: a stalled receive side may go on.
             if self.cfg.get_queue > 0 {
                 self.redispatch(node / self.hosts);
@@ -966,21 +978,20 @@ impl World {
         // Descriptor fetch (a DMA read), then the operation's processing; a write-back is a PUT
         // of the target's send engine whose descriptor came in the request packet (cHPP: GET →
         // local send engine): no fetch, and `writeback_overhead` of processing.
-        let fsm = matches!(m.req.op, Op::Fsm { .. });
         let mut t = now;
         if fsm {
             // PIO: the descriptor (64 B) and the data were written into NIC memory by the CPU.
-            t += host.write_rate().serialization(Bytes(64 + m.len));
+            t += host.write_rate().serialization(Bytes(64 + len));
         } else if !internal {
             t += host.read_latency;
         }
         t += if internal {
             self.cfg.writeback_overhead.unwrap_or(self.cfg.message_overhead)
         } else {
-            self.overhead(&m.req.op)
+            op_overhead
         };
         // Atomics and reads/GETs send one request packet; the engine is free once it has left.
-        let request = match m.class {
+        let request = match class {
             Class::Atomic => Some(PktKind::AtomicReq),
             Class::Pull if !internal => Some(PktKind::ReadReq),
             _ => None,
@@ -993,9 +1004,9 @@ impl World {
             let info = PktInfo {
                 msg: id,
                 kind,
-                from: m.req.src,
-                to: m.req.dst,
-                rail: m.req.rail,
+                from: src,
+                to: dst,
+                rail,
                 held: None,
             };
             let p = self.alloc_pkt(info);
@@ -1005,34 +1016,30 @@ impl World {
             self.q.schedule(free, WorldEvent::EngineFree { node, engine });
             return;
         }
-        // An unreliable queue message completes at the sender once sent; its packets belong to a
-        // target-side copy of the message.
-        let sent_completes = matches!(m.req.op, Op::Send { reliable: false, .. }) || m.req.local_completion;
-        let (id, m) = if sent_completes && !m.unreliable_copy && m.class == Class::Push && !internal {
+        let id = if sent_completes && !unreliable_copy && class == Class::Push && !internal {
             let copy = self.alloc_msg(Msg {
                 unreliable_copy: true,
-                ..m.clone()
+                ..self.msg(id).clone()
             });
             self.unreliable_sent.push(id);
-            (copy, self.msg(copy).clone())
+            copy
         } else {
-            (id, m)
+            id
         };
         // Data movement: gather the source bytes.
-        let (from, to) = if internal {
-            (m.req.dst, m.req.src)
-        } else {
-            (m.req.src, m.req.dst)
-        };
-        let mut data = Vec::with_capacity(m.len as usize);
+        let (from, to) = if internal { (dst, src) } else { (src, dst) };
+        let mut data = self.data_pool.pop().unwrap_or_default();
+        data.clear();
+        data.reserve(len as usize);
+        let m = self.msgs[id as usize].as_mut().expect("live message");
+        let mem = &self.mem[from as usize];
         for &(a, l) in &m.src_segs {
-            data.extend_from_slice(self.mem[from as usize].read(a, l).unwrap_or(&[]));
+            data.extend_from_slice(mem.read(a, l).unwrap_or(&[]));
         }
-        data.resize(m.len as usize, 0);
-        self.msg_mut(id).data = data;
-        let immediate = matches!(m.req.op, Op::Nap { immediate: true, .. });
+        data.resize(len as usize, 0);
+        m.data = data;
         let mtu = self.mtu as u64;
-        let npk = m.len.div_ceil(mtu).max(1);
+        let npk = len.div_ceil(mtu).max(1);
         // When the data is in the NIC: immediate data comes with the descriptor (its first
         // `immediate_inline` bytes with the descriptor's first read, the rest extracted at the
         // immediate rate); otherwise DMA reads through the engine's PCIe link.
@@ -1051,7 +1058,7 @@ impl World {
         };
         let inline = if immediate { self.cfg.immediate_inline.0 } else { 0 };
         let desc_done = if immediate {
-            first + rate.map_or(SimTime::ZERO, |r| r.serialization(Bytes(m.len.saturating_sub(inline))))
+            first + rate.map_or(SimTime::ZERO, |r| r.serialization(Bytes(len.saturating_sub(inline))))
         } else {
             t
         };
@@ -1069,7 +1076,7 @@ impl World {
         let mut last = first;
         for k in 0..npk {
             let off = k * mtu;
-            let plen = (m.len - off).min(mtu);
+            let plen = (len - off).min(mtu);
             let data_ready = first
                 + rate.map_or(SimTime::ZERO, |r| {
                     r.serialization(Bytes((off + plen).saturating_sub(inline)))
@@ -1087,7 +1094,7 @@ impl World {
                 kind: PktKind::Data { off, len: plen },
                 from,
                 to,
-                rail: m.req.rail,
+                rail,
                 held: None,
             });
             self.q.schedule(ready, WorldEvent::Inject { pkt: p });
@@ -1516,92 +1523,104 @@ impl World {
 
     /// A data packet's DMA write has finished.
     fn landed(&mut self, pid: u32) {
-        let info = self.pkts[pid as usize].clone().expect("live packet");
-        self.free_pkt(pid);
+        let info = self.pkts[pid as usize].take().expect("live packet");
+        self.free_pkts.push(pid);
         // Written to memory: the receive buffer is free again.
         self.release(info.held);
         let PktKind::Data { off, len } = info.kind else { return };
         let id = info.msg;
-        if self.msg(id).status == CqeStatus::Ok {
+        let m = self.msgs[id as usize].as_mut().expect("live message");
+        if m.status == CqeStatus::Ok {
             // Scatter [off, off + len) of the message over the landing segments.
-            let m = self.msg(id);
-            let mut writes = Vec::new();
+            let mem = &mut self.mem[info.to as usize];
             let mut base = 0u64;
             for &(a, l) in &m.dst_segs {
                 let (lo, hi) = (off.max(base), (off + len).min(base + l));
                 if lo < hi {
-                    writes.push((a + (lo - base), m.data[lo as usize..hi as usize].to_vec()));
+                    mem.write(a + (lo - base), &m.data[lo as usize..hi as usize])
+                        .expect("checked on arrival");
                 }
                 base += l;
             }
-            for (a, bytes) in writes {
-                self.mem[info.to as usize].write(a, &bytes).expect("checked on arrival");
-            }
         }
-        let m = self.msg_mut(id);
         m.landed += len;
         if m.landed < m.len {
             return;
         }
-        // Every byte is in place.
-        let m = self.msg(id).clone();
-        let now = self.q.now();
+        // Every byte is in place: the data buffer can serve another message.
+        let data = std::mem::take(&mut m.data);
+        self.data_pool.push(data);
+        let m = self.msg(id);
         if let Some(pull) = m.r2w_of {
             // The read / GET is complete at the requester; the write-back is done.
             self.release_msg(id);
             self.complete_at_source(pull, CqeStatus::Ok, 0);
             return;
         }
-        if m.status == CqeStatus::Ok {
-            let notify = |wr_id, kind, addr| Cqe {
-                wr_id,
-                kind,
-                status: CqeStatus::Ok,
-                bytes: m.len,
-                peer: m.req.src,
-                addr,
-                value: 0,
-                at: now,
-            };
+        let (bytes, src, dst, rail, status, unreliable_copy) = (
+            m.len,
+            m.req.src,
+            m.req.dst,
+            m.req.rail,
+            m.status.clone(),
+            m.unreliable_copy,
+        );
+        if status == CqeStatus::Ok {
+            // The reply word to increment and the notification to queue (cq, wr_id, kind, addr).
+            let mut reply = None;
+            let mut notify = None;
             match &m.req.op {
                 Op::Write {
                     reply_word, notify_cq, ..
                 } => {
-                    if let Some((a, _)) = reply_word {
-                        self.mem[m.req.dst as usize]
-                            .fetch_add_u64(*a, 1)
-                            .expect("reply word checked when the write was accepted");
-                    }
-                    if let Some(cq) = notify_cq {
-                        self.push_cqe(*cq, notify(m.req.wr_id, CqeKind::Notify, 0));
-                    }
+                    reply = reply_word.map(|(a, _)| a);
+                    notify = notify_cq.map(|cq| (cq, m.req.wr_id, CqeKind::Notify, 0));
                 }
                 Op::Put {
                     notify_cq: Some(cq), ..
-                } => self.push_cqe(*cq, notify(m.req.wr_id, CqeKind::Notify, 0)),
+                } => notify = Some((*cq, m.req.wr_id, CqeKind::Notify, 0)),
                 Op::Send { rq, .. } => {
                     let cq = self.rqs[*rq as usize].cq;
                     let buf = m.dst_segs.first().map_or(0, |s| s.0);
-                    self.push_cqe(cq, notify(m.recv_wr, CqeKind::Recv, buf));
+                    notify = Some((cq, m.recv_wr, CqeKind::Recv, buf));
                 }
                 Op::Nap { .. } => {
-                    let cq = self.nics[(m.req.dst / self.hosts) as usize]
+                    let cq = self.nics[(dst / self.hosts) as usize]
                         .nap_cq
                         .expect("NAP accepted only with a pool");
                     let buf = m.dst_segs.first().map_or(0, |s| s.0);
-                    self.push_cqe(cq, notify(m.req.wr_id, CqeKind::NapReceived, buf));
+                    notify = Some((cq, m.req.wr_id, CqeKind::NapReceived, buf));
                 }
                 _ => {}
+            }
+            if let Some(a) = reply {
+                self.mem[dst as usize]
+                    .fetch_add_u64(a, 1)
+                    .expect("reply word checked when the write was accepted");
+            }
+            if let Some((cq, wr_id, kind, addr)) = notify {
+                let now = self.q.now();
+                let e = Cqe {
+                    wr_id,
+                    kind,
+                    status: CqeStatus::Ok,
+                    bytes,
+                    peer: src,
+                    addr,
+                    value: 0,
+                    at: now,
+                };
+                self.push_cqe(cq, e);
             }
         } else {
             self.counters.refused += 1;
         }
-        if m.unreliable_copy {
+        if unreliable_copy {
             // Nobody waits for an acknowledgement.
             self.release_msg(id);
             return;
         }
-        self.send_ack(id, m.req.dst, m.req.src, m.req.rail, m.status.clone());
+        self.send_ack(id, dst, src, rail, status);
     }
 
     fn send_ack(&mut self, msg: u32, from: NodeId, to: NodeId, rail: u8, status: CqeStatus) {
@@ -1624,7 +1643,7 @@ impl World {
 
     /// The initiator learns that its message is complete.
     fn complete_at_source(&mut self, id: u32, status: CqeStatus, value: u64) {
-        let m = self.msg(id).clone();
+        let m = self.msg(id);
         let kind = match m.req.op {
             Op::Write { .. } => CqeKind::Write,
             Op::Read { .. } => CqeKind::Read,
@@ -1635,24 +1654,27 @@ impl World {
             Op::Atomic { .. } => CqeKind::Atomic,
             Op::Send { .. } => CqeKind::Send,
         };
+        let (node, function, engine) = (m.req.src, m.req.function, m.engine);
         if m.req.signaled || status != CqeStatus::Ok {
             let now = self.q.now();
-            let e = Cqe {
-                wr_id: m.req.wr_id,
-                kind,
-                status,
-                bytes: m.len,
-                peer: m.req.dst,
-                addr: 0,
-                value,
-                at: now,
-            };
-            self.push_cqe(m.req.cq, e);
+            let (cq, e) = (
+                m.req.cq,
+                Cqe {
+                    wr_id: m.req.wr_id,
+                    kind,
+                    status,
+                    bytes: m.len,
+                    peer: m.req.dst,
+                    addr: 0,
+                    value,
+                    at: now,
+                },
+            );
+            self.push_cqe(cq, e);
         }
-        let node = m.req.src;
-        self.nics[(node / self.hosts) as usize].outstanding[m.req.function as usize] -= 1;
-        self.nics[(node / self.hosts) as usize].engines[m.engine as usize].in_flight -= 1;
+        self.nics[(node / self.hosts) as usize].outstanding[function as usize] -= 1;
+        self.nics[(node / self.hosts) as usize].engines[engine as usize].in_flight -= 1;
         self.release_msg(id);
-        self.start_next(node, m.engine);
+        self.start_next(node, engine);
     }
 }
