@@ -333,6 +333,8 @@ struct Engine {
     /// Send queues: per function, `nic.virtual_interfaces` FIFOs (queue pair mod that count),
     /// arbitrated by `nic.function_arbitration`.
     queues: Vec<VecDeque<u32>>,
+    /// Bit q set when send queue q is not empty: arbitration skips empty queues a word at a time.
+    ready: Vec<u64>,
     /// Write-backs of reads/GETs (driven by request packets).
     internal: VecDeque<u32>,
     /// Messages posted with the "fast" flag: served before everything else.
@@ -355,6 +357,28 @@ struct Engine {
     /// stage, oldest first. A message may start its descriptor stage once the message N places
     /// before it has entered the data stage.
     entered: VecDeque<SimTime>,
+}
+
+impl Engine {
+    /// The first non-empty send queue in `lo..hi`.
+    fn first_ready(&self, lo: usize, hi: usize) -> Option<usize> {
+        if lo >= hi {
+            return None;
+        }
+        let mut w = lo / 64;
+        let mut bits = self.ready[w] & (!0u64 << (lo % 64));
+        loop {
+            if bits != 0 {
+                let q = w * 64 + bits.trailing_zeros() as usize;
+                return (q < hi).then_some(q);
+            }
+            w += 1;
+            if w * 64 >= hi {
+                return None;
+            }
+            bits = self.ready[w];
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -472,11 +496,13 @@ impl World {
         let mtu = net.config().packet.max_payload.0 as u32;
         let links = cfg.host.links.max(1) as usize;
         let hosts = cfg.hosts.max(1);
+        let queues = (cfg.functions.max(1) * cfg.virtual_interfaces.max(1)) as usize;
         let nics = (0..n)
             .map(|_| Nic {
                 engines: vec![
                     Engine {
-                        queues: vec![VecDeque::new(); (cfg.functions.max(1) * cfg.virtual_interfaces.max(1)) as usize],
+                        queues: vec![VecDeque::new(); queues],
+                        ready: vec![0; queues.div_ceil(64)],
                         ..Engine::default()
                     };
                     cfg.engines as usize
@@ -872,6 +898,7 @@ impl World {
                     e.fast.push_back(msg);
                 } else {
                     e.queues[f].push_back(msg);
+                    e.ready[f / 64] |= 1 << (f % 64);
                 }
                 self.start_next(node, engine);
             }
@@ -920,22 +947,33 @@ impl World {
         // n, the write-backs handed over by the receive side. Round robin treats them alike (host work and GET service
         // alternate); priority serves write-backs first, then functions in order.
         let n = e.queues.len();
-        let has = |e: &Engine, s: usize| {
-            if s == n {
-                !e.internal.is_empty()
-            } else {
-                !e.queues[s].is_empty()
-            }
-        };
+        let internal = !e.internal.is_empty();
         let s = match arb {
-            FunctionArbitration::RoundRobin => (0..=n).map(|k| (e.rr + k) % (n + 1)).find(|&s| has(e, s))?,
-            FunctionArbitration::Priority => std::iter::once(n).chain(0..n).find(|&s| has(e, s))?,
+            // The first non-empty source from `rr` on, cyclically: queues rr..n, the write-backs
+            // (n), queues 0..rr.
+            FunctionArbitration::RoundRobin => {
+                let r = e.rr;
+                e.first_ready(r, n)
+                    .or_else(|| internal.then_some(n))
+                    .or_else(|| e.first_ready(0, r))?
+            }
+            FunctionArbitration::Priority => {
+                if internal {
+                    n
+                } else {
+                    e.first_ready(0, n)?
+                }
+            }
         };
         e.rr = (s + 1) % (n + 1);
         if s == n {
             e.internal.pop_front()
         } else {
-            e.queues[s].pop_front()
+            let id = e.queues[s].pop_front();
+            if e.queues[s].is_empty() {
+                e.ready[s / 64] &= !(1 << (s % 64));
+            }
+            id
         }
     }
 
