@@ -862,18 +862,21 @@ impl World {
         match ev {
             WorldEvent::Net(e) => {
                 self.net.handle(&mut self.q, e);
-                let mut ds = std::mem::take(&mut self.net.deliveries);
-                let limited = self.cfg.rx_buffer.is_some();
-                for d in ds.drain(..) {
-                    let pid = d.packet.tag as u32;
-                    if limited {
-                        let held = (d.packet.dst, d.packet.rail, Network::buffer_credits(&d.packet));
-                        self.pkts[pid as usize].as_mut().expect("live packet").held = Some(held);
+                // Most network events deliver nothing.
+                if !self.net.deliveries.is_empty() {
+                    let mut ds = std::mem::take(&mut self.net.deliveries);
+                    let limited = self.cfg.rx_buffer.is_some();
+                    for d in ds.drain(..) {
+                        let pid = d.packet.tag as u32;
+                        if limited {
+                            let held = (d.packet.dst, d.packet.rail, Network::buffer_credits(&d.packet));
+                            self.pkts[pid as usize].as_mut().expect("live packet").held = Some(held);
+                        }
+                        self.receive(pid, (d.packet.dst, d.packet.vc));
                     }
-                    self.receive(pid, (d.packet.dst, d.packet.vc));
+                    // Hand the (empty) buffer back so its allocation is reused.
+                    self.net.deliveries = ds;
                 }
-                // Hand the (empty) buffer back so its allocation is reused.
-                self.net.deliveries = ds;
                 // Packets dropped for want of a route are lost; the network counts them and
                 // their message never completes.
                 if !self.net.injected_from.is_empty() {
