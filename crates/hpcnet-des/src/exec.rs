@@ -74,18 +74,31 @@ impl fmt::Display for TaskId {
 
 /// Ids of woken tasks, in wake order. Shared with every waker, hence `Arc<Mutex<..>>`.
 #[derive(Default)]
-struct ReadyList(Mutex<VecDeque<TaskId>>);
+struct ReadyList {
+    ids: Mutex<VecDeque<TaskId>>,
+    /// Whether `ids` is non-empty (written under the lock): lets [`Executor::run_ready`] return
+    /// without locking when nothing was woken, the common case between two events.
+    pending: AtomicBool,
+}
 
 impl ReadyList {
     fn push(&self, id: TaskId) {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).push_back(id);
+        let mut ids = self.ids.lock().unwrap_or_else(PoisonError::into_inner);
+        ids.push_back(id);
+        self.pending.store(true, Ordering::Release);
     }
     /// Move every queued id into `out` (which must be empty); keeps both buffers' capacity.
     fn swap_into(&self, out: &mut VecDeque<TaskId>) {
-        std::mem::swap(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner), out);
+        let mut ids = self.ids.lock().unwrap_or_else(PoisonError::into_inner);
+        std::mem::swap(&mut *ids, out);
+        self.pending.store(false, Ordering::Release);
     }
     fn is_empty(&self) -> bool {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).is_empty()
+        self.ids.lock().unwrap_or_else(PoisonError::into_inner).is_empty()
+    }
+    #[inline]
+    fn has_pending(&self) -> bool {
+        self.pending.load(Ordering::Acquire)
     }
 }
 
@@ -225,7 +238,16 @@ impl Executor {
 
     /// Poll ready tasks, first woken first, until none is ready; return the number of polls.
     /// Tasks woken (or spawned) during this call are polled in this call too.
+    #[inline]
     pub fn run_ready(&mut self) -> usize {
+        if !self.ready.has_pending() {
+            return 0;
+        }
+        self.poll_ready()
+    }
+
+    #[inline(never)]
+    fn poll_ready(&mut self) -> usize {
         let mut polls = 0;
         loop {
             debug_assert!(self.batch.is_empty());
