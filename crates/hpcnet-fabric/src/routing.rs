@@ -332,6 +332,22 @@ impl Routing {
         ) && self.grid.as_ref().is_some_and(|g| g.wrap)
     }
 
+    /// Whether idle-network paths look the same from every router: on a torus (translation of
+    /// the coordinates modulo k) or a hypercube (XOR of the address), with dimension-order
+    /// routing, one rail and no failed link, the path from router s + t to router d + t takes the
+    /// same ports as the path from s to d, translated by t. Every router then has the same
+    /// concentration and port layout, so the load a pattern that is itself translation invariant
+    /// (uniform) puts on port p is the same at every router, and follows from the paths of one
+    /// router's nodes alone. Meshes are not: their edges break the symmetry.
+    pub fn translation_invariant(&self, topo: &Topology) -> bool {
+        let shape = match &topo.shape {
+            Shape::Torus { wrap, .. } => *wrap,
+            Shape::Hypercube { .. } => true,
+            _ => false,
+        };
+        shape && matches!(self.algo, Algo::Dor { .. }) && !self.any_dead && topo.rails == 1
+    }
+
     /// Where node `n`'s rail `rail` is attached.
     #[inline]
     pub fn attach(&self, n: NodeId, rail: u8) -> (RouterId, PortIdx) {

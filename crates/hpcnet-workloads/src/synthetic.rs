@@ -65,8 +65,14 @@ pub struct ChannelLoadBound {
     pub saturation_bound: f64,
     /// The busiest channel.
     pub channel: String,
-    /// Sources traced (all, or a deterministic sample of large machines).
+    /// Sources traced (all, or a deterministic sample of large machines; with `by_symmetry`,
+    /// the nodes of one router).
     pub sources_traced: usize,
+    /// Exact loads of uniform traffic on a torus or hypercube with dimension-order routing, from
+    /// the paths of one router's nodes to every node (every router carries the same load on the
+    /// same port); reported only when true (networks of more than 1024 nodes).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub by_symmetry: bool,
 }
 
 /// A detected deadlock: time and the blocked input channels.
@@ -110,6 +116,10 @@ pub struct RunReport {
     pub total_hops: u64,
     pub link_utilisation: LinkUtilisation,
     pub channel_load_bound: Option<ChannelLoadBound>,
+    /// Why `channel_load_bound` is missing, when it was not computed (too many router hops to
+    /// trace, see [`BOUND_HOP_BUDGET`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channel_load_bound_skipped: Option<String>,
     /// accepted_load / saturation_bound.
     pub accepted_over_bound: Option<f64>,
     pub table_memory: Option<TableMemory>,
@@ -258,9 +268,14 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
         }
     };
     for (i, s) in sources.iter_mut().enumerate() {
-        // Random phase so periodic sources do not inject in lock-step.
+        // Random phase so periodic sources do not inject in lock-step. Like every later packet,
+        // the first is created only before the end of measurement: a short run on a large
+        // machine (phase up to one mean gap, measurement shorter than that) would otherwise
+        // create one packet per node after the sources stopped, all of it drain work.
         let phase = SimTime((s.rng.gen::<f64>() * period_ps) as u64);
-        q.schedule(phase, Ev::Gen(i as NodeId));
+        if phase < meas_end {
+            q.schedule(phase, Ev::Gen(i as NodeId));
+        }
     }
 
     let mut generated = 0u64;
@@ -467,7 +482,11 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
         mean_router_links: sum_r / cnt_r.max(1) as f64,
     };
 
-    let bound = channel_load_bound(&net, &dests, tc, use_rails, node_bps, &streams);
+    let (bound, channel_load_bound_skipped) = match channel_load_bound(&net, &dests, tc, use_rails, node_bps, &streams)
+    {
+        Ok(b) => (b, None),
+        Err(why) => (None, Some(why)),
+    };
     let accepted_over_bound = bound.as_ref().map(|b| accepted_load / b.saturation_bound);
 
     let mut drops_by_reason = BTreeMap::new();
@@ -523,6 +542,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
         total_hops: c.hops,
         link_utilisation,
         channel_load_bound: bound,
+        channel_load_bound_skipped,
         accepted_over_bound,
         table_memory: net.routing.table_memory.clone(),
         drained,
@@ -538,10 +558,22 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
     })
 }
 
+/// Sources traced for the channel-load bound: all of them up to this many nodes, above it a
+/// deterministic sample of this many (or, on symmetric networks, one router's, see
+/// [`symmetric_bound`]).
+const BOUND_SOURCES: usize = 1024;
+
+/// Router hops the sampled channel-load trace may take (~5 s on the reference machine), projected
+/// from the first source; above it the bound is not computed and the report says why. Uniform
+/// traffic traces every destination of each sampled source, so without the limit the cost grows
+/// as 1024 × nodes × path length: hours for millions of nodes.
+pub const BOUND_HOP_BUDGET: u64 = 1 << 28;
+
 /// Channel-load bound (Dally & Towles §3.3): trace the idle-network path of every flow and add
 /// its rate to every channel it crosses; the busiest channel bounds the accepted load.
 /// Random patterns use their exact destination distribution; adaptive routing is traced with
 /// its idle-network (deterministic) choice, so the bound is that of the deterministic paths.
+/// `Err` explains why the bound was not computed.
 fn channel_load_bound(
     net: &Network,
     dests: &Destinations,
@@ -549,66 +581,284 @@ fn channel_load_bound(
     rails: u8,
     node_bps: f64,
     streams: &RngStreams,
-) -> Option<ChannelLoadBound> {
+) -> Result<Option<ChannelLoadBound>, String> {
+    let n = net.topo.nodes.len();
+    let uniform = matches!(
+        tc.pattern,
+        crate::traffic::Pattern::Uniform | crate::traffic::Pattern::AllToAll
+    );
+    if n > BOUND_SOURCES && uniform && net.routing.translation_invariant(&net.topo) {
+        return Ok(symmetric_bound(net, rails, node_bps));
+    }
+    traced_bound(net, dests, tc, rails, node_bps, streams, BOUND_HOP_BUDGET)
+}
+
+/// The flows of `src`: (destination, fraction of its traffic).
+fn flows_of(src: NodeId, n: usize, dests: &Destinations, tc: &TrafficConfig, rng: &mut SimRng) -> Vec<(NodeId, f64)> {
+    match tc.pattern {
+        crate::traffic::Pattern::Uniform | crate::traffic::Pattern::AllToAll => (0..n as NodeId)
+            .filter(|&d| d != src)
+            .map(|d| (d, 1.0 / (n - 1) as f64))
+            .collect(),
+        crate::traffic::Pattern::Hotspot => {
+            let hot = if tc.hotspot_nodes.is_empty() {
+                vec![0]
+            } else {
+                tc.hotspot_nodes.clone()
+            };
+            let mut v: Vec<(NodeId, f64)> = (0..n as NodeId)
+                .filter(|&d| d != src)
+                .map(|d| (d, (1.0 - tc.hotspot_fraction) / (n - 1) as f64))
+                .collect();
+            for h in &hot {
+                v.push((*h, tc.hotspot_fraction / hot.len() as f64));
+            }
+            v.retain(|(d, _)| *d != src);
+            v
+        }
+        _ => {
+            let d = dests.next(src, 0, rng);
+            if d == src {
+                Vec::new()
+            } else {
+                vec![(d, 1.0)]
+            }
+        }
+    }
+}
+
+/// The bound from the traced flows of every source, or of a sample of [`BOUND_SOURCES`] spread
+/// evenly over node order (loads scaled up by the stride). `Err` when the first source's paths,
+/// times the number of sources, project more than `hop_budget` router hops.
+fn traced_bound(
+    net: &Network,
+    dests: &Destinations,
+    tc: &TrafficConfig,
+    rails: u8,
+    node_bps: f64,
+    streams: &RngStreams,
+    hop_budget: u64,
+) -> Result<Option<ChannelLoadBound>, String> {
     let n = net.topo.nodes.len();
     let base: Vec<usize> = net.topo.port_offsets().into_iter().map(|b| b as usize).collect();
     let mut load = vec![0.0f64; *base.last().expect("total")];
     // Node injection channels carry load/rails each; they are never the binding channel below 1.
-    let step = if n > 1024 { n.div_ceil(1024) } else { 1 };
+    let step = if n > BOUND_SOURCES {
+        n.div_ceil(BOUND_SOURCES)
+    } else {
+        1
+    };
+    let sources = n.div_ceil(step);
     let mut traced = 0usize;
+    let mut hops = 0u64;
     let mut rng = streams.stream("bound", 0);
     for src in (0..n).step_by(step) {
         traced += 1;
-        // Destination distribution of this source.
-        let flows: Vec<(NodeId, f64)> = match tc.pattern {
-            crate::traffic::Pattern::Uniform | crate::traffic::Pattern::AllToAll => (0..n as NodeId)
-                .filter(|&d| d != src as NodeId)
-                .map(|d| (d, 1.0 / (n - 1) as f64))
-                .collect(),
-            crate::traffic::Pattern::Hotspot => {
-                let hot = if tc.hotspot_nodes.is_empty() {
-                    vec![0]
-                } else {
-                    tc.hotspot_nodes.clone()
-                };
-                let mut v: Vec<(NodeId, f64)> = (0..n as NodeId)
-                    .filter(|&d| d != src as NodeId)
-                    .map(|d| (d, (1.0 - tc.hotspot_fraction) / (n - 1) as f64))
-                    .collect();
-                for h in &hot {
-                    v.push((*h, tc.hotspot_fraction / hot.len() as f64));
-                }
-                v.retain(|(d, _)| *d != src as NodeId);
-                v
-            }
-            _ => {
-                let d = dests.next(src as NodeId, 0, &mut rng);
-                if d == src as NodeId {
-                    Vec::new()
-                } else {
-                    vec![(d, 1.0)]
-                }
-            }
-        };
-        for (dst, w) in flows {
+        for (dst, w) in flows_of(src as NodeId, n, dests, tc, &mut rng) {
             for rail in 0..rails {
                 let share = w * node_bps / rails as f64;
                 // Unroutable pairs are reported by the run itself (dropped packets).
                 let _ = net.routing.walk(&net.topo, src as NodeId, dst, rail, 0, |r, p, _| {
                     load[base[r as usize] + p as usize] += share;
+                    hops += 1;
+                });
+            }
+        }
+        let projected = hops.saturating_mul(sources as u64);
+        if traced == 1 && projected > hop_budget {
+            return Err(format!(
+                "tracing the flows of {sources} sources over {n} nodes would take about {projected:.1e} router hops, more than the limit of {budget:.1e}",
+                projected = projected as f64,
+                budget = hop_budget as f64
+            ));
+        }
+    }
+    let rate = net.config().link.data_rate().0 as f64;
+    let Some((g, &l)) = load.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)) else {
+        return Ok(None);
+    };
+    let r = base.partition_point(|&b| b <= g) - 1;
+    let p = g - base[r];
+    let gamma = l / rate * step as f64;
+    Ok(Some(ChannelLoadBound {
+        max_channel_load: gamma,
+        saturation_bound: (1.0 / gamma).min(1.0),
+        channel: format!("r{r}.p{p}"),
+        sources_traced: traced,
+        by_symmetry: false,
+    }))
+}
+
+/// Exact bound of uniform traffic on a translation-invariant network
+/// ([`hpcnet_fabric::routing::Routing::translation_invariant`]): every router's port p carries
+/// the same load, the sum over the flows of one router's nodes of the shares of their hops that
+/// leave by port p (translate each flow so that its source sits on router 0). Cost: one path per
+/// node, instead of a sample of sources times all nodes.
+fn symmetric_bound(net: &Network, rails: u8, node_bps: f64) -> Option<ChannelLoadBound> {
+    let n = net.topo.nodes.len();
+    let r0 = net.routing.attach(0, 0).0;
+    let mut load = vec![0.0f64; net.topo.routers[r0 as usize].ports.len()];
+    let w = 1.0 / (n - 1) as f64;
+    let mut traced = 0;
+    for src in (0..n as NodeId).filter(|&s| net.routing.attach(s, 0).0 == r0) {
+        traced += 1;
+        for dst in (0..n as NodeId).filter(|&d| d != src) {
+            for rail in 0..rails {
+                let share = w * node_bps / rails as f64;
+                let _ = net.routing.walk(&net.topo, src, dst, rail, 0, |_, p, _| {
+                    load[p as usize] += share;
                 });
             }
         }
     }
     let rate = net.config().link.data_rate().0 as f64;
-    let (g, &l) = load.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1))?;
-    let r = base.partition_point(|&b| b <= g) - 1;
-    let p = g - base[r];
-    let gamma = l / rate * step as f64;
+    let (p, &l) = load.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1))?;
+    let gamma = l / rate;
     Some(ChannelLoadBound {
         max_channel_load: gamma,
         saturation_bound: (1.0 / gamma).min(1.0),
-        channel: format!("r{r}.p{p}"),
+        channel: format!("r{r0}.p{p}"),
         sources_traced: traced,
+        by_symmetry: true,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario(topology: &str, routing: &str, extra: &str) -> Scenario {
+        let text = format!(
+            "seed = 3\n[topology]\n{topology}\n[link]\nlanes = 1\nlane_rate = \"10 Gb/s\"\nencoding = \"none\"\nlatency = \"10 ns\"\n\
+             [router]\nvcs = 3\nprivate_credits = 16\nlatency = \"20 ns\"\n[routing]\n{routing}\n\
+             [traffic]\npattern = \"uniform\"\nload = 0.3\n[sim]\nwarmup = \"1 us\"\nmeasure = \"2 us\"\n{extra}\n"
+        );
+        Scenario::from_str_named(&text, "test.toml", "test", &[]).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn network(sc: &Scenario) -> Network {
+        Network::new(sc.topology.clone(), sc.fabric.clone()).expect("network")
+    }
+
+    /// The bound from every source's traced flows (no sample, no budget).
+    fn traced(sc: &Scenario, net: &Network) -> ChannelLoadBound {
+        let streams = RngStreams::new(sc.file.seed);
+        let dests = Destinations::new(&sc.traffic, &net.topo, &mut streams.stream("pattern", 0));
+        let rate = net.injection_rate(0, 0).0 as f64;
+        traced_bound(net, &dests, &sc.traffic, 1, rate, &streams, u64::MAX)
+            .expect("within budget")
+            .expect("bound")
+    }
+
+    const DOR: &str = "algorithm = \"dimension_order\"";
+
+    #[test]
+    fn one_router_of_a_torus_or_hypercube_gives_the_exact_uniform_bound() {
+        for topology in [
+            // Even radices: distance k/2 ties go the plus way, so + and − channels differ.
+            "kind = \"torus\"\nk = [4, 6]\nconcentration = 2",
+            "kind = \"torus\"\nk = [3, 4, 5]",
+            "kind = \"torus\"\nk = [2, 5]\nconcentration = 3",
+            "kind = \"hypercube\"\nn = 5\nconcentration = 2",
+        ] {
+            for routing in [
+                format!("{DOR}\ndeadlock = \"bubble\""),
+                format!("{DOR}\ndeadlock = \"dateline\""),
+                "algorithm = \"source\"".to_string(),
+            ] {
+                if topology.contains("hypercube") && routing.contains("deadlock") {
+                    continue;
+                }
+                let sc = scenario(topology, &routing, "");
+                let net = network(&sc);
+                assert!(net.routing.translation_invariant(&net.topo), "{topology} {routing}");
+                let all = traced(&sc, &net);
+                let rate = net.injection_rate(0, 0).0 as f64;
+                let sym = symmetric_bound(&net, 1, rate).expect("bound");
+                assert!(sym.by_symmetry && !all.by_symmetry);
+                assert_eq!(all.sources_traced, net.topo.nodes.len());
+                let c = net.topo.nodes.len() / net.topo.routers.len();
+                assert_eq!(sym.sources_traced, c);
+                let rel = (sym.max_channel_load - all.max_channel_load).abs() / all.max_channel_load;
+                assert!(
+                    rel < 1e-12,
+                    "{topology}: symmetric {} vs traced {}",
+                    sym.max_channel_load,
+                    all.max_channel_load
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn ring_loads_by_hand() {
+        // 8-ary 1-cube, one node per router, 10 Gb/s links and nodes: a source sends 1/7 of its
+        // traffic to each other node. The + link of router 0 carries the flows that reach
+        // forward distance 1..4 (4 included: ties go plus) through it: 4 from router 0, 3 from
+        // router 7, 2 from router 6 and 1 from router 5, so 10 flows of 1/7.
+        let sc = scenario("kind = \"torus\"\nk = [8]", DOR, "");
+        let net = network(&sc);
+        let rate = net.injection_rate(0, 0).0 as f64;
+        let sym = symmetric_bound(&net, 1, rate).expect("bound");
+        assert!(
+            (sym.max_channel_load - 10.0 / 7.0).abs() < 1e-12,
+            "{}",
+            sym.max_channel_load
+        );
+        assert_eq!(sym.channel, "r0.p0");
+        assert!((traced(&sc, &net).max_channel_load - 10.0 / 7.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn symmetry_needs_a_torus_dimension_order_and_no_failed_link() {
+        let not = [
+            scenario("kind = \"mesh\"\nk = [4, 4]", DOR, ""),
+            scenario(
+                "kind = \"torus\"\nk = [4, 4]",
+                "algorithm = \"minimal_adaptive\"\ndeadlock = \"bubble\"",
+                "",
+            ),
+            scenario(
+                "kind = \"torus\"\nk = [4, 4]",
+                DOR,
+                "[faults]\nfailed_links = [{ router = 0, port = 0 }]",
+            ),
+            scenario("kind = \"fat_tree\"\nk = 4\nn = 2", "algorithm = \"up_down\"", ""),
+        ];
+        for sc in &not {
+            let net = network(sc);
+            assert!(!net.routing.translation_invariant(&net.topo), "{}", net.topo.name);
+        }
+    }
+
+    #[test]
+    fn tracing_beyond_the_hop_budget_is_refused_with_the_reason() {
+        let sc = scenario("kind = \"mesh\"\nk = [4, 4]", DOR, "");
+        let net = network(&sc);
+        let streams = RngStreams::new(sc.file.seed);
+        let dests = Destinations::new(&sc.traffic, &net.topo, &mut streams.stream("pattern", 0));
+        let rate = net.injection_rate(0, 0).0 as f64;
+        // Node 0 of a 4×4 mesh (a corner) reaches the 15 others through |dx| + |dy| + 1 routers:
+        // 48 + 15 = 63 router hops, so 16 sources project 1008.
+        let why = traced_bound(&net, &dests, &sc.traffic, 1, rate, &streams, 63 * 16 - 1).unwrap_err();
+        assert_eq!(
+            why,
+            "tracing the flows of 16 sources over 16 nodes would take about 1.0e3 router hops, more than the limit of 1.0e3"
+        );
+        assert!(traced_bound(&net, &dests, &sc.traffic, 1, rate, &streams, 63 * 16).is_ok());
+    }
+
+    #[test]
+    fn no_packet_is_created_after_the_measurement_window() {
+        // 0.1 % load: a node's first packet comes after ~100 us on average, far beyond this
+        // 30 ns run; none may be created once the sources have stopped.
+        let o = ["traffic.load=0.001", "sim.warmup=\"10 ns\"", "sim.measure=\"20 ns\""];
+        let o: Vec<String> = o.iter().map(|s| s.to_string()).collect();
+        let text = "[topology]\nkind = \"torus\"\nk = [4, 4]\n[link]\nlanes = 1\nlane_rate = \"10 Gb/s\"\nlatency = \"10 ns\"\n[router]\nvcs = 2\nprivate_credits = 16\nlatency = \"20 ns\"\n";
+        let short = Scenario::from_str_named(text, "t.toml", "t", &o).expect("scenario");
+        let rep = run_synthetic(&short, RunOptions::default()).expect("run");
+        assert_eq!(rep.packets_generated, 0);
+        assert_eq!(rep.events, 0);
+        assert!(rep.conservation_ok);
+    }
 }

@@ -59,6 +59,9 @@ pub fn run(path: &Path, common: &Common, links: Option<&Path>) -> Result<(), Fai
         write_links(&rep, file)?;
         rep.links = None;
     }
+    if let (true, Some(why)) = (common.json, &rep.channel_load_bound_skipped) {
+        eprintln!("warning: channel-load bound not computed: {why}");
+    }
     if common.json {
         outln!("{}", serde_json::to_string_pretty(&rep).expect("report serialises"));
     } else {
@@ -120,6 +123,9 @@ pub fn print_text(r: &RunReport) {
             b.max_channel_load,
             r.accepted_over_bound.unwrap_or(0.0)
         );
+    }
+    if let Some(why) = &r.channel_load_bound_skipped {
+        outln!("  bound           not computed: {why}");
     }
     let l = &r.latency_ns;
     outln!(
