@@ -445,6 +445,8 @@ pub struct World {
     free_pkts: Vec<u32>,
     /// Data buffers of finished messages, reused by the next messages the engines start.
     data_pool: Vec<Vec<u8>>,
+    /// Emptied segment lists of finished messages, reused by the next posts.
+    seg_pool: Vec<Vec<Seg>>,
     cqs: Vec<Cq>,
     cq_owner: Vec<NodeId>,
     timers: Vec<Option<Waker>>,
@@ -530,6 +532,7 @@ impl World {
             pkts: Vec::new(),
             free_pkts: Vec::new(),
             data_pool: Vec::new(),
+            seg_pool: Vec::new(),
             cqs: Vec::new(),
             cq_owner: Vec::new(),
             timers: Vec::new(),
@@ -705,9 +708,9 @@ impl World {
                 (
                     Class::Push,
                     *len,
-                    vec![(*local, *len)],
-                    vec![(*remote, *len)],
-                    vec![(*remote, *len)],
+                    self.segs(&[(*local, *len)]),
+                    self.segs(&[(*remote, *len)]),
+                    self.segs(&[(*remote, *len)]),
                     *rkey,
                 )
             }
@@ -722,7 +725,14 @@ impl World {
                 if l != r {
                     return Err(PostError::LengthMismatch { local: l, remote: r });
                 }
-                (Class::Push, l, local.clone(), remote.clone(), remote.clone(), *rkey)
+                (
+                    Class::Push,
+                    l,
+                    self.segs(local),
+                    self.segs(remote),
+                    self.segs(remote),
+                    *rkey,
+                )
             }
             Op::Read {
                 local,
@@ -732,9 +742,9 @@ impl World {
             } => (
                 Class::Pull,
                 *len,
-                vec![(*remote, *len)],
-                vec![(*local, *len)],
-                vec![(*remote, *len)],
+                self.segs(&[(*remote, *len)]),
+                self.segs(&[(*local, *len)]),
+                self.segs(&[(*remote, *len)]),
                 *rkey,
             ),
             Op::Get { local, remote, rkey } => {
@@ -742,20 +752,41 @@ impl World {
                 if l != r {
                     return Err(PostError::LengthMismatch { local: l, remote: r });
                 }
-                (Class::Pull, l, remote.clone(), local.clone(), remote.clone(), *rkey)
+                (
+                    Class::Pull,
+                    l,
+                    self.segs(remote),
+                    self.segs(local),
+                    self.segs(remote),
+                    *rkey,
+                )
             }
             Op::Nap { local, len, .. } => {
                 let max = self.cfg.nap_buffer.0;
                 if *len > max {
                     return Err(PostError::NapTooLarge { len: *len, max });
                 }
-                (Class::Push, *len, vec![(*local, *len)], Vec::new(), Vec::new(), 0)
+                (
+                    Class::Push,
+                    *len,
+                    self.segs(&[(*local, *len)]),
+                    Vec::new(),
+                    Vec::new(),
+                    0,
+                )
             }
             Op::Send { local, len, rq, .. } => {
                 if self.rqs.get(*rq as usize).map(|r| r.owner) != Some(req.dst) {
                     return Err(PostError::BadRq(*rq));
                 }
-                (Class::Push, *len, vec![(*local, *len)], Vec::new(), Vec::new(), 0)
+                (
+                    Class::Push,
+                    *len,
+                    self.segs(&[(*local, *len)]),
+                    Vec::new(),
+                    Vec::new(),
+                    0,
+                )
             }
             Op::Fsm { gather, remote, rkey } => {
                 let l = total(gather);
@@ -765,17 +796,17 @@ impl World {
                 (
                     Class::Push,
                     l,
-                    gather.clone(),
-                    vec![(*remote, l)],
-                    vec![(*remote, l)],
+                    self.segs(gather),
+                    self.segs(&[(*remote, l)]),
+                    self.segs(&[(*remote, l)]),
                     *rkey,
                 )
             }
             Op::Atomic {
                 remote, rkey, result, ..
             } => {
-                let local = result.map(|a| vec![(a, 8)]).unwrap_or_default();
-                (Class::Atomic, 8, Vec::new(), local, vec![(*remote, 8)], *rkey)
+                let local = result.map(|a| self.segs(&[(a, 8)])).unwrap_or_default();
+                (Class::Atomic, 8, Vec::new(), local, self.segs(&[(*remote, 8)]), *rkey)
             }
         };
         // The initiator's own buffers must be registered.
@@ -1676,8 +1707,21 @@ impl World {
         self.send_packet(p);
     }
 
+    /// A segment list holding `segs` (from the pool when it can).
+    fn segs(&mut self, segs: &[Seg]) -> Vec<Seg> {
+        let mut v = self.seg_pool.pop().unwrap_or_default();
+        v.extend_from_slice(segs);
+        v
+    }
+
     fn release_msg(&mut self, id: u32) {
-        self.msgs[id as usize] = None;
+        let m = self.msgs[id as usize].take().expect("live message");
+        for mut v in [m.src_segs, m.dst_segs, m.remote_segs] {
+            if v.capacity() > 0 {
+                v.clear();
+                self.seg_pool.push(v);
+            }
+        }
         self.next_seen[id as usize] = 0;
         self.free_msgs.push(id);
     }
