@@ -123,6 +123,13 @@ pub fn print_text(r: &RunReport) {
             b.max_channel_load,
             r.accepted_over_bound.unwrap_or(0.0)
         );
+        if !b.by_symmetry && b.sources_traced < r.nodes {
+            outln!(
+                "                  (estimate from {} of {} sources: a sample's busiest channel is biased high, so the bound is biased low)",
+                b.sources_traced,
+                r.nodes
+            );
+        }
     }
     if let Some(why) = &r.channel_load_bound_skipped {
         outln!("  bound           not computed: {why}");
