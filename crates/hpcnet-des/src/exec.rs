@@ -291,6 +291,13 @@ impl Executor {
             .is_some_and(|s| s.generation == id.generation)
     }
 
+    /// True when a task has been woken (or spawned) and awaits [`run_ready`](Executor::run_ready);
+    /// cheaper than [`is_idle`](Executor::is_idle) (no lock).
+    #[inline]
+    pub fn has_ready(&self) -> bool {
+        self.ready.has_pending()
+    }
+
     /// True when no task is ready to be polled (tasks may still be waiting for events).
     pub fn is_idle(&self) -> bool {
         self.ready.is_empty()

@@ -146,14 +146,21 @@ impl Machine {
     pub fn run(&mut self) -> RunEnd {
         let watchdog = self.world.borrow().net.config().faults.watchdog;
         let mut deadlock = false;
-        loop {
+        'run: loop {
             self.exec.run_ready();
             let mut w = self.world.borrow_mut();
-            let more = w.step();
-            if w.net.in_flight() > 0 && w.now().saturating_sub(w.net.last_progress) > watchdog {
-                deadlock = true;
-                break;
-            }
+            // Step events until one wakes a task (or none is left): tasks run between events only
+            // when something woke them.
+            let more = loop {
+                let more = w.step();
+                if w.net.in_flight() > 0 && w.now().saturating_sub(w.net.last_progress) > watchdog {
+                    deadlock = true;
+                    break 'run;
+                }
+                if !more || self.exec.has_ready() {
+                    break more;
+                }
+            };
             drop(w);
             if !more && self.exec.is_idle() {
                 break;
