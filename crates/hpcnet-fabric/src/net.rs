@@ -415,7 +415,8 @@ impl Network {
     }
 
     /// Queue `pkt` for injection at `node` on `rail` now. The packet counts as injected when its
-    /// head leaves the node. Returns an error if the packet is malformed or has no route.
+    /// head leaves the node; if the node's cable is down it is dropped at once (reason
+    /// `SourceCableDown`). Returns an error if the packet is malformed or has no route.
     pub fn inject<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, mut pkt: Packet) -> Result<(), RouteError> {
         let unit = self.cfg.router.credit_unit.0;
         pkt.credits = (pkt.size as u64).div_ceil(unit) as u16;
@@ -427,7 +428,21 @@ impl Network {
         // Injections modulo 251 (a prime, so classes spread over any VC count), counted without
         // a division per packet.
         self.next_class = if self.next_class == 250 { 0 } else { self.next_class + 1 };
-        self.routing.on_inject(&self.topo, &mut pkt, class)?;
+        if let Err(reason) = self.routing.on_inject(&self.topo, &mut pkt, class) {
+            // A node whose cable is down loses what it sends, like any dropped packet (counted
+            // as injected and dropped, so `injected = delivered + dropped + in flight` holds).
+            if let RouteError::SourceCableDown { .. } = reason {
+                self.counters.injected += 1;
+                self.counters.dropped += 1;
+                self.drops.push(Drop {
+                    packet: pkt,
+                    at: q.now(),
+                    reason,
+                });
+                return Ok(());
+            }
+            return Err(reason);
+        }
         let node = pkt.src;
         let rail = pkt.rail;
         let slot = match self.cfg.router.node_injection {

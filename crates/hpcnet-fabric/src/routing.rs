@@ -361,6 +361,16 @@ impl Routing {
 
     /// Prepare a packet at injection: VC class, and the whole path under source routing.
     pub fn on_inject(&self, topo: &Topology, pkt: &mut Packet, class: u8) -> Result<(), RouteError> {
+        // A failed node cable is down in both directions: nothing leaves the node.
+        if self.any_dead {
+            let (r, p) = self.attach(pkt.src, pkt.rail);
+            if self.is_dead(r, p) {
+                return Err(RouteError::SourceCableDown {
+                    node: pkt.src,
+                    router: r,
+                });
+            }
+        }
         pkt.class = class % self.classes().max(1);
         pkt.vc = self.first_vc(pkt);
         pkt.last_dim = NO_DIM;
@@ -513,6 +523,13 @@ impl Routing {
     ) -> Result<Choice, RouteError> {
         let (dr, dport) = self.attach(pkt.dst, pkt.rail);
         if dr == r {
+            // The destination's own cable is down: nowhere to go.
+            if self.is_dead(r, dport) {
+                return Err(RouteError::Unreachable {
+                    router: r,
+                    dst: pkt.dst,
+                });
+            }
             return Ok(Choice {
                 port: dport,
                 vc: pkt.vc,
@@ -846,6 +863,8 @@ pub enum RouteError {
     Unreachable { router: RouterId, dst: NodeId },
     #[error("routing loop at router {router} toward node {dst}")]
     Loop { router: RouterId, dst: NodeId },
+    #[error("node {node}'s cable to router {router} is down")]
+    SourceCableDown { node: NodeId, router: RouterId },
 }
 
 fn bfs(topo: &Topology, s: usize, dead: &[bool], base: &[u32], out: &mut [u16]) {

@@ -494,6 +494,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
         let key = match d.reason {
             hpcnet_fabric::RouteError::Unreachable { .. } => "unreachable",
             hpcnet_fabric::RouteError::Loop { .. } => "routing_loop",
+            hpcnet_fabric::RouteError::SourceCableDown { .. } => "source_cable_down",
         };
         *drops_by_reason.entry(key.to_string()).or_insert(0) += 1;
     }

@@ -498,23 +498,28 @@ fn unfinished_runs_and_refused_posts_are_errors_not_figures() {
         try_op_latency(down.world().unwrap(), 0, 1, LatencyOp::Put, 64),
         Err(P2pError::Stuck(ref end)) if end.stuck_tasks == 1
     ));
-    // Node 0's cable down (router 0 port 2): packets to rank 0 (the acknowledgements) wait at
-    // router 0 until the watchdog fires, and the message names the blocked queue.
-    let eject = scenario("chpp-pair.toml", &["faults.failed_links=[{router=0, port=2}]"]);
-    match try_stream(eject.world().unwrap(), 0, 1, 64, false, &opts) {
-        Err(P2pError::Stuck(end)) => {
-            assert!(
-                end.deadlock && end.net_in_flight > 0 && !end.blocked.is_empty(),
-                "{end:?}"
-            );
-            let e = P2pError::Stuck(end).to_string();
-            assert!(
-                e.contains("stuck in the network (deadlock); first blocked: router 0"),
-                "{e}"
-            );
-        }
-        other => panic!("expected a deadlock, got {other:?}"),
-    }
+    // A run stopped by the watchdog (the GET deadlock of spec 02) names the blocked queue.
+    let get_deadlock = scenario(
+        "chpp-pair.toml",
+        &[
+            "router.vc_select=packet",
+            "router.private_credits=18",
+            "nic.rx_buffer=\"576 B\"",
+            "nic.tx_queue=4",
+            "nic.get_queue=2",
+            "nic.engines=2",
+        ],
+    );
+    let end = hpcnet_workloads::p2p::get_exchange(get_deadlock.world().unwrap(), 0, 1, 65536, 64, 32);
+    assert!(
+        end.deadlock && end.net_in_flight > 0 && !end.blocked.is_empty(),
+        "{end:?}"
+    );
+    let e = P2pError::Stuck(end).to_string();
+    assert!(
+        e.contains("stuck in the network (deadlock); first blocked: router"),
+        "{e}"
+    );
     // A NAP above nic.nap_buffer and a window beyond the doorbell FIFO are refused posts.
     let ch = scenario("chpp-pair.toml", &[]);
     let nap = try_op_latency(ch.world().unwrap(), 0, 1, LatencyOp::NapImmediate, 4096).unwrap_err();

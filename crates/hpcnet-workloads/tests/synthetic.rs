@@ -341,6 +341,26 @@ fn generalized_fat_tree_bypasses_a_failed_down_link_through_the_sibling() {
 }
 
 #[test]
+fn a_failed_node_cable_is_down_both_ways() {
+    // Leaf 0's ports 0..3 are its nodes: port 0 is node 0's cable.
+    let rep = run(&sunway(2, "{ router = 0, port = 0 }"));
+    let from = rep.drops_by_reason.get("source_cable_down").copied().unwrap_or(0);
+    let to = rep.drops_by_reason.get("unreachable").copied().unwrap_or(0);
+    assert!(from > 0, "node 0 must not send: {:?}", rep.drops_by_reason);
+    assert!(to > 0, "node 0 must not receive: {:?}", rep.drops_by_reason);
+    assert!(rep.drained && rep.deadlock.is_none(), "{rep:?}");
+    assert_eq!(from + to, rep.packets_dropped);
+    assert_eq!(rep.packets_injected, rep.packets_delivered + rep.packets_dropped);
+    // Uniform traffic over 12 nodes: node 0 sends about 1/12 of the packets and receives about
+    // 1/12; no other packet is lost.
+    let generated = rep.packets_injected as f64;
+    assert!(
+        (from as f64) < generated * 0.2 && (to as f64) < generated * 0.2,
+        "{rep:?}"
+    );
+}
+
+#[test]
 fn generalized_fat_tree_survives_losing_every_uplink_of_a_leaf() {
     // Leaf 0's up ports are 3, 4, 5 (3 nodes, then one per spine).
     let failed = "{ router = 0, port = 3 }, { router = 0, port = 4 }, { router = 0, port = 5 }";
