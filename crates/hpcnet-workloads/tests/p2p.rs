@@ -212,21 +212,23 @@ fn doorbell_fifo_depth_is_enforced() {
     assert!(bad.to_string().contains("function 2 does not exist"), "{bad}");
 }
 
+/// chpp-pair with bounded NIC buffers, where GETs sharing the PUT channel deadlock: 4 packets of
+/// receive buffer per VC, 4 packets of transmit queue, router VCs of 2 packets; the NIC chooses
+/// each packet's VC class. Two engines: one sends this rank's GET requests, the other serves the
+/// peer's GETs (R2W); the receive side hands at most 2 GETs to the send engine before it stalls.
+const GET_DEADLOCK: [&str; 6] = [
+    "router.vc_select=packet",
+    "router.private_credits=18",
+    "nic.rx_buffer=\"576 B\"",
+    "nic.tx_queue=4",
+    "nic.get_queue=2",
+    "nic.engines=2",
+];
+
 #[test]
 fn gets_sharing_the_put_channel_deadlock_and_their_own_channel_fixes_it() {
     use hpcnet_workloads::p2p::get_exchange;
-    // Bounded NIC buffers: 4 packets of receive buffer per VC, 4 packets of transmit queue,
-    // router VCs of 2 packets; the NIC chooses each packet's VC class.
-    // Two engines: one sends this rank's GET requests, the other serves the peer's GETs (R2W);
-    // the receive side hands at most 2 GETs to the send engine before it stalls, in order.
-    let base = [
-        "router.vc_select=packet",
-        "router.private_credits=18",
-        "nic.rx_buffer=\"576 B\"",
-        "nic.tx_queue=4",
-        "nic.get_queue=2",
-        "nic.engines=2",
-    ];
+    let base = GET_DEADLOCK;
     let same: Vec<&str> = base.to_vec();
     let sc = scenario("chpp-pair.toml", &same);
     let end = get_exchange(sc.world().unwrap(), 0, 1, 65536, 64, 32);
@@ -499,17 +501,7 @@ fn unfinished_runs_and_refused_posts_are_errors_not_figures() {
         Err(P2pError::Stuck(ref end)) if end.stuck_tasks == 1
     ));
     // A run stopped by the watchdog (the GET deadlock of spec 02) names the blocked queue.
-    let get_deadlock = scenario(
-        "chpp-pair.toml",
-        &[
-            "router.vc_select=packet",
-            "router.private_credits=18",
-            "nic.rx_buffer=\"576 B\"",
-            "nic.tx_queue=4",
-            "nic.get_queue=2",
-            "nic.engines=2",
-        ],
-    );
+    let get_deadlock = scenario("chpp-pair.toml", &GET_DEADLOCK);
     let end = hpcnet_workloads::p2p::get_exchange(get_deadlock.world().unwrap(), 0, 1, 65536, 64, 32);
     assert!(
         end.deadlock && end.net_in_flight > 0 && !end.blocked.is_empty(),

@@ -102,6 +102,49 @@ fn one() -> u32 {
     1
 }
 
+/// What one run of a case counted.
+struct Counts {
+    nodes: usize,
+    packets_delivered: u64,
+    packet_hops: u64,
+    events: u64,
+    wall_seconds: f64,
+    loop_seconds: f64,
+}
+
+impl CaseResult {
+    /// One run's result: speeds from the counts over the loop time, this process's peak memory.
+    fn new(
+        name: &str,
+        c: Counts,
+        accepted_load: f64,
+        messages_per_sec: Option<f64>,
+        seed: u64,
+        resolved_scenario: serde_json::Value,
+    ) -> CaseResult {
+        let hops_per_sec = c.packet_hops as f64 / c.loop_seconds;
+        CaseResult {
+            name: name.to_string(),
+            nodes: c.nodes,
+            packets_delivered: c.packets_delivered,
+            packet_hops: c.packet_hops,
+            events: c.events,
+            wall_seconds: c.wall_seconds,
+            loop_seconds: c.loop_seconds,
+            packet_hops_per_sec: hops_per_sec,
+            events_per_sec: c.events as f64 / c.loop_seconds,
+            peak_rss_mb: peak_rss_mb(),
+            repeats: 1,
+            packet_hops_per_sec_min: hops_per_sec,
+            packet_hops_per_sec_max: hops_per_sec,
+            accepted_load,
+            messages_per_sec,
+            seed,
+            resolved_scenario,
+        }
+    }
+}
+
 fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -137,50 +180,40 @@ pub fn bench_one(name: &str, extra: &[String]) -> Result<(), Failure> {
         };
         let world = sc.world().map_err(Failure::input)?;
         let rep = random_writes(world, &load).map_err(|e| Failure::model(e.to_string()))?;
-        let hops = rep.packet_hops as f64;
-        let r = CaseResult {
-            name: case.name.to_string(),
-            nodes: sc.topology.nodes.len(),
-            packets_delivered: rep.packets_delivered,
-            packet_hops: rep.packet_hops,
-            events: rep.events,
-            wall_seconds: t0.elapsed().as_secs_f64(),
-            loop_seconds: rep.loop_seconds,
-            packet_hops_per_sec: hops / rep.loop_seconds,
-            events_per_sec: rep.events as f64 / rep.loop_seconds,
-            peak_rss_mb: peak_rss_mb(),
-            repeats: 1,
-            packet_hops_per_sec_min: hops / rep.loop_seconds,
-            packet_hops_per_sec_max: hops / rep.loop_seconds,
-            accepted_load: 0.0,
-            messages_per_sec: Some(rep.messages as f64 / rep.loop_seconds),
-            seed: load.seed,
-            resolved_scenario: sc.resolved_json(),
-        };
+        let r = CaseResult::new(
+            case.name,
+            Counts {
+                nodes: sc.topology.nodes.len(),
+                packets_delivered: rep.packets_delivered,
+                packet_hops: rep.packet_hops,
+                events: rep.events,
+                wall_seconds: t0.elapsed().as_secs_f64(),
+                loop_seconds: rep.loop_seconds,
+            },
+            0.0,
+            Some(rep.messages as f64 / rep.loop_seconds),
+            load.seed,
+            sc.resolved_json(),
+        );
         outln!("{}", serde_json::to_string(&r).expect("json"));
         return Ok(());
     }
     let rep = run_synthetic(&sc, RunOptions::default()).map_err(|e| Failure::model(e.to_string()))?;
-    let all_hops = rep.total_hops as f64;
-    let r = CaseResult {
-        name: case.name.to_string(),
-        nodes: rep.nodes,
-        packets_delivered: rep.packets_delivered,
-        packet_hops: all_hops.round() as u64,
-        events: rep.events,
-        wall_seconds: rep.wall_seconds,
-        loop_seconds: rep.loop_seconds,
-        packet_hops_per_sec: all_hops / rep.loop_seconds,
-        events_per_sec: rep.events as f64 / rep.loop_seconds,
-        peak_rss_mb: peak_rss_mb(),
-        repeats: 1,
-        packet_hops_per_sec_min: all_hops / rep.loop_seconds,
-        packet_hops_per_sec_max: all_hops / rep.loop_seconds,
-        accepted_load: rep.accepted_load,
-        messages_per_sec: None,
-        seed: rep.seed,
-        resolved_scenario: rep.resolved_scenario,
-    };
+    let r = CaseResult::new(
+        case.name,
+        Counts {
+            nodes: rep.nodes,
+            packets_delivered: rep.packets_delivered,
+            packet_hops: rep.total_hops,
+            events: rep.events,
+            wall_seconds: rep.wall_seconds,
+            loop_seconds: rep.loop_seconds,
+        },
+        rep.accepted_load,
+        None,
+        rep.seed,
+        rep.resolved_scenario,
+    );
     outln!("{}", serde_json::to_string(&r).expect("json"));
     Ok(())
 }
