@@ -202,6 +202,30 @@ impl CreditView for PortCredits<'_> {
             Dest::None => 0,
         }
     }
+
+    /// The trait's scan as two plain loops (no chained iterator), with `out` and `now` in
+    /// registers: the Sunway adaptive up-port choice asks 18 ports per hop.
+    #[inline(always)]
+    fn most_free(&mut self, ports: &[PortIdx], start: usize, vc: u8) -> PortIdx {
+        let (before, from) = ports.split_at(start);
+        let mut best_p = from[0];
+        let mut best_f = self.free(best_p, vc);
+        for &p in &from[1..] {
+            let f = self.free(p, vc);
+            if f > best_f {
+                best_f = f;
+                best_p = p;
+            }
+        }
+        for &p in before {
+            let f = self.free(p, vc);
+            if f > best_f {
+                best_f = f;
+                best_p = p;
+            }
+        }
+        best_p
+    }
 }
 
 impl OutPort {

@@ -37,6 +37,24 @@ pub struct Choice {
 /// fold credits that have arrived by now into its counts while answering.
 pub trait CreditView {
     fn free(&mut self, port: PortIdx, vc: u8) -> u32;
+
+    /// The port of non-empty `ports` with the most free credits on `vc`, scanning `ports[start..]`
+    /// then `ports[..start]` and keeping the earliest on ties (adaptive tree routing without
+    /// failed links). A view can override it with a tighter loop; the answer must not change.
+    #[inline(always)]
+    fn most_free(&mut self, ports: &[PortIdx], start: usize, vc: u8) -> PortIdx {
+        let (before, from) = ports.split_at(start);
+        let mut best_p = from[0];
+        let mut best_f = self.free(best_p, vc);
+        for &p in from[1..].iter().chain(before) {
+            let f = self.free(p, vc);
+            if f > best_f {
+                best_f = f;
+                best_p = p;
+            }
+        }
+        best_p
+    }
 }
 
 /// A view in which every channel is empty (zero load), for path tracing.
@@ -753,6 +771,12 @@ impl Routing {
                 return None;
             }
             let start = rot % n;
+            if !self.any_dead {
+                return Some(match sel {
+                    Selection::Deterministic => ports[start],
+                    Selection::Adaptive => credits.most_free(ports, start, vc),
+                });
+            }
             let mut best: Option<(u32, PortIdx)> = None;
             for i in 0..n {
                 let mut k = start + i;
