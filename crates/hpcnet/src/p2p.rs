@@ -105,8 +105,18 @@ fn check_counts(args: &Args) -> Result<(), Failure> {
             )));
         }
     }
+    if args.qps > MAX_QPS {
+        return Err(Failure::input(format!(
+            "--qps {}: at most {MAX_QPS} queue pairs (see hpcnet --help)",
+            args.qps
+        )));
+    }
     Ok(())
 }
+
+/// Most queue pairs `--qps` may ask for: each is real state in the model, and far more than a
+/// NIC offers (Sunway: 128 virtual interfaces).
+const MAX_QPS: u32 = 65_536;
 
 fn op_name(op: OpArg) -> String {
     use clap::ValueEnum;

@@ -1114,6 +1114,12 @@ fn p2p_zero_counts_are_usage_errors() {
         );
         assert!(line.ends_with("(see hpcnet --help)"), "{line}");
     }
+    // Queue pairs are real state: a huge count is refused before anything is built.
+    one_error_line(
+        &hpcnet(&["p2p", &chpp, "--qps", "4000000000", "--messages", "4000000000"]),
+        2,
+        &["--qps 4000000000: at most 65536 queue pairs"],
+    );
     // 1 is accepted: one message, one in flight, one queue pair.
     let v = json(&hpcnet(&[
         "p2p",
