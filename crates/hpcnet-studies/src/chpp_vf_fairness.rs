@@ -59,7 +59,8 @@ type Shares = Vec<(SimTime, Vec<f64>)>;
 /// Shares over time and the payload bytes completed by all functions at the last sample.
 fn run_shares(arbitration: &str, duration: SimTime) -> Result<(Shares, u64, SimTime), StudyError> {
     let sc = load(arbitration)?;
-    let samples = function_shares(sc.world()?, 0, 1, SIZES, duration, SAMPLE, sc.file.seed);
+    let samples = function_shares(sc.world()?, 0, 1, SIZES, duration, SAMPLE, sc.file.seed)
+        .map_err(|e| StudyError::Model(format!("{SCENARIO_PATH}: {e}")))?;
     let Some((end, last)) = samples.last() else {
         return Err(StudyError::Model(format!("{SCENARIO_PATH}: no share samples")));
     };

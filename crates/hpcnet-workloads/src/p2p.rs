@@ -394,7 +394,8 @@ fn cb_nap_buffer(m: &Machine) -> u64 {
 /// Bandwidth shares of PCIe functions (SR-IOV): every function of rank `a` keeps its doorbell
 /// FIFO full of PUTs to `b` with sizes drawn uniformly from `sizes` (seeded), for `duration`.
 /// Returns, every `sample` of simulated time, the cumulative payload bytes completed per
-/// function.
+/// function. [`P2pError::Refused`] if a post is refused (e.g. a doorbell FIFO shallower than
+/// the one assumed), [`P2pError::Stuck`] if the run does not finish.
 pub fn function_shares(
     world: World,
     a: Rank,
@@ -403,7 +404,7 @@ pub fn function_shares(
     duration: SimTime,
     sample: SimTime,
     seed: u64,
-) -> Vec<(SimTime, Vec<u64>)> {
+) -> Result<Vec<(SimTime, Vec<u64>)>, P2pError> {
     use hpcnet_msg::verbs::{RemoteSeg, Sge};
     use rand::Rng;
     let mut m = Machine::new(world);
@@ -423,6 +424,7 @@ pub fn function_shares(
     let dst = buffers(&m, b, sizes.1);
     let done: Rc<std::cell::RefCell<Vec<u64>>> = Rc::new(std::cell::RefCell::new(vec![0; functions as usize]));
     let streams = hpcnet_des::RngStreams::new(seed);
+    let refusal = Refusal::default();
     for f in 0..functions {
         let cq = ca.create_cq();
         let qp = ca.create_qp(&cq, b).on_function(f as u8);
@@ -430,6 +432,7 @@ pub fn function_shares(
         let done = done.clone();
         let ctx = ca.clone();
         let mut rng = streams.stream("function", f as u64);
+        let refused = refusal.clone();
         m.spawn(async move {
             let post = |rng: &mut hpcnet_des::rng::SimRng| {
                 let len = rng.gen_range(sizes.0..=sizes.1);
@@ -443,10 +446,11 @@ pub fn function_shares(
                     None,
                     len,
                 )
-                .expect("FIFO has room");
             };
             for _ in 0..depth {
-                post(&mut rng);
+                if let Err(e) = post(&mut rng) {
+                    return record(&refused, e);
+                }
             }
             loop {
                 let c = cq.next().await;
@@ -454,7 +458,9 @@ pub fn function_shares(
                     break;
                 }
                 done.borrow_mut()[f as usize] += c.wr_id;
-                post(&mut rng);
+                if let Err(e) = post(&mut rng) {
+                    return record(&refused, e);
+                }
             }
         });
     }
@@ -467,19 +473,28 @@ pub fn function_shares(
             s2.borrow_mut().push((c2.now(), d2.borrow().clone()));
         }
     });
-    m.run();
+    finished(m.run(), &refusal)?;
     let out = samples.borrow().clone();
-    out
+    Ok(out)
 }
 
 /// Ranks `a` and `b` GET from each other at full rate: each keeps `window` GETs of `size` bytes
 /// outstanding until it has done `count`. With GET requests and PUT data sharing one virtual
 /// channel and bounded NIC buffers this can deadlock (spec 02); the returned [`RunEnd`] then
-/// shows stuck tasks and the blocked channels.
-pub fn get_exchange(world: World, a: Rank, b: Rank, size: u64, count: u64, window: u64) -> hpcnet_msg::verbs::RunEnd {
+/// shows stuck tasks and the blocked channels. [`P2pError::Refused`] if a GET is refused.
+pub fn get_exchange(
+    world: World,
+    a: Rank,
+    b: Rank,
+    size: u64,
+    count: u64,
+    window: u64,
+) -> Result<hpcnet_msg::verbs::RunEnd, P2pError> {
     use hpcnet_msg::verbs::{RemoteSeg, Sge};
     let mut m = Machine::new(world);
+    let refusal = Refusal::default();
     for (me, peer) in [(a, b), (b, a)] {
+        let refused = refusal.clone();
         let ctx = m.context(me);
         let local = buffers(&m, me, size);
         let remote = buffers(&m, peer, size);
@@ -493,16 +508,14 @@ pub fn get_exchange(world: World, a: Rank, b: Rank, size: u64, count: u64, windo
                         buf: remote.remote(0),
                         len: size,
                     }];
-                    qp.post_get(
-                        &[Sge {
-                            mr: &local,
-                            offset: 0,
-                            len: size,
-                        }],
-                        &r,
-                        posted,
-                    )
-                    .expect("valid GET");
+                    let local = [Sge {
+                        mr: &local,
+                        offset: 0,
+                        len: size,
+                    }];
+                    if let Err(e) = qp.post_get(&local, &r, posted) {
+                        return record(&refused, e);
+                    }
                     posted += 1;
                 }
                 cq.next().await;
@@ -510,5 +523,9 @@ pub fn get_exchange(world: World, a: Rank, b: Rank, size: u64, count: u64, windo
             }
         });
     }
-    m.run()
+    let end = m.run();
+    if let Some(e) = refusal.borrow_mut().take() {
+        return Err(P2pError::Refused(e));
+    }
+    Ok(end)
 }

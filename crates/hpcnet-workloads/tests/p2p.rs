@@ -174,7 +174,8 @@ fn shares(arb: &str) -> Vec<f64> {
         SimTime::from_us(400),
         SimTime::from_us(100),
         7,
-    );
+    )
+    .unwrap();
     let last = &s.last().expect("samples").1;
     let total: u64 = last.iter().sum();
     last.iter().map(|&b| b as f64 / total as f64).collect()
@@ -231,7 +232,7 @@ fn gets_sharing_the_put_channel_deadlock_and_their_own_channel_fixes_it() {
     let base = GET_DEADLOCK;
     let same: Vec<&str> = base.to_vec();
     let sc = scenario("chpp-pair.toml", &same);
-    let end = get_exchange(sc.world().unwrap(), 0, 1, 65536, 64, 32);
+    let end = get_exchange(sc.world().unwrap(), 0, 1, 65536, 64, 32).unwrap();
     assert!(
         end.deadlock && end.stuck_tasks == 2 && end.net_in_flight > 0,
         "expected a deadlock: {end:?}"
@@ -240,7 +241,7 @@ fn gets_sharing_the_put_channel_deadlock_and_their_own_channel_fixes_it() {
     let mut own = base.to_vec();
     own.push("nic.get_vc=1");
     let sc = scenario("chpp-pair.toml", &own);
-    let end = get_exchange(sc.world().unwrap(), 0, 1, 65536, 64, 32);
+    let end = get_exchange(sc.world().unwrap(), 0, 1, 65536, 64, 32).unwrap();
     assert_eq!(
         (end.deadlock, end.stuck_tasks, end.net_in_flight),
         (false, 0, 0),
@@ -502,7 +503,7 @@ fn unfinished_runs_and_refused_posts_are_errors_not_figures() {
     ));
     // A run stopped by the watchdog (the GET deadlock of spec 02) names the blocked queue.
     let get_deadlock = scenario("chpp-pair.toml", &GET_DEADLOCK);
-    let end = hpcnet_workloads::p2p::get_exchange(get_deadlock.world().unwrap(), 0, 1, 65536, 64, 32);
+    let end = hpcnet_workloads::p2p::get_exchange(get_deadlock.world().unwrap(), 0, 1, 65536, 64, 32).unwrap();
     assert!(
         end.deadlock && end.net_in_flight > 0 && !end.blocked.is_empty(),
         "{end:?}"
@@ -512,6 +513,10 @@ fn unfinished_runs_and_refused_posts_are_errors_not_figures() {
         e.contains("stuck in the network (deadlock); first blocked: router"),
         "{e}"
     );
+    // A GET window deeper than the doorbell FIFO is a refused post, not a panic.
+    let shallow = scenario("chpp-pair.toml", &["nic.doorbell_fifo=4"]);
+    let e = hpcnet_workloads::p2p::get_exchange(shallow.world().unwrap(), 0, 1, 4096, 64, 32).unwrap_err();
+    assert!(matches!(e, P2pError::Refused(_)), "{e:?}");
     // A NAP above nic.nap_buffer and a window beyond the doorbell FIFO are refused posts.
     let ch = scenario("chpp-pair.toml", &[]);
     let nap = try_op_latency(ch.world().unwrap(), 0, 1, LatencyOp::NapImmediate, 4096).unwrap_err();
