@@ -478,6 +478,24 @@ pub fn function_shares(
     Ok(out)
 }
 
+/// [`get_exchange`] as a measured point: both directions' bytes over the run's time;
+/// [`P2pError::Stuck`] when it deadlocks (or hangs).
+pub fn try_get_exchange(world: World, a: Rank, b: Rank, size: u64, count: u64, window: u64) -> Result<Point, P2pError> {
+    let end = get_exchange(world, a, b, size, count, window)?;
+    if end.stuck_tasks > 0 || end.deadlock || end.net_in_flight > 0 {
+        return Err(P2pError::Stuck(end));
+    }
+    let t = end.time.as_ns_f64();
+    Ok(Point {
+        size,
+        messages: count,
+        time_ns: t,
+        gbytes_per_s: (2 * count * size) as f64 / t,
+        messages_per_s: 2.0 * count as f64 * 1e9 / t,
+        latency_us: None,
+    })
+}
+
 /// Ranks `a` and `b` GET from each other at full rate: each keeps `window` GETs of `size` bytes
 /// outstanding until it has done `count`. With GET requests and PUT data sharing one virtual
 /// channel and bounded NIC buffers this can deadlock (spec 02); the returned [`RunEnd`] then

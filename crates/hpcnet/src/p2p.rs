@@ -3,9 +3,11 @@
 //! message rate over a range of sizes.
 
 use crate::{run::load, Common, Failure};
+use clap::ValueEnum;
 use hpcnet_des::Bytes;
 use hpcnet_workloads::p2p::{
-    sizes_up_to, try_op_latency, try_pingpong, try_stream, LatencyOp, Options, P2pError, Point, MAX_MESSAGE_SIZE,
+    sizes_up_to, try_get_exchange, try_op_latency, try_pingpong, try_stream, LatencyOp, Options, P2pError, Point,
+    MAX_MESSAGE_SIZE,
 };
 use std::path::Path;
 
@@ -20,6 +22,9 @@ pub enum Test {
     Bw,
     /// Streaming bandwidth in both directions at once.
     Bibw,
+    /// Both ranks GET from each other at full rate, --window outstanding, --messages each (the
+    /// cHPP GET-deadlock experiment, spec 02): a deadlock exits 1 naming the blocked channel.
+    GetExchange,
     /// Message rate (as bw, reported in messages per second).
     Rate,
 }
@@ -179,7 +184,9 @@ pub fn p2p(args: &Args) -> Result<(), Failure> {
     };
     let test = match args.test {
         Test::Latency => format!("latency --op {}", op_name(args.op)),
-        t => format!("{t:?}").to_lowercase(),
+        t => t
+            .to_possible_value()
+            .map_or_else(|| format!("{t:?}"), |v| v.get_name().to_string()),
     };
     let mut points: Vec<Point> = Vec::new();
     for &size in &sizes {
@@ -205,6 +212,7 @@ pub fn p2p(args: &Args) -> Result<(), Failure> {
             Test::Pingpong => try_pingpong(world, args.from, to, size, args.messages.min(1000)),
             Test::Bw | Test::Rate => try_stream(world, args.from, to, size, false, &opts),
             Test::Bibw => try_stream(world, args.from, to, size, true, &opts),
+            Test::GetExchange => try_get_exchange(world, args.from, to, size, args.messages, u64::from(args.window)),
         };
         let p = p.map_err(|e| {
             let what = format!(
@@ -223,7 +231,7 @@ pub fn p2p(args: &Args) -> Result<(), Failure> {
     if args.common.json {
         let v = serde_json::json!({
             "scenario": sc.name, "version": env!("CARGO_PKG_VERSION"), "seed": sc.file.seed,
-            "test": format!("{:?}", args.test).to_lowercase(), "from": args.from, "to": to,
+            "test": args.test.to_possible_value().map_or_else(|| format!("{:?}", args.test), |v| v.get_name().to_string()), "from": args.from, "to": to,
             "points": points, "resolved_scenario": sc.resolved_json(),
         });
         outln!("{}", serde_json::to_string_pretty(&v).expect("json"));

@@ -1104,6 +1104,47 @@ fn p2p_sizes_above_one_gib_are_refused_before_any_allocation() {
 }
 
 #[test]
+fn p2p_get_exchange_deadlocks_on_one_channel_and_completes_with_its_own() {
+    // spec 02's GET deadlock: bounded NIC buffers, GETs and PUT data on one VC.
+    let chpp = chpp();
+    let mut args = vec![
+        "p2p",
+        &chpp,
+        "--test",
+        "get-exchange",
+        "--sizes",
+        "64K:64K",
+        "--messages",
+        "64",
+        "--window",
+        "32",
+    ];
+    for set in [
+        "router.vc_select=packet",
+        "router.private_credits=18",
+        "nic.rx_buffer=\"576 B\"",
+        "nic.tx_queue=4",
+        "nic.get_queue=2",
+        "nic.engines=2",
+    ] {
+        args.extend(["--set", set]);
+    }
+    one_error_line(
+        &hpcnet(&args),
+        1,
+        &["p2p get-exchange, 64 KiB messages", "stuck in the network (deadlock)"],
+    );
+    // GETs on their own VC: both directions complete.
+    args.extend(["--set", "nic.get_vc=1", "--json"]);
+    let v = json(&hpcnet(&args));
+    assert_eq!(v["test"], "get-exchange");
+    assert_eq!(v["points"][0]["messages"], 64);
+    let gbs = v["points"][0]["gbytes_per_s"].as_f64().unwrap();
+    // Two directions over 4 GB/s links: more than one link's worth, less than two.
+    assert!(gbs > 4.0 && gbs < 8.0, "{gbs}");
+}
+
+#[test]
 fn p2p_zero_counts_are_usage_errors() {
     let chpp = chpp();
     for flag in ["--window", "--messages", "--qps"] {
