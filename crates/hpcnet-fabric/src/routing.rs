@@ -734,6 +734,76 @@ impl Routing {
     // ---------------------------------------------------------------------------------------
     // Trees
 
+    /// The live port of `ports`, scanned from index `rot mod n` circularly: the first
+    /// (deterministic) or the one with the most free credits downstream, earliest on ties
+    /// (adaptive). A slice and a start index, not an iterator: the Sunway fabric scans 18 up
+    /// ports per hop, and a boxed iterator with a `%` per element cost ~200 instructions per hop.
+    /// Inlined into `tree`: without failed links this is a few instructions plus the scan.
+    #[inline(always)]
+    fn pick(
+        &self,
+        r: RouterId,
+        ports: &[PortIdx],
+        rot: usize,
+        sel: Selection,
+        vc: u8,
+        credits: &mut impl CreditView,
+    ) -> Option<PortIdx> {
+        let n = ports.len();
+        if n == 0 {
+            return None;
+        }
+        if !self.any_dead {
+            // One candidate (a spine's down port to a leaf): no choice, no credits to read
+            // (credits due at that port are folded in at its arbitration instead).
+            if n == 1 {
+                return Some(ports[0]);
+            }
+            let start = rot % n;
+            return Some(match sel {
+                Selection::Deterministic => ports[start],
+                Selection::Adaptive => credits.most_free(ports, start, vc),
+            });
+        }
+        self.pick_live(r, ports, rot, sel, vc, credits)
+    }
+
+    /// [`Routing::pick`] with failed links: dead ports are skipped.
+    #[inline(never)]
+    fn pick_live(
+        &self,
+        r: RouterId,
+        ports: &[PortIdx],
+        rot: usize,
+        sel: Selection,
+        vc: u8,
+        credits: &mut impl CreditView,
+    ) -> Option<PortIdx> {
+        let n = ports.len();
+        let start = rot % n;
+        let mut best: Option<(u32, PortIdx)> = None;
+        for i in 0..n {
+            let mut k = start + i;
+            if k >= n {
+                k -= n;
+            }
+            let p = ports[k];
+            if self.is_dead(r, p) {
+                continue;
+            }
+            match sel {
+                Selection::Deterministic => return Some(p),
+                Selection::Adaptive => {
+                    let f = credits.free(p, vc);
+                    if best.is_none_or(|(bf, _)| f > bf) {
+                        best = Some((f, p));
+                    }
+                }
+            }
+        }
+        best.map(|(_, p)| p)
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn tree(
         &self,
@@ -756,50 +826,7 @@ impl Routing {
         };
         let rot = pkt.dst as usize;
         let ups = &t.ups[r as usize];
-        // The live port of `ports`, scanned from index `rot mod n` circularly: the first
-        // (deterministic) or the one with the most free credits downstream, earliest on ties
-        // (adaptive). A slice and a start index, not an iterator: the Sunway fabric scans 18 up
-        // ports per hop, and a boxed iterator with a `%` per element cost ~200 instructions per hop.
-        let mut pick = |ports: &[PortIdx], rot: usize| -> Option<PortIdx> {
-            let n = ports.len();
-            if n == 0 {
-                return None;
-            }
-            if !self.any_dead {
-                // One candidate (a spine's down port to a leaf): no choice, no credits to read
-                // (credits due at that port are folded in at its arbitration instead).
-                if n == 1 {
-                    return Some(ports[0]);
-                }
-                let start = rot % n;
-                return Some(match sel {
-                    Selection::Deterministic => ports[start],
-                    Selection::Adaptive => credits.most_free(ports, start, vc),
-                });
-            }
-            let start = rot % n;
-            let mut best: Option<(u32, PortIdx)> = None;
-            for i in 0..n {
-                let mut k = start + i;
-                if k >= n {
-                    k -= n;
-                }
-                let p = ports[k];
-                if self.is_dead(r, p) {
-                    continue;
-                }
-                match sel {
-                    Selection::Deterministic => return Some(p),
-                    Selection::Adaptive => {
-                        let f = credits.free(p, vc);
-                        if best.is_none_or(|(bf, _)| f > bf) {
-                            best = Some((f, p));
-                        }
-                    }
-                }
-            }
-            best.map(|(_, p)| p)
-        };
+        let mut pick = |ports: &[PortIdx], rot: usize| self.pick(r, ports, rot, sel, vc, credits);
         let choose = |p: PortIdx| {
             Ok(Choice {
                 port: p,
