@@ -559,9 +559,9 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
     })
 }
 
-/// Sources traced for the channel-load bound: all of them up to this many nodes, above it a
-/// deterministic sample of this many (or, on symmetric networks, one router's, see
-/// [`symmetric_bound`]).
+/// Sources traced for the channel-load bound: all of them up to this many nodes, and above it
+/// as long as tracing all fits [`BOUND_HOP_BUDGET`]; beyond, a deterministic sample of this many
+/// (or, on symmetric networks, one router's, see [`symmetric_bound`]).
 const BOUND_SOURCES: usize = 1024;
 
 /// Router hops the sampled channel-load trace may take (~5 s on the reference machine), projected
@@ -628,8 +628,8 @@ fn flows_of(src: NodeId, n: usize, dests: &Destinations, tc: &TrafficConfig, rng
     }
 }
 
-/// The bound from the traced flows of every source, or of a sample of [`BOUND_SOURCES`] spread
-/// evenly over node order (loads scaled up by the stride). `Err` when the first source's paths,
+/// The bound from the traced flows of every source, or, when that would exceed `hop_budget`, of
+/// a sample of [`BOUND_SOURCES`] spread evenly over node order (loads scaled up by the stride). `Err` when the first source's paths,
 /// times the number of sources, project more than `hop_budget` router hops.
 fn traced_bound(
     net: &Network,
@@ -644,7 +644,11 @@ fn traced_bound(
     let base: Vec<usize> = net.topo.port_offsets().into_iter().map(|b| b as usize).collect();
     let mut load = vec![0.0f64; *base.last().expect("total")];
     // Node injection channels carry load/rails each; they are never the binding channel below 1.
-    let step = if n > BOUND_SOURCES {
+    // Every source is traced when that fits the hop budget (a sample's busiest channel is
+    // biased high); otherwise a sample of BOUND_SOURCES.
+    let step = if n > BOUND_SOURCES
+        && first_source_hops(net, n, dests, tc, rails, streams).saturating_mul(n as u64) > hop_budget
+    {
         n.div_ceil(BOUND_SOURCES)
     } else {
         1
@@ -688,6 +692,25 @@ fn traced_bound(
         sources_traced: traced,
         by_symmetry: false,
     }))
+}
+
+/// Router hops of the traced flows of source 0 (the probe that sizes the trace).
+fn first_source_hops(
+    net: &Network,
+    n: usize,
+    dests: &Destinations,
+    tc: &TrafficConfig,
+    rails: u8,
+    streams: &RngStreams,
+) -> u64 {
+    let mut rng = streams.stream("bound", 0);
+    let mut hops = 0u64;
+    for (dst, _) in flows_of(0, n, dests, tc, &mut rng) {
+        for rail in 0..rails {
+            let _ = net.routing.walk(&net.topo, 0, dst, rail, 0, |_, _, _| hops += 1);
+        }
+    }
+    hops
 }
 
 /// Exact bound of uniform traffic on a translation-invariant network
@@ -847,6 +870,36 @@ mod tests {
             "tracing the flows of 16 sources over 16 nodes would take about 1.0e3 router hops, more than the limit of 1.0e3"
         );
         assert!(traced_bound(&net, &dests, &sc.traffic, 1, rate, &streams, 63 * 16).is_ok());
+    }
+
+    #[test]
+    fn large_networks_are_traced_whole_when_it_fits_the_budget_and_sampled_beyond() {
+        // 33×33 mesh: 1089 nodes (more than BOUND_SOURCES), not translation-invariant.
+        let sc = scenario("kind = \"mesh\"\nk = [33, 33]", DOR, "");
+        let net = network(&sc);
+        let streams = RngStreams::new(sc.file.seed);
+        let dests = Destinations::new(&sc.traffic, &net.topo, &mut streams.stream("pattern", 0));
+        let rate = net.injection_rate(0, 0).0 as f64;
+        let n = net.topo.nodes.len();
+        let whole = traced_bound(&net, &dests, &sc.traffic, 1, rate, &streams, u64::MAX)
+            .unwrap()
+            .unwrap();
+        assert_eq!(whole.sources_traced, n);
+        // A budget for the sample but not for every source: every other source is traced.
+        let probe = first_source_hops(&net, n, &dests, &sc.traffic, 1, &streams);
+        let sampled = traced_bound(&net, &dests, &sc.traffic, 1, rate, &streams, probe * n as u64 - 1)
+            .unwrap()
+            .unwrap();
+        assert_eq!(sampled.sources_traced, n.div_ceil(n.div_ceil(BOUND_SOURCES)));
+        // Exact under DOR (X first): the + channel between columns 16 and 17 of a row carries
+        // the flows from the row's 17 nodes left of it to the 16 × 33 nodes right of it, each
+        // 1/(n − 1) of a node's traffic: 17 · 16 · 33 / 1088 = 8.25.
+        let exact = 17.0 * 16.0 * 33.0 / (n - 1) as f64;
+        assert!(
+            (whole.max_channel_load - exact).abs() < 1e-9,
+            "{} vs {exact}",
+            whole.max_channel_load
+        );
     }
 
     #[test]
