@@ -238,9 +238,9 @@ pub fn p2p(args: &Args) -> Result<(), Failure> {
         return Ok(());
     }
     outln!(
-        "hpcnet {} — p2p {:?} on '{}' (seed {}), rank {} -> {}",
+        "hpcnet {} — p2p {} on '{}' (seed {}), rank {} -> {}",
         env!("CARGO_PKG_VERSION"),
-        args.test,
+        test,
         sc.name,
         sc.file.seed,
         args.from,
