@@ -119,6 +119,10 @@ fn check_counts(args: &Args) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Round trips per size of `--test pingpong` at most: on the otherwise idle machine of a p2p
+/// test the round trips repeat, so more would only cost time.
+const MAX_ROUND_TRIPS: u64 = 1000;
+
 /// Most queue pairs `--qps` may ask for: each is real state in the model, and far more than a
 /// NIC offers (Sunway: 128 virtual interfaces).
 const MAX_QPS: u32 = 65_536;
@@ -175,6 +179,12 @@ pub fn p2p(args: &Args) -> Result<(), Failure> {
             sc.source
         )));
     };
+    if matches!(args.test, Test::Pingpong) && args.messages > MAX_ROUND_TRIPS {
+        eprintln!(
+            "note: --test pingpong runs at most {MAX_ROUND_TRIPS} round trips per size (--messages {})",
+            args.messages
+        );
+    }
     let sizes = sizes_between(min, max);
     let opts = Options {
         window: args.window,
@@ -209,7 +219,7 @@ pub fn p2p(args: &Args) -> Result<(), Failure> {
                     latency_us: Some(t.as_us_f64()),
                 })
             }
-            Test::Pingpong => try_pingpong(world, args.from, to, size, args.messages.min(1000)),
+            Test::Pingpong => try_pingpong(world, args.from, to, size, args.messages.min(MAX_ROUND_TRIPS)),
             Test::Bw | Test::Rate => try_stream(world, args.from, to, size, false, &opts),
             Test::Bibw => try_stream(world, args.from, to, size, true, &opts),
             Test::GetExchange => try_get_exchange(world, args.from, to, size, args.messages, u64::from(args.window)),
