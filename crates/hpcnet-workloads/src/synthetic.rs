@@ -764,14 +764,17 @@ mod tests {
         Network::new(sc.topology.clone(), sc.fabric.clone()).expect("network")
     }
 
-    /// The bound from every source's traced flows (no sample, no budget).
-    fn traced(sc: &Scenario, net: &Network) -> ChannelLoadBound {
+    /// [`traced_bound`] of the scenario's traffic on one rail with a hop budget.
+    fn traced_within(sc: &Scenario, net: &Network, budget: u64) -> Result<Option<ChannelLoadBound>, String> {
         let streams = RngStreams::new(sc.file.seed);
         let dests = Destinations::new(&sc.traffic, &net.topo, &mut streams.stream("pattern", 0));
         let rate = net.injection_rate(0, 0).0 as f64;
-        traced_bound(net, &dests, &sc.traffic, 1, rate, &streams, u64::MAX)
-            .expect("within budget")
-            .expect("bound")
+        traced_bound(net, &dests, &sc.traffic, 1, rate, &streams, budget)
+    }
+
+    /// The bound from every source's traced flows (no sample, no budget).
+    fn traced(sc: &Scenario, net: &Network) -> ChannelLoadBound {
+        traced_within(sc, net, u64::MAX).expect("within budget").expect("bound")
     }
 
     const DOR: &str = "algorithm = \"dimension_order\"";
@@ -859,17 +862,14 @@ mod tests {
     fn tracing_beyond_the_hop_budget_is_refused_with_the_reason() {
         let sc = scenario("kind = \"mesh\"\nk = [4, 4]", DOR, "");
         let net = network(&sc);
-        let streams = RngStreams::new(sc.file.seed);
-        let dests = Destinations::new(&sc.traffic, &net.topo, &mut streams.stream("pattern", 0));
-        let rate = net.injection_rate(0, 0).0 as f64;
         // Node 0 of a 4×4 mesh (a corner) reaches the 15 others through |dx| + |dy| + 1 routers:
         // 48 + 15 = 63 router hops, so 16 sources project 1008.
-        let why = traced_bound(&net, &dests, &sc.traffic, 1, rate, &streams, 63 * 16 - 1).unwrap_err();
+        let why = traced_within(&sc, &net, 63 * 16 - 1).unwrap_err();
         assert_eq!(
             why,
             "tracing the flows of 16 sources over 16 nodes would take about 1.0e3 router hops, more than the limit of 1.0e3"
         );
-        assert!(traced_bound(&net, &dests, &sc.traffic, 1, rate, &streams, 63 * 16).is_ok());
+        assert!(traced_within(&sc, &net, 63 * 16).is_ok());
     }
 
     #[test]
@@ -877,19 +877,14 @@ mod tests {
         // 33×33 mesh: 1089 nodes (more than BOUND_SOURCES), not translation-invariant.
         let sc = scenario("kind = \"mesh\"\nk = [33, 33]", DOR, "");
         let net = network(&sc);
-        let streams = RngStreams::new(sc.file.seed);
-        let dests = Destinations::new(&sc.traffic, &net.topo, &mut streams.stream("pattern", 0));
-        let rate = net.injection_rate(0, 0).0 as f64;
         let n = net.topo.nodes.len();
-        let whole = traced_bound(&net, &dests, &sc.traffic, 1, rate, &streams, u64::MAX)
-            .unwrap()
-            .unwrap();
+        let whole = traced(&sc, &net);
         assert_eq!(whole.sources_traced, n);
         // A budget for the sample but not for every source: every other source is traced.
+        let streams = RngStreams::new(sc.file.seed);
+        let dests = Destinations::new(&sc.traffic, &net.topo, &mut streams.stream("pattern", 0));
         let probe = first_source_hops(&net, n, &dests, &sc.traffic, 1, &streams);
-        let sampled = traced_bound(&net, &dests, &sc.traffic, 1, rate, &streams, probe * n as u64 - 1)
-            .unwrap()
-            .unwrap();
+        let sampled = traced_within(&sc, &net, probe * n as u64 - 1).unwrap().unwrap();
         assert_eq!(sampled.sources_traced, n.div_ceil(n.div_ceil(BOUND_SOURCES)));
         // Exact under DOR (X first): the + channel between columns 16 and 17 of a row carries
         // the flows from the row's 17 nodes left of it to the 16 × 33 nodes right of it, each
