@@ -10,6 +10,7 @@
 //! - [`stats`]: a statistics registry (name, unit, description) that components push into;
 //! - [`exec`]: a single-threaded executor for async rank programs, woken by simulator events.
 
+pub mod driver;
 pub mod exec;
 pub mod queue;
 pub mod rng;

@@ -9,6 +9,6 @@ pub mod routing;
 pub mod topology;
 
 pub use config::{ConfigError, FabricConfig};
-pub use net::{Delivery, NetEvent, Network};
+pub use net::{Collect, Endpoints, NetEvent, Network};
 pub use packet::{Packet, PacketId};
 pub use routing::{RouteError, Routing};

@@ -43,11 +43,36 @@ pub enum NetEvent {
     Deliver { pkt: PacketId },
 }
 
-/// A packet that reached its destination.
-#[derive(Clone, Debug)]
-pub struct Delivery {
-    pub packet: Packet,
-    pub at: SimTime,
+/// What the network tells the endpoints cabled to it (NICs, or a traffic collector): the one
+/// seam between fabric and endpoint models, in the spirit of SST Merlin's `LinkControl`. The
+/// network calls it from [`Network::handle`] and [`Network::inject`]; an endpoint model answers
+/// through the network's methods afterwards (inject, release ejection credits), never from
+/// inside a callback.
+pub trait Endpoints {
+    /// The tail of `packet` reached its destination node at `at`.
+    fn deliver(&mut self, packet: Packet, at: SimTime);
+    /// The head of a packet left `node`'s injection queue on `rail`: that queue has room for
+    /// one more (a NIC refills a bounded transmit queue here).
+    #[inline(always)]
+    fn injected(&mut self, node: NodeId, rail: u8) {
+        let _ = (node, rail);
+    }
+}
+
+/// An [`Endpoints`] that keeps what it is told, in order (tests, simple drivers).
+#[derive(Clone, Debug, Default)]
+pub struct Collect {
+    pub delivered: Vec<(Packet, SimTime)>,
+    pub injected: Vec<(NodeId, u8)>,
+}
+
+impl Endpoints for Collect {
+    fn deliver(&mut self, packet: Packet, at: SimTime) {
+        self.delivered.push((packet, at));
+    }
+    fn injected(&mut self, node: NodeId, rail: u8) {
+        self.injected.push((node, rail));
+    }
 }
 
 /// A packet the network had to drop, with the reason.
@@ -168,15 +193,10 @@ pub struct Network {
     bubble_credits: u32,
     /// Round-robin VC class of the next injection (`vc_select = "round_robin"`), in 0..251.
     next_class: u64,
-    pub counters: NetCounters,
+    counters: NetCounters,
     /// Time of the last packet movement (watchdog).
-    pub last_progress: SimTime,
-    pub deliveries: Vec<Delivery>,
-    pub drops: Vec<Drop>,
-    /// When set, every packet leaving a node is reported in `injected_from` (node, rail), so a
-    /// NIC model can refill a bounded transmit queue.
-    pub track_injection: bool,
-    pub injected_from: Vec<(NodeId, u8)>,
+    last_progress: SimTime,
+    drops: Vec<Drop>,
 }
 
 struct PortCredits<'a> {
@@ -352,10 +372,7 @@ impl Network {
             next_class: 0,
             counters: NetCounters::default(),
             last_progress: SimTime::ZERO,
-            deliveries: Vec::new(),
             drops: Vec::new(),
-            track_injection: false,
-            injected_from: Vec::new(),
         })
     }
 
@@ -365,6 +382,35 @@ impl Network {
 
     pub fn rails(&self) -> u8 {
         self.rails
+    }
+
+    /// Packets injected, delivered, dropped, and router hops of delivered packets.
+    pub fn counters(&self) -> &NetCounters {
+        &self.counters
+    }
+
+    /// Time of the last packet movement (the deadlock watchdog compares it with now).
+    pub fn last_progress(&self) -> SimTime {
+        self.last_progress
+    }
+
+    /// Packets dropped so far, with their reasons, in the order they were dropped.
+    pub fn drops(&self) -> &[Drop] {
+        &self.drops
+    }
+
+    /// The rail of `node` whose injection queue drains first at its own link rate (ties: the
+    /// first from `start`, cyclically). A rail renegotiated to fewer lanes counts as busier.
+    pub fn least_loaded_rail(&self, node: NodeId, start: u8) -> u8 {
+        let rails = self.rails;
+        (0..rails)
+            .map(|k| (start % rails + k) % rails)
+            .min_by_key(|&r| {
+                // Drain time of the queue plus the packet, in picoseconds per bit-rate unit.
+                let q = self.source_queue_len(node, r) as u128 + 1;
+                q * 1_000_000_000_000 / self.injection_rate(node, r).0.max(1) as u128
+            })
+            .unwrap_or(0)
     }
 
     /// Packets injected and neither delivered nor dropped yet.
@@ -441,7 +487,12 @@ impl Network {
     /// Queue `pkt` for injection at `node` on `rail` now. The packet counts as injected when its
     /// head leaves the node; if the node's cable is down it is dropped at once (reason
     /// `SourceCableDown`). Returns an error if the packet is malformed or has no route.
-    pub fn inject<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, mut pkt: Packet) -> Result<(), RouteError> {
+    pub fn inject<E: From<NetEvent>, S: Endpoints>(
+        &mut self,
+        q: &mut EventQueue<E>,
+        mut pkt: Packet,
+        ep: &mut S,
+    ) -> Result<(), RouteError> {
         let unit = self.cfg.router.credit_unit.0;
         pkt.credits = (pkt.size as u64).div_ceil(unit) as u16;
         let class = match self.cfg.router.vc_select {
@@ -476,13 +527,9 @@ impl Network {
         let qi = self.node_queue(node * self.rails as u32 + rail as u32) + slot;
         let id = self.alloc(pkt);
         if self.inq.push_back(qi, id) == 1 {
-            self.kick_now(q, self.node_oport(node, rail));
+            self.run_arbitrations(q, Some(self.node_oport(node, rail)), ep);
         }
         Ok(())
-    }
-
-    fn kick_now<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, oport: u32) {
-        self.run_arbitrations(q, Some(oport));
     }
 
     /// Input queue of `vc` at global router port `gport`.
@@ -493,7 +540,7 @@ impl Network {
 
     /// Handle one network event at the queue's current time.
     #[inline(always)]
-    pub fn handle<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, ev: NetEvent) {
+    pub fn handle<E: From<NetEvent>, S: Endpoints>(&mut self, q: &mut EventQueue<E>, ev: NetEvent, ep: &mut S) {
         let now = q.now();
         match ev {
             NetEvent::Arrive { pkt, router, port } => {
@@ -503,21 +550,21 @@ impl Network {
                 let qi = self.qi(self.port_base[router as usize] + port as u32, vc);
                 if self.inq.push_back(qi, pkt) == 1 {
                     let kick = self.new_head(q, qi, router);
-                    self.run_arbitrations(q, kick);
+                    self.run_arbitrations(q, kick, ep);
                 }
             }
             NetEvent::Arb { oport } => {
                 let o = &mut self.out[oport as usize];
                 if o.arb_at == now {
                     o.arb_at = SimTime::MAX;
-                    self.run_arbitrations(q, Some(oport));
+                    self.run_arbitrations(q, Some(oport), ep);
                 }
             }
             NetEvent::Deliver { pkt } => {
                 let p = self.take(pkt);
                 self.counters.delivered += 1;
                 self.counters.hops += p.hops as u64;
-                self.deliveries.push(Delivery { packet: p, at: now });
+                ep.deliver(p, now);
             }
         }
     }
@@ -617,10 +664,15 @@ impl Network {
     /// makes at most one new head, which requests at most one output, so the work is a chain
     /// (this replaces a stack of pending kicks, with the same order, without its push/pop).
     #[inline]
-    fn run_arbitrations<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, first: Option<u32>) {
+    fn run_arbitrations<E: From<NetEvent>, S: Endpoints>(
+        &mut self,
+        q: &mut EventQueue<E>,
+        first: Option<u32>,
+        ep: &mut S,
+    ) {
         let mut next = first;
         while let Some(o) = next {
-            next = self.arbitrate(q, o);
+            next = self.arbitrate(q, o, ep);
         }
     }
 
@@ -700,7 +752,12 @@ impl Network {
     /// Serve output `oi` if it can send now. Returns the output the served packet's successor
     /// (the new head of its input queue) requests, to be arbitrated next.
     #[inline(always)]
-    fn arbitrate<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, oi: u32) -> Option<u32> {
+    fn arbitrate<E: From<NetEvent>, S: Endpoints>(
+        &mut self,
+        q: &mut EventQueue<E>,
+        oi: u32,
+        ep: &mut S,
+    ) -> Option<u32> {
         let now = q.now();
         let o = &mut self.out[oi as usize];
         if o.busy_until > now {
@@ -804,11 +861,8 @@ impl Network {
         if is_node {
             p.injected = start;
             self.counters.injected += 1;
-            if self.track_injection {
-                let k = oi - self.router_ports;
-                self.injected_from
-                    .push((k / self.rails as u32, (k % self.rails as u32) as u8));
-            }
+            let k = oi - self.router_ports;
+            ep.injected(k / self.rails as u32, (k % self.rails as u32) as u8);
         }
         match to {
             Dest::Router { router, port } => {

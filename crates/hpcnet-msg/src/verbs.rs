@@ -4,15 +4,15 @@
 //! is an `async` block holding a [`Context`] — the rank's device context:
 //!
 //! ```
-//! use hpcnet_msg::verbs::{Machine, WriteWr};
+//! use hpcnet_msg::verbs::{Machine, Rank, WriteWr};
 //! # let world = hpcnet_msg::verbs::doc_world();
 //! let mut m = Machine::new(world);
-//! let (a, b) = (m.context(0), m.context(1));
+//! let (a, b) = (m.context(Rank(0)), m.context(Rank(1)));
 //! let src = a.reg_mr(64);
 //! let dst = b.reg_mr(64);
 //! a.write_local(&src, 0, b"hello, remote memory").unwrap();
 //! let cq = a.create_cq();
-//! let qp = a.create_qp(&cq, 1);
+//! let qp = a.create_qp(&cq, Rank(1));
 //! let remote = dst.remote(0);
 //! m.spawn(async move {
 //!     qp.post_write(WriteWr::new(&src, 0, 20, remote).wr_id(7)).unwrap();
@@ -20,7 +20,7 @@
 //!     assert_eq!(c.wr_id, 7);
 //! });
 //! m.run();
-//! assert_eq!(&m.context(1).read_local(&dst, 0, 20).unwrap(), b"hello, remote memory");
+//! assert_eq!(&m.context(Rank(1)).read_local(&dst, 0, 20).unwrap(), b"hello, remote memory");
 //! ```
 //!
 //! Calls that post work return at once (the doorbell rings at the current simulated time);
@@ -28,18 +28,72 @@
 //! ibverbs (spec 01): RDMA write with **notification** (a completion at the target's CQ) and
 //! with **reply word** (the target increments a counter in its memory when the data has landed).
 //! A **reliable datagram** queue pair serves every peer ([`Context::create_rd_qp`]).
+//!
+//! How rank programs wake: a task that awaits a completion ([`Cq::next`]) or a timer
+//! ([`Context::sleep`]) leaves its waker with the machine, keyed by the queue or timer. The NIC
+//! model reports, after each event, which completion queues received entries and which timers
+//! expired ([`hpcnet_nic::Notice`]); the machine wakes the tasks waiting on them, and the
+//! executor polls them before the next event. Simulated time does not move while tasks run.
+//! The NIC is reached only through [`NicBackend`].
 
+use crate::nic::NicBackend;
+use hpcnet_des::driver::{Driver, Model, Stop};
 use hpcnet_des::{Executor, SimTime};
-pub use hpcnet_nic::world::AtomicOp;
-use hpcnet_nic::world::{CqId, PostError, Request, Seg};
-use hpcnet_nic::{Cqe, Op, Rank, World};
-use std::cell::RefCell;
+pub use hpcnet_nic::ids::Rank;
+pub use hpcnet_nic::AtomicOp;
+use hpcnet_nic::{CqId, Cqe, Notice, Op, PostError, QpNum, Request, RqId, Seg, TimerId, World};
+use std::cell::{Ref, RefCell};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context as TaskCx, Poll};
+use std::task::{Context as TaskCx, Poll, Waker};
 
-type Shared = Rc<RefCell<World>>;
+/// The NIC model and the tasks waiting on it.
+pub(crate) struct Host<B: ?Sized> {
+    waiters: Waiters,
+    nic: B,
+}
+
+/// Wakers of tasks waiting on a completion queue or a timer.
+#[derive(Default)]
+struct Waiters {
+    cq: Vec<Option<Waker>>,
+    timers: HashMap<TimerId, Waker>,
+    notices: Vec<Notice>,
+}
+
+impl<B: NicBackend + ?Sized> Host<B> {
+    /// Handle one NIC event and wake the tasks its notices concern; false when none was left.
+    #[inline]
+    fn step(&mut self) -> bool {
+        if !self.nic.step() {
+            return false;
+        }
+        let w = &mut self.waiters;
+        self.nic.take_notices(&mut w.notices);
+        for n in w.notices.drain(..) {
+            let waker = match n {
+                Notice::Cq(cq) => w.cq.get_mut(cq.index()).and_then(Option::take),
+                Notice::Timer(t) => w.timers.remove(&t),
+            };
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+        }
+        true
+    }
+
+    fn wait_cq(&mut self, cq: CqId, waker: &Waker) {
+        let i = cq.index();
+        if self.waiters.cq.len() <= i {
+            self.waiters.cq.resize(i + 1, None);
+        }
+        self.waiters.cq[i] = Some(waker.clone());
+    }
+}
+
+type Shared = Rc<RefCell<Host<dyn NicBackend>>>;
 
 /// A registered memory region of one rank.
 #[derive(Clone, Debug, PartialEq)]
@@ -98,9 +152,10 @@ pub enum VerbsError {
     ReplyWordRank { word: Rank, target: Rank },
 }
 
-/// The machine: the world plus the executor running rank programs.
-pub struct Machine {
-    world: Shared,
+/// The machine: a NIC model (by default the simulated [`World`]) plus the executor running rank
+/// programs.
+pub struct Machine<B: NicBackend + 'static = World> {
+    host: Rc<RefCell<Host<B>>>,
     exec: Executor,
 }
 
@@ -119,63 +174,48 @@ pub struct RunEnd {
     pub blocked: Vec<hpcnet_fabric::net::Blocked>,
 }
 
-impl Machine {
-    pub fn new(world: World) -> Machine {
+impl<B: NicBackend + 'static> Machine<B> {
+    pub fn new(nic: B) -> Machine<B> {
         Machine {
-            world: Rc::new(RefCell::new(world)),
+            host: Rc::new(RefCell::new(Host {
+                waiters: Waiters::default(),
+                nic,
+            })),
             exec: Executor::new(),
         }
     }
 
     /// The device context of `rank`.
     pub fn context(&self, rank: Rank) -> Context {
-        Context {
-            rank,
-            world: self.world.clone(),
-        }
+        let host: Shared = self.host.clone();
+        Context { rank, host }
     }
 
     pub fn spawn(&self, f: impl Future<Output = ()> + 'static) {
         self.exec.spawn(f);
     }
 
-    /// Run until no event is left and no task is ready.
     /// Run until no event is left and no task is ready, or until the deadlock watchdog fires:
     /// packets in the network and none has moved for `faults.watchdog` (then `deadlock` is set
     /// and `blocked` names the stuck channels).
     pub fn run(&mut self) -> RunEnd {
-        let watchdog = self.world.borrow().net.config().faults.watchdog;
-        let mut deadlock = false;
-        'run: loop {
-            self.exec.run_ready();
-            let mut w = self.world.borrow_mut();
-            // Step events until one wakes a task (or none is left): tasks run between events only
-            // when something woke them.
-            let more = loop {
-                let more = w.step();
-                if w.net.in_flight() > 0 && w.now().saturating_sub(w.net.last_progress) > watchdog {
-                    deadlock = true;
-                    break 'run;
-                }
-                if !more || self.exec.has_ready() {
-                    break more;
-                }
-            };
-            drop(w);
-            if !more && self.exec.is_idle() {
-                break;
-            }
-        }
-        let w = self.world.borrow();
-        let net_in_flight = w.net.in_flight() + w.net.queued_at_sources() as u64;
+        let watchdog = self.host.borrow().nic.watchdog();
+        let mut model = Running {
+            host: &self.host,
+            exec: &mut self.exec,
+        };
+        let out = Driver::new().watchdog(watchdog).run(&mut model);
+        let deadlock = matches!(out.stop, Stop::Watchdog { .. });
+        let h = self.host.borrow();
+        let net_in_flight = h.nic.packets_in_network();
         let blocked = if net_in_flight > 0 {
-            w.net.blocked(32)
+            h.nic.blocked(32)
         } else {
             Vec::new()
         };
         RunEnd {
-            time: w.now(),
-            events: w.q.events_processed(),
+            time: h.nic.now(),
+            events: h.nic.events(),
             stuck_tasks: self.exec.live_tasks(),
             net_in_flight,
             deadlock: deadlock || (net_in_flight > 0 && self.exec.live_tasks() > 0),
@@ -183,9 +223,41 @@ impl Machine {
         }
     }
 
-    /// Read access to the world (counters, memory) between runs.
-    pub fn world(&self) -> std::cell::Ref<'_, World> {
-        self.world.borrow()
+    /// Read access to the NIC model (counters, configuration, memory) between runs.
+    pub fn world(&self) -> Ref<'_, B> {
+        Ref::map(self.host.borrow(), |h| &h.nic)
+    }
+}
+
+/// A machine being run: tasks that were woken run before the next NIC event.
+struct Running<'a, B: NicBackend> {
+    host: &'a RefCell<Host<B>>,
+    exec: &'a mut Executor,
+}
+
+impl<B: NicBackend> Model for Running<'_, B> {
+    fn now(&self) -> SimTime {
+        self.host.borrow().nic.now()
+    }
+
+    #[inline]
+    fn step_before(&mut self, _limit: SimTime) -> hpcnet_des::driver::Step {
+        use hpcnet_des::driver::Step;
+        if self.exec.has_ready() {
+            // Rank programs run with no borrow of the NIC model held: they post work.
+            self.exec.run_ready();
+            return Step::Handled;
+        }
+        if self.host.borrow_mut().step() {
+            Step::Handled
+        } else {
+            Step::Empty
+        }
+    }
+
+    #[inline]
+    fn stalled_for(&self) -> Option<SimTime> {
+        self.host.borrow().nic.stalled_for()
     }
 }
 
@@ -193,7 +265,7 @@ impl Machine {
 #[derive(Clone)]
 pub struct Context {
     rank: Rank,
-    world: Shared,
+    host: Shared,
 }
 
 impl Context {
@@ -203,16 +275,16 @@ impl Context {
 
     /// Number of ranks.
     pub fn size(&self) -> usize {
-        self.world.borrow().ranks()
+        self.host.borrow().nic.ranks()
     }
 
     pub fn now(&self) -> SimTime {
-        self.world.borrow().now()
+        self.host.borrow().nic.now()
     }
 
     /// Register `len` zeroed bytes of this rank's memory.
     pub fn reg_mr(&self, len: u64) -> Mr {
-        let (addr, rkey) = self.world.borrow_mut().mem[self.rank as usize].register(len);
+        let (addr, rkey) = self.host.borrow_mut().nic.register(self.rank, len);
         Mr {
             rank: self.rank,
             addr,
@@ -243,8 +315,10 @@ impl Context {
     /// CPU store into a local region.
     pub fn write_local(&self, mr: &Mr, offset: u64, bytes: &[u8]) -> Result<(), VerbsError> {
         self.own(mr, "write_local", offset, bytes.len() as u64)?;
-        self.world.borrow_mut().mem[self.rank as usize]
-            .write(mr.addr + offset, bytes)
+        self.host
+            .borrow_mut()
+            .nic
+            .store(self.rank, mr.addr + offset, bytes)
             .expect("checked range");
         Ok(())
     }
@@ -252,10 +326,12 @@ impl Context {
     /// CPU load from a local region.
     pub fn read_local(&self, mr: &Mr, offset: u64, len: u64) -> Result<Vec<u8>, VerbsError> {
         self.own(mr, "read_local", offset, len)?;
-        Ok(self.world.borrow().mem[self.rank as usize]
-            .read(mr.addr + offset, len)
-            .expect("checked range")
-            .to_vec())
+        Ok(self
+            .host
+            .borrow()
+            .nic
+            .load(self.rank, mr.addr + offset, len)
+            .expect("checked range"))
     }
 
     /// Read the little-endian u64 at `offset` (e.g. a reply word).
@@ -265,10 +341,10 @@ impl Context {
     }
 
     pub fn create_cq(&self) -> Cq {
-        let id = self.world.borrow_mut().create_cq(self.rank);
+        let id = self.host.borrow_mut().nic.create_cq(self.rank);
         Cq {
             id,
-            world: self.world.clone(),
+            host: self.host.clone(),
         }
     }
 
@@ -283,7 +359,7 @@ impl Context {
     }
 
     fn qp(&self, cq: &Cq, peer: Option<Rank>) -> Qp {
-        let num = self.world.borrow_mut().alloc_qp();
+        let num = self.host.borrow_mut().nic.alloc_qp();
         Qp {
             ctx: self.clone(),
             cq: cq.id,
@@ -298,7 +374,7 @@ impl Context {
     /// A receive queue for asynchronous queue messages, completing on `cq`. Give its
     /// [`Rq::remote`] to senders; several queue pairs may send to it (a shared receive queue).
     pub fn create_rq(&self, cq: &Cq) -> Result<Rq, VerbsError> {
-        let id = self.world.borrow_mut().create_rq(self.rank, cq.id)?;
+        let id = self.host.borrow_mut().nic.create_rq(self.rank, cq.id)?;
         Ok(Rq { id, ctx: self.clone() })
     }
 
@@ -312,32 +388,33 @@ impl Context {
     /// Pre-post `count` NAP receive buffers (each `nic.nap_buffer` bytes) from `mr` at `offset`;
     /// received NAPs complete on `cq` with the buffer's address (cHPP).
     pub fn post_nap_buffers(&self, mr: &Mr, offset: u64, count: u64, cq: &Cq) -> Result<(), VerbsError> {
-        let size = self.world.borrow().cfg.nap_buffer.0;
+        let size = self.host.borrow().nic.nap_buffer_size();
         self.own(mr, "post_nap_buffers", offset, size * count)?;
-        self.world
+        self.host
             .borrow_mut()
+            .nic
             .post_nap_buffers(self.rank, mr.addr + offset, count, cq.id)?;
         Ok(())
     }
 
     /// Return a received NAP's buffer to the pool.
     pub fn repost_nap_buffer(&self, addr: u64) {
-        self.world.borrow_mut().repost_nap_buffer(self.rank, addr);
+        self.host.borrow_mut().nic.repost_nap_buffer(self.rank, addr);
     }
 
     /// CPU load of `len` bytes at a raw local address (e.g. a received NAP buffer).
     pub fn read_addr(&self, addr: u64, len: u64) -> Result<Vec<u8>, VerbsError> {
-        let w = self.world.borrow();
-        w.mem[self.rank as usize]
-            .read(addr, len)
-            .map(|b| b.to_vec())
+        self.host
+            .borrow()
+            .nic
+            .load(self.rank, addr, len)
             .map_err(|e| VerbsError::Post(PostError::Local(e)))
     }
 
     /// Wait `d` of simulated time (computation).
     pub fn sleep(&self, d: SimTime) -> Sleep {
         Sleep {
-            world: self.world.clone(),
+            host: self.host.clone(),
             until: self.now() + d,
             armed: false,
         }
@@ -347,7 +424,7 @@ impl Context {
 /// A receive queue (per queue pair or shared).
 #[derive(Clone)]
 pub struct Rq {
-    id: hpcnet_nic::world::RqId,
+    id: RqId,
     ctx: Context,
 }
 
@@ -355,7 +432,7 @@ pub struct Rq {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct RemoteRq {
     pub rank: Rank,
-    pub id: hpcnet_nic::world::RqId,
+    pub id: RqId,
 }
 
 impl Rq {
@@ -370,8 +447,9 @@ impl Rq {
     pub fn post_recv(&self, mr: &Mr, offset: u64, len: u64, wr_id: u64) -> Result<(), VerbsError> {
         self.ctx.own(mr, "post_recv", offset, len)?;
         self.ctx
-            .world
+            .host
             .borrow_mut()
+            .nic
             .post_recv(self.id, mr.addr + offset, len, wr_id)?;
         Ok(())
     }
@@ -381,7 +459,7 @@ impl Rq {
 #[derive(Clone)]
 pub struct Cq {
     id: CqId,
-    world: Shared,
+    host: Shared,
 }
 
 impl Cq {
@@ -391,7 +469,7 @@ impl Cq {
 
     /// The oldest completion, if any.
     pub fn poll(&self) -> Option<Cqe> {
-        self.world.borrow_mut().poll_cq(self.id, None)
+        self.host.borrow_mut().nic.poll_cq(self.id)
     }
 
     /// Wait for the next completion.
@@ -408,16 +486,20 @@ pub struct NextCqe {
 impl Future for NextCqe {
     type Output = Cqe;
     fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Cqe> {
-        match self.cq.world.borrow_mut().poll_cq(self.cq.id, Some(cx.waker())) {
+        let mut h = self.cq.host.borrow_mut();
+        match h.nic.poll_cq(self.cq.id) {
             Some(c) => Poll::Ready(c),
-            None => Poll::Pending,
+            None => {
+                h.wait_cq(self.cq.id, cx.waker());
+                Poll::Pending
+            }
         }
     }
 }
 
 /// Future of [`Context::sleep`].
 pub struct Sleep {
-    world: Shared,
+    host: Shared,
     until: SimTime,
     armed: bool,
 }
@@ -425,14 +507,16 @@ pub struct Sleep {
 impl Future for Sleep {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<()> {
-        let now = self.world.borrow().now();
+        let now = self.host.borrow().nic.now();
         if now >= self.until {
             return Poll::Ready(());
         }
         if !self.armed {
             self.armed = true;
             let t = self.until;
-            self.world.borrow_mut().wake_at(t, cx.waker().clone());
+            let mut h = self.host.borrow_mut();
+            let id = h.nic.set_timer(t);
+            h.waiters.timers.insert(id, cx.waker().clone());
         }
         Poll::Pending
     }
@@ -517,7 +601,7 @@ pub struct Qp {
     ctx: Context,
     cq: CqId,
     peer: Option<Rank>,
-    num: u32,
+    num: QpNum,
     rail: u8,
     function: u8,
     fast: bool,
@@ -595,7 +679,7 @@ impl Qp {
             fast: self.fast,
             local_completion,
         };
-        self.ctx.world.borrow_mut().post(req)?;
+        self.ctx.host.borrow_mut().nic.post(req)?;
         Ok(())
     }
 

@@ -6,8 +6,8 @@ use hpcnet_des::{BitsPerSec, Bytes, SimTime};
 use hpcnet_fabric::config::*;
 use hpcnet_fabric::topology::{build, GeneralizedFatTreeConfig, GridConfig, TopologyConfig};
 use hpcnet_fabric::Network;
-use hpcnet_msg::verbs::{Machine, VerbsError, WriteWr};
-use hpcnet_nic::world::{CqeKind, CqeStatus};
+use hpcnet_msg::verbs::{Machine, Rank, VerbsError, WriteWr};
+use hpcnet_nic::{CqeKind, CqeStatus};
 use hpcnet_nic::{MemoryError, NicConfig, PortSelect, World};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -92,13 +92,13 @@ fn pattern(n: usize, seed: u8) -> Vec<u8> {
 #[test]
 fn writes_move_real_bytes_and_complete_in_order() {
     let mut m = Machine::new(torus_world(NicConfig::default()));
-    let (a, b) = (m.context(0), m.context(10));
+    let (a, b) = (m.context(Rank(0)), m.context(Rank(10)));
     let src = a.reg_mr(10_000);
     let dst = b.reg_mr(10_000);
     let data = pattern(10_000, 3);
     a.write_local(&src, 0, &data).unwrap();
     let cq = a.create_cq();
-    let qp = a.create_qp(&cq, 10);
+    let qp = a.create_qp(&cq, Rank(10));
     let got = Rc::new(RefCell::new(Vec::new()));
     let g = got.clone();
     let remote = dst.remote(0);
@@ -147,22 +147,22 @@ fn writes_move_real_bytes_and_complete_in_order() {
     assert!(got[0].1 < got[1].1 && got[1].1 < got[2].1);
     // 10 000 B in 256 B packets: 40 data packets, 3 acknowledgements.
     let w = m.world();
-    assert_eq!(w.counters.data_packets, 16 + 16 + 8);
-    assert_eq!(w.counters.control_packets, 3);
-    assert_eq!(w.counters.payload_bytes, 10_000);
+    assert_eq!(w.counters().data_packets, 16 + 16 + 8);
+    assert_eq!(w.counters().control_packets, 3);
+    assert_eq!(w.counters().payload_bytes, 10_000);
 }
 
 #[test]
 fn notification_and_reply_word_fire_when_data_has_landed() {
     let mut m = Machine::new(torus_world(NicConfig::default()));
-    let (a, b) = (m.context(1), m.context(6));
+    let (a, b) = (m.context(Rank(1)), m.context(Rank(6)));
     let src = a.reg_mr(3000);
     let dst = b.reg_mr(3000);
     let word = b.reg_mr(8);
     a.write_local(&src, 0, &pattern(3000, 9)).unwrap();
     let cq = a.create_cq();
     let tcq = b.create_cq();
-    let qp = a.create_qp(&cq, 6);
+    let qp = a.create_qp(&cq, Rank(6));
     let (remote, rw) = (dst.remote(0), word.remote(0));
     let (b2, dst2, word2) = (b.clone(), dst.clone(), word.clone());
     let tcq2 = tcq.clone();
@@ -181,7 +181,7 @@ fn notification_and_reply_word_fire_when_data_has_landed() {
         for i in 0..3u64 {
             let n = tcq.next().await;
             assert_eq!(n.kind, CqeKind::Notify);
-            assert_eq!(n.peer, 1);
+            assert_eq!(n.peer, Rank(1));
             assert_eq!(n.wr_id, i);
             assert_eq!(n.bytes, 3000);
             // Data is complete when the notification arrives.
@@ -204,12 +204,12 @@ fn notification_and_reply_word_fire_when_data_has_landed() {
 #[test]
 fn reads_execute_as_write_back_at_the_target() {
     let mut m = Machine::new(torus_world(NicConfig::default()));
-    let (a, b) = (m.context(0), m.context(5));
+    let (a, b) = (m.context(Rank(0)), m.context(Rank(5)));
     let local = a.reg_mr(5000);
     let remote = b.reg_mr(5000);
     b.write_local(&remote, 0, &pattern(5000, 77)).unwrap();
     let cq = a.create_cq();
-    let qp = a.create_qp(&cq, 5);
+    let qp = a.create_qp(&cq, Rank(5));
     let r = remote.remote(0);
     let l2 = local.clone();
     m.spawn(async move {
@@ -230,12 +230,12 @@ fn write_back_processing_is_its_own_overhead_defaulting_to_message_overhead() {
             ..NicConfig::default()
         };
         let mut m = Machine::new(torus_world(nic));
-        let (a, b) = (m.context(0), m.context(5));
+        let (a, b) = (m.context(Rank(0)), m.context(Rank(5)));
         let local = a.reg_mr(512);
         let remote = b.reg_mr(512);
         b.write_local(&remote, 0, &pattern(512, 9)).unwrap();
         let cq = a.create_cq();
-        let qp = a.create_qp(&cq, 5);
+        let qp = a.create_qp(&cq, Rank(5));
         let r = remote.remote(0);
         let l2 = local.clone();
         let done = Rc::new(RefCell::new(SimTime::ZERO));
@@ -269,18 +269,18 @@ fn nap_immediate_inline_bytes_skip_extraction_and_land_intact() {
             ..NicConfig::default()
         };
         let mut m = Machine::new(torus_world(nic));
-        let (a, b) = (m.context(3), m.context(12));
+        let (a, b) = (m.context(Rank(3)), m.context(Rank(12)));
         let src = a.reg_mr(len);
         a.write_local(&src, 0, &pattern(len as usize, 4)).unwrap();
         let pool = b.reg_mr(2048);
         let rcq = b.create_cq();
         b.post_nap_buffers(&pool, 0, 1, &rcq).unwrap();
         let cq = a.create_cq();
-        let qp = a.create_qp(&cq, 12);
+        let qp = a.create_qp(&cq, Rank(12));
         let got = Rc::new(RefCell::new((SimTime::ZERO, Vec::new())));
         let g = got.clone();
         m.spawn(async move {
-            qp.post_nap(12, &src, 0, len, true, 1).unwrap();
+            qp.post_nap(Rank(12), &src, 0, len, true, 1).unwrap();
             let c = rcq.next().await;
             *g.borrow_mut() = (c.at, b.read_addr(c.addr, len).unwrap());
         });
@@ -298,12 +298,12 @@ fn nap_immediate_inline_bytes_skip_extraction_and_land_intact() {
 #[test]
 fn wrong_key_or_range_is_refused_and_nothing_is_written() {
     let mut m = Machine::new(torus_world(NicConfig::default()));
-    let (a, b) = (m.context(2), m.context(3));
+    let (a, b) = (m.context(Rank(2)), m.context(Rank(3)));
     let src = a.reg_mr(512);
     let dst = b.reg_mr(512);
     a.write_local(&src, 0, &[0xAB; 512]).unwrap();
     let cq = a.create_cq();
-    let qp = a.create_qp(&cq, 3);
+    let qp = a.create_qp(&cq, Rank(3));
     let bad_key = hpcnet_msg::verbs::RemoteBuf {
         rkey: dst.rkey ^ 1,
         ..dst.remote(0)
@@ -336,14 +336,14 @@ fn wrong_key_or_range_is_refused_and_nothing_is_written() {
     let got = b.read_local(&dst, 0, 512).unwrap();
     assert!(got[..16].iter().all(|&x| x == 0xAB));
     assert!(got[16..].iter().all(|&x| x == 0));
-    assert_eq!(m.world().counters.refused, 3);
+    assert_eq!(m.world().counters().refused, 3);
 }
 
 #[test]
 fn reply_words_puts_gets_and_fsms_check_keys_and_forged_addresses_are_refused() {
     use hpcnet_msg::verbs::{RemoteBuf, RemoteSeg, Sge};
     let mut m = Machine::new(torus_world(NicConfig::default()));
-    let (a, b) = (m.context(2), m.context(3));
+    let (a, b) = (m.context(Rank(2)), m.context(Rank(3)));
     let src = a.reg_mr(512);
     let back = a.reg_mr(512);
     let dst = b.reg_mr(512);
@@ -351,7 +351,7 @@ fn reply_words_puts_gets_and_fsms_check_keys_and_forged_addresses_are_refused() 
     a.write_local(&src, 0, &[0xAB; 512]).unwrap();
     b.write_local(&dst, 0, &[0x11; 512]).unwrap();
     let cq = a.create_cq();
-    let qp = a.create_qp(&cq, 3);
+    let qp = a.create_qp(&cq, Rank(3));
     let good = dst.remote(0);
     let bad = RemoteBuf {
         rkey: dst.rkey ^ 1,
@@ -367,12 +367,15 @@ fn reply_words_puts_gets_and_fsms_check_keys_and_forged_addresses_are_refused() 
     };
     // A reply word must be on the write's target.
     let elsewhere = RemoteBuf {
-        rank: 5,
+        rank: Rank(5),
         ..word.remote(0)
     };
     assert!(matches!(
         qp.post_write(WriteWr::new(&src, 0, 64, good).reply_word(elsewhere)),
-        Err(VerbsError::ReplyWordRank { word: 5, target: 3 })
+        Err(VerbsError::ReplyWordRank {
+            word: Rank(5),
+            target: Rank(3)
+        })
     ));
     let results = Rc::new(RefCell::new(Vec::new()));
     let r2 = results.clone();
@@ -415,7 +418,7 @@ fn reply_words_puts_gets_and_fsms_check_keys_and_forged_addresses_are_refused() 
     assert!(b.read_local(&dst, 0, 512).unwrap().iter().all(|&x| x == 0x11));
     assert_eq!(b.read_u64(&word, 0).unwrap(), 0);
     assert!(a.read_local(&back, 0, 512).unwrap().iter().all(|&x| x == 0));
-    assert_eq!(m.world().counters.refused, 7);
+    assert_eq!(m.world().counters().refused, 7);
 }
 
 #[test]
@@ -425,21 +428,21 @@ fn adaptive_rails_deliver_out_of_order_and_reassemble() {
         ..NicConfig::default()
     };
     let mut m = Machine::new(dual_rail_world(nic));
-    let (a, b) = (m.context(0), m.context(15));
+    let (a, b) = (m.context(Rank(0)), m.context(Rank(15)));
     let n = 256 * 1024;
     let src = a.reg_mr(n);
     let dst = b.reg_mr(n);
     a.write_local(&src, 0, &pattern(n as usize, 1)).unwrap();
     let cq = a.create_cq();
-    let qp = a.create_qp(&cq, 15);
+    let qp = a.create_qp(&cq, Rank(15));
     let remote = dst.remote(0);
     let s2 = src.clone();
     // Background traffic on rail 0 from the neighbours makes the rails uneven.
-    let c1 = m.context(1);
+    let c1 = m.context(Rank(1));
     let bsrc = c1.reg_mr(n);
-    let bdst = m.context(14).reg_mr(n);
+    let bdst = m.context(Rank(14)).reg_mr(n);
     let bcq = c1.create_cq();
-    let bqp = c1.create_qp(&bcq, 14);
+    let bqp = c1.create_qp(&bcq, Rank(14));
     let bremote = bdst.remote(0);
     m.spawn(async move {
         bqp.post_write(WriteWr::new(&bsrc, 0, n, bremote)).unwrap();
@@ -453,7 +456,7 @@ fn adaptive_rails_deliver_out_of_order_and_reassemble() {
     assert_eq!(m.run().stuck_tasks, 0);
     assert_eq!(b.read_local(&dst, 0, n).unwrap(), pattern(n as usize, 1));
     assert!(
-        m.world().counters.out_of_order > 0,
+        m.world().counters().out_of_order > 0,
         "adaptive rails should reorder some packets"
     );
 }
@@ -465,7 +468,7 @@ fn under_out_of_order_delivery_each_message_completes_only_when_all_its_packets_
         ..NicConfig::default()
     };
     let mut m = Machine::new(dual_rail_world(nic));
-    let (a, b) = (m.context(0), m.context(15));
+    let (a, b) = (m.context(Rank(0)), m.context(Rank(15)));
     const MSGS: u64 = 12;
     const LEN: u64 = 24 * 1024;
     let src = a.reg_mr(MSGS * LEN);
@@ -473,13 +476,13 @@ fn under_out_of_order_delivery_each_message_completes_only_when_all_its_packets_
     a.write_local(&src, 0, &pattern((MSGS * LEN) as usize, 4)).unwrap();
     let cq = a.create_cq();
     let tcq = b.create_cq();
-    let qp = a.create_qp(&cq, 15);
+    let qp = a.create_qp(&cq, Rank(15));
     // Background traffic on rail 0 from the neighbours makes the rails uneven.
-    let c1 = m.context(1);
+    let c1 = m.context(Rank(1));
     let bsrc = c1.reg_mr(1 << 20);
-    let bdst = m.context(14).reg_mr(1 << 20);
+    let bdst = m.context(Rank(14)).reg_mr(1 << 20);
     let bcq = c1.create_cq();
-    let bqp = c1.create_qp(&bcq, 14);
+    let bqp = c1.create_qp(&bcq, Rank(14));
     let bremote = bdst.remote(0);
     m.spawn(async move {
         bqp.post_write(WriteWr::new(&bsrc, 0, 1 << 20, bremote)).unwrap();
@@ -513,7 +516,7 @@ fn under_out_of_order_delivery_each_message_completes_only_when_all_its_packets_
     let end = m.run();
     assert_eq!(end.stuck_tasks, 0);
     assert!(
-        m.world().counters.out_of_order > 0,
+        m.world().counters().out_of_order > 0,
         "adaptive rails should reorder packets"
     );
     // At the initiator: one completion per message, each after its data landed at the target.
@@ -550,12 +553,12 @@ fn adaptive_rails_double_node_bandwidth() {
             ..NicConfig::default()
         };
         let mut m = Machine::new(dual_rail_world(nic));
-        let a = m.context(0);
+        let a = m.context(Rank(0));
         let n = 1 << 20;
         let src = a.reg_mr(n);
-        let dst = m.context(12).reg_mr(n);
+        let dst = m.context(Rank(12)).reg_mr(n);
         let cq = a.create_cq();
-        let (q0, q1) = (a.create_qp(&cq, 12), a.create_qp(&cq, 12));
+        let (q0, q1) = (a.create_qp(&cq, Rank(12)), a.create_qp(&cq, Rank(12)));
         let r = dst.remote(0);
         m.spawn(async move {
             q0.post_write(WriteWr::new(&src, 0, n / 2, r)).unwrap();
@@ -586,12 +589,12 @@ fn adaptive_rails_double_node_bandwidth() {
 #[test]
 fn loopback_to_self_never_enters_the_network() {
     let mut m = Machine::new(torus_world(NicConfig::default()));
-    let a = m.context(4);
+    let a = m.context(Rank(4));
     let s = a.reg_mr(1000);
     let d = a.reg_mr(1000);
     a.write_local(&s, 0, &pattern(1000, 5)).unwrap();
     let cq = a.create_cq();
-    let qp = a.create_qp(&cq, 4);
+    let qp = a.create_qp(&cq, Rank(4));
     let r = d.remote(0);
     let s2 = s.clone();
     m.spawn(async move {
@@ -600,17 +603,17 @@ fn loopback_to_self_never_enters_the_network() {
     });
     assert_eq!(m.run().stuck_tasks, 0);
     assert_eq!(a.read_local(&d, 0, 1000).unwrap(), pattern(1000, 5));
-    assert_eq!(m.world().net.counters.injected, 0);
+    assert_eq!(m.world().network().counters().injected, 0);
 }
 
 #[test]
 fn bad_calls_are_errors_not_panics() {
     let m = Machine::new(torus_world(NicConfig::default()));
-    let (a, b) = (m.context(0), m.context(1));
+    let (a, b) = (m.context(Rank(0)), m.context(Rank(1)));
     let mine = a.reg_mr(100);
     let theirs = b.reg_mr(100);
     let cq = a.create_cq();
-    let qp = a.create_qp(&cq, 1);
+    let qp = a.create_qp(&cq, Rank(1));
     assert!(matches!(
         qp.post_write(WriteWr::new(&theirs, 0, 10, mine.remote(0))),
         Err(VerbsError::ForeignBuffer { .. })
@@ -620,15 +623,15 @@ fn bad_calls_are_errors_not_panics() {
         Err(VerbsError::Overrun { .. })
     ));
     assert!(matches!(
-        qp.post_write(WriteWr::new(&mine, 0, 10, m.context(2).reg_mr(10).remote(0))),
+        qp.post_write(WriteWr::new(&mine, 0, 10, m.context(Rank(2)).reg_mr(10).remote(0))),
         Err(VerbsError::WrongPeer { .. })
     ));
     let rd = a.create_rd_qp(&cq);
     assert!(rd
-        .post_write(WriteWr::new(&mine, 0, 10, m.context(2).reg_mr(10).remote(0)))
+        .post_write(WriteWr::new(&mine, 0, 10, m.context(Rank(2)).reg_mr(10).remote(0)))
         .is_ok());
     let far = hpcnet_msg::verbs::RemoteBuf {
-        rank: 99,
+        rank: Rank(99),
         addr: 0,
         rkey: 0,
     };
@@ -655,11 +658,11 @@ fn in_flight_limit_holds_messages_back() {
             ..NicConfig::default()
         };
         let mut m = Machine::new(torus_world(nic));
-        let a = m.context(0);
+        let a = m.context(Rank(0));
         let s = a.reg_mr(64);
-        let d = m.context(2).reg_mr(64);
+        let d = m.context(Rank(2)).reg_mr(64);
         let cq = a.create_cq();
-        let qp = a.create_qp(&cq, 2);
+        let qp = a.create_qp(&cq, Rank(2));
         let r = d.remote(0);
         m.spawn(async move {
             for i in 0..20 {
@@ -679,7 +682,7 @@ fn in_flight_limit_holds_messages_back() {
 fn chain_dma_put_and_get_gather_and_scatter() {
     use hpcnet_msg::verbs::{RemoteSeg, Sge};
     let mut m = Machine::new(torus_world(NicConfig::default()));
-    let (a, b) = (m.context(0), m.context(9));
+    let (a, b) = (m.context(Rank(0)), m.context(Rank(9)));
     let l1 = a.reg_mr(300);
     let l2 = a.reg_mr(500);
     a.write_local(&l1, 0, &pattern(300, 1)).unwrap();
@@ -689,7 +692,7 @@ fn chain_dma_put_and_get_gather_and_scatter() {
     let back = a.reg_mr(1000);
     let cq = a.create_cq();
     let tcq = b.create_cq();
-    let qp = a.create_qp(&cq, 9);
+    let qp = a.create_qp(&cq, Rank(9));
     let (l1c, l2c, backc, rr) = (l1.clone(), l2.clone(), back.clone(), r.clone());
     m.spawn(async move {
         // Gather 300 + 500 B into three remote pieces (100 + 650 + 50) of the first 1000 B.
@@ -760,7 +763,7 @@ fn chain_dma_put_and_get_gather_and_scatter() {
         );
         assert!(matches!(
             bad,
-            Err(VerbsError::Post(hpcnet_nic::world::PostError::LengthMismatch { .. }))
+            Err(VerbsError::Post(hpcnet_nic::PostError::LengthMismatch { .. }))
         ));
     });
     assert_eq!(m.run().stuck_tasks, 0);
@@ -779,7 +782,7 @@ fn chain_dma_put_and_get_gather_and_scatter() {
 #[test]
 fn naps_land_in_pool_buffers_and_always_complete() {
     let mut m = Machine::new(torus_world(NicConfig::default()));
-    let (a, b) = (m.context(3), m.context(12));
+    let (a, b) = (m.context(Rank(3)), m.context(Rank(12)));
     let src = a.reg_mr(4096);
     a.write_local(&src, 0, &pattern(4096, 8)).unwrap();
     let pool = b.reg_mr(2 * 2048 + 64);
@@ -787,24 +790,24 @@ fn naps_land_in_pool_buffers_and_always_complete() {
     // Pool buffers are 2 KB aligned (spec 02).
     assert!(matches!(
         b.post_nap_buffers(&pool, 64, 2, &rcq),
-        Err(VerbsError::Post(hpcnet_nic::world::PostError::NapPoolAlignment {
+        Err(VerbsError::Post(hpcnet_nic::PostError::NapPoolAlignment {
             size: 2048,
             ..
         }))
     ));
     b.post_nap_buffers(&pool, 0, 2, &rcq).unwrap();
     let cq = a.create_cq();
-    let qp = a.create_qp(&cq, 12);
+    let qp = a.create_qp(&cq, Rank(12));
     let s2 = src.clone();
     let b2 = b.clone();
     m.spawn(async move {
-        qp.post_nap(12, &s2, 0, 100, true, 1).unwrap();
-        qp.post_nap(12, &s2, 100, 2048, false, 2).unwrap();
+        qp.post_nap(Rank(12), &s2, 0, 100, true, 1).unwrap();
+        qp.post_nap(Rank(12), &s2, 100, 2048, false, 2).unwrap();
         // The pool has two buffers: the third NAP finds none and is refused.
-        qp.post_nap(12, &s2, 0, 10, true, 3).unwrap();
+        qp.post_nap(Rank(12), &s2, 0, 10, true, 3).unwrap();
         assert!(matches!(
-            qp.post_nap(12, &s2, 0, 2049, false, 4),
-            Err(VerbsError::Post(hpcnet_nic::world::PostError::NapTooLarge { .. }))
+            qp.post_nap(Rank(12), &s2, 0, 2049, false, 4),
+            Err(VerbsError::Post(hpcnet_nic::PostError::NapTooLarge { .. }))
         ));
         let mut st = Vec::new();
         for _ in 0..3 {
@@ -818,7 +821,7 @@ fn naps_land_in_pool_buffers_and_always_complete() {
     m.spawn(async move {
         let r1 = rcq.next().await;
         let r2 = rcq.next().await;
-        assert_eq!((r1.kind, r1.bytes, r1.peer), (CqeKind::NapReceived, 100, 3));
+        assert_eq!((r1.kind, r1.bytes, r1.peer), (CqeKind::NapReceived, 100, Rank(3)));
         assert_eq!(b2.read_addr(r1.addr, 100).unwrap(), pattern(4096, 8)[..100].to_vec());
         assert_eq!(
             b2.read_addr(r2.addr, 2048).unwrap(),
@@ -834,14 +837,14 @@ fn naps_land_in_pool_buffers_and_always_complete() {
 fn fsm_gathers_small_buffers_and_skips_two_round_trips() {
     use hpcnet_msg::verbs::Sge;
     let mut m = Machine::new(torus_world(NicConfig::default()));
-    let (a, b) = (m.context(0), m.context(1));
+    let (a, b) = (m.context(Rank(0)), m.context(Rank(1)));
     let x = a.reg_mr(64);
     let y = a.reg_mr(128);
     a.write_local(&x, 0, &pattern(40, 1)).unwrap();
     a.write_local(&y, 0, &pattern(60, 2)).unwrap();
     let dst = b.reg_mr(256);
     let cq = a.create_cq();
-    let qp = a.create_qp(&cq, 1);
+    let qp = a.create_qp(&cq, Rank(1));
     let (x2, y2, r) = (x.clone(), y.clone(), dst.remote(0));
     let times = Rc::new(RefCell::new(Vec::new()));
     let t2 = times.clone();
@@ -886,7 +889,7 @@ fn fsm_gathers_small_buffers_and_skips_two_round_trips() {
         ];
         assert!(matches!(
             qp.post_fsm(&big, r, 3),
-            Err(VerbsError::Post(hpcnet_nic::world::PostError::FsmTooLarge(129)))
+            Err(VerbsError::Post(hpcnet_nic::PostError::FsmTooLarge(129)))
         ));
     });
     assert_eq!(m.run().stuck_tasks, 0);
@@ -903,12 +906,12 @@ fn fsm_gathers_small_buffers_and_skips_two_round_trips() {
 fn atomics_apply_at_the_target_and_return_old_values() {
     use hpcnet_msg::verbs::AtomicOp;
     let mut m = Machine::new(torus_world(NicConfig::default()));
-    let (a, b) = (m.context(0), m.context(7));
+    let (a, b) = (m.context(Rank(0)), m.context(Rank(7)));
     let word = b.reg_mr(16);
     b.write_local(&word, 0, &10u64.to_le_bytes()).unwrap();
     let res = a.reg_mr(8);
     let cq = a.create_cq();
-    let qp = a.create_qp(&cq, 7);
+    let qp = a.create_qp(&cq, Rank(7));
     let w = word.remote(0);
     let res2 = res.clone();
     let a2 = a.clone();
@@ -948,21 +951,21 @@ fn three_paths_loopback_crossbar_network() {
     };
     let time_to = |dst: u32| {
         let mut m = Machine::new(torus_world(nic.clone()));
-        assert_eq!(m.context(0).size(), 32);
-        let a = m.context(0);
+        assert_eq!(m.context(Rank(0)).size(), 32);
+        let a = m.context(Rank(0));
         let s = a.reg_mr(256);
         a.write_local(&s, 0, &pattern(256, 4)).unwrap();
-        let d = m.context(dst).reg_mr(256);
+        let d = m.context(Rank(dst)).reg_mr(256);
         let cq = a.create_cq();
-        let qp = a.create_qp(&cq, dst);
+        let qp = a.create_qp(&cq, Rank(dst));
         let r = d.remote(0);
         m.spawn(async move {
             qp.post_write(WriteWr::new(&s, 0, 256, r)).unwrap();
             cq.next().await;
         });
         let t = m.run().time;
-        assert_eq!(m.context(dst).read_local(&d, 0, 256).unwrap(), pattern(256, 4));
-        let injected = m.world().net.counters.injected;
+        assert_eq!(m.context(Rank(dst)).read_local(&d, 0, 256).unwrap(), pattern(256, 4));
+        let injected = m.world().network().counters().injected;
         (t, injected)
     };
     let (loopback, n0) = time_to(0);
@@ -979,7 +982,7 @@ fn three_paths_loopback_crossbar_network() {
 #[test]
 fn queue_messages_fill_posted_buffers_reliably_or_not() {
     let mut m = Machine::new(torus_world(NicConfig::default()));
-    let (a, c, b) = (m.context(0), m.context(5), m.context(10));
+    let (a, c, b) = (m.context(Rank(0)), m.context(Rank(5)), m.context(Rank(10)));
     let sa = a.reg_mr(512);
     let sc = c.reg_mr(512);
     a.write_local(&sa, 0, &pattern(512, 1)).unwrap();
@@ -1028,7 +1031,7 @@ fn queue_messages_fill_posted_buffers_reliably_or_not() {
     let ok: Vec<_> = got.iter().filter(|g| g.1 == CqeStatus::Ok).collect();
     assert_eq!(ok.len(), 2);
     for (_, _, peer, data) in ok {
-        let expect = if *peer == 0 {
+        let expect = if *peer == Rank(0) {
             pattern(512, 1)[..200].to_vec()
         } else {
             pattern(512, 2)[..100].to_vec()
@@ -1044,12 +1047,12 @@ fn queue_messages_fill_posted_buffers_reliably_or_not() {
 #[test]
 fn unreliable_messages_without_buffers_are_dropped_silently() {
     let mut m = Machine::new(torus_world(NicConfig::default()));
-    let (a, b) = (m.context(0), m.context(3));
+    let (a, b) = (m.context(Rank(0)), m.context(Rank(3)));
     let s = a.reg_mr(64);
     let rcq = b.create_cq();
     let rq = b.create_rq(&rcq).unwrap();
     let cq = a.create_cq();
-    let qp = a.create_qp(&cq, 3);
+    let qp = a.create_qp(&cq, Rank(3));
     let to = rq.remote();
     m.spawn(async move {
         qp.post_send(&s, 0, 64, to, false, 1).unwrap();
@@ -1057,7 +1060,7 @@ fn unreliable_messages_without_buffers_are_dropped_silently() {
     });
     assert_eq!(m.run().stuck_tasks, 0);
     assert!(rcq.poll().is_none());
-    assert_eq!(m.world().counters.refused, 1);
+    assert_eq!(m.world().counters().refused, 1);
 }
 
 #[test]
@@ -1066,13 +1069,13 @@ fn local_completion_precedes_remote_landing_and_fast_messages_jump_the_queue() {
         engines: 1,
         ..NicConfig::default()
     }));
-    let (a, b) = (m.context(0), m.context(10));
+    let (a, b) = (m.context(Rank(0)), m.context(Rank(10)));
     let s = a.reg_mr(65536);
     let d = b.reg_mr(65536);
     let cq = a.create_cq();
     let tcq = b.create_cq();
-    let qp = a.create_qp(&cq, 10);
-    let fast = a.create_qp(&cq, 10).fast();
+    let qp = a.create_qp(&cq, Rank(10));
+    let fast = a.create_qp(&cq, Rank(10)).fast();
     let r = d.remote(0);
     let (s2, tcq2) = (s.clone(), tcq.clone());
     let log = Rc::new(RefCell::new(Vec::new()));
@@ -1129,11 +1132,11 @@ fn vi_order(vis: u32) -> Vec<u64> {
         ..NicConfig::default()
     };
     let mut m = Machine::new(in_order_world(nic));
-    let (a, b) = (m.context(0), m.context(10));
+    let (a, b) = (m.context(Rank(0)), m.context(Rank(10)));
     let s = a.reg_mr(4096);
     let d = b.reg_mr(4096);
     let cq = a.create_cq();
-    let (qa, qb) = (a.create_qp(&cq, 10), a.create_qp(&cq, 10));
+    let (qa, qb) = (a.create_qp(&cq, Rank(10)), a.create_qp(&cq, Rank(10)));
     let r = d.remote(0);
     let log = Rc::new(RefCell::new(Vec::new()));
     let l2 = log.clone();
@@ -1177,7 +1180,7 @@ fn prefetch_stream(depth: u32) -> (Vec<(u64, SimTime)>, Vec<u64>, SimTime) {
         ..NicConfig::default()
     };
     let mut m = Machine::new(in_order_world(nic));
-    let (a, b) = (m.context(0), m.context(10));
+    let (a, b) = (m.context(Rank(0)), m.context(Rank(10)));
     const SIZES: [u64; 8] = [1, 100, 256, 257, 3000, 20, 4096, 7];
     let total: u64 = SIZES.iter().sum::<u64>() * 4;
     let src = a.reg_mr(total);
@@ -1188,7 +1191,7 @@ fn prefetch_stream(depth: u32) -> (Vec<(u64, SimTime)>, Vec<u64>, SimTime) {
     let pool = b.reg_mr(4 * 2048);
     let (cq, tcq, pcq) = (a.create_cq(), b.create_cq(), b.create_cq());
     b.post_nap_buffers(&pool, 0, 4, &pcq).unwrap();
-    let qp = a.create_qp(&cq, 10);
+    let qp = a.create_qp(&cq, Rank(10));
     let log = Rc::new(RefCell::new(Vec::new()));
     let (l2, s2, d2, bk2, t2) = (log.clone(), src.clone(), dst.clone(), back.clone(), tcq.clone());
     m.spawn(async move {
@@ -1245,7 +1248,7 @@ fn prefetch_stream(depth: u32) -> (Vec<(u64, SimTime)>, Vec<u64>, SimTime) {
             id += 1;
         }
         for (k, len) in [(0u64, 60u64), (1, 2048), (2, 700), (3, 1)] {
-            qp.post_nap(10, &s2, k * 100, len, k % 2 == 0, id).unwrap();
+            qp.post_nap(Rank(10), &s2, k * 100, len, k % 2 == 0, id).unwrap();
             id += 1;
         }
         for _ in 0..7 {
@@ -1273,8 +1276,8 @@ fn prefetch_stream(depth: u32) -> (Vec<(u64, SimTime)>, Vec<u64>, SimTime) {
     }
     let w = m.world();
     // One engine, one in-order path: its packets leave and arrive in message order.
-    assert_eq!(w.counters.out_of_order, 0);
-    assert_eq!(w.counters.payload_bytes, 2 * total + 60 + 2048 + 700 + 1);
+    assert_eq!(w.counters().out_of_order, 0);
+    assert_eq!(w.counters().payload_bytes, 2 * total + 60 + 2048 + 700 + 1);
     let log = log.borrow().clone();
     (log, notified, end.time)
 }
@@ -1310,12 +1313,12 @@ fn fast_messages_jump_the_queue_of_a_pipelined_engine() {
         descriptor_prefetch: 1,
         ..NicConfig::default()
     }));
-    let a = m.context(0);
+    let a = m.context(Rank(0));
     let s = a.reg_mr(4096);
-    let d = m.context(10).reg_mr(4096);
+    let d = m.context(Rank(10)).reg_mr(4096);
     let cq = a.create_cq();
-    let qp = a.create_qp(&cq, 10);
-    let fast = a.create_qp(&cq, 10).fast();
+    let qp = a.create_qp(&cq, Rank(10));
+    let fast = a.create_qp(&cq, Rank(10)).fast();
     let r = d.remote(0);
     let log = Rc::new(RefCell::new(Vec::new()));
     let l2 = log.clone();
@@ -1348,11 +1351,11 @@ fn prefetch_depth_bounds_how_many_descriptors_run_ahead() {
             engine_rate: Some(engine_rate),
             ..NicConfig::default()
         }));
-        let a = m.context(0);
+        let a = m.context(Rank(0));
         let s = a.reg_mr(65536);
-        let d = m.context(10).reg_mr(65536);
+        let d = m.context(Rank(10)).reg_mr(65536);
         let cq = a.create_cq();
-        let qp = a.create_qp(&cq, 10);
+        let qp = a.create_qp(&cq, Rank(10));
         let r = d.remote(0);
         let at = Rc::new(RefCell::new(Vec::new()));
         let at2 = at.clone();

@@ -1,20 +1,41 @@
 //! hpcnet-nic — network interface controllers on the simulated fabric.
 //!
-//! A [`World`] joins the packet network of `hpcnet-fabric` with one NIC per node. A NIC has a
-//! host interface ([`HostConfig`]: PCIe rate, TLP overhead, read tags, memory read latency,
-//! doorbells), message engines that fetch descriptors, read data by DMA and cut it into packets,
-//! network ports (rails) chosen per packet (fixed or adaptive), and a receive side that writes
-//! arriving packets into host memory in any order and completes a message when its last byte has
-//! landed. Memory is real: a put's bytes are readable at the target afterwards, and protection
-//! keys are checked at the target.
+//! A [`World`] joins the packet network of `hpcnet-fabric` with one NIC per node and one host
+//! memory per rank. A NIC is a pipeline of stages, one module each:
 //!
-//! The message library (`hpcnet-msg`) drives a world through [`World::post`] and completion
-//! queues; nothing here knows about verbs or ranks.
+//! - [`op`]: the operation model — what a posted request becomes;
+//! - [`engine`]: send engines — doorbell, descriptor and data stages, and which message an
+//!   engine takes next;
+//! - [`host`]: the host interface — PCIe DMA read and write channels ([`HostConfig`]: rate, TLP
+//!   overhead, read tags, memory latency, doorbells);
+//! - [`tx`]: transmit — packet paths, rail choice (fixed or adaptive), bounded transmit queues;
+//! - [`rx`]: receive — dispatch, protection check, landing in host memory in any order,
+//!   acknowledgements, write-backs and atomics at the target;
+//! - [`cq`]: completion and receive queues, NAP pools, completion at the initiator;
+//! - [`pkt`]: packet kinds and their sizes on the wire; [`ids`]: typed identities and where
+//!   ranks live; [`memory`]: host memories with registered, key-protected regions.
+//!
+//! Memory is real: a put's bytes are readable at the target afterwards. The software above
+//! (`hpcnet-msg`) drives a world through a narrow set of calls — [`World::post`],
+//! [`World::poll_cq`], memory registration, [`World::set_timer`], [`World::step`] and
+//! [`World::take_notices`]; nothing here knows about tasks or wakers.
 
 pub mod config;
+pub mod cq;
+pub mod engine;
+pub mod host;
+pub mod ids;
 pub mod memory;
+pub mod op;
+pub mod pkt;
+pub mod rx;
+pub mod tx;
 pub mod world;
 
 pub use config::{HostConfig, NicConfig, PortSelect};
+pub use cq::{Cqe, CqeKind, CqeStatus};
+pub use ids::{CqId, Placement, QpNum, Rank, RqId, Seg, TimerId};
 pub use memory::{Memory, MemoryError, Region};
-pub use world::{Cqe, CqeStatus, Op, Rank, Request, World, WorldEvent};
+pub use op::{AtomicOp, Op, PostError, Request, FSM_MAX};
+pub use pkt::READ_REQUEST_BYTES;
+pub use world::{NicCounters, Notice, World, WorldEvent};

@@ -31,6 +31,7 @@ use hpcnet_des::{Bytes, SimTime};
 use hpcnet_msg::verbs::{Machine, RemoteSeg, Sge};
 use hpcnet_nic::{CqeStatus, World};
 use hpcnet_workloads::p2p::{op_latency, stream, LatencyOp, Options};
+use hpcnet_workloads::Rank;
 use hpcnet_workloads::Scenario;
 use std::cell::Cell;
 use std::rc::Rc;
@@ -105,13 +106,13 @@ const PRIMS: [Prim; 4] = [Prim::Put, Prim::Get, Prim::NapImm, Prim::NapInd];
 /// Streams `count` messages of `size` bytes of primitive `p` from rank 0 to rank 1 (for GET:
 /// rank 0 fetches from rank 1) with `window` in flight; returns payload GB/s.
 fn stream_prim(world: World, p: Prim, size: u64, window: u64, count: u64) -> Result<f64, StudyError> {
-    let nap_buffer = world.cfg.nap_buffer.0;
+    let nap_buffer = world.config().nap_buffer.0;
     let mut m = Machine::new(world);
-    let (ca, cb) = (m.context(0), m.context(1));
+    let (ca, cb) = (m.context(Rank(0)), m.context(Rank(1)));
     let local = ca.reg_mr(size.max(8));
     let remote = cb.reg_mr(size.max(8));
     let cq = ca.create_cq();
-    let qp = ca.create_qp(&cq, 1);
+    let qp = ca.create_qp(&cq, Rank(1));
     if p.is_nap() {
         // A pool at the target larger than the window; each event gives its buffer back.
         let rx = cb.create_cq();
@@ -147,7 +148,7 @@ fn stream_prim(world: World, p: Prim, size: u64, window: u64, count: u64) -> Res
                 let r = match p {
                     Prim::Put => qp.post_put(&src, &dst, None, posted),
                     Prim::Get => qp.post_get(&src, &dst, posted),
-                    Prim::NapImm | Prim::NapInd => qp.post_nap(1, &local, 0, size, p == Prim::NapImm, posted),
+                    Prim::NapImm | Prim::NapInd => qp.post_nap(Rank(1), &local, 0, size, p == Prim::NapImm, posted),
                 };
                 if let Err(e) = r {
                     err2.set(Some(e.to_string()));
@@ -225,11 +226,11 @@ fn run_job(base: &Scenario, job: &Job) -> Result<f64, StudyError> {
             host_follows,
         } => {
             let sc = load(&mtu_overrides(base, mtu, tags, host_follows))?;
-            let t = op_latency(sc.world()?, 0, 1, LatencyOp::Put, TRANSFER);
+            let t = op_latency(sc.world()?, Rank(0), Rank(1), LatencyOp::Put, TRANSFER);
             Ok(TRANSFER as f64 / t.as_secs_f64() / 1e9)
         }
         Job::Single { p, size } => {
-            let t = op_latency(base.world()?, 0, 1, p.op(), size);
+            let t = op_latency(base.world()?, Rank(0), Rank(1), p.op(), size);
             Ok(size as f64 / t.as_secs_f64() / 1e9)
         }
         Job::Stream { p, size, count } => stream_prim(base.world()?, p, size, WINDOW, count),
@@ -240,7 +241,7 @@ fn run_job(base: &Scenario, job: &Job) -> Result<f64, StudyError> {
                 qps: 1,
                 rail: 0,
             };
-            Ok(stream(base.world()?, 0, 1, size, false, &opts).gbytes_per_s)
+            Ok(stream(base.world()?, Rank(0), Rank(1), size, false, &opts).gbytes_per_s)
         }
     }
 }

@@ -2,7 +2,7 @@
 //! immediate / indirect, PUT and GET (spec 02, "Published results", latency table).
 //!
 //! Every point is one message on a fresh world of `scenarios/chpp-pair.toml` (two controllers
-//! linked over PCIe Gen2 x8), measured with `p2p::op_latency(world, 0, 1, op, size)`: from the
+//! linked over PCIe Gen2 x8), measured with `p2p::op_latency(world, Rank(0), Rank(1), op, size)`: from the
 //! post (the doorbell) to the completion event at the receiver (NAP, PUT) or at the requester,
 //! where a GET's data lands. Four scenario parameters were fitted to four table entries (the
 //! scenario says which); every other entry is a prediction.
@@ -15,6 +15,7 @@ use crate::plot::{Figure, Series, Style};
 use crate::report::fmt_num;
 use crate::{Ctx, Row, Study, StudyError, StudyReport};
 use hpcnet_workloads::p2p::op_latency;
+use hpcnet_workloads::Rank;
 use hpcnet_workloads::Scenario;
 
 const SCENARIO_TOML: &str = include_str!("../../../scenarios/chpp-pair.toml");
@@ -86,7 +87,7 @@ fn load() -> Result<Scenario, StudyError> {
 
 /// One model latency in µs.
 fn latency_us(sc: &Scenario, p: Prim, size: u64) -> Result<f64, StudyError> {
-    Ok(op_latency(sc.world()?, 0, 1, p.op(), size).as_us_f64())
+    Ok(op_latency(sc.world()?, Rank(0), Rank(1), p.op(), size).as_us_f64())
 }
 
 /// Slope in ns per byte between two (size, µs) points.

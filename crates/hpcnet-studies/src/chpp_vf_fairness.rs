@@ -13,6 +13,7 @@ use crate::report::fmt_num;
 use crate::{Ctx, Row, Study, StudyError, StudyReport};
 use hpcnet_des::SimTime;
 use hpcnet_workloads::p2p::function_shares;
+use hpcnet_workloads::Rank;
 use hpcnet_workloads::Scenario;
 
 const SCENARIO_TOML: &str = include_str!("../../../scenarios/chpp-pair.toml");
@@ -59,7 +60,7 @@ type Shares = Vec<(SimTime, Vec<f64>)>;
 /// Shares over time and the payload bytes completed by all functions at the last sample.
 fn run_shares(arbitration: &str, duration: SimTime) -> Result<(Shares, u64, SimTime), StudyError> {
     let sc = load(arbitration)?;
-    let samples = function_shares(sc.world()?, 0, 1, SIZES, duration, SAMPLE, sc.file.seed)
+    let samples = function_shares(sc.world()?, Rank(0), Rank(1), SIZES, duration, SAMPLE, sc.file.seed)
         .map_err(|e| StudyError::Model(format!("{SCENARIO_PATH}: {e}")))?;
     let Some((end, last)) = samples.last() else {
         return Err(StudyError::Model(format!("{SCENARIO_PATH}: no share samples")));

@@ -17,6 +17,7 @@ use crate::plot::{Figure, Mark, Series, Style};
 use crate::report::YES_NO;
 use crate::{Ctx, Row, Study, StudyError, StudyReport};
 use hpcnet_workloads::p2p::{stream, Options, Point};
+use hpcnet_workloads::Rank;
 use hpcnet_workloads::Scenario;
 
 const SCENARIO_TOML: &str = include_str!("../../../scenarios/sunway-prototype.toml");
@@ -90,8 +91,8 @@ struct Job {
 fn run_job(job: &Job) -> Result<Point, StudyError> {
     let sc = load(&job.set)?;
     let world = sc.world()?;
-    let last = world.ranks() as u32 - 1;
-    Ok(stream(world, 0, last, job.size, false, &job.opts))
+    let last = Rank(world.ranks() as u32 - 1);
+    Ok(stream(world, Rank(0), last, job.size, false, &job.opts))
 }
 
 fn opts(qps: u32, rail: u8, messages: u64) -> Options {
@@ -106,7 +107,7 @@ fn opts(qps: u32, rail: u8, messages: u64) -> Options {
 /// The `--set` override that cuts the link of rank 0's node on rail 1 to one lane.
 fn degrade_rail1(sc: &Scenario) -> Result<String, StudyError> {
     let world = sc.world()?;
-    let node = world.node_of(0);
+    let node = world.placement().node_of(Rank(0)) as usize;
     let (router, port) = *sc.topology.nodes[node]
         .ports
         .get(1)
@@ -129,8 +130,9 @@ impl Study for SunwayRdmaBandwidth {
         let q = ctx.quick;
         let base = load(&[])?;
         let world = base.world()?;
-        let last = world.ranks() as u32 - 1;
-        let (src_node, dst_node) = (world.node_of(0), world.node_of(last));
+        let last = Rank(world.ranks() as u32 - 1);
+        let place = world.placement();
+        let (src_node, dst_node) = (place.node_of(Rank(0)) as usize, place.node_of(last) as usize);
         let leaf = |n: usize| base.topology.nodes[n].ports[0].0;
         if leaf(src_node) == leaf(dst_node) {
             return Err(StudyError::Model(format!(

@@ -1,5 +1,6 @@
 //! The cHPP latency table from the model: `cargo run --release -p hpcnet-workloads --example chpp`.
 use hpcnet_workloads::p2p::{op_latency, LatencyOp};
+use hpcnet_workloads::Rank;
 use hpcnet_workloads::Scenario;
 
 fn main() {
@@ -17,7 +18,7 @@ fn main() {
                 row.push_str("        -");
                 continue;
             }
-            let t = op_latency(sc.world().expect("world"), 0, 1, op, size);
+            let t = op_latency(sc.world().expect("world"), Rank(0), Rank(1), op, size);
             row.push_str(&format!(" {:8.3}", t.as_us_f64()));
         }
         println!("{row}");

@@ -10,3 +10,5 @@ pub mod traffic;
 
 pub use scenario::{Scenario, ScenarioError};
 pub use synthetic::{run_synthetic, RunReport};
+
+pub use hpcnet_nic::Rank;

@@ -6,7 +6,7 @@
 use hpcnet_des::rng::RngStreams;
 use hpcnet_des::SimTime;
 use hpcnet_msg::verbs::{Machine, RemoteBuf, WriteWr};
-use hpcnet_nic::{CqeStatus, World};
+use hpcnet_nic::{CqeStatus, Rank, World};
 use rand::Rng;
 use serde::Serialize;
 use std::cell::Cell;
@@ -65,7 +65,7 @@ pub fn random_writes(world: World, load: &MsgLoad) -> Result<MsgLoadReport, MsgL
         ));
     }
     let mut m = Machine::new(world);
-    let ctxs: Vec<_> = (0..ranks).map(|r| m.context(r as u32)).collect();
+    let ctxs: Vec<_> = (0..ranks).map(|r| m.context(Rank(r as u32))).collect();
     let targets: Rc<Vec<RemoteBuf>> = Rc::new(ctxs.iter().map(|c| c.reg_mr(load.size).remote(0)).collect());
     let failed: Rc<Cell<Option<String>>> = Rc::new(Cell::new(None));
     let streams = RngStreams::new(load.seed);
@@ -124,8 +124,8 @@ pub fn random_writes(world: World, load: &MsgLoad) -> Result<MsgLoadReport, MsgL
         payload_bytes: messages * load.size,
         sim_time: end.time,
         events: end.events,
-        packets_delivered: w.net.counters.delivered,
-        packet_hops: w.net.counters.hops,
+        packets_delivered: w.network().counters().delivered,
+        packet_hops: w.network().counters().hops,
         loop_seconds,
     })
 }

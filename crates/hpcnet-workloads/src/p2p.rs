@@ -388,7 +388,7 @@ pub fn op_latency(world: World, a: Rank, b: Rank, op: LatencyOp, size: u64) -> S
 }
 
 fn cb_nap_buffer(m: &Machine) -> u64 {
-    m.world().cfg.nap_buffer.0
+    m.world().config().nap_buffer.0
 }
 
 /// Bandwidth shares of PCIe functions (SR-IOV): every function of rank `a` keeps its doorbell
@@ -411,11 +411,11 @@ pub fn function_shares(
     let (functions, depth) = {
         let w = m.world();
         (
-            w.cfg.functions,
-            if w.cfg.doorbell_fifo == 0 {
+            w.config().functions,
+            if w.config().doorbell_fifo == 0 {
                 32
             } else {
-                w.cfg.doorbell_fifo
+                w.config().doorbell_fifo
             },
         )
     };

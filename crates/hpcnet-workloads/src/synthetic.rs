@@ -15,7 +15,7 @@ use crate::traffic::{Destinations, Process, RailChoice, TrafficConfig};
 use hpcnet_des::rng::SimRng;
 use hpcnet_des::stats::{HistId, Registry, StatRecord, SummaryId};
 use hpcnet_des::{Bytes, EventQueue, RngStreams, SimTime};
-use hpcnet_fabric::net::{Blocked, NetEvent, Network};
+use hpcnet_fabric::net::{Blocked, Endpoints, NetEvent, Network};
 use hpcnet_fabric::routing::TableMemory;
 use hpcnet_fabric::topology::NodeId;
 use hpcnet_fabric::Packet;
@@ -172,6 +172,95 @@ struct Stats {
     zero_load: SummaryId,
 }
 
+/// The delivery side of a synthetic run: what the network hands the nodes is counted here
+/// (window throughput, duplicate check, latency statistics of measured packets).
+struct Collector {
+    warm: SimTime,
+    meas_end: SimTime,
+    link_lat: SimTime,
+    router_lat: SimTime,
+    rail_rate: hpcnet_des::BitsPerSec,
+    bytes_delivered_window: u64,
+    measured_delivered: u64,
+    /// Delivered tags (tags are the generation sequence 0, 1, ...), one bit each: a duplicate
+    /// delivery is caught on the spot, without collecting and sorting every tag afterwards.
+    seen_tags: Vec<u64>,
+    duplicate: bool,
+    stats: Stats,
+}
+
+impl Collector {
+    fn new(
+        warm: SimTime,
+        meas_end: SimTime,
+        link_lat: SimTime,
+        router_lat: SimTime,
+        rail_rate: hpcnet_des::BitsPerSec,
+    ) -> Collector {
+        let mut reg = Registry::new();
+        let stats = Stats {
+            latency: reg
+                .histogram("packet.latency", "ps", "creation to tail delivery, measured packets")
+                .expect("fresh registry"),
+            net_latency: reg
+                .histogram(
+                    "packet.network_latency",
+                    "ps",
+                    "injection to tail delivery, measured packets",
+                )
+                .expect("fresh"),
+            hops: reg
+                .summary("packet.hops", "routers", "routers traversed, measured packets")
+                .expect("fresh"),
+            zero_load: reg
+                .summary(
+                    "packet.zero_load_latency",
+                    "ps",
+                    "analytical zero-load latency of measured packets",
+                )
+                .expect("fresh"),
+            reg,
+        };
+        Collector {
+            warm,
+            meas_end,
+            link_lat,
+            router_lat,
+            rail_rate,
+            bytes_delivered_window: 0,
+            measured_delivered: 0,
+            seen_tags: Vec::new(),
+            duplicate: false,
+            stats,
+        }
+    }
+}
+
+impl Endpoints for Collector {
+    #[inline]
+    fn deliver(&mut self, p: Packet, at: SimTime) {
+        if at >= self.warm && at < self.meas_end {
+            self.bytes_delivered_window += p.size as u64;
+        }
+        let (word, bit) = ((p.tag / 64) as usize, 1u64 << (p.tag % 64));
+        if word >= self.seen_tags.len() {
+            self.seen_tags.resize(word + 1, 0);
+        }
+        self.duplicate |= self.seen_tags[word] & bit != 0;
+        self.seen_tags[word] |= bit;
+        if p.measured() {
+            let s = &mut self.stats;
+            self.measured_delivered += 1;
+            s.reg.record(s.latency, (at - p.created).0);
+            s.reg.record(s.net_latency, (at - p.injected).0);
+            s.reg.push(s.hops, p.hops as u64);
+            let h = p.hops as u64;
+            let zl = self.link_lat * (h + 1) + self.router_lat * h + self.rail_rate.serialization(Bytes(p.size as u64));
+            s.reg.push(s.zero_load, zl.0);
+        }
+    }
+}
+
 /// Progress callback: (simulated now, planned end of measurement).
 pub type Progress<'a> = &'a mut dyn FnMut(SimTime, SimTime);
 
@@ -218,31 +307,13 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
     let drain_end = meas_end + sc.file.sim.drain;
     let watchdog = sc.fabric.faults.watchdog;
 
-    let mut reg = Registry::new();
-    let stats = Stats {
-        latency: reg
-            .histogram("packet.latency", "ps", "creation to tail delivery, measured packets")
-            .expect("fresh registry"),
-        net_latency: reg
-            .histogram(
-                "packet.network_latency",
-                "ps",
-                "injection to tail delivery, measured packets",
-            )
-            .expect("fresh"),
-        hops: reg
-            .summary("packet.hops", "routers", "routers traversed, measured packets")
-            .expect("fresh"),
-        zero_load: reg
-            .summary(
-                "packet.zero_load_latency",
-                "ps",
-                "analytical zero-load latency of measured packets",
-            )
-            .expect("fresh"),
-        reg,
-    };
-    let mut stats = stats;
+    let mut col = Collector::new(
+        warm,
+        meas_end,
+        sc.fabric.link.latency,
+        sc.fabric.router.latency,
+        rail_rate,
+    );
 
     let mut q: EventQueue<Ev> = EventQueue::new();
     let mut sources: Vec<Source> = (0..n)
@@ -280,18 +351,10 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
 
     let mut generated = 0u64;
     let mut measured = 0u64;
-    let mut measured_delivered = 0u64;
     let mut bytes_created_window = 0u64;
-    let mut bytes_delivered_window = 0u64;
     let mut busy_start: Option<Vec<u64>> = None;
     let mut busy_end: Option<Vec<u64>> = None;
-    // Delivered tags (tags are the generation sequence 0, 1, ...), one bit each: a duplicate
-    // delivery is caught on the spot, without collecting and sorting every tag afterwards.
-    let mut seen_tags: Vec<u64> = Vec::new();
-    let mut duplicate = false;
     let mut deadlock = None;
-    let router_lat = sc.fabric.router.latency;
-    let link_lat = sc.fabric.link.latency;
     let mut events = 0u64;
     // Phase boundaries (warm-up snapshot, end of measurement, end of drain) are checked with one
     // comparison per event against the next one due (the separate checks were ~20 instructions
@@ -321,7 +384,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
             }
         }
         match ev {
-            Ev::Net(e) => net.handle(&mut q, e),
+            Ev::Net(e) => net.handle(&mut q, e, &mut col),
             Ev::Gen(node) => {
                 let s = &mut sources[node as usize];
                 let dst = dests.next(node, s.seq, &mut s.rng);
@@ -335,13 +398,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
                             s.rr_rail = (s.rr_rail + 1) % rails;
                             s.rr_rail
                         }
-                        RailChoice::Adaptive => {
-                            let start = (s.seq % rails as u64) as u8;
-                            (0..rails)
-                                .map(|k| (start + k) % rails)
-                                .min_by_key(|&r| net.source_queue_len(node, r))
-                                .unwrap_or(0)
-                        }
+                        RailChoice::Adaptive => net.least_loaded_rail(node, (s.seq % rails as u64) as u8),
                     };
                     let in_window = now >= warm && now < meas_end;
                     p.set_measured(in_window);
@@ -350,7 +407,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
                         bytes_created_window += p.size as u64;
                     }
                     generated += 1;
-                    if let Err(e) = net.inject(&mut q, p) {
+                    if let Err(e) = net.inject(&mut q, p, &mut col) {
                         return Err(RunError::Config(format!("{}: routing: {e}", sc.source)));
                     }
                 }
@@ -360,31 +417,8 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
                 }
             }
         }
-        // Read deliveries in place (draining them copied each ~112-byte record out).
-        for d in &net.deliveries {
-            let p = &d.packet;
-            if d.at >= warm && d.at < meas_end {
-                bytes_delivered_window += p.size as u64;
-            }
-            let (word, bit) = ((p.tag / 64) as usize, 1u64 << (p.tag % 64));
-            if word >= seen_tags.len() {
-                seen_tags.resize(word + 1, 0);
-            }
-            duplicate |= seen_tags[word] & bit != 0;
-            seen_tags[word] |= bit;
-            if p.measured() {
-                measured_delivered += 1;
-                stats.reg.record(stats.latency, (d.at - p.created).0);
-                stats.reg.record(stats.net_latency, (d.at - p.injected).0);
-                stats.reg.push(stats.hops, p.hops as u64);
-                let h = p.hops as u64;
-                let zl = link_lat * (h + 1) + router_lat * h + rail_rate.serialization(Bytes(p.size as u64));
-                stats.reg.push(stats.zero_load, zl.0);
-            }
-        }
-        net.deliveries.clear();
         // Time test first: it is almost always false, and `in_flight` costs three loads.
-        if now.saturating_sub(net.last_progress) > watchdog && net.in_flight() > 0 {
+        if now.saturating_sub(net.last_progress()) > watchdog && net.in_flight() > 0 {
             deadlock = Some(DeadlockReport {
                 at_ns: now.as_ns_f64(),
                 in_flight: net.in_flight(),
@@ -415,8 +449,8 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
     let drained = net.in_flight() == 0 && net.queued_at_sources() == 0;
 
     // Conservation: every injected packet delivered or dropped, none twice.
-    let c = &net.counters;
-    let dup = duplicate;
+    let c = net.counters();
+    let dup = col.duplicate;
     let conservation_ok = !dup
         && c.injected == c.delivered + c.dropped + net.in_flight()
         && (!drained || c.injected + net.queued_at_sources() as u64 == generated);
@@ -433,7 +467,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
     let window = sc.file.sim.measure.as_secs_f64();
     let denom = window * node_bps / 8.0 * n as f64;
     let offered_load = bytes_created_window as f64 / denom;
-    let accepted_load = bytes_delivered_window as f64 / denom;
+    let accepted_load = col.bytes_delivered_window as f64 / denom;
 
     // Link utilisation over the window.
     let wps = sc.file.sim.measure.0 as f64;
@@ -490,7 +524,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
     let accepted_over_bound = bound.as_ref().map(|b| accepted_load / b.saturation_bound);
 
     let mut drops_by_reason = BTreeMap::new();
-    for d in &net.drops {
+    for d in net.drops() {
         let key = match d.reason {
             hpcnet_fabric::RouteError::Unreachable { .. } => "unreachable",
             hpcnet_fabric::RouteError::Loop { .. } => "routing_loop",
@@ -499,6 +533,8 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
         *drops_by_reason.entry(key.to_string()).or_insert(0) += 1;
     }
 
+    let measured_delivered = col.measured_delivered;
+    let mut stats = col.stats;
     let ps_to_ns = |v: Option<u64>| v.map_or(0.0, |x| x as f64 / 1e3);
     let lat = stats.reg.histogram_of(stats.latency);
     let mean_ps = lat.summary().mean().unwrap_or(0.0);

@@ -7,6 +7,7 @@ use hpcnet_workloads::p2p::{
     function_shares, op_latency, pingpong, stream, try_op_latency, try_pingpong, try_stream, LatencyOp, Options,
     P2pError,
 };
+use hpcnet_workloads::Rank;
 use hpcnet_workloads::Scenario;
 use std::path::Path;
 
@@ -29,7 +30,7 @@ fn sunway_bandwidth_approaches_the_software_peak() {
         qps: 1,
         rail: 0,
     };
-    let big = stream(sc.world().unwrap(), 0, 511, 1 << 20, false, &opts);
+    let big = stream(sc.world().unwrap(), Rank(0), Rank(511), 1 << 20, false, &opts);
     assert!(
         big.gbytes_per_s < peak && big.gbytes_per_s > 0.99 * peak,
         "{}",
@@ -37,8 +38,8 @@ fn sunway_bandwidth_approaches_the_software_peak() {
     );
     let small = stream(
         sc.world().unwrap(),
-        0,
-        511,
+        Rank(0),
+        Rank(511),
         4096,
         false,
         &Options {
@@ -54,8 +55,8 @@ fn sunway_bandwidth_approaches_the_software_peak() {
     // Deterministic.
     let again = stream(
         sc.world().unwrap(),
-        0,
-        511,
+        Rank(0),
+        Rank(511),
         4096,
         false,
         &Options { messages: 256, ..opts },
@@ -66,7 +67,7 @@ fn sunway_bandwidth_approaches_the_software_peak() {
 #[test]
 fn chpp_latency_is_linear_beyond_a_few_packets() {
     let sc = scenario("chpp-pair.toml", &[]);
-    let t = |n: u64| op_latency(sc.world().unwrap(), 0, 1, LatencyOp::Put, n).as_us_f64();
+    let t = |n: u64| op_latency(sc.world().unwrap(), Rank(0), Rank(1), LatencyOp::Put, n).as_us_f64();
     let (a, b, c) = (t(64 * 1024), t(128 * 1024), t(256 * 1024));
     let (s1, s2) = (b - a, c - b);
     assert!((s2 / s1 - 2.0).abs() < 0.01, "slopes {s1} {s2}");
@@ -75,13 +76,13 @@ fn chpp_latency_is_linear_beyond_a_few_packets() {
     assert!((rate - 3.2).abs() < 0.05, "PUT streaming rate {rate} GB/s");
     // GET costs more than PUT (the request crosses the network first).
     assert!(
-        op_latency(sc.world().unwrap(), 0, 1, LatencyOp::Get, 1)
-            > op_latency(sc.world().unwrap(), 0, 1, LatencyOp::Put, 1)
+        op_latency(sc.world().unwrap(), Rank(0), Rank(1), LatencyOp::Get, 1)
+            > op_latency(sc.world().unwrap(), Rank(0), Rank(1), LatencyOp::Put, 1)
     );
     // NAP-immediate saves the data read of NAP-indirect at small sizes.
     assert!(
-        op_latency(sc.world().unwrap(), 0, 1, LatencyOp::NapImmediate, 1)
-            < op_latency(sc.world().unwrap(), 0, 1, LatencyOp::NapIndirect, 1)
+        op_latency(sc.world().unwrap(), Rank(0), Rank(1), LatencyOp::NapImmediate, 1)
+            < op_latency(sc.world().unwrap(), Rank(0), Rank(1), LatencyOp::NapIndirect, 1)
     );
 }
 
@@ -91,7 +92,9 @@ fn chpp_nap_immediate_is_flat_within_the_inline_bytes_and_rises_beyond() {
     let nic = &sc.nic;
     let inline = nic.immediate_inline.0;
     assert_eq!(inline, 112, "one 128 B read request less the 16 B descriptor header");
-    let ns = |sc: &Scenario, n: u64| op_latency(sc.world().unwrap(), 0, 1, LatencyOp::NapImmediate, n).as_ns_f64();
+    let ns = |sc: &Scenario, n: u64| {
+        op_latency(sc.world().unwrap(), Rank(0), Rank(1), LatencyOp::NapImmediate, n).as_ns_f64()
+    };
     // Up to the inline bytes only the payload's serialisation adds: the engine's data path and the
     // link, per byte (plus rounding to whole picoseconds).
     let engine = nic.engine_rate.unwrap().as_bytes_per_sec_f64();
@@ -128,7 +131,7 @@ fn chpp_get_write_back_costs_writeback_overhead_not_a_puts_processing() {
         .writeback_overhead
         .expect("chpp-pair sets nic.writeback_overhead");
     assert!(wb < sc.nic.message_overhead);
-    let get = |sc: &Scenario| op_latency(sc.world().unwrap(), 0, 1, LatencyOp::Get, 64);
+    let get = |sc: &Scenario| op_latency(sc.world().unwrap(), Rank(0), Rank(1), LatencyOp::Get, 64);
     // Unset, a write-back costs message_overhead (a PUT's processing): the GET is slower by exactly
     // the difference; PUT latency does not depend on the key.
     let unset = {
@@ -138,16 +141,16 @@ fn chpp_get_write_back_costs_writeback_overhead_not_a_puts_processing() {
     };
     assert_eq!(get(&unset).0 - get(&sc).0, (sc.nic.message_overhead.0 - wb.0));
     assert_eq!(
-        op_latency(unset.world().unwrap(), 0, 1, LatencyOp::Put, 64),
-        op_latency(sc.world().unwrap(), 0, 1, LatencyOp::Put, 64)
+        op_latency(unset.world().unwrap(), Rank(0), Rank(1), LatencyOp::Put, 64),
+        op_latency(sc.world().unwrap(), Rank(0), Rank(1), LatencyOp::Put, 64)
     );
 }
 
 #[test]
 fn pingpong_latency_is_half_the_round_trip() {
     let sc = scenario("sunway-prototype.toml", &[]);
-    let p = pingpong(sc.world().unwrap(), 0, 511, 8, 20);
-    let one = op_latency(sc.world().unwrap(), 0, 511, LatencyOp::Write, 8);
+    let p = pingpong(sc.world().unwrap(), Rank(0), Rank(511), 8, 20);
+    let one = op_latency(sc.world().unwrap(), Rank(0), Rank(511), LatencyOp::Write, 8);
     let lat = p.latency_us.unwrap();
     // Each half round trip is one notified write (posted as soon as the notification arrives).
     assert!(
@@ -168,8 +171,8 @@ fn shares(arb: &str) -> Vec<f64> {
     );
     let s = function_shares(
         sc.world().unwrap(),
-        0,
-        1,
+        Rank(0),
+        Rank(1),
         (64, 8192),
         SimTime::from_us(400),
         SimTime::from_us(100),
@@ -195,18 +198,18 @@ fn doorbell_fifo_depth_is_enforced() {
     use hpcnet_msg::verbs::{Machine, WriteWr};
     let sc = scenario("chpp-pair.toml", &["nic.functions=2", "nic.doorbell_fifo=4"]);
     let m = Machine::new(sc.world().unwrap());
-    let a = m.context(0);
+    let a = m.context(Rank(0));
     let s = a.reg_mr(64);
-    let d = m.context(1).reg_mr(64);
+    let d = m.context(Rank(1)).reg_mr(64);
     let cq = a.create_cq();
-    let qp = a.create_qp(&cq, 1).on_function(1);
+    let qp = a.create_qp(&cq, Rank(1)).on_function(1);
     for _ in 0..4 {
         qp.post_write(WriteWr::new(&s, 0, 64, d.remote(0))).unwrap();
     }
     let e = qp.post_write(WriteWr::new(&s, 0, 64, d.remote(0))).unwrap_err();
     assert!(e.to_string().contains("doorbell FIFO of function 1 is full"), "{e}");
     let bad = a
-        .create_qp(&cq, 1)
+        .create_qp(&cq, Rank(1))
         .on_function(2)
         .post_write(WriteWr::new(&s, 0, 64, d.remote(0)))
         .unwrap_err();
@@ -232,7 +235,7 @@ fn gets_sharing_the_put_channel_deadlock_and_their_own_channel_fixes_it() {
     let base = GET_DEADLOCK;
     let same: Vec<&str> = base.to_vec();
     let sc = scenario("chpp-pair.toml", &same);
-    let end = get_exchange(sc.world().unwrap(), 0, 1, 65536, 64, 32).unwrap();
+    let end = get_exchange(sc.world().unwrap(), Rank(0), Rank(1), 65536, 64, 32).unwrap();
     assert!(
         end.deadlock && end.stuck_tasks == 2 && end.net_in_flight > 0,
         "expected a deadlock: {end:?}"
@@ -241,7 +244,7 @@ fn gets_sharing_the_put_channel_deadlock_and_their_own_channel_fixes_it() {
     let mut own = base.to_vec();
     own.push("nic.get_vc=1");
     let sc = scenario("chpp-pair.toml", &own);
-    let end = get_exchange(sc.world().unwrap(), 0, 1, 65536, 64, 32).unwrap();
+    let end = get_exchange(sc.world().unwrap(), Rank(0), Rank(1), 65536, 64, 32).unwrap();
     assert_eq!(
         (end.deadlock, end.stuck_tasks, end.net_in_flight),
         (false, 0, 0),
@@ -269,7 +272,7 @@ fn descriptor_prefetch_leaves_single_message_latency_unchanged() {
             if nap && size > 2048 {
                 continue;
             }
-            let t = |sc: &hpcnet_workloads::Scenario| op_latency(sc.world().unwrap(), 0, 1, op, size);
+            let t = |sc: &hpcnet_workloads::Scenario| op_latency(sc.world().unwrap(), Rank(0), Rank(1), op, size);
             let base = t(&off);
             assert_eq!(t(&on), base, "{op:?} {size} B");
             assert_eq!(t(&deep), base, "{op:?} {size} B, depth 8");
@@ -308,7 +311,7 @@ fn descriptor_prefetch_raises_the_message_rate_to_the_slowest_stage() {
         rail: 0,
     };
     // Small messages: the descriptor stage (520 ns fetch + 192 ns processing) paces the stream.
-    let small = stream(on.world().unwrap(), 0, 1, 64, false, &opts);
+    let small = stream(on.world().unwrap(), Rank(0), Rank(1), 64, false, &opts);
     let bound = 1e9 / pipelined_period_ns(&on, 64);
     assert!((bound - 1e9 / 712.0).abs() < 1.0, "{bound}");
     assert!(
@@ -318,7 +321,7 @@ fn descriptor_prefetch_raises_the_message_rate_to_the_slowest_stage() {
     );
     // Without prefetch the next descriptor waits for the data: fetch + processing + the data's
     // read round trip per message at least.
-    let serial = stream(off.world().unwrap(), 0, 1, 64, false, &opts);
+    let serial = stream(off.world().unwrap(), Rank(0), Rank(1), 64, false, &opts);
     let nic = &off.nic;
     let serial_bound = 1e9 / (2.0 * nic.host.read_latency.as_ns_f64() + nic.message_overhead.as_ns_f64());
     assert!(serial.messages_per_s <= serial_bound, "{}", serial.messages_per_s);
@@ -330,7 +333,7 @@ fn descriptor_prefetch_raises_the_message_rate_to_the_slowest_stage() {
     );
     // Large messages: the engine's data path (16 B header + 128 B per 40 ns) paces the stream.
     let big_opts = Options { messages: 60, ..opts };
-    let big = stream(on.world().unwrap(), 0, 1, 65536, false, &big_opts);
+    let big = stream(on.world().unwrap(), Rank(0), Rank(1), 65536, false, &big_opts);
     let bound = 1e9 / pipelined_period_ns(&on, 65536);
     assert!((bound * 65536.0 / 1e9 - 3.2).abs() < 0.001, "{bound}");
     assert!(
@@ -339,7 +342,7 @@ fn descriptor_prefetch_raises_the_message_rate_to_the_slowest_stage() {
         big.messages_per_s
     );
     // Deterministic.
-    assert_eq!(stream(on.world().unwrap(), 0, 1, 64, false, &opts), small);
+    assert_eq!(stream(on.world().unwrap(), Rank(0), Rank(1), 64, false, &opts), small);
 }
 
 /// The software peak of a sunway-prototype link direction in GB/s: data rate x payload
@@ -359,8 +362,8 @@ fn bidirectional_bandwidth_is_twice_one_direction_on_full_duplex_links() {
     // Sunway: each direction approaches the software peak of its own link direction.
     let sw = scenario("sunway-prototype.toml", &[]);
     let peak = sunway_peak(&sw);
-    let bw = stream(sw.world().unwrap(), 0, 511, 65536, false, &opts);
-    let bibw = stream(sw.world().unwrap(), 0, 511, 65536, true, &opts);
+    let bw = stream(sw.world().unwrap(), Rank(0), Rank(511), 65536, false, &opts);
+    let bibw = stream(sw.world().unwrap(), Rank(0), Rank(511), 65536, true, &opts);
     assert_eq!(bibw.messages, 200, "messages per direction");
     assert!(
         bibw.gbytes_per_s < 2.0 * peak && bibw.gbytes_per_s > 0.99 * 2.0 * peak,
@@ -373,8 +376,8 @@ fn bidirectional_bandwidth_is_twice_one_direction_on_full_duplex_links() {
     let ch = scenario("chpp-pair.toml", &[]);
     for size in [4096u64, 65536] {
         let bound = 2.0 * size as f64 / pipelined_period_ns(&ch, size);
-        let bibw = stream(ch.world().unwrap(), 0, 1, size, true, &opts);
-        let bw = stream(ch.world().unwrap(), 0, 1, size, false, &opts);
+        let bibw = stream(ch.world().unwrap(), Rank(0), Rank(1), size, true, &opts);
+        let bw = stream(ch.world().unwrap(), Rank(0), Rank(1), size, false, &opts);
         assert!(
             bibw.gbytes_per_s <= bound && bibw.gbytes_per_s > 0.98 * bound,
             "{size} B: bibw {} GB/s against twice the engine bound, {bound}",
@@ -404,7 +407,7 @@ fn message_rate_is_bounded_by_the_engines_per_message_time() {
             qps,
             rail: 0,
         };
-        stream(sc.world().unwrap(), 0, 511, 8, false, &opts).messages_per_s
+        stream(sc.world().unwrap(), Rank(0), Rank(511), 8, false, &opts).messages_per_s
     };
     // One queue pair: one engine.
     let one = rate(1);
@@ -431,7 +434,7 @@ fn four_megabyte_messages_land_and_stay_below_the_link_limit() {
     let size = 4u64 << 20;
     let sw = scenario("sunway-prototype.toml", &[]);
     let peak = sunway_peak(&sw);
-    let p = stream(sw.world().unwrap(), 0, 511, size, false, &opts);
+    let p = stream(sw.world().unwrap(), Rank(0), Rank(511), size, false, &opts);
     assert_eq!((p.size, p.messages), (size, 4));
     assert!(
         p.gbytes_per_s < peak && p.gbytes_per_s > 0.99 * peak,
@@ -440,14 +443,14 @@ fn four_megabyte_messages_land_and_stay_below_the_link_limit() {
     );
     let ch = scenario("chpp-pair.toml", &[]);
     let bound = size as f64 / pipelined_period_ns(&ch, size);
-    let p = stream(ch.world().unwrap(), 0, 1, size, false, &opts);
+    let p = stream(ch.world().unwrap(), Rank(0), Rank(1), size, false, &opts);
     assert!(
         p.gbytes_per_s <= bound && p.gbytes_per_s > 0.99 * bound,
         "4 MiB on chpp-pair: {} GB/s against {bound}",
         p.gbytes_per_s
     );
     // Ping-pong: half a round trip is at least the message's serialisation on the link.
-    let pp = pingpong(sw.world().unwrap(), 0, 511, size, 2);
+    let pp = pingpong(sw.world().unwrap(), Rank(0), Rank(511), size, 2);
     let wire_us = size as f64 / (sw.fabric.link.data_rate().as_bytes_per_sec_f64()) * 1e6;
     assert!(
         pp.latency_us.unwrap() > wire_us,
@@ -456,19 +459,19 @@ fn four_megabyte_messages_land_and_stay_below_the_link_limit() {
     );
     // The bytes of a 4 MiB write land intact.
     let mut m = Machine::new(ch.world().unwrap());
-    let (a, b) = (m.context(0), m.context(1));
+    let (a, b) = (m.context(Rank(0)), m.context(Rank(1)));
     let (src, dst) = (a.reg_mr(size), b.reg_mr(size));
     let data: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
     a.write_local(&src, 0, &data).unwrap();
     let cq = a.create_cq();
-    a.create_qp(&cq, 1)
+    a.create_qp(&cq, Rank(1))
         .post_write(WriteWr::new(&src, 0, size, dst.remote(0)))
         .unwrap();
     let end = m.run();
     assert_eq!((end.stuck_tasks, end.net_in_flight), (0, 0));
-    assert_eq!(cq.poll().map(|c| c.status), Some(hpcnet_nic::world::CqeStatus::Ok));
+    assert_eq!(cq.poll().map(|c| c.status), Some(hpcnet_nic::CqeStatus::Ok));
     assert!(
-        m.context(1).read_local(&dst, 0, size).unwrap() == data,
+        m.context(Rank(1)).read_local(&dst, 0, size).unwrap() == data,
         "4 MiB landed intact"
     );
 }
@@ -483,7 +486,7 @@ fn unfinished_runs_and_refused_posts_are_errors_not_figures() {
         ..Options::default()
     };
     for bidirectional in [false, true] {
-        match try_stream(down.world().unwrap(), 0, 1, 64, bidirectional, &opts) {
+        match try_stream(down.world().unwrap(), Rank(0), Rank(1), 64, bidirectional, &opts) {
             Err(P2pError::Stuck(end)) => {
                 assert_eq!(end.stuck_tasks, if bidirectional { 2 } else { 1 });
                 let e = P2pError::Stuck(end).to_string();
@@ -494,16 +497,17 @@ fn unfinished_runs_and_refused_posts_are_errors_not_figures() {
         }
     }
     assert!(matches!(
-        try_pingpong(down.world().unwrap(), 0, 1, 64, 4),
+        try_pingpong(down.world().unwrap(), Rank(0), Rank(1), 64, 4),
         Err(P2pError::Stuck(ref end)) if end.stuck_tasks == 2
     ));
     assert!(matches!(
-        try_op_latency(down.world().unwrap(), 0, 1, LatencyOp::Put, 64),
+        try_op_latency(down.world().unwrap(), Rank(0), Rank(1), LatencyOp::Put, 64),
         Err(P2pError::Stuck(ref end)) if end.stuck_tasks == 1
     ));
     // A run stopped by the watchdog (the GET deadlock of spec 02) names the blocked queue.
     let get_deadlock = scenario("chpp-pair.toml", &GET_DEADLOCK);
-    let end = hpcnet_workloads::p2p::get_exchange(get_deadlock.world().unwrap(), 0, 1, 65536, 64, 32).unwrap();
+    let end =
+        hpcnet_workloads::p2p::get_exchange(get_deadlock.world().unwrap(), Rank(0), Rank(1), 65536, 64, 32).unwrap();
     assert!(
         end.deadlock && end.net_in_flight > 0 && !end.blocked.is_empty(),
         "{end:?}"
@@ -515,19 +519,19 @@ fn unfinished_runs_and_refused_posts_are_errors_not_figures() {
     );
     // A GET window deeper than the doorbell FIFO is a refused post, not a panic.
     let shallow = scenario("chpp-pair.toml", &["nic.doorbell_fifo=4"]);
-    let e = hpcnet_workloads::p2p::get_exchange(shallow.world().unwrap(), 0, 1, 4096, 64, 32).unwrap_err();
+    let e = hpcnet_workloads::p2p::get_exchange(shallow.world().unwrap(), Rank(0), Rank(1), 4096, 64, 32).unwrap_err();
     assert!(matches!(e, P2pError::Refused(_)), "{e:?}");
     // A NAP above nic.nap_buffer and a window beyond the doorbell FIFO are refused posts.
     let ch = scenario("chpp-pair.toml", &[]);
-    let nap = try_op_latency(ch.world().unwrap(), 0, 1, LatencyOp::NapImmediate, 4096).unwrap_err();
+    let nap = try_op_latency(ch.world().unwrap(), Rank(0), Rank(1), LatencyOp::NapImmediate, 4096).unwrap_err();
     assert!(matches!(nap, P2pError::Refused(_)), "{nap:?}");
     assert_eq!(
         nap.to_string(),
         "post refused: post: a NAP carries at most 2048 bytes, asked for 4096"
     );
     let fifo = scenario("chpp-pair.toml", &["nic.doorbell_fifo=4"]);
-    let e = try_stream(fifo.world().unwrap(), 0, 1, 64, false, &opts).unwrap_err();
+    let e = try_stream(fifo.world().unwrap(), Rank(0), Rank(1), 64, false, &opts).unwrap_err();
     assert!(e.to_string().contains("doorbell FIFO of function 0 is full"), "{e}");
     // The same runs without the fault give figures.
-    assert!(try_stream(ch.world().unwrap(), 0, 1, 64, false, &opts).is_ok());
+    assert!(try_stream(ch.world().unwrap(), Rank(0), Rank(1), 64, false, &opts).is_ok());
 }

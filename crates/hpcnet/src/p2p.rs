@@ -9,6 +9,7 @@ use hpcnet_workloads::p2p::{
     sizes_up_to, try_get_exchange, try_op_latency, try_pingpong, try_stream, LatencyOp, Options, P2pError, Point,
     MAX_MESSAGE_SIZE,
 };
+use hpcnet_workloads::Rank;
 use std::path::Path;
 
 /// What to measure.
@@ -158,7 +159,11 @@ pub fn p2p(args: &Args) -> Result<(), Failure> {
     // A NAP carries at most nic.nap_buffer bytes: an explicit range beyond is refused, the
     // default range is capped there.
     let nap = matches!(args.test, Test::Latency) && matches!(args.op, OpArg::NapImm | OpArg::NapInd);
-    let limit = if nap { probe.cfg.nap_buffer.0 } else { MAX_MESSAGE_SIZE };
+    let limit = if nap {
+        probe.config().nap_buffer.0
+    } else {
+        MAX_MESSAGE_SIZE
+    };
     let max = if max <= limit {
         max
     } else if args.sizes.is_none() && min <= limit {
@@ -210,7 +215,7 @@ pub fn p2p(args: &Args) -> Result<(), Failure> {
                     OpArg::NapImm => LatencyOp::NapImmediate,
                     OpArg::NapInd => LatencyOp::NapIndirect,
                 };
-                try_op_latency(world, args.from, to, op, size).map(|t| Point {
+                try_op_latency(world, Rank(args.from), Rank(to), op, size).map(|t| Point {
                     size,
                     messages: 1,
                     time_ns: t.as_ns_f64(),
@@ -219,10 +224,23 @@ pub fn p2p(args: &Args) -> Result<(), Failure> {
                     latency_us: Some(t.as_us_f64()),
                 })
             }
-            Test::Pingpong => try_pingpong(world, args.from, to, size, args.messages.min(MAX_ROUND_TRIPS)),
-            Test::Bw | Test::Rate => try_stream(world, args.from, to, size, false, &opts),
-            Test::Bibw => try_stream(world, args.from, to, size, true, &opts),
-            Test::GetExchange => try_get_exchange(world, args.from, to, size, args.messages, u64::from(args.window)),
+            Test::Pingpong => try_pingpong(
+                world,
+                Rank(args.from),
+                Rank(to),
+                size,
+                args.messages.min(MAX_ROUND_TRIPS),
+            ),
+            Test::Bw | Test::Rate => try_stream(world, Rank(args.from), Rank(to), size, false, &opts),
+            Test::Bibw => try_stream(world, Rank(args.from), Rank(to), size, true, &opts),
+            Test::GetExchange => try_get_exchange(
+                world,
+                Rank(args.from),
+                Rank(to),
+                size,
+                args.messages,
+                u64::from(args.window),
+            ),
         };
         let p = p.map_err(|e| {
             let what = format!(

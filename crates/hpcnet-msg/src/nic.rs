@@ -1,0 +1,141 @@
+//! The narrow interface between the message library and a NIC model.
+//!
+//! Everything the verbs layer asks of a NIC goes through [`NicBackend`]: register and touch host
+//! memory, create queues, post work, poll completions, set timers, and advance the model one
+//! event at a time, collecting [`Notice`]s (a completion queue got an entry, a timer expired)
+//! that the library turns into task wake-ups. [`World`] is the simulated implementation; a test
+//! can drive the library against a stub, and another backend (real shared memory, a real
+//! network) could run the same rank programs.
+
+use hpcnet_des::SimTime;
+use hpcnet_fabric::net::Blocked;
+use hpcnet_nic::{CqId, Cqe, MemoryError, Notice, PostError, QpNum, Rank, Request, RqId, TimerId, World};
+
+/// What the message library needs of a NIC model.
+pub trait NicBackend {
+    /// Simulated now.
+    fn now(&self) -> SimTime;
+    /// Number of ranks.
+    fn ranks(&self) -> usize;
+    /// Register `len` zeroed bytes of `rank`'s memory: (address, key).
+    fn register(&mut self, rank: Rank, len: u64) -> (u64, u32);
+    /// CPU load from `rank`'s memory.
+    fn load(&self, rank: Rank, addr: u64, len: u64) -> Result<Vec<u8>, MemoryError>;
+    /// CPU store into `rank`'s memory.
+    fn store(&mut self, rank: Rank, addr: u64, bytes: &[u8]) -> Result<(), MemoryError>;
+    /// A new queue-pair number.
+    fn alloc_qp(&mut self) -> QpNum;
+    /// A new completion queue of `owner`.
+    fn create_cq(&mut self, owner: Rank) -> CqId;
+    /// A new receive queue of `owner` completing on `cq`.
+    fn create_rq(&mut self, owner: Rank, cq: CqId) -> Result<RqId, PostError>;
+    /// Post a receive buffer to `rq`.
+    fn post_recv(&mut self, rq: RqId, addr: u64, len: u64, wr_id: u64) -> Result<(), PostError>;
+    /// Size of one NAP pool buffer (0: the NIC has no NAP).
+    fn nap_buffer_size(&self) -> u64;
+    /// Pre-post `count` NAP pool buffers of `rank` from `addr`, completing on `cq`.
+    fn post_nap_buffers(&mut self, rank: Rank, addr: u64, count: u64, cq: CqId) -> Result<(), PostError>;
+    /// Give a consumed NAP buffer back to the pool.
+    fn repost_nap_buffer(&mut self, rank: Rank, addr: u64);
+    /// Hand a work request to the NIC (the doorbell rings now).
+    fn post(&mut self, req: Request) -> Result<(), PostError>;
+    /// Take the oldest entry of `cq`.
+    fn poll_cq(&mut self, cq: CqId) -> Option<Cqe>;
+    /// A timer expiring at `t`.
+    fn set_timer(&mut self, t: SimTime) -> TimerId;
+    /// Handle the next event; false when none is left.
+    fn step(&mut self) -> bool;
+    /// Notices of the steps so far, in order.
+    fn take_notices(&mut self, out: &mut Vec<Notice>);
+    /// Events handled so far.
+    fn events(&self) -> u64;
+    /// How long work in flight has not moved (None: nothing in flight).
+    fn stalled_for(&self) -> Option<SimTime> {
+        None
+    }
+    /// Deadlock watchdog limit.
+    fn watchdog(&self) -> SimTime {
+        SimTime::MAX
+    }
+    /// Packets in the network or waiting at its sources.
+    fn packets_in_network(&self) -> u64 {
+        0
+    }
+    /// Channels whose head packet waits (deadlock reports).
+    fn blocked(&self, limit: usize) -> Vec<Blocked> {
+        let _ = limit;
+        Vec::new()
+    }
+}
+
+impl NicBackend for World {
+    fn now(&self) -> SimTime {
+        World::now(self)
+    }
+    fn ranks(&self) -> usize {
+        World::ranks(self)
+    }
+    fn register(&mut self, rank: Rank, len: u64) -> (u64, u32) {
+        self.memory_mut(rank).register(len)
+    }
+    fn load(&self, rank: Rank, addr: u64, len: u64) -> Result<Vec<u8>, MemoryError> {
+        self.memory(rank).read(addr, len).map(<[u8]>::to_vec)
+    }
+    fn store(&mut self, rank: Rank, addr: u64, bytes: &[u8]) -> Result<(), MemoryError> {
+        self.memory_mut(rank).write(addr, bytes)
+    }
+    fn alloc_qp(&mut self) -> QpNum {
+        World::alloc_qp(self)
+    }
+    fn create_cq(&mut self, owner: Rank) -> CqId {
+        World::create_cq(self, owner)
+    }
+    fn create_rq(&mut self, owner: Rank, cq: CqId) -> Result<RqId, PostError> {
+        World::create_rq(self, owner, cq)
+    }
+    fn post_recv(&mut self, rq: RqId, addr: u64, len: u64, wr_id: u64) -> Result<(), PostError> {
+        World::post_recv(self, rq, addr, len, wr_id)
+    }
+    fn nap_buffer_size(&self) -> u64 {
+        self.config().nap_buffer.0
+    }
+    fn post_nap_buffers(&mut self, rank: Rank, addr: u64, count: u64, cq: CqId) -> Result<(), PostError> {
+        World::post_nap_buffers(self, rank, addr, count, cq)
+    }
+    fn repost_nap_buffer(&mut self, rank: Rank, addr: u64) {
+        World::repost_nap_buffer(self, rank, addr)
+    }
+    fn post(&mut self, req: Request) -> Result<(), PostError> {
+        World::post(self, req)
+    }
+    fn poll_cq(&mut self, cq: CqId) -> Option<Cqe> {
+        World::poll_cq(self, cq)
+    }
+    fn set_timer(&mut self, t: SimTime) -> TimerId {
+        World::set_timer(self, t)
+    }
+    #[inline]
+    fn step(&mut self) -> bool {
+        World::step(self)
+    }
+    #[inline]
+    fn take_notices(&mut self, out: &mut Vec<Notice>) {
+        World::take_notices(self, out)
+    }
+    fn events(&self) -> u64 {
+        self.events_processed()
+    }
+    #[inline]
+    fn stalled_for(&self) -> Option<SimTime> {
+        World::stalled_for(self)
+    }
+    fn watchdog(&self) -> SimTime {
+        self.network().config().faults.watchdog
+    }
+    fn packets_in_network(&self) -> u64 {
+        World::packets_in_network(self)
+    }
+    fn blocked(&self, limit: usize) -> Vec<Blocked> {
+        World::blocked(self, limit)
+    }
+}

@@ -1,0 +1,361 @@
+//! Receive: what a NIC does with the packets the network delivers to it.
+//!
+//! The dispatcher takes the packets of each VC in arrival order (a GET request waits while the
+//! send engines' write-back queue is full, `nic.get_queue`). On a message's first packet the
+//! target checks range and key (or takes a NAP pool buffer, or a posted receive buffer); a
+//! refused message writes nothing. Each data packet is processed (`rx_overhead`) and written to
+//! host memory by DMA through the host interface ([`crate::host`]), in any order; when every
+//! byte has landed the message completes at the target (reply word incremented, notification
+//! queued) and an acknowledgement goes back. Read/GET requests become write-backs on the
+//! target's engine; atomics are applied at arrival and answered with the old value.
+//!
+//! [`World::landed`] is the plug-in point for NIC units that consume arriving data (a
+//! collective unit, a triggered-offload unit): the one place a packet's data lands.
+
+use crate::cq::{Cqe, CqeKind, CqeStatus};
+use crate::ids::Rank;
+use crate::op::{Msg, Op};
+use crate::pkt::{Held, PktInfo, PktKind};
+use crate::world::{World, WorldEvent};
+use hpcnet_des::Bytes;
+use hpcnet_fabric::topology::NodeId;
+
+impl World {
+    /// Give receive-buffer space back to the network.
+    pub(crate) fn release(&mut self, held: Option<Held>) {
+        if let Some((node, rail, c)) = held {
+            self.net.release_ejection(&mut self.q, node, rail, c);
+        }
+    }
+
+    /// A packet reached the NIC of `node` on VC `vc`: the receive dispatcher takes packets of a
+    /// VC in arrival order.
+    pub(crate) fn receive(&mut self, pid: u32, (node, vc): (NodeId, u8)) {
+        self.nics[node as usize].rx_fifo[vc as usize].push_back(pid);
+        if self.nics[node as usize].rx_fifo[vc as usize].len() == 1 {
+            self.dispatch(node, vc);
+        }
+    }
+
+    /// Dispatch the packets at the head of a receive FIFO until it is empty or its head is a GET
+    /// the send engine cannot take yet (`nic.get_queue`).
+    fn dispatch(&mut self, node: NodeId, vc: u8) {
+        let limit = self.cfg.get_queue as usize;
+        while let Some(&pid) = self.nics[node as usize].rx_fifo[vc as usize].front() {
+            let is_get = matches!(
+                self.pkts[pid as usize].as_ref().expect("live packet").kind,
+                PktKind::ReadReq
+            );
+            if is_get && limit > 0 {
+                let waiting: usize = self.nics[node as usize].engines.iter().map(|e| e.internal.len()).sum();
+                if waiting >= limit {
+                    return; // stalled: retried when an engine takes a write-back
+                }
+            }
+            self.nics[node as usize].rx_fifo[vc as usize].pop_front();
+            self.arrive(pid);
+        }
+    }
+
+    /// Retry every stalled receive FIFO of `node`.
+    pub(crate) fn redispatch(&mut self, node: NodeId) {
+        for vc in 0..self.nics[node as usize].rx_fifo.len() {
+            if !self.nics[node as usize].rx_fifo[vc].is_empty() {
+                self.dispatch(node, vc as u8);
+            }
+        }
+    }
+
+    /// The dispatcher processes a packet.
+    fn arrive(&mut self, pid: u32) {
+        let info = self.pkts[pid as usize].clone().expect("live packet");
+        let now = self.q.now();
+        match info.kind {
+            PktKind::Data { off, len } => {
+                let seen = &mut self.next_seen[info.msg as usize];
+                if off + len <= *seen && off != 0 {
+                    self.counters.out_of_order += 1;
+                } else {
+                    *seen = (*seen).max(off + len);
+                }
+                // Protection check (or NAP buffer allocation) on the first packet to arrive.
+                if !self.msg(info.msg).checked {
+                    let status = self.accept(info.msg, info.to);
+                    let m = self.msg_mut(info.msg);
+                    m.checked = true;
+                    m.status = status;
+                }
+                // DMA write into host memory on the first free PCIe link.
+                let nap_tlp = match self.msg(info.msg).req.op {
+                    Op::Nap { .. } => self.cfg.nap_upload_per_tlp,
+                    _ => None,
+                };
+                let write = match nap_tlp {
+                    Some(per) => per * len.div_ceil(self.cfg.host.max_payload.0).max(1),
+                    None => self.cfg.host.write_rate().serialization(Bytes(len)),
+                };
+                let ready = now + self.cfg.rx_overhead;
+                let done = self.nic_of(info.to).host.write(ready, write);
+                self.q.schedule(done, WorldEvent::Landed { pkt: pid });
+            }
+            PktKind::ReadReq => {
+                self.free_pkt(pid);
+                let status = self.accept(info.msg, info.to);
+                if status != CqeStatus::Ok {
+                    self.release(info.held);
+                    self.counters.refused += 1;
+                    self.msg_mut(info.msg).status = status.clone();
+                    self.send_ack(info.msg, info.to, info.from, info.rail, status);
+                    return;
+                }
+                // R2W: the target's engine writes the data back to the requester.
+                let m = self.msg(info.msg).clone();
+                let engine = m.req.qp.0 % self.cfg.engines;
+                // The request keeps its receive-buffer space until the engine takes it.
+                let w = self.alloc_msg(Msg {
+                    r2w_of: Some(info.msg),
+                    checked: true,
+                    data: Vec::new(),
+                    landed: 0,
+                    held: info.held,
+                    ..m
+                });
+                let node = self.place.node_of(info.to);
+                self.nics[node as usize].engines[engine as usize].internal.push_back(w);
+                self.start_next(node, engine);
+            }
+            PktKind::Ack { status } => {
+                self.free_pkt(pid);
+                self.release(info.held);
+                self.complete_at_source(info.msg, status, 0);
+            }
+            PktKind::AtomicReq => {
+                self.free_pkt(pid);
+                self.release(info.held);
+                // Read-modify-write in the target's memory, atomically at arrival; the response
+                // leaves after the receive processing and one memory round trip.
+                let status = self.accept(info.msg, info.to);
+                let mut old = 0;
+                if status == CqeStatus::Ok {
+                    let m = self.msg(info.msg);
+                    if let Op::Atomic {
+                        op,
+                        remote,
+                        operand,
+                        compare,
+                        ..
+                    } = m.req.op
+                    {
+                        let mem = &mut self.mem[info.to.index()];
+                        old = u64::from_le_bytes(mem.read(remote, 8).expect("checked").try_into().expect("8 bytes"));
+                        if let Some(new) = op.apply(old, operand, compare) {
+                            mem.write(remote, &new.to_le_bytes()).expect("checked");
+                        }
+                    }
+                } else {
+                    self.counters.refused += 1;
+                }
+                let p = self.alloc_pkt(PktInfo {
+                    msg: info.msg,
+                    kind: PktKind::AtomicResp { status, old },
+                    from: info.to,
+                    to: info.from,
+                    rail: info.rail,
+                    held: None,
+                });
+                let t = now + self.cfg.rx_overhead + self.cfg.host.read_latency;
+                self.q.schedule(t, WorldEvent::Inject { pkt: p });
+            }
+            PktKind::AtomicResp { status, old } => {
+                self.free_pkt(pid);
+                self.release(info.held);
+                if status == CqeStatus::Ok {
+                    if let Op::Atomic { result: Some(a), .. } = self.msg(info.msg).req.op {
+                        self.mem[info.to.index()]
+                            .write(a, &old.to_le_bytes())
+                            .expect("checked at post");
+                    }
+                }
+                self.complete_at_source(info.msg, status, old);
+            }
+        }
+    }
+
+    /// May message `id` write into the memory of `rank`? Range and key for addressed
+    /// operations; a pool buffer for a NAP, a posted buffer for a queue message (taken here).
+    fn accept(&mut self, id: u32, rank: Rank) -> CqeStatus {
+        let m = self.msg(id);
+        if m.r2w_of.is_some() {
+            return CqeStatus::Ok;
+        }
+        if let Op::Send { len, rq, .. } = m.req.op {
+            return match self.rqs[rq.index()].bufs.pop_front() {
+                Some((addr, blen, wr)) if blen >= len => {
+                    let m = self.msg_mut(id);
+                    m.dst_segs = vec![(addr, len)];
+                    m.recv_wr = wr;
+                    CqeStatus::Ok
+                }
+                Some((addr, blen, wr)) => {
+                    // The buffer is consumed with an error completion at the receiver.
+                    let cq = self.rqs[rq.index()].cq;
+                    let now = self.q.now();
+                    let src = self.msg(id).req.src;
+                    let e = Cqe {
+                        wr_id: wr,
+                        kind: CqeKind::Recv,
+                        status: CqeStatus::BufferTooSmall,
+                        bytes: blen,
+                        peer: src,
+                        addr,
+                        value: 0,
+                        at: now,
+                    };
+                    self.push_cqe(cq, e);
+                    CqeStatus::BufferTooSmall
+                }
+                None => CqeStatus::NoBuffer,
+            };
+        }
+        if let Op::Nap { len, .. } = m.req.op {
+            let nic = self.nic_of(rank);
+            return match (nic.nap_pool.pop_front(), nic.nap_cq) {
+                (Some(buf), Some(_)) => {
+                    self.msg_mut(id).dst_segs = vec![(buf, len)];
+                    CqeStatus::Ok
+                }
+                _ => CqeStatus::NoBuffer,
+            };
+        }
+        for &(a, l) in &m.remote_segs {
+            if let Err(e) = self.mem[rank.index()].check(a, l, m.rkey) {
+                return CqeStatus::RemoteAccess(e);
+            }
+        }
+        if let Op::Write {
+            reply_word: Some((a, key)),
+            ..
+        } = m.req.op
+        {
+            if let Err(e) = self.mem[rank.index()].check(a, 8, key) {
+                return CqeStatus::RemoteAccess(e);
+            }
+        }
+        CqeStatus::Ok
+    }
+
+    /// Plug-in point: a data packet's DMA write has finished and its bytes are in host memory.
+    pub(crate) fn landed(&mut self, pid: u32) {
+        let info = self.pkts[pid as usize].take().expect("live packet");
+        self.free_pkts.push(pid);
+        // Written to memory: the receive buffer is free again.
+        self.release(info.held);
+        let PktKind::Data { off, len } = info.kind else { return };
+        let id = info.msg;
+        let m = self.msgs[id as usize].as_mut().expect("live message");
+        if m.status == CqeStatus::Ok {
+            // Scatter [off, off + len) of the message over the landing segments.
+            let mem = &mut self.mem[info.to.index()];
+            let mut base = 0u64;
+            for &(a, l) in &m.dst_segs {
+                let (lo, hi) = (off.max(base), (off + len).min(base + l));
+                if lo < hi {
+                    mem.write(a + (lo - base), &m.data[lo as usize..hi as usize])
+                        .expect("checked on arrival");
+                }
+                base += l;
+            }
+        }
+        m.landed += len;
+        if m.landed < m.len {
+            return;
+        }
+        // Every byte is in place: the data buffer can serve another message.
+        let data = std::mem::take(&mut m.data);
+        self.data_pool.push(data);
+        let m = self.msg(id);
+        if let Some(pull) = m.r2w_of {
+            // The read / GET is complete at the requester; the write-back is done.
+            self.release_msg(id);
+            self.complete_at_source(pull, CqeStatus::Ok, 0);
+            return;
+        }
+        let (bytes, src, dst, rail, status, unreliable_copy) = (
+            m.len,
+            m.req.src,
+            m.req.dst,
+            m.req.rail,
+            m.status.clone(),
+            m.unreliable_copy,
+        );
+        if status == CqeStatus::Ok {
+            // The reply word to increment and the notification to queue (cq, wr_id, kind, addr).
+            let mut reply = None;
+            let mut notify = None;
+            match &m.req.op {
+                Op::Write {
+                    reply_word, notify_cq, ..
+                } => {
+                    reply = reply_word.map(|(a, _)| a);
+                    notify = notify_cq.map(|cq| (cq, m.req.wr_id, CqeKind::Notify, 0));
+                }
+                Op::Put {
+                    notify_cq: Some(cq), ..
+                } => notify = Some((*cq, m.req.wr_id, CqeKind::Notify, 0)),
+                Op::Send { rq, .. } => {
+                    let cq = self.rqs[rq.index()].cq;
+                    let buf = m.dst_segs.first().map_or(0, |s| s.0);
+                    notify = Some((cq, m.recv_wr, CqeKind::Recv, buf));
+                }
+                Op::Nap { .. } => {
+                    let cq = self.nics[self.place.node_of(dst) as usize]
+                        .nap_cq
+                        .expect("NAP accepted only with a pool");
+                    let buf = m.dst_segs.first().map_or(0, |s| s.0);
+                    notify = Some((cq, m.req.wr_id, CqeKind::NapReceived, buf));
+                }
+                _ => {}
+            }
+            if let Some(a) = reply {
+                self.mem[dst.index()]
+                    .fetch_add_u64(a, 1)
+                    .expect("reply word checked when the write was accepted");
+            }
+            if let Some((cq, wr_id, kind, addr)) = notify {
+                let now = self.q.now();
+                let e = Cqe {
+                    wr_id,
+                    kind,
+                    status: CqeStatus::Ok,
+                    bytes,
+                    peer: src,
+                    addr,
+                    value: 0,
+                    at: now,
+                };
+                self.push_cqe(cq, e);
+            }
+        } else {
+            self.counters.refused += 1;
+        }
+        if unreliable_copy {
+            // Nobody waits for an acknowledgement.
+            self.release_msg(id);
+            return;
+        }
+        self.send_ack(id, dst, src, rail, status);
+    }
+
+    /// Acknowledge message `msg` (landed, or refused with `status`) from `from` to `to`.
+    fn send_ack(&mut self, msg: u32, from: Rank, to: Rank, rail: u8, status: CqeStatus) {
+        let p = self.alloc_pkt(PktInfo {
+            msg,
+            kind: PktKind::Ack { status },
+            from,
+            to,
+            rail,
+            held: None,
+        });
+        self.send_packet(p);
+    }
+}

@@ -1,0 +1,137 @@
+//! Transmit: a packet whose data is in the NIC goes to a port.
+//!
+//! Three paths (spec 01): loopback inside the engine (same host interface), the NIC's on-chip
+//! crossbar (the other host interface of the same NIC), or the network. On the network, the
+//! rail is the request's (`nic.port_select = "fixed"`) or the one whose queue drains first
+//! (`"adaptive"`, [`hpcnet_fabric::Network::least_loaded_rail`]), so packets of one message may
+//! arrive out of order. With `nic.tx_queue = N` each (rail, VC class) has a transmit queue of N
+//! packets; packets beyond wait in the NIC's backlog, in order, and their engine takes no new
+//! message until they are queued. GET requests may use their own VC class (`nic.get_vc`).
+
+use crate::config::PortSelect;
+use crate::pkt::PktKind;
+use crate::world::{World, WorldEvent};
+use hpcnet_fabric::topology::NodeId;
+use hpcnet_fabric::Packet;
+
+impl World {
+    /// A packet's data is in the NIC: give it to a port (or the internal path).
+    pub(crate) fn send_packet(&mut self, pid: u32) {
+        let info = self.pkts[pid as usize].as_ref().expect("live packet");
+        let (from, to, req_rail) = (info.from, info.to, info.rail);
+        let payload = info.kind.payload();
+        if let PktKind::Data { len, .. } = info.kind {
+            self.counters.data_packets += 1;
+            self.counters.payload_bytes += len;
+        } else {
+            self.counters.control_packets += 1;
+        }
+        self.counters.wire_bytes += (payload + self.header) as u64;
+        let (from_node, to_node) = (self.place.node_of(from), self.place.node_of(to));
+        if from_node == to_node {
+            let lat = if from == to {
+                self.cfg.loopback_latency
+            } else {
+                self.cfg.crossbar_latency
+            };
+            let t = self.q.now() + lat;
+            self.q.schedule(t, WorldEvent::Local { pkt: pid });
+            return;
+        }
+        let rail = match self.cfg.port_select {
+            PortSelect::Fixed => req_rail,
+            PortSelect::Adaptive => {
+                let start = (pid % self.net.rails() as u32) as u8;
+                self.net.least_loaded_rail(from_node, start)
+            }
+        };
+        // A bounded transmit queue per (rail, VC class): packets wait in the NIC, in order, while
+        // the link's queue for their VC is full.
+        let limit = self.cfg.tx_queue as usize;
+        if limit > 0 {
+            let class = self.class_of(pid);
+            let vc = self.net.routing.injection_vc(class);
+            let slot = rail as usize * self.vcs() + class as usize;
+            let waiting = !self.nics[from_node as usize].tx_backlog[slot].is_empty();
+            if waiting || self.net.source_queue_len_vc(from_node, rail, vc) >= limit {
+                if let Some(e) = self.engine_of(pid) {
+                    self.nics[from_node as usize].engines[e as usize].pending_tx += 1;
+                }
+                self.nics[from_node as usize].tx_backlog[slot].push_back(pid);
+                return;
+            }
+        }
+        self.inject(pid, from_node, to_node, rail, payload);
+    }
+
+    /// The engine that emitted a packet (data, requests); None for the receive side's answers.
+    fn engine_of(&self, pid: u32) -> Option<u32> {
+        let info = self.pkts[pid as usize].as_ref().expect("live packet");
+        match info.kind {
+            PktKind::Data { .. } | PktKind::ReadReq | PktKind::AtomicReq => Some(self.msg(info.msg).engine),
+            PktKind::Ack { .. } | PktKind::AtomicResp { .. } => None,
+        }
+    }
+
+    fn vcs(&self) -> usize {
+        self.net.config().router.vcs as usize
+    }
+
+    /// VC class of a packet: GET requests may have their own (`nic.get_vc`).
+    fn class_of(&self, pid: u32) -> u8 {
+        let is_get = matches!(
+            self.pkts[pid as usize].as_ref().map(|i| &i.kind),
+            Some(PktKind::ReadReq)
+        );
+        if is_get {
+            self.cfg.get_vc.unwrap_or(0)
+        } else {
+            0
+        }
+    }
+
+    fn inject(&mut self, pid: u32, from: NodeId, to: NodeId, rail: u8, payload: u32) {
+        let mut p = Packet::new(pid as u64, from, to, payload, self.header, self.q.now());
+        p.rail = rail;
+        // GET requests may travel on their own VC class (cHPP's fix for the GET deadlock).
+        p.class = self.class_of(pid);
+        // A packet leaving at once is reported like any other (refilled at the next network event).
+        if self.net.inject(&mut self.q, p, &mut self.arrivals).is_err() {
+            // No route at all: the packet is lost and its message never completes.
+            self.counters.unroutable += 1;
+        }
+    }
+
+    /// Packets left the nodes `from` (node, rail): move waiting packets into the freed transmit
+    /// queues, and let engines blocked on a full queue go on when their packets are all queued.
+    pub(crate) fn refill_tx(&mut self, from: &[(NodeId, u8)]) {
+        let limit = self.cfg.tx_queue as usize;
+        let vcs = self.vcs();
+        for &(node, rail) in from {
+            for class in 0..vcs {
+                let slot = rail as usize * vcs + class;
+                let vc = self.net.routing.injection_vc(class as u8);
+                while self.net.source_queue_len_vc(node, rail, vc) < limit {
+                    let Some(pid) = self.nics[node as usize].tx_backlog[slot].pop_front() else {
+                        break;
+                    };
+                    if let Some(e) = self.engine_of(pid) {
+                        self.nics[node as usize].engines[e as usize].pending_tx -= 1;
+                    }
+                    let info = self.pkts[pid as usize].as_ref().expect("live packet");
+                    let to = self.place.node_of(info.to);
+                    let payload = info.kind.payload();
+                    self.inject(pid, node, to, rail, payload);
+                }
+            }
+            for e in 0..self.nics[node as usize].engines.len() {
+                let eng = &mut self.nics[node as usize].engines[e];
+                if eng.blocked_on_tx && eng.pending_tx == 0 {
+                    eng.blocked_on_tx = false;
+                    eng.busy = false;
+                    self.start_next(node, e as u32);
+                }
+            }
+        }
+    }
+}
