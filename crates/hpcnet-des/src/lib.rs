@@ -1,6 +1,6 @@
 //! hpcnet-des — the discrete-event simulation kernel of hpcnet.
 //!
-//! Everything above this crate (fabric, NICs, message library, workloads) is built on four things
+//! Everything above this crate (fabric, NICs, message library, workloads) is built on what is
 //! defined here:
 //! - [`SimTime`], [`Bytes`] and [`BitsPerSec`]: integer picosecond time and unit newtypes, so a unit
 //!   slip does not compile;
@@ -8,7 +8,8 @@
 //!   order they were scheduled and a run is reproducible;
 //! - [`RngStreams`]: independent random streams derived from the scenario seed and a component id;
 //! - [`stats`]: a statistics registry (name, unit, description) that components push into;
-//! - [`exec`]: a single-threaded executor for async rank programs, woken by simulator events.
+//! - [`exec`]: a single-threaded executor for async rank programs, woken by simulator events;
+//! - [`driver`]: the one run loop (phases, end, deadlock watchdog, progress) every run uses.
 
 pub mod driver;
 pub mod exec;
@@ -17,7 +18,8 @@ pub mod rng;
 pub mod stats;
 pub mod units;
 
-pub use exec::{completion, Completion, CompletionSender, Executor, Signal, Sim, SimHandle};
+pub use driver::{Driver, Model};
+pub use exec::{Executor, Spawner};
 pub use queue::EventQueue;
 pub use rng::RngStreams;
 pub use stats::Registry;

@@ -1,131 +1,215 @@
-//! Integration tests of the rank-program executor: many tasks, exact simulated times, bounded
-//! polling, completions exchanged between tasks and from event handlers, determinism.
+//! Integration tests of the rank-program executor under the kernel's run driver: many tasks,
+//! exact simulated times, bounded polling, operations completed by event handlers, determinism.
+//!
+//! The world here is the smallest one that wakes tasks from events: an event queue of timers
+//! and "operation done" events, run by [`Driver`] exactly as the NIC world is (woken tasks run
+//! before the next event).
 
-use hpcnet_des::exec::{completion, CompletionSender, RunSummary, Signal, Sim, SimHandle};
-use hpcnet_des::{RngStreams, SimTime};
+use hpcnet_des::driver::{Driver, Model, Step};
+use hpcnet_des::{EventQueue, Executor, RngStreams, SimTime};
 use rand::Rng;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
 
 const NS: SimTime = SimTime::from_ns(1);
 
-/// Task i sleeps i ns, then 2 ns ten times (ending at i + 20 ns), then sends its end time to its
-/// right neighbour through a `Completion` and awaits its left neighbour's.
-#[test]
-fn ten_thousand_sleeping_tasks_exchange_completions() {
-    const N: usize = 10_000;
-    let mut sim = Sim::new();
-    let (senders, receivers): (Vec<_>, Vec<_>) = (0..N).map(|_| completion::<SimTime>()).unzip();
-    // Task i sends on channel i+1 (to its right) and receives on channel i (from its left).
-    let mut senders: Vec<Option<CompletionSender<SimTime>>> = senders.into_iter().map(Some).collect();
-    senders.rotate_left(1);
-    let finish = Rc::new(RefCell::new(vec![None; N]));
-    for (i, rx) in receivers.into_iter().enumerate() {
-        let h = sim.handle();
-        let tx = senders[i].take().unwrap();
-        let finish = finish.clone();
-        sim.spawn(async move {
-            h.sleep(NS * i as u64).await;
-            for _ in 0..10 {
-                h.sleep(NS * 2).await;
+/// An operation's result slot: filled by an event, awaited by a task.
+type Slot = Rc<(Cell<Option<u32>>, RefCell<Option<Waker>>)>;
+
+enum Ev {
+    Wake(Waker),
+    Done(Slot, u32),
+}
+
+/// Timers and operations on one queue.
+#[derive(Clone)]
+struct World(Rc<RefCell<EventQueue<Ev>>>);
+
+impl World {
+    fn now(&self) -> SimTime {
+        self.0.borrow().now()
+    }
+    fn sleep(&self, d: SimTime) -> Sleep {
+        Sleep {
+            world: self.clone(),
+            until: self.now() + d,
+            armed: false,
+        }
+    }
+    /// An operation completed by an event `latency` after it is issued, with `value`.
+    fn op(&self, latency: SimTime, value: u32) -> Op {
+        let slot: Slot = Rc::new((Cell::new(None), RefCell::new(None)));
+        let mut q = self.0.borrow_mut();
+        let t = q.now() + latency;
+        q.schedule(t, Ev::Done(slot.clone(), value));
+        Op(slot)
+    }
+}
+
+struct Sleep {
+    world: World,
+    until: SimTime,
+    armed: bool,
+}
+
+impl Future for Sleep {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.world.now() >= self.until {
+            return Poll::Ready(());
+        }
+        if !self.armed {
+            self.armed = true;
+            let t = self.until;
+            self.world.0.borrow_mut().schedule(t, Ev::Wake(cx.waker().clone()));
+        }
+        Poll::Pending
+    }
+}
+
+struct Op(Slot);
+
+impl Future for Op {
+    type Output = u32;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<u32> {
+        match self.0 .0.get() {
+            Some(v) => Poll::Ready(v),
+            None => {
+                *self.0 .1.borrow_mut() = Some(cx.waker().clone());
+                Poll::Pending
             }
-            let end = h.now();
-            tx.send(end);
-            let left_end = rx.await.expect("left neighbour sends");
-            finish.borrow_mut()[i] = Some((end, left_end, h.now()));
+        }
+    }
+}
+
+/// The world and its executor as the driver runs them.
+struct Running<'a> {
+    world: &'a World,
+    exec: &'a mut Executor,
+}
+
+impl Model for Running<'_> {
+    fn now(&self) -> SimTime {
+        self.world.now()
+    }
+    fn step_before(&mut self, limit: SimTime) -> Step {
+        if self.exec.has_ready() {
+            self.exec.run_ready();
+            return Step::Handled;
+        }
+        let ev = self.world.0.borrow_mut().pop_before(limit);
+        match ev {
+            Some((_, Ev::Wake(w))) => w.wake(),
+            Some((_, Ev::Done(slot, v))) => {
+                slot.0.set(Some(v));
+                if let Some(w) = slot.1.borrow_mut().take() {
+                    w.wake();
+                }
+            }
+            None if self.world.0.borrow().is_empty() => return Step::Empty,
+            None => return Step::Limit,
+        }
+        Step::Handled
+    }
+}
+
+/// (end time, events, polls, live tasks) of a run.
+type Summary = (SimTime, u64, u64, usize);
+
+fn run(world: &World, exec: &mut Executor, end: SimTime) -> Summary {
+    Driver::new().end(end).run(&mut Running { world, exec });
+    (
+        world.now(),
+        world.0.borrow().events_processed(),
+        exec.polls(),
+        exec.live_tasks(),
+    )
+}
+
+fn new_world() -> (World, Executor) {
+    (World(Rc::new(RefCell::new(EventQueue::new()))), Executor::new())
+}
+
+/// Task i sleeps i ns, then 2 ns ten times (ending at i + 20 ns), then completes an operation
+/// of i ns.
+#[test]
+fn ten_thousand_sleeping_tasks() {
+    const N: u64 = 10_000;
+    let (w, mut ex) = new_world();
+    let finish = Rc::new(RefCell::new(vec![None; N as usize]));
+    for i in 0..N {
+        let (w2, finish) = (w.clone(), finish.clone());
+        ex.spawn(async move {
+            w2.sleep(NS * i).await;
+            for _ in 0..10 {
+                w2.sleep(NS * 2).await;
+            }
+            let end = w2.now();
+            let v = w2.op(NS * i, i as u32).await;
+            finish.borrow_mut()[i as usize] = Some((end, v, w2.now()));
         });
     }
-    let s = sim.run();
-    let finish = finish.borrow();
-    for (i, f) in finish.iter().enumerate() {
-        let (end, left_end, done) = f.expect("every task finishes");
-        assert_eq!(end, NS * (i as u64 + 20), "task {i}");
-        let left = (i + N - 1) % N;
-        assert_eq!(left_end, NS * (left as u64 + 20), "task {i}");
-        assert_eq!(done, end.max(left_end), "task {i}");
+    let s = run(&w, &mut ex, SimTime::MAX);
+    for (i, f) in finish.borrow().iter().enumerate() {
+        let (end, v, done) = f.expect("every task finishes");
+        let i = i as u64;
+        assert_eq!((end, v as u64, done), (NS * (i + 20), i, NS * (2 * i + 20)), "task {i}");
     }
-    let n = N as u64;
-    // 11 sleeps per task, one event each; 12 polls per task (first poll + one per sleep), plus
-    // one for task 0, the only one whose left neighbour had not finished yet. No busy polling.
-    assert_eq!(
-        s,
-        RunSummary {
-            end_time: NS * (n - 1 + 20),
-            events: 11 * n,
-            polls: 12 * n + 1,
-            live_tasks: 0
-        }
-    );
+    // 12 events per task (11 sleeps, 1 operation; task 0's first sleep of 0 ns needs none);
+    // 13 polls per task (first poll + one per event), minus task 0's zero sleep. No busy polling.
+    assert_eq!(s, (NS * (2 * (N - 1) + 20), 12 * N - 1, 13 * N - 1, 0));
 }
 
 #[test]
 fn hundred_thousand_trivial_tasks() {
     const N: u64 = 100_000;
-    let mut sim = Sim::new();
-    let count = Rc::new(RefCell::new(0u64));
+    let (w, mut ex) = new_world();
+    let count = Rc::new(Cell::new(0u64));
     for _ in 0..N {
         let c = count.clone();
-        sim.spawn(async move { *c.borrow_mut() += 1 });
+        ex.spawn(async move { c.set(c.get() + 1) });
     }
-    assert_eq!(sim.executor().live_tasks(), N as usize);
-    let s = sim.run();
-    assert_eq!(*count.borrow(), N);
-    assert_eq!(
-        s,
-        RunSummary {
-            end_time: SimTime::ZERO,
-            events: 0,
-            polls: N,
-            live_tasks: 0
-        }
-    );
+    assert_eq!(ex.live_tasks(), N as usize);
+    assert_eq!(run(&w, &mut ex, SimTime::MAX), (SimTime::ZERO, 0, N, 0));
+    assert_eq!(count.get(), N);
 
-    // And 100k tasks that each sleep once: slots are reused, every task polled twice.
+    // And 100k tasks that each sleep 1–6 ps once: slots are reused, every task polled twice.
     for i in 0..N {
-        let h = sim.handle();
-        sim.spawn(async move { h.sleep(SimTime::from_ps(i % 7)).await });
+        let w2 = w.clone();
+        ex.spawn(async move { w2.sleep(SimTime::from_ps(1 + i % 6)).await });
     }
-    let s = sim.run();
-    assert_eq!(
-        (s.end_time, s.events, s.polls, s.live_tasks),
-        (SimTime::from_ps(6), N, 3 * N, 0)
-    );
+    assert_eq!(run(&w, &mut ex, SimTime::MAX), (SimTime::from_ps(6), N, 3 * N, 0));
 }
 
 /// A trace of (time, rank, step) from ranks sleeping random amounts and completing operations
-/// through a fake NIC (an event handler that fills a `Completion` after a random latency).
-fn random_workload(seed: u64, ranks: u64) -> (Vec<(SimTime, u64, u32)>, RunSummary) {
-    let mut sim = Sim::new();
+/// of random latency.
+fn random_workload(seed: u64, ranks: u64) -> (Vec<(SimTime, u64, u32)>, Summary) {
+    let (w, mut ex) = new_world();
     let streams = RngStreams::new(seed);
     let trace = Rc::new(RefCell::new(Vec::new()));
     for r in 0..ranks {
-        let h = sim.handle();
-        let trace = trace.clone();
+        let (w2, trace) = (w.clone(), trace.clone());
         let mut rng = streams.stream("rank", r);
-        sim.spawn(async move {
+        ex.spawn(async move {
             for step in 0..20u32 {
                 if rng.gen_bool(0.5) {
-                    h.sleep(SimTime::from_ps(rng.gen_range(0..5_000))).await;
+                    w2.sleep(SimTime::from_ps(rng.gen_range(1..5_000))).await;
                 } else {
                     let latency = SimTime::from_ps(rng.gen_range(0..5_000));
-                    let issued = h.now();
-                    let got = nic_op(&h, latency, step).await;
-                    assert_eq!((got, h.now()), (step, issued + latency));
+                    let issued = w2.now();
+                    let got = w2.op(latency, step).await;
+                    assert_eq!((got, w2.now()), (step, issued + latency));
                 }
-                trace.borrow_mut().push((h.now(), r, step));
+                trace.borrow_mut().push((w2.now(), r, step));
             }
         });
     }
-    let s = sim.run();
-    let trace = trace.take();
-    (trace, s)
-}
-
-/// An "operation" completed by an event handler `latency` after it is issued.
-async fn nic_op(h: &SimHandle, latency: SimTime, value: u32) -> u32 {
-    let (tx, rx) = completion();
-    h.call_in(latency, move || tx.send(value));
-    rx.await.expect("the handler always completes")
+    let s = run(&w, &mut ex, SimTime::MAX);
+    let t = trace.take();
+    (t, s)
 }
 
 #[test]
@@ -136,64 +220,52 @@ fn runs_are_deterministic() {
     assert_eq!(a, b);
     assert_eq!(sa, sb);
     assert!(a.windows(2).all(|w| w[0].0 <= w[1].0), "trace is in time order");
-    // One event and at most one wake-up per step: no busy polling.
-    assert_eq!(sa.events, 500 * 20);
-    assert_eq!(sa.polls, 500 * 21);
+    // One event and one wake-up per step: no busy polling.
+    assert_eq!((sa.1, sa.2), (500 * 20, 500 * 21));
     let (c, _) = random_workload(8, 500);
     assert_ne!(a, c, "a different seed gives a different run");
 }
 
 #[test]
 fn equal_time_wakeups_are_fifo() {
-    let mut sim = Sim::new();
+    let (w, mut ex) = new_world();
     let order = Rc::new(RefCell::new(Vec::new()));
     // Spawned in reverse; all wake at 5 ns in the order their sleeps were registered.
     for i in (0..100u32).rev() {
-        let (h, order) = (sim.handle(), order.clone());
-        sim.spawn(async move {
-            h.sleep_until(NS * 5).await;
+        let (w2, order) = (w.clone(), order.clone());
+        ex.spawn(async move {
+            w2.sleep(NS * 5).await;
             order.borrow_mut().push(i);
         });
     }
-    sim.run();
+    run(&w, &mut ex, SimTime::MAX);
     assert_eq!(*order.borrow(), (0..100).rev().collect::<Vec<_>>());
 }
 
 #[test]
-fn signal_barrier() {
-    const N: u64 = 1_000;
-    let mut sim = Sim::new();
-    let barrier = Signal::new();
-    let left = Rc::new(RefCell::new(Vec::new()));
-    for i in 0..N {
-        let (h, barrier, left) = (sim.handle(), barrier.clone(), left.clone());
-        sim.spawn(async move {
-            h.sleep(NS * i).await;
-            barrier.add(1);
-            barrier.wait_for(N).await;
-            left.borrow_mut().push(h.now());
-        });
-    }
-    let s = sim.run();
-    assert!(left.borrow().iter().all(|t| *t == NS * (N - 1)));
-    assert_eq!(left.borrow().len(), N as usize);
-    // First poll, wake after the sleep, wake at the barrier (except the last arrival).
-    assert_eq!(s.polls, 3 * N - 1);
+fn a_run_stops_at_its_end_and_resumes() {
+    let (w, mut ex) = new_world();
+    let w2 = w.clone();
+    ex.spawn(async move {
+        for _ in 0..10 {
+            w2.sleep(NS * 10).await;
+        }
+    });
+    // Events at 10, 20, 30 ns are before the end; the one at 40 ns is not handled.
+    let s = run(&w, &mut ex, NS * 35);
+    assert_eq!((s.0, s.1, s.3), (NS * 30, 3, 1));
+    let s = run(&w, &mut ex, SimTime::MAX);
+    assert_eq!((s.0, s.1, s.3), (NS * 100, 10, 0));
 }
 
 #[test]
-fn deadlock_is_reported_as_live_tasks() {
-    let mut sim = Sim::new();
-    let (tx, rx) = completion::<()>();
-    let h = sim.handle();
-    sim.spawn(async move {
-        h.sleep(NS).await;
-        let _ = rx.await;
+fn a_task_waiting_for_nothing_is_reported_live() {
+    let (w, mut ex) = new_world();
+    let w2 = w.clone();
+    ex.spawn(async move {
+        w2.sleep(NS).await;
+        std::future::pending::<()>().await;
     });
-    let s = sim.run();
-    assert_eq!((s.end_time, s.live_tasks), (NS, 1));
-    drop(tx);
-    // Dropping the sender cancels the wait; the task finishes without any event.
-    let s = sim.run();
-    assert_eq!((s.end_time, s.live_tasks), (NS, 0));
+    let s = run(&w, &mut ex, SimTime::MAX);
+    assert_eq!((s.0, s.3), (NS, 1));
 }

@@ -12,6 +12,7 @@
 
 use crate::scenario::Scenario;
 use crate::traffic::{Destinations, Process, RailChoice, TrafficConfig};
+use hpcnet_des::driver::{Driver, Model, Step, Stop};
 use hpcnet_des::rng::SimRng;
 use hpcnet_des::stats::{HistId, Registry, StatRecord, SummaryId};
 use hpcnet_des::{Bytes, EventQueue, RngStreams, SimTime};
@@ -261,6 +262,129 @@ impl Endpoints for Collector {
     }
 }
 
+/// The traffic sources: one open-loop generator per node.
+struct Generator<'a> {
+    sources: Vec<Source>,
+    dests: &'a Destinations,
+    tc: &'a TrafficConfig,
+    header: u32,
+    rails: u8,
+    warm: SimTime,
+    meas_end: SimTime,
+    /// Mean time between packets of a node at full load (the Bernoulli slot), and at the
+    /// offered load, in ps.
+    slot_ps: f64,
+    period_ps: f64,
+    generated: u64,
+    measured: u64,
+    bytes_created_window: u64,
+}
+
+/// Time to a source's next packet: `period_ps` apart (periodic), or a geometric number of
+/// `slot_ps` slots (Bernoulli).
+fn gap(tc: &TrafficConfig, slot_ps: f64, period_ps: f64, rng: &mut SimRng) -> SimTime {
+    match tc.process {
+        Process::Periodic => SimTime(period_ps.round().max(1.0) as u64),
+        Process::Bernoulli => {
+            // Geometric number of slots (≥ 1) with success probability = load.
+            let u: f64 = rng.gen::<f64>();
+            let k = if tc.load >= 1.0 {
+                1.0
+            } else {
+                ((1.0 - u).ln() / (1.0 - tc.load).ln()).floor() + 1.0
+            };
+            SimTime((k * slot_ps).round().max(1.0) as u64)
+        }
+    }
+}
+
+impl Generator<'_> {
+    /// Node `node`'s source fires at `now`: the packet it creates (None when the pattern sends
+    /// this one to the node itself), and its next firing.
+    fn fire(&mut self, node: NodeId, now: SimTime, net: &Network) -> (Option<Packet>, Option<SimTime>) {
+        let (tc, rails) = (self.tc, self.rails);
+        let s = &mut self.sources[node as usize];
+        let dst = self.dests.next(node, s.seq, &mut s.rng);
+        let payload = tc.size.sample(&mut s.rng);
+        s.seq += 1;
+        let mut pkt = None;
+        if dst != node {
+            let mut p = Packet::new(self.generated, node, dst, payload as u32, self.header, now);
+            p.rail = match tc.rails {
+                RailChoice::Fixed => 0,
+                RailChoice::RoundRobin => {
+                    s.rr_rail = (s.rr_rail + 1) % rails;
+                    s.rr_rail
+                }
+                RailChoice::Adaptive => net.least_loaded_rail(node, (s.seq % rails as u64) as u8),
+            };
+            let in_window = now >= self.warm && now < self.meas_end;
+            p.set_measured(in_window);
+            if in_window {
+                self.measured += 1;
+                self.bytes_created_window += p.size as u64;
+            }
+            self.generated += 1;
+            pkt = Some(p);
+        }
+        let g = gap(tc, self.slot_ps, self.period_ps, &mut s.rng);
+        let next = (now + g < self.meas_end).then_some(now + g);
+        (pkt, next)
+    }
+}
+
+/// A synthetic run as the kernel's driver sees it: sources, network and collector on one event
+/// queue.
+struct Run<'a> {
+    q: EventQueue<Ev>,
+    net: Network,
+    col: Collector,
+    gen: Generator<'a>,
+    /// Link busy snapshots at the end of warm-up and of measurement.
+    busy: [Option<Vec<u64>>; 2],
+    error: Option<RunError>,
+}
+
+impl Model for Run<'_> {
+    fn now(&self) -> SimTime {
+        self.q.now()
+    }
+
+    #[inline(always)]
+    fn step_before(&mut self, limit: SimTime) -> Step {
+        let Some((now, ev)) = self.q.pop_before(limit) else {
+            return if self.q.is_empty() { Step::Empty } else { Step::Limit };
+        };
+        match ev {
+            Ev::Net(e) => self.net.handle(&mut self.q, e, &mut self.col),
+            Ev::Gen(node) => {
+                let (pkt, next) = self.gen.fire(node, now, &self.net);
+                if let Some(p) = pkt {
+                    if let Err(e) = self.net.inject(&mut self.q, p, &mut self.col) {
+                        self.error = Some(RunError::Config(format!("routing: {e}")));
+                        return Step::Empty;
+                    }
+                }
+                if let Some(t) = next {
+                    self.q.schedule(t, Ev::Gen(node));
+                }
+            }
+        }
+        Step::Handled
+    }
+
+    #[inline(always)]
+    fn stalled_for(&self) -> Option<SimTime> {
+        // Time test first: it is almost always false, and `in_flight` costs three loads.
+        let s = self.q.now().saturating_sub(self.net.last_progress());
+        (s > SimTime::ZERO && self.net.in_flight() > 0).then_some(s)
+    }
+
+    fn boundary(&mut self, index: usize) {
+        self.busy[index] = Some(self.net.busy_snapshot());
+    }
+}
+
 /// Progress callback: (simulated now, planned end of measurement).
 pub type Progress<'a> = &'a mut dyn FnMut(SimTime, SimTime);
 
@@ -285,7 +409,7 @@ pub struct LinkRecord {
 pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, RunError> {
     let mut progress = opts.progress;
     let wall = Instant::now();
-    let mut net = Network::new(sc.topology.clone(), sc.fabric.clone())
+    let net = Network::new(sc.topology.clone(), sc.fabric.clone())
         .map_err(|e| RunError::Config(format!("{}: {e}", sc.source)))?;
     let tc: &TrafficConfig = &sc.traffic;
     let streams = RngStreams::new(sc.file.seed);
@@ -307,7 +431,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
     let drain_end = meas_end + sc.file.sim.drain;
     let watchdog = sc.fabric.faults.watchdog;
 
-    let mut col = Collector::new(
+    let col = Collector::new(
         warm,
         meas_end,
         sc.fabric.link.latency,
@@ -323,21 +447,6 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
             rr_rail: 0,
         })
         .collect();
-    let gap = |rng: &mut SimRng| -> SimTime {
-        match tc.process {
-            Process::Periodic => SimTime(period_ps.round().max(1.0) as u64),
-            Process::Bernoulli => {
-                // Geometric number of slots (≥ 1) with success probability = load.
-                let u: f64 = rng.gen::<f64>();
-                let k = if tc.load >= 1.0 {
-                    1.0
-                } else {
-                    ((1.0 - u).ln() / (1.0 - tc.load).ln()).floor() + 1.0
-                };
-                SimTime((k * slot_ps).round().max(1.0) as u64)
-            }
-        }
-    };
     for (i, s) in sources.iter_mut().enumerate() {
         // Random phase so periodic sources do not inject in lock-step. Like every later packet,
         // the first is created only before the end of measurement: a short run on a large
@@ -348,102 +457,71 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
             q.schedule(phase, Ev::Gen(i as NodeId));
         }
     }
-
-    let mut generated = 0u64;
-    let mut measured = 0u64;
-    let mut bytes_created_window = 0u64;
-    let mut busy_start: Option<Vec<u64>> = None;
-    let mut busy_end: Option<Vec<u64>> = None;
-    let mut deadlock = None;
-    let mut events = 0u64;
-    // Phase boundaries (warm-up snapshot, end of measurement, end of drain) are checked with one
-    // comparison per event against the next one due (the separate checks were ~20 instructions
-    // per hop in callgrind). `now > drain_end` is `now >= drain_end + 1` in integer picoseconds.
+    let mut run = Run {
+        q,
+        net,
+        col,
+        gen: Generator {
+            sources,
+            dests: &dests,
+            tc,
+            header: header as u32,
+            rails,
+            warm,
+            meas_end,
+            slot_ps,
+            period_ps,
+            generated: 0,
+            measured: 0,
+            bytes_created_window: 0,
+        },
+        busy: [None, None],
+        error: None,
+    };
+    // Phase boundaries: warm-up end and measurement end (link busy snapshots); the run ends
+    // after the drain (`sim.drain` after the measurement) at the latest.
     let drain_stop = SimTime(drain_end.0.saturating_add(1));
-    let mut next_boundary = warm.min(meas_end).min(drain_stop);
+    let mut cb = |now: SimTime| {
+        if let Some(p) = progress.as_mut() {
+            p(now, meas_end)
+        }
+    };
     let loop_start = Instant::now();
-
-    while let Some((now, ev)) = q.pop() {
-        events += 1;
-        if now >= next_boundary {
-            if busy_start.is_none() && now >= warm {
-                busy_start = Some(net.busy_snapshot());
-            }
-            if busy_end.is_none() && now >= meas_end {
-                busy_end = Some(net.busy_snapshot());
-            }
-            if now >= drain_stop {
-                break;
-            }
-            next_boundary = drain_stop;
-            if busy_start.is_none() {
-                next_boundary = next_boundary.min(warm);
-            }
-            if busy_end.is_none() {
-                next_boundary = next_boundary.min(meas_end);
-            }
-        }
-        match ev {
-            Ev::Net(e) => net.handle(&mut q, e, &mut col),
-            Ev::Gen(node) => {
-                let s = &mut sources[node as usize];
-                let dst = dests.next(node, s.seq, &mut s.rng);
-                let payload = tc.size.sample(&mut s.rng);
-                s.seq += 1;
-                if dst != node {
-                    let mut p = Packet::new(generated, node, dst, payload as u32, header as u32, now);
-                    p.rail = match tc.rails {
-                        RailChoice::Fixed => 0,
-                        RailChoice::RoundRobin => {
-                            s.rr_rail = (s.rr_rail + 1) % rails;
-                            s.rr_rail
-                        }
-                        RailChoice::Adaptive => net.least_loaded_rail(node, (s.seq % rails as u64) as u8),
-                    };
-                    let in_window = now >= warm && now < meas_end;
-                    p.set_measured(in_window);
-                    if in_window {
-                        measured += 1;
-                        bytes_created_window += p.size as u64;
-                    }
-                    generated += 1;
-                    if let Err(e) = net.inject(&mut q, p, &mut col) {
-                        return Err(RunError::Config(format!("{}: routing: {e}", sc.source)));
-                    }
-                }
-                let g = gap(&mut sources[node as usize].rng);
-                if now + g < meas_end {
-                    q.schedule(now + g, Ev::Gen(node));
-                }
-            }
-        }
-        // Time test first: it is almost always false, and `in_flight` costs three loads.
-        if now.saturating_sub(net.last_progress()) > watchdog && net.in_flight() > 0 {
-            deadlock = Some(DeadlockReport {
-                at_ns: now.as_ns_f64(),
-                in_flight: net.in_flight(),
-                queued_at_sources: net.queued_at_sources(),
-                blocked: net.blocked(32),
-            });
-            break;
-        }
-        if events & 0xffff == 0 {
-            if let Some(cb) = progress.as_mut() {
-                cb(now, meas_end);
-            }
-        }
-    }
-    let end = q.now();
+    let out = Driver::new()
+        .phases(vec![warm.min(meas_end), meas_end])
+        .end(drain_stop)
+        .watchdog(watchdog)
+        .progress(&mut cb)
+        .run(&mut run);
     let loop_seconds = loop_start.elapsed().as_secs_f64();
-    if deadlock.is_none() && (net.in_flight() > 0 || net.queued_at_sources() > 0) && q.is_empty() {
-        // Nothing left to happen but packets remain: they can never move.
-        deadlock = Some(DeadlockReport {
+    let Run {
+        q,
+        net,
+        col,
+        gen,
+        busy: [busy_start, busy_end],
+        error,
+    } = run;
+    if let Some(e) = error {
+        return Err(match e {
+            RunError::Config(m) => RunError::Config(format!("{}: {m}", sc.source)),
+            e => e,
+        });
+    }
+    let (generated, measured, bytes_created_window) = (gen.generated, gen.measured, gen.bytes_created_window);
+    let events = q.events_processed();
+    let end = q.now();
+    let stuck = net.in_flight() > 0 || net.queued_at_sources() > 0;
+    let deadlock = (matches!(out.stop, Stop::Watchdog { .. }) || (stuck && q.is_empty())).then(|| {
+        // The watchdog fired, or nothing was left to happen but packets remain: they can never
+        // move.
+        DeadlockReport {
             at_ns: end.as_ns_f64(),
             in_flight: net.in_flight(),
             queued_at_sources: net.queued_at_sources(),
             blocked: net.blocked(32),
-        });
-    }
+        }
+    });
     let busy_start = busy_start.unwrap_or_else(|| net.busy_snapshot());
     let busy_end = busy_end.unwrap_or_else(|| net.busy_snapshot());
     let drained = net.in_flight() == 0 && net.queued_at_sources() == 0;
