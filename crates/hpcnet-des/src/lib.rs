@@ -20,7 +20,7 @@ pub mod units;
 
 pub use driver::{Driver, Model};
 pub use exec::{Executor, Spawner};
-pub use queue::EventQueue;
+pub use queue::{EventQueue, Origin};
 pub use rng::RngStreams;
 pub use stats::Registry;
 pub use units::{BitsPerSec, Bytes, SimTime, UnitError};

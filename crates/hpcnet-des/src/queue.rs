@@ -1,10 +1,17 @@
 //! The event queue: a bucketed calendar for the near future plus heaps for the rest, ordered by
-//! (time, insertion sequence).
+//! (time, origin, per-origin sequence).
 //!
-//! Equal-time events pop in the order they were pushed (first in, first out), which makes every
-//! run reproducible regardless of the internal layout (as in nexosim's priority queue): every
-//! event carries one `u128` key = time << 64 | sequence and the queue pops keys in strictly
-//! increasing order, whatever structure they wait in.
+//! **Ordering rule.** Every event is scheduled by an *origin* — the model component whose
+//! action scheduled it (a router, a node and its NIC, a traffic source; [`Origin`]) — and gets
+//! the next number of that origin's own sequence. Events pop in increasing (time, origin,
+//! sequence): equal-time events of one origin in the order that origin scheduled them, and of
+//! different origins by origin number. No global counter enters the key, so a partitioned
+//! engine in which each partition owns some components (and each component handles its events
+//! in this order) schedules every event with the same key as the serial engine, and runs give
+//! identical results whatever the partitioning. Each event carries one `u128` key =
+//! time << 64 | origin << 40 | sequence, and the queue pops keys in strictly increasing order,
+//! whatever structure they wait in (as in nexosim's priority queue). [`EventQueue::schedule`]
+//! uses origin 0, for models with one component.
 //!
 //! Why not one heap: profiling the torus benchmark showed a 4-ary heap's sift-down at ~20 % of
 //! the run (~380 instructions per packet-hop: unpredictable comparisons over a few thousand
@@ -42,9 +49,18 @@ const WORDS: usize = (RING / 64) as usize;
 const MAX_WALK: u32 = 16;
 const NIL: u32 = u32::MAX;
 
+/// Bits of the per-origin sequence in a key (2^40 ≈ 10^12 events per origin).
+const SEQ_BITS: u32 = 40;
+/// Origins a queue can tell apart (2^24 ≈ 16.7 million components).
+pub const MAX_ORIGINS: u32 = 1 << (64 - SEQ_BITS);
+
+/// The model component that schedules an event (see the module documentation).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Origin(pub u32);
+
 #[inline]
-fn key_of(time: SimTime, seq: u64) -> u128 {
-    ((time.0 as u128) << 64) | seq as u128
+fn key_of(time: SimTime, origin_seq: u64) -> u128 {
+    ((time.0 as u128) << 64) | origin_seq as u128
 }
 
 #[inline]
@@ -58,11 +74,12 @@ fn bucket_of(key: u128) -> u64 {
 }
 
 /// A slab slot: an event waiting in a ring bucket, linked to the next one of the same bucket
-/// (or, while the slot is free, to the next free slot). Time and sequence are kept apart rather
-/// than as one `u128` key: the node is then 8-byte aligned (32 bytes for the network's events
-/// instead of 48), and ordered insertion compares times only (see [`EventQueue::push_ring`]).
+/// (or, while the slot is free, to the next free slot). Time and (origin, sequence) are kept
+/// apart rather than as one `u128` key: the node is then 8-byte aligned (32 bytes for the
+/// network's events instead of 48).
 struct Node<E> {
     time: u64,
+    /// origin << 40 | per-origin sequence.
     seq: u64,
     next: u32,
     /// `None` while the slot is free.
@@ -95,7 +112,8 @@ pub struct EventQueue<E> {
     far: Heap<E>,
     /// Events the ring could not take cheaply (see the module documentation).
     spill: Heap<E>,
-    seq: u64,
+    /// Next sequence number of each origin.
+    seqs: Vec<u64>,
     now: SimTime,
     popped: u64,
 }
@@ -118,7 +136,7 @@ impl<E> EventQueue<E> {
             in_ring: 0,
             far: Heap { h: Vec::new() },
             spill: Heap { h: Vec::new() },
-            seq: 0,
+            seqs: Vec::new(),
             now: SimTime::ZERO,
             popped: 0,
         }
@@ -130,13 +148,39 @@ impl<E> EventQueue<E> {
         self.now
     }
 
-    /// Schedule `event` at absolute time `at`. Scheduling into the past is a model bug; the event
-    /// is clamped to `now` so time never runs backwards (debug builds assert).
+    /// Schedule `event` at absolute time `at` on behalf of origin 0.
     #[inline(always)]
     pub fn schedule(&mut self, at: SimTime, event: E) {
+        self.schedule_by(Origin(0), at, event);
+    }
+
+    /// Make room for origins below `n` (so that scheduling never grows the table).
+    pub fn reserve_origins(&mut self, n: u32) {
+        assert!(n <= MAX_ORIGINS, "at most {MAX_ORIGINS} origins, asked for {n}");
+        if self.seqs.len() < n as usize {
+            self.seqs.resize(n as usize, 0);
+        }
+    }
+
+    /// Schedule `event` at absolute time `at`, scheduled by `origin`. Scheduling into the past
+    /// is a model bug; the event is clamped to `now` so time never runs backwards (debug builds
+    /// assert).
+    #[inline(always)]
+    pub fn schedule_by(&mut self, origin: Origin, at: SimTime, event: E) {
         debug_assert!(at >= self.now, "event scheduled in the past: {at:?} < {:?}", self.now);
-        let key = key_of(at.max(self.now), self.seq);
-        self.seq += 1;
+        let seq = match self.seqs.get_mut(origin.0 as usize) {
+            Some(s) => {
+                *s += 1;
+                *s - 1
+            }
+            None => {
+                self.reserve_origins(origin.0 + 1);
+                self.seqs[origin.0 as usize] = 1;
+                0
+            }
+        };
+        debug_assert!(seq < 1 << SEQ_BITS, "origin {origin:?} scheduled 2^40 events");
+        let key = key_of(at.max(self.now), ((origin.0 as u64) << SEQ_BITS) | seq);
         let b = bucket_of(key);
         if b < self.cur {
             self.spill.push(Entry { key, event });
@@ -235,22 +279,20 @@ impl<E> EventQueue<E> {
     /// Link a new event into ring bucket `b`, in key order; gives the event back if its place is
     /// too far from the bucket's ends.
     ///
-    /// Only times are compared: an event scheduled now has the largest sequence number so far,
-    /// so among equal times it goes last. Events moved in from `far` come in key order and
-    /// before any event scheduled later into their bucket (a bucket enters the ring's window
-    /// only in [`EventQueue::advance`], which moves them at once), so the same holds for them.
+    /// Usually the new event goes last (later time, or an equal time and a larger key); else
+    /// a short walk from the head finds its place.
     #[inline(always)]
     fn push_ring(&mut self, b: u64, key: u128, event: E) -> Result<(), E> {
         let time = (key >> 64) as u64;
         let slot = (b & MASK) as usize;
         let tail = self.tails[slot];
         let mut after = tail; // node to link after (NIL: at the head)
-        if tail != NIL && self.slab[tail as usize].time > time {
-            // An earlier time than the bucket's last event: find the last node not later.
+        if tail != NIL && self.slab[tail as usize].key() > key {
+            // An earlier key than the bucket's last event: find the last node not later.
             after = NIL;
             let mut j = self.heads[slot];
             let mut steps = 0;
-            while self.slab[j as usize].time <= time {
+            while self.slab[j as usize].key() < key {
                 steps += 1;
                 if steps > MAX_WALK {
                     return Err(event);
@@ -436,6 +478,37 @@ mod tests {
             assert_eq!(q.pop(), Some((SimTime(5), i)));
         }
         assert!(q.pop().is_none());
+    }
+
+    #[test]
+    fn equal_times_pop_by_origin_then_by_each_origins_order() {
+        let mut q = EventQueue::new();
+        // Scheduled interleaved: origin 2 first, then 1, then 2 again, then 0.
+        q.schedule_by(Origin(2), SimTime(5), "2a");
+        q.schedule_by(Origin(1), SimTime(5), "1a");
+        q.schedule_by(Origin(2), SimTime(5), "2b");
+        q.schedule_by(Origin(1), SimTime(4), "1-early");
+        q.schedule_by(Origin(0), SimTime(5), "0a");
+        let order: Vec<_> = std::iter::from_fn(|| q.pop().map(|e| e.1)).collect();
+        assert_eq!(order, ["1-early", "0a", "1a", "2a", "2b"]);
+    }
+
+    #[test]
+    fn the_order_does_not_depend_on_how_origins_interleave() {
+        // Two schedules of the same per-origin sequences, interleaved differently, pop alike.
+        let events = |interleave: &[u32]| {
+            let mut q = EventQueue::new();
+            let mut next = [0u32; 3];
+            for &o in interleave {
+                let k = next[o as usize];
+                next[o as usize] += 1;
+                q.schedule_by(Origin(o), SimTime(u64::from(k % 2) * 300), (o, k));
+            }
+            std::iter::from_fn(|| q.pop()).collect::<Vec<_>>()
+        };
+        let a = events(&[0, 0, 1, 2, 1, 2, 0, 1]);
+        let b = events(&[2, 1, 0, 2, 1, 0, 1, 0]);
+        assert_eq!(a, b);
     }
 
     #[test]

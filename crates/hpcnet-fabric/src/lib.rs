@@ -1,7 +1,16 @@
 //! hpcnet-fabric — the interconnect: topologies, links, routers (virtual channels, credits,
 //! cut-through and store-and-forward switching, arbitration), routing algorithms and tables,
 //! faults, and the packet-level network simulator that moves packets through them.
+//!
+//! - [`topology`]: topology families, their builder, metrics and export;
+//! - [`config`]: the fabric's scenario keys (links, routers, routing, faults) and validation;
+//! - [`routing`]: routing functions and tables, VC classes and deadlock schemes;
+//! - [`arbiter`]: output arbitration policies;
+//! - [`net`]: the packet-level simulator (input-buffered routers, credits, links) and the
+//!   [`Endpoints`] seam through which it hands packets to NICs or traffic collectors;
+//! - [`packet`]: the packet record.
 
+pub mod arbiter;
 pub mod config;
 pub mod net;
 pub mod packet;

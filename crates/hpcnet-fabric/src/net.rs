@@ -13,7 +13,8 @@
 //!   the head only with the tail.
 //! - **Head-of-line blocking**: only the head packet of each input VC competes for an output.
 //!   Routing happens once, when a packet becomes head; adaptive choices are made then.
-//! - **Output arbitration**: round-robin over requesting input VCs, or age-based; the crossbar
+//! - **Output arbitration**: a policy of [`crate::arbiter`] (round robin over requesting input
+//!   VCs, or age-based) chooses among the input VCs requesting an output; the crossbar
 //!   is not a separate resource (its latency is part of `router.latency`); the Sunway tiled
 //!   crossbar's row/column buffers are not modelled individually.
 //! - **One pending event per resource**: an output port schedules at most one arbitration; a
@@ -21,11 +22,12 @@
 //! - **Endpoints**: each node rail has an injection queue without limit and an output port with
 //!   credits into its router; ejection into the node never blocks (the NIC drains at link rate).
 
+use crate::arbiter::{Age, OutputArbiter, Request as ArbRequest, RoundRobin};
 use crate::config::{Arbitration, FabricConfig, Switching, MAX_VCS};
 use crate::packet::{Packet, PacketId};
 use crate::routing::{CreditView, RouteError, Routing};
 use crate::topology::{NodeId, Peer, PortIdx, RouterId, Topology};
-use hpcnet_des::{BitsPerSec, EventQueue, SimTime};
+use hpcnet_des::{BitsPerSec, EventQueue, Origin, SimTime};
 use serde::Serialize;
 
 /// Events the network schedules on the shared event queue.
@@ -136,6 +138,8 @@ struct OutPort {
     /// Ejection port whose node accepts packets only into credited buffers
     /// ([`Network::set_ejection_credits`]).
     limited: bool,
+    /// Event origin of the component owning the port (its router, or its node).
+    origin: u32,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -188,6 +192,8 @@ pub struct Network {
     node_q0: u32,
     /// Router owning each global router port.
     router_of: Vec<RouterId>,
+    /// Number of routers (the first node's event origin).
+    routers: u32,
     packets: Vec<Packet>,
     free_ids: Vec<PacketId>,
     bubble_credits: u32,
@@ -287,7 +293,7 @@ impl Network {
             *f = cfg.router.private_credits.min(u16::MAX as u32) as u16;
         }
         let base_rate = cfg.link.data_rate();
-        let mk = |to: Dest, rate: BitsPerSec, latency: SimTime, saf: bool| OutPort {
+        let mk = |to: Dest, rate: BitsPerSec, latency: SimTime, saf: bool, origin: u32| OutPort {
             busy_until: SimTime::ZERO,
             free_private,
             free_shared: cfg.router.shared_credits,
@@ -307,6 +313,7 @@ impl Network {
             busy_ps: 0,
             packets: 0,
             limited: false,
+            origin,
         };
         let mut out = Vec::with_capacity(nports);
         let mut upstream = vec![u32::MAX; total as usize];
@@ -324,7 +331,7 @@ impl Network {
                     Peer::Node { .. } => Dest::Node,
                     Peer::None => Dest::None,
                 };
-                out.push(mk(to, rate, lat, sw == Switching::StoreAndForward));
+                out.push(mk(to, rate, lat, sw == Switching::StoreAndForward, ri as u32));
             }
         }
         for (ni, n) in topo.nodes.iter().enumerate() {
@@ -339,6 +346,7 @@ impl Network {
                     rate,
                     lat,
                     sw == Switching::StoreAndForward,
+                    (topo.routers.len() + ni) as u32,
                 ));
             }
         }
@@ -352,6 +360,18 @@ impl Network {
         let router_of = (0..topo.routers.len())
             .flat_map(|r| (port_base[r]..port_base[r + 1]).map(move |_| r as RouterId))
             .collect();
+        let routers = topo.routers.len() as u32;
+        if routers as u64 + topo.nodes.len() as u64 > hpcnet_des::queue::MAX_ORIGINS as u64 {
+            return Err(crate::config::ConfigError::new(
+                "topology",
+                format!(
+                    "{} routers + {} nodes exceed the {} components the event queue can order",
+                    routers,
+                    topo.nodes.len(),
+                    hpcnet_des::queue::MAX_ORIGINS
+                ),
+            ));
+        }
         Ok(Network {
             topo,
             routing,
@@ -366,6 +386,7 @@ impl Network {
             vcs: vcs as u32,
             node_q0,
             router_of,
+            routers,
             packets: Vec::new(),
             free_ids: Vec::new(),
             bubble_credits,
@@ -403,8 +424,16 @@ impl Network {
     /// first from `start`, cyclically). A rail renegotiated to fewer lanes counts as busier.
     pub fn least_loaded_rail(&self, node: NodeId, start: u8) -> u8 {
         let rails = self.rails;
-        (0..rails)
-            .map(|k| (start % rails + k) % rails)
+        if rails == 1 {
+            return 0;
+        }
+        let order = (0..rails).map(|k| (start % rails + k) % rails);
+        let rate0 = self.injection_rate(node, 0);
+        if (1..rails).all(|r| self.injection_rate(node, r) == rate0) {
+            // Equal rates: the drain time orders like the queue length (no division).
+            return order.min_by_key(|&r| self.source_queue_len(node, r)).unwrap_or(0);
+        }
+        order
             .min_by_key(|&r| {
                 // Drain time of the queue plus the packet, in picoseconds per bit-rate unit.
                 let q = self.source_queue_len(node, r) as u128 + 1;
@@ -445,6 +474,31 @@ impl Network {
     #[inline]
     fn node_queue(&self, k: u32) -> u32 {
         self.node_q0 + (k << self.vc_shift)
+    }
+
+    /// Event origins of this network's components: routers `0 … R − 1`, then nodes (with their
+    /// NICs and traffic sources) `R … R + N − 1` ([`hpcnet_des::Origin`], the event-ordering
+    /// rule).
+    pub fn origins(&self) -> u32 {
+        (self.topo.routers.len() + self.topo.nodes.len()) as u32
+    }
+
+    /// The event origin of router `r`.
+    #[inline]
+    pub fn router_origin(&self, r: RouterId) -> Origin {
+        Origin(r)
+    }
+
+    /// The event origin of node `node` (its NIC and its traffic source).
+    #[inline]
+    pub fn node_origin(&self, node: NodeId) -> Origin {
+        Origin(self.routers + node)
+    }
+
+    /// The component owning output port `oi` (a router, or a node for its rail ports).
+    #[inline(always)]
+    fn port_origin(&self, oi: u32) -> Origin {
+        Origin(self.out[oi as usize].origin)
     }
 
     /// Data rate of the link leaving `node`'s `rail`.
@@ -645,18 +699,21 @@ impl Network {
         o.returning.push((t, vc, private, shared));
         o.ret_min = o.ret_min.min(t);
         if o.starved {
-            self.wake_at(q, up, t);
+            // The credits are a message from this router to the upstream port, one link
+            // latency away.
+            let by = Origin(self.router_of[(qi >> self.vc_shift) as usize]);
+            self.wake_at(q, by, up, t);
         }
     }
 
     /// Make sure output `oi` arbitrates at `t` (one pending event per port; an earlier request
     /// supersedes a later one, which is then ignored).
     #[inline]
-    fn wake_at<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, oi: u32, t: SimTime) {
+    fn wake_at<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, by: Origin, oi: u32, t: SimTime) {
         let o = &mut self.out[oi as usize];
         if t < o.arb_at {
             o.arb_at = t;
-            q.schedule(t, NetEvent::Arb { oport: oi }.into());
+            q.schedule_by(by, t, NetEvent::Arb { oport: oi }.into());
         }
     }
 
@@ -714,39 +771,49 @@ impl Network {
         }
     }
 
-    /// Pick the requesting input queue of router output `o` to serve: round robin from `rr_q`
-    /// over the requests in arrival order, or the oldest head packet (age).
+    /// Pick the requesting input queue of router output `o` to serve, by the scenario's
+    /// arbitration policy ([`crate::arbiter`]), scanning the requests in arrival order from the
+    /// round-robin pointer `rr_q`.
     #[inline(always)]
     fn pick_request(&self, o: &OutPort) -> Option<u32> {
-        let recs = &self.inq.q;
         // One requester (the common case below saturation; the caller checked the list is not
         // empty): no scan, no policy.
         if o.req_head == o.req_tail {
             let qi = o.req_head;
-            return Self::request_fits(o, &recs[qi as usize]).then_some(qi);
+            return Self::request_fits(o, &self.inq.q[qi as usize]).then_some(qi);
         }
+        match self.cfg.router.arbitration {
+            Arbitration::RoundRobin => self.scan_requests(o, RoundRobin),
+            Arbitration::Age => self.scan_requests(o, Age::default()),
+        }
+    }
+
+    /// Offer the requests of `o`, from the round-robin pointer on, cyclically, to `arb`.
+    #[inline(always)]
+    fn scan_requests<A: OutputArbiter>(&self, o: &OutPort, mut arb: A) -> Option<u32> {
+        let recs = &self.inq.q;
         let start = if o.rr_q == NIL { o.req_head } else { o.rr_q };
         let mut cur = start;
-        let mut chosen: Option<(u32, SimTime)> = None;
         loop {
             let r = &recs[cur as usize];
-            if Self::request_fits(o, r) {
-                match self.cfg.router.arbitration {
-                    Arbitration::RoundRobin => return Some(cur),
-                    Arbitration::Age => {
-                        let created = self.pkt(r.head).created;
-                        if chosen.is_none_or(|(_, t)| created < t) {
-                            chosen = Some((cur, created));
-                        }
-                    }
-                }
+            let req = ArbRequest {
+                queue: cur,
+                fits: Self::request_fits(o, r),
+                created: if A::NEEDS_AGE {
+                    self.pkt(r.head).created
+                } else {
+                    SimTime::ZERO
+                },
+            };
+            if let Some(q) = arb.visit(req) {
+                return Some(q);
             }
             cur = if r.req_next == NIL { o.req_head } else { r.req_next };
             if cur == start {
                 break;
             }
         }
-        chosen.map(|(qi, _)| qi)
+        arb.finish()
     }
 
     /// Serve output `oi` if it can send now. Returns the output the served packet's successor
@@ -762,7 +829,7 @@ impl Network {
         let o = &mut self.out[oi as usize];
         if o.busy_until > now {
             let t = o.busy_until;
-            self.wake_at(q, oi, t);
+            self.wake_at(q, self.port_origin(oi), oi, t);
             return None;
         }
         // Absorb credits that have arrived by now.
@@ -867,12 +934,17 @@ impl Network {
         match to {
             Dest::Router { router, port } => {
                 let head = if saf { start + ser + lat } else { start + lat };
-                q.schedule(
+                q.schedule_by(
+                    self.port_origin(oi),
                     head + self.cfg.router.latency,
                     NetEvent::Arrive { pkt: id, router, port }.into(),
                 );
             }
-            Dest::Node => q.schedule(start + ser + lat, NetEvent::Deliver { pkt: id }.into()),
+            Dest::Node => q.schedule_by(
+                self.port_origin(oi),
+                start + ser + lat,
+                NetEvent::Deliver { pkt: id }.into(),
+            ),
             Dest::None => unreachable!("a dead port never fits"),
         }
         // The input queue has a new head.
@@ -891,7 +963,7 @@ impl Network {
         };
         if more {
             let t = o.busy_until;
-            self.wake_at(q, oi, t);
+            self.wake_at(q, self.port_origin(oi), oi, t);
         }
         kick
     }
@@ -901,7 +973,7 @@ impl Network {
         let o = &mut self.out[oi as usize];
         o.starved = true;
         if let Some(t) = (o.ret_min != SimTime::MAX).then_some(o.ret_min) {
-            self.wake_at(q, oi, t);
+            self.wake_at(q, self.port_origin(oi), oi, t);
         }
     }
 
@@ -1017,7 +1089,8 @@ impl Network {
         o.returning.push((t, credits.0, credits.1, credits.2));
         o.ret_min = o.ret_min.min(t);
         if o.starved {
-            self.wake_at(q, oi, t);
+            // The credits are a message from the node to its router, one link latency away.
+            self.wake_at(q, self.node_origin(node), oi, t);
         }
     }
 

@@ -41,8 +41,8 @@ pub trait NicBackend {
     fn post(&mut self, req: Request) -> Result<(), PostError>;
     /// Take the oldest entry of `cq`.
     fn poll_cq(&mut self, cq: CqId) -> Option<Cqe>;
-    /// A timer expiring at `t`.
-    fn set_timer(&mut self, t: SimTime) -> TimerId;
+    /// A timer of `rank` expiring at `t`.
+    fn set_timer(&mut self, rank: Rank, t: SimTime) -> TimerId;
     /// Handle the next event; false when none is left.
     fn step(&mut self) -> bool;
     /// Notices of the steps so far, in order.
@@ -111,8 +111,8 @@ impl NicBackend for World {
     fn poll_cq(&mut self, cq: CqId) -> Option<Cqe> {
         World::poll_cq(self, cq)
     }
-    fn set_timer(&mut self, t: SimTime) -> TimerId {
-        World::set_timer(self, t)
+    fn set_timer(&mut self, rank: Rank, t: SimTime) -> TimerId {
+        World::set_timer(self, rank, t)
     }
     #[inline]
     fn step(&mut self) -> bool {

@@ -415,6 +415,7 @@ impl Context {
     pub fn sleep(&self, d: SimTime) -> Sleep {
         Sleep {
             host: self.host.clone(),
+            rank: self.rank,
             until: self.now() + d,
             armed: false,
         }
@@ -500,6 +501,7 @@ impl Future for NextCqe {
 /// Future of [`Context::sleep`].
 pub struct Sleep {
     host: Shared,
+    rank: Rank,
     until: SimTime,
     armed: bool,
 }
@@ -515,7 +517,7 @@ impl Future for Sleep {
             self.armed = true;
             let t = self.until;
             let mut h = self.host.borrow_mut();
-            let id = h.nic.set_timer(t);
+            let id = h.nic.set_timer(self.rank, t);
             h.waiters.timers.insert(id, cx.waker().clone());
         }
         Poll::Pending

@@ -181,6 +181,7 @@ impl World {
         let Some(id) = self.next_message(node, engine) else {
             return;
         };
+        let by = self.net.node_origin(node);
         let e = &mut self.nics[node as usize].engines[engine as usize];
         e.busy = true;
         e.in_flight += 1;
@@ -244,9 +245,9 @@ impl World {
             };
             let p = self.alloc_pkt(info);
             // The request leaves through the data path, after the previous message's packets.
-            self.q.schedule(entry, WorldEvent::Inject { pkt: p });
+            self.q.schedule_by(by, entry, WorldEvent::Inject { pkt: p });
             let free = self.leave_data_stage(node, engine, t, entry, entry);
-            self.q.schedule(free, WorldEvent::EngineFree { node, engine });
+            self.q.schedule_by(by, free, WorldEvent::EngineFree { node, engine });
             return;
         }
         let id = if sent_completes && !unreliable_copy && class == Class::Push && !internal {
@@ -330,15 +331,15 @@ impl World {
                 rail,
                 held: None,
             });
-            self.q.schedule(ready, WorldEvent::Inject { pkt: p });
+            self.q.schedule_by(by, ready, WorldEvent::Inject { pkt: p });
         }
         if !immediate && !fsm {
             self.nics[node as usize].host.read_until(link, last);
         }
         let free = self.leave_data_stage(node, engine, desc_done, entry, last);
-        self.q.schedule(free, WorldEvent::EngineFree { node, engine });
+        self.q.schedule_by(by, free, WorldEvent::EngineFree { node, engine });
         for orig in std::mem::take(&mut self.unreliable_sent) {
-            self.q.schedule(last, WorldEvent::Sent { msg: orig });
+            self.q.schedule_by(by, last, WorldEvent::Sent { msg: orig });
         }
     }
 

@@ -353,7 +353,8 @@ impl World {
             self.mem[req.src.index()].read(a, l).map_err(PostError::Local)?;
         }
         let engine = req.qp.0 % self.cfg.engines;
-        self.nic_of(req.src).outstanding[req.function as usize] += 1;
+        let src = req.src;
+        self.nic_of(src).outstanding[req.function as usize] += 1;
         let id = self.alloc_msg(Msg {
             req,
             class,
@@ -374,7 +375,8 @@ impl World {
         });
         self.counters.messages += 1;
         let t = self.q.now() + self.cfg.host.doorbell_latency;
-        self.q.schedule(t, WorldEvent::Doorbell { msg: id });
+        let by = self.net.node_origin(self.place.node_of(src));
+        self.q.schedule_by(by, t, WorldEvent::Doorbell { msg: id });
         Ok(())
     }
 

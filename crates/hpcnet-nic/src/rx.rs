@@ -96,7 +96,8 @@ impl World {
                 };
                 let ready = now + self.cfg.rx_overhead;
                 let done = self.nic_of(info.to).host.write(ready, write);
-                self.q.schedule(done, WorldEvent::Landed { pkt: pid });
+                let by = self.net.node_origin(self.place.node_of(info.to));
+                self.q.schedule_by(by, done, WorldEvent::Landed { pkt: pid });
             }
             PktKind::ReadReq => {
                 self.free_pkt(pid);
@@ -164,7 +165,8 @@ impl World {
                     held: None,
                 });
                 let t = now + self.cfg.rx_overhead + self.cfg.host.read_latency;
-                self.q.schedule(t, WorldEvent::Inject { pkt: p });
+                let by = self.net.node_origin(self.place.node_of(info.to));
+                self.q.schedule_by(by, t, WorldEvent::Inject { pkt: p });
             }
             PktKind::AtomicResp { status, old } => {
                 self.free_pkt(pid);

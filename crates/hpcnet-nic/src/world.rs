@@ -228,8 +228,10 @@ impl World {
                 nap_cq: None,
             })
             .collect();
+        let mut q = EventQueue::new();
+        q.reserve_origins(net.origins());
         World {
-            q: EventQueue::new(),
+            q,
             arrivals: Arrivals {
                 track_injection: cfg.tx_queue > 0,
                 ..Arrivals::default()
@@ -318,11 +320,13 @@ impl World {
         QpNum(self.next_qp - 1)
     }
 
-    /// A timer that expires at `t` (no earlier than now): [`Notice::Timer`] is reported then.
-    pub fn set_timer(&mut self, t: SimTime) -> TimerId {
+    /// A timer of `rank` that expires at `t` (no earlier than now): [`Notice::Timer`] is
+    /// reported then.
+    pub fn set_timer(&mut self, rank: Rank, t: SimTime) -> TimerId {
         let id = TimerId(self.next_timer);
         self.next_timer = self.next_timer.wrapping_add(1);
-        self.q.schedule(t.max(self.q.now()), WorldEvent::Timer { id });
+        let by = self.net.node_origin(self.place.node_of(rank));
+        self.q.schedule_by(by, t.max(self.q.now()), WorldEvent::Timer { id });
         id
     }
 

@@ -366,7 +366,8 @@ impl Model for Run<'_> {
                     }
                 }
                 if let Some(t) = next {
-                    self.q.schedule(t, Ev::Gen(node));
+                    let by = self.net.node_origin(node);
+                    self.q.schedule_by(by, t, Ev::Gen(node));
                 }
             }
         }
@@ -440,6 +441,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
     );
 
     let mut q: EventQueue<Ev> = EventQueue::new();
+    q.reserve_origins(net.origins());
     let mut sources: Vec<Source> = (0..n)
         .map(|i| Source {
             rng: streams.stream("source", i as u64),
@@ -454,7 +456,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
         // create one packet per node after the sources stopped, all of it drain work.
         let phase = SimTime((s.rng.gen::<f64>() * period_ps) as u64);
         if phase < meas_end {
-            q.schedule(phase, Ev::Gen(i as NodeId));
+            q.schedule_by(net.node_origin(i as NodeId), phase, Ev::Gen(i as NodeId));
         }
     }
     let mut run = Run {
