@@ -29,7 +29,7 @@
 //! ```
 //! use hpcnet_studies::{all, find, Ctx};
 //! let study = find("loggp").unwrap();
-//! let report = study.run(&Ctx { quick: true }).unwrap();
+//! let report = hpcnet_studies::run(study, &Ctx::quick(true)).unwrap();
 //! assert!(report.pass);
 //! assert!(all().iter().any(|s| s.name() == "chpp-crossbar"));
 //! ```
@@ -42,9 +42,10 @@ pub mod chpp_vf_fairness;
 pub mod loggp;
 pub mod plot;
 pub mod report;
+pub mod sensitivity;
 pub mod sunway_rdma_bandwidth;
 
-pub use report::{Role, Row, StudyFailure, StudyReport};
+pub use report::{Fitted, Role, Row, StudyFailure, StudyReport};
 
 use hpcnet_fabric::topology::TopologyError;
 use hpcnet_workloads::synthetic::RunError;
@@ -59,6 +60,30 @@ pub struct Ctx {
     /// Shortened simulations and smaller sizes, for tests and smoke runs: the report is marked
     /// `quick` and its numbers are less precise.
     pub quick: bool,
+    /// Scenario overrides (`key.path=value`, as `hpcnet run --set`) applied to the study's
+    /// scenario before the study's own sweep overrides: what-if runs. Empty for the published
+    /// configuration.
+    pub set: Vec<String>,
+}
+
+impl Ctx {
+    /// A context for a quick (or full) run of the published configuration.
+    pub fn quick(quick: bool) -> Ctx {
+        Ctx { quick, set: Vec::new() }
+    }
+
+    /// Loads `toml` (the study's embedded scenario) with the context's overrides, then `extra`
+    /// (the study's own, which win where both set a key).
+    pub(crate) fn load(
+        &self,
+        toml: &str,
+        path: &str,
+        name: &str,
+        extra: &[String],
+    ) -> Result<hpcnet_workloads::Scenario, StudyError> {
+        let over: Vec<String> = self.set.iter().chain(extra).cloned().collect();
+        Ok(hpcnet_workloads::Scenario::from_str_named(toml, path, name, &over)?)
+    }
 }
 
 /// A study: a published experiment, rerun on the models and compared.
@@ -67,7 +92,33 @@ pub trait Study: Sync {
     fn name(&self) -> &'static str;
     /// One line saying what is reproduced.
     fn title(&self) -> &'static str;
+    /// The scenario the study simulates, as (TOML text, path), if any: `--set` applies to it.
+    fn scenario(&self) -> Option<(&'static str, &'static str)>;
+    /// The declared calibration: every scenario parameter fitted to a published point that the
+    /// study's judged rows depend on (the calibration table of the study's module).
+    fn fitted(&self) -> &'static [Fitted];
+    /// The report on the models as configured by `ctx`. Use [`run`], which also checks the
+    /// overrides and records the declared calibration in the report.
     fn run(&self, ctx: &Ctx) -> Result<StudyReport, StudyError>;
+}
+
+/// Runs `study` under `ctx`: checks `ctx.set` against the study's scenario first (one clear
+/// error naming the key), runs, and records the fitted-parameter table and the overrides in the
+/// report.
+pub fn run(study: &dyn Study, ctx: &Ctx) -> Result<StudyReport, StudyError> {
+    if !ctx.set.is_empty() {
+        let Some((toml, path)) = study.scenario() else {
+            return Err(StudyError::Unsupported(format!(
+                "study '{}' simulates no scenario, so --set does not apply to it",
+                study.name()
+            )));
+        };
+        ctx.load(toml, path, study.name(), &[])?.world()?;
+    }
+    let mut r = study.run(ctx)?;
+    r.fitted = study.fitted().to_vec();
+    r.set = ctx.set.clone();
+    Ok(r)
 }
 
 /// Every study, in the order `hpcnet reproduce --all` runs them.
@@ -148,6 +199,20 @@ pub enum StudyError {
     /// The model failed while running the study: deadlock, undrained network.
     #[error("{0}")]
     Model(String),
+    /// The study cannot run as asked: an override the study cannot use, an operation the
+    /// modified scenario refuses (bad input, not a model failure).
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// A benchmark error of a study run: a refused post is an unsupported configuration (bad input),
+/// a run that does not finish is a model failure. `what` names the run.
+pub(crate) fn p2p_error(what: &str, e: hpcnet_workloads::p2p::P2pError) -> StudyError {
+    use hpcnet_workloads::p2p::P2pError;
+    match e {
+        P2pError::Refused(_) => StudyError::Unsupported(format!("{what}: {e}")),
+        P2pError::Stuck(_) => StudyError::Model(format!("{what}: {e}")),
+    }
 }
 
 #[cfg(test)]
