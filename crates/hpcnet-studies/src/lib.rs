@@ -231,6 +231,156 @@ mod tests {
         }
     }
 
+    /// The judged rows (predictions and post-hoc) of a quick run, by label.
+    fn judged(study: &dyn Study, set: &[String]) -> Vec<(String, f64)> {
+        let ctx = Ctx {
+            quick: true,
+            set: set.to_vec(),
+        };
+        run(study, &ctx)
+            .unwrap_or_else(|e| panic!("{} {set:?}: {e}", study.name()))
+            .rows
+            .into_iter()
+            .filter(|r| matches!(r.role, Role::Prediction | Role::PostHoc))
+            .map(|r| (r.label, r.simulated))
+            .collect()
+    }
+
+    /// The simulated value of the row whose label starts with `label`.
+    fn value(study: &dyn Study, set: &[&str], label: &str) -> f64 {
+        let ctx = Ctx {
+            quick: true,
+            set: set.iter().map(|s| s.to_string()).collect(),
+        };
+        let r = run(study, &ctx).unwrap_or_else(|e| panic!("{} {set:?}: {e}", study.name()));
+        r.rows
+            .iter()
+            .find(|x| x.label.starts_with(label))
+            .unwrap_or_else(|| panic!("{}: no row {label}", study.name()))
+            .simulated
+    }
+
+    #[test]
+    fn every_judged_row_has_a_published_value_and_a_tolerance() {
+        for s in all() {
+            let r = run(s, &Ctx::quick(true)).unwrap();
+            assert_eq!(r.fitted, s.fitted(), "{}", s.name());
+            for row in &r.rows {
+                assert!(
+                    ["calibration", "prediction", "post-hoc", "info"].contains(&row.role.name()),
+                    "{}: {}",
+                    s.name(),
+                    row.label
+                );
+                if row.role != Role::Info {
+                    assert!(
+                        row.paper.is_some() && row.tolerance.is_some(),
+                        "{}: {}",
+                        s.name(),
+                        row.label
+                    );
+                }
+            }
+            // Every declared fitted parameter is a key of the study's scenario.
+            for f in s.fitted() {
+                let (text, _) = s.scenario().expect("a study with fitted parameters has a scenario");
+                let table: toml::Table = text.parse().unwrap();
+                let mut at = &toml::Value::Table(table);
+                for part in f.key.split('.') {
+                    at = at
+                        .get(part)
+                        .unwrap_or_else(|| panic!("{}: {} not in the scenario", s.name(), f.key));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_fitted_parameter_moves_a_judged_row() {
+        for s in all() {
+            let base = judged(s, &[]);
+            for f in s.fitted() {
+                let (text, _) = s.scenario().unwrap();
+                let table: toml::Table = text.parse().unwrap();
+                let mut at = &toml::Value::Table(table);
+                for part in f.key.split('.') {
+                    at = &at[part];
+                }
+                let rhs = sensitivity::scaled(at, 1.5).unwrap();
+                let moved = judged(s, &[format!("{}={rhs}", f.key)]);
+                assert!(
+                    base.iter().zip(&moved).any(|(a, b)| a.0 == b.0 && a.1 != b.1),
+                    "{}: {} × 1.5 moves no judged row",
+                    s.name(),
+                    f.key
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn set_moves_results_the_expected_way() {
+        // Sunway: half the lane rate roughly halves the 1 MB bandwidth.
+        let s = find("sunway-rdma-bandwidth").unwrap();
+        let l = "RDMAW bandwidth, 1 MB messages";
+        let ratio = value(s, &["link.lane_rate=\"14.0625 Gb/s\""], l) / value(s, &[], l);
+        assert!((0.45..0.55).contains(&ratio), "{ratio}");
+        // cHPP latency: 397 ns more doorbell latency, 397 ns more PUT 1 B latency.
+        let s = find("chpp-latency").unwrap();
+        let d = value(s, &["nic.host.doorbell_latency=\"794 ns\""], "PUT 1 B") - value(s, &[], "PUT 1 B");
+        assert!((d - 0.397).abs() < 1e-6, "{d}");
+        // cHPP bandwidth: a host returning 256 B completions lifts the MTU 256 B point above
+        // MTU 128 B (no panic for a host setting other than 128 B).
+        let s = find("chpp-bandwidth").unwrap();
+        let set = ["nic.host.max_payload=\"256 B\""];
+        let at128 = value(s, &set, "2 MB PUT at MTU 128 B");
+        let at256 = value(s, &set, "2 MB PUT at MTU 256 B, 32 tags (no gain");
+        assert!(at256 > 1.05 * at128, "{at128} {at256}");
+        // cHPP crossbar: deeper VC buffers raise the 4 × 2 saturation.
+        let s = find("chpp-crossbar").unwrap();
+        let l = "4 ports × 2 VCs: saturation";
+        assert!(value(s, &["router.private_credits=40"], l) > 1.05 * value(s, &[], l));
+        // VF fairness: a slower engine completes fewer messages per cycle, so the shares take
+        // longer to converge.
+        let s = find("chpp-vf-fairness").unwrap();
+        let l = "time until every share stays within ±10%";
+        assert!(value(s, &["nic.packet_overhead=\"8 ns\""], l) > value(s, &[], l));
+        // loggp simulates no scenario: --set is refused, not ignored.
+        let e = run(
+            find("loggp").unwrap(),
+            &Ctx {
+                quick: true,
+                set: vec!["link.lanes=2".into()],
+            },
+        );
+        assert!(matches!(e, Err(StudyError::Unsupported(_))), "{:?}", e.err());
+    }
+
+    #[test]
+    fn bad_overrides_are_errors_not_panics() {
+        let ctx = |set: &str| Ctx {
+            quick: true,
+            set: vec![set.to_string()],
+        };
+        // An unknown key names the key.
+        let e = run(find("chpp-latency").unwrap(), &ctx("nic.no_such_key=1"))
+            .err()
+            .unwrap();
+        assert!(
+            matches!(e, StudyError::Scenario(_)) && e.to_string().contains("no_such_key"),
+            "{e}"
+        );
+        // A NAP buffer smaller than the study's NAPs: the post is refused.
+        let e = run(find("chpp-latency").unwrap(), &ctx("nic.nap_buffer=\"1 KiB\""))
+            .err()
+            .unwrap();
+        assert!(matches!(e, StudyError::Unsupported(_)), "{e}");
+        let e = run(find("chpp-bandwidth").unwrap(), &ctx("nic.nap_buffer=\"1 KiB\""))
+            .err()
+            .unwrap();
+        assert!(matches!(e, StudyError::Unsupported(_)), "{e}");
+    }
+
     #[test]
     fn unknown_study_lists_the_known_ones() {
         let err = find("nope").err().expect("unknown");

@@ -723,7 +723,7 @@ mod tests {
     }
 
     #[test]
-    fn only_predictions_decide_the_study() {
+    fn judged_rows_decide_the_study_and_are_counted_apart() {
         let rows = vec![
             Row::calibration("c", 1.0, 2.0, "", 0.01),
             Row::info("i", Some(1.0), 5.0, ""),
@@ -740,7 +740,28 @@ mod tests {
         assert!(r
             .to_text()
             .trim_end()
-            .ends_with("FAIL: 1 of 2 predictions within tolerance"));
+            .ends_with("FAIL 1 of 2 predictions; 0 post-hoc rows within tolerance; 1 calibration points"));
+        // Post-hoc rows are judged (a miss fails the study) but counted apart.
+        let rows = vec![
+            Row::prediction("p", 1.0, 1.01, "", 0.02),
+            Row::post_hoc("h", 1.0, 1.01, "", 0.02),
+            Row::post_hoc("g", 1.0, 1.5, "", 0.02),
+            Row::claim("c", true, true).with_role(Role::PostHoc),
+        ];
+        let r = StudyReport::new("s", "t", "spec", rows, vec![], false);
+        assert!(!r.pass);
+        assert_eq!(r.prediction_count(), (1, 1));
+        assert_eq!(
+            r.summary(),
+            "FAIL 1 of 1 predictions; 2 of 3 post-hoc rows within tolerance; 0 calibration points"
+        );
+        let t = r.to_text();
+        assert!(t.contains("post-hoc (reading or parameter chosen"), "{t}");
+        assert_eq!(t.lines().filter(|l| l.contains("  post-hoc  ")).count(), 3, "{t}");
+        // Nothing judged: no verdict.
+        let r = StudyReport::new("s", "t", "spec", vec![Row::info("i", None, 1.0, "")], vec![], false);
+        assert!(r.pass);
+        assert_eq!(r.verdict_word(), "NO VERDICT");
     }
 
     #[test]
@@ -765,6 +786,7 @@ mod tests {
                 "seed",
                 "source",
                 "study",
+                "summary",
                 "title",
                 "version"
             ]
@@ -810,7 +832,8 @@ mod tests {
         assert!(t.contains("±10%"), "{t}");
         assert!(t.contains("exact"), "{t}");
         assert!(
-            t.trim_end().ends_with("PASS: 2 of 2 predictions within tolerance"),
+            t.trim_end()
+                .ends_with("PASS 2 of 2 predictions; 0 post-hoc rows within tolerance; 1 calibration points"),
             "{t}"
         );
     }

@@ -503,15 +503,21 @@ mod tests {
         assert!(r.quick);
         assert_eq!(
             crate::calibration_labels(&r),
-            ["RDMAW bandwidth, 4 KB messages, one port"],
+            [
+                "RDMAW bandwidth, 4 KB messages, one port",
+                "port peak = link data rate (4 lanes × link.lane_rate × line coding)",
+                "maximum packet payload efficiency (max payload / (max payload + 24 B header))"
+            ],
             "{}",
             r.to_text()
         );
         let row = |l: &str| r.rows.iter().find(|x| x.label.starts_with(l)).unwrap();
         assert_eq!(row("RDMAW bandwidth, 1 MB").role, Role::Prediction);
         assert_eq!(row("RDMAW bandwidth, 1 MB").tolerance, Some(TOLERANCE));
-        // Derivations from the configuration are shown, not judged (they hold by construction).
-        assert_eq!(row("port peak").role, Role::Info);
+        // The ratios of the 1 MB figure to the calibrated peaks cannot fail on their own.
+        assert_eq!(row("1 MB bandwidth / link peak").role, Role::Info);
+        assert_eq!(row("1 MB bandwidth / software peak").role, Role::Info);
+        assert_eq!(r.counts().predictions, 1);
         assert_eq!(row("node bandwidth").role, Role::Info);
         // Bandwidth grows with size up to the peak and stays below the software peak.
         let curve = &r.figures[0].series[0].points;
