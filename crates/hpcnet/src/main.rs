@@ -16,7 +16,6 @@ macro_rules! outln {
 
 mod bench;
 mod p2p;
-mod plot;
 mod reproduce;
 mod run;
 mod sweep;
