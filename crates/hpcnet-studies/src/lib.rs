@@ -5,23 +5,30 @@
 //! paper describes and compares what comes out with the numbers the paper publishes. Every
 //! simulated value comes out of a model run; a published value is never printed as a result.
 //! Each row of a [`StudyReport`] has a [`Role`]: *calibration* (a parameter was fitted to this
-//! published point; shown, not judged), *prediction* (not fitted; the study passes when every
-//! prediction is within its tolerance) or *info* (context, no verdict). Where a paper is
-//! ambiguous or inconsistent, the study makes a choice and says so in
-//! [`StudyReport::discrepancies`].
+//! published point; shown, not judged), *prediction* (not fitted, and every reading, parameter
+//! and mechanism it depends on fixed before the row was compared), *post-hoc* (judged like a
+//! prediction, but a reading, parameter or mechanism it depends on was chosen knowing the
+//! published value; never counted as a prediction) or *info* (context, no verdict). A study
+//! passes when every prediction and post-hoc row is within its tolerance, and its summary line
+//! counts the two apart. Each study declares its calibration in one place, [`Study::fitted`]:
+//! the scenario keys fitted to published points, which `hpcnet reproduce NAME --sensitivity`
+//! perturbs. Where a paper is ambiguous or inconsistent, the study makes a choice and says so in
+//! [`StudyReport::discrepancies`], giving every reading's figures.
 //!
 //! # Adding a study
 //!
 //! 1. Create `src/<name>.rs` with a unit struct implementing [`Study`]: `name()` (the
-//!    `hpcnet reproduce` argument, kebab-case), `title()`, and `run(&Ctx)`.
+//!    `hpcnet reproduce` argument, kebab-case), `title()`, `scenario()`, `fitted()` (a `const`
+//!    table of [`Fitted`] entries: scenario key, published point) and `run(&Ctx)`.
 //! 2. Put the published numbers in `const`s at the top of the module, each with a comment citing
 //!    the spec file and section (`spec/01-sunway.md, "Published results"`).
 //! 3. If the study simulates a machine, write its scenario as `scenarios/<name>.toml` with
 //!    comments naming sources and choices, embed it with `include_str!` and load it with
-//!    [`hpcnet_workloads::Scenario::from_str_named`], varying it through `--set`-style
-//!    overrides. Honour [`Ctx::quick`] (shorter runs) so the unit tests stay fast.
-//! 4. Build [`Row`]s with [`Row::prediction`], [`Row::calibration`], [`Row::info`] or
-//!    [`Row::claim`], and return [`StudyReport::new`]; add [`plot::Figure`]s to
+//!    `Ctx::load`, which applies the user's `--set` overrides ([`Ctx::set`]) before the study's
+//!    own. Honour [`Ctx::quick`] (shorter runs) so the unit tests stay fast. Turn benchmark
+//!    errors into [`StudyError`]s, never panics: any `--set` may reach the study.
+//! 4. Build [`Row`]s with [`Row::prediction`], [`Row::post_hoc`], [`Row::calibration`],
+//!    [`Row::info`] or [`Row::claim`], and return [`StudyReport::new`]; add [`plot::Figure`]s to
 //!    `report.figures` if there is a curve.
 //! 5. Add the module below and one line to [`all`]. `hpcnet reproduce <name>`,
 //!    `hpcnet reproduce --all`, the JSON, the HTML page and the SVG then work unchanged.
