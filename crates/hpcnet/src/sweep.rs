@@ -183,46 +183,6 @@ pub fn sweep(path: &Path, spec: &str, out: &Path, threads: Option<usize>, common
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn load_ranges() {
-        let v = parse_loads("0.1:0.5:0.1").unwrap();
-        assert_eq!(v, vec![0.1, 0.2, 0.3, 0.4, 0.5]);
-        assert_eq!(parse_loads("1:1:0.1").unwrap(), vec![1.0]);
-        assert_eq!(parse_loads(" 0.2 : 0.3 : 0.05 ").unwrap(), vec![0.2, 0.25, 0.3]);
-        for bad in [
-            "0:1:0.1",
-            "0.1:0.5",
-            "0.1:0.5:0.1:0.1",
-            "0.5:0.1:0.1",
-            "0.1:0.5:0",
-            "0.1:0.5:-0.1",
-            "0.1:0.5:nan",
-            "nan:0.5:0.1",
-            "0.1:inf:0.1",
-            "0.1:0.5:inf",
-            "0.1:1.5:0.1",
-            "0.1:x:0.1",
-            "0.1:0.9:1e-6",
-            "",
-        ] {
-            let e = parse_loads(bad).expect_err(bad);
-            assert!(e.starts_with(&format!("'{bad}'")), "{e}");
-        }
-    }
-
-    #[test]
-    fn file_stems_stay_in_the_output_directory() {
-        assert_eq!(file_stem("torus-8x8"), "torus-8x8");
-        assert_eq!(file_stem("../../etc/x y"), ".._.._etc_x_y");
-        assert_eq!(file_stem(".."), "scenario");
-        assert_eq!(file_stem(""), "scenario");
-    }
-}
-
 /// Two panels: latency (mean, p99) against offered load, and accepted against offered load with
 /// the channel-load bound, drawn by the one plotting module of the studies.
 fn figures(name: &str, reports: &[RunReport], bound: Option<f64>) -> Vec<Figure> {
@@ -271,4 +231,44 @@ fn figures(name: &str, reports: &[RunReport], bound: Option<f64>) -> Vec<Figure>
                 .collect(),
         },
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_ranges() {
+        let v = parse_loads("0.1:0.5:0.1").unwrap();
+        assert_eq!(v, vec![0.1, 0.2, 0.3, 0.4, 0.5]);
+        assert_eq!(parse_loads("1:1:0.1").unwrap(), vec![1.0]);
+        assert_eq!(parse_loads(" 0.2 : 0.3 : 0.05 ").unwrap(), vec![0.2, 0.25, 0.3]);
+        for bad in [
+            "0:1:0.1",
+            "0.1:0.5",
+            "0.1:0.5:0.1:0.1",
+            "0.5:0.1:0.1",
+            "0.1:0.5:0",
+            "0.1:0.5:-0.1",
+            "0.1:0.5:nan",
+            "nan:0.5:0.1",
+            "0.1:inf:0.1",
+            "0.1:0.5:inf",
+            "0.1:1.5:0.1",
+            "0.1:x:0.1",
+            "0.1:0.9:1e-6",
+            "",
+        ] {
+            let e = parse_loads(bad).expect_err(bad);
+            assert!(e.starts_with(&format!("'{bad}'")), "{e}");
+        }
+    }
+
+    #[test]
+    fn file_stems_stay_in_the_output_directory() {
+        assert_eq!(file_stem("torus-8x8"), "torus-8x8");
+        assert_eq!(file_stem("../../etc/x y"), ".._.._etc_x_y");
+        assert_eq!(file_stem(".."), "scenario");
+        assert_eq!(file_stem(""), "scenario");
+    }
 }
