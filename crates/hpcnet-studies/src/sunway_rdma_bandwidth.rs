@@ -136,7 +136,7 @@ fn degrade_rail1(sc: &Scenario) -> Result<String, StudyError> {
     let (router, port) = *sc.topology.nodes[node]
         .ports
         .get(1)
-        .ok_or_else(|| StudyError::Model(format!("{SCENARIO_PATH}: node {node} has no rail-1 port")))?;
+        .ok_or_else(|| StudyError::Unsupported(format!("{SCENARIO_PATH}: node {node} has no rail-1 port")))?;
     Ok(format!(
         "link_overrides=[{{router = {router}, port = {port}, lanes = 1}}]"
     ))
@@ -167,7 +167,7 @@ impl Study for SunwayRdmaBandwidth {
         let (src_node, dst_node) = (world.node_of(0), world.node_of(last));
         let leaf = |n: usize| base.topology.nodes[n].ports[0].0;
         if leaf(src_node) == leaf(dst_node) {
-            return Err(StudyError::Model(format!(
+            return Err(StudyError::Unsupported(format!(
                 "{SCENARIO_PATH}: ranks 0 and {last} share a leaf; the study wants a path over the spines"
             )));
         }
