@@ -516,7 +516,7 @@ impl Study for ChppBandwidth {
         discrepancies.push(format!(
             "512 KB level: one 512 KB PUT gives {} GB/s ({:+.1} % from the published 3.19). The paper's own latency \
              table, interpolated between its 262 116 B and 1 MiB PUT points, puts a single 512 KB PUT at {} GB/s, \
-             {:.1} % below its quoted 3.19; the streaming reading gives {} GB/s. Both readings are within the \
+             {:.1} % below its quoted 3.19; reading B (32 in flight) gives {} GB/s. Both readings are within the \
              tolerance.",
             fmt_num(put_single_512k),
             (put_single_512k / PAPER_PUT_512K_GBS - 1.0) * 100.0,
@@ -619,7 +619,7 @@ fn mtu_note(ctx: &Ctx, base: &Scenario, tags: u32, host_follows: &dyn Fn(u64) ->
     )
 }
 
-/// Why the streaming reading ties: each primitive's per-message pacing in the pipelined engine
+/// Why reading B (streams) ties: each primitive's per-message pacing in the pipelined engine
 /// (`nic.descriptor_prefetch > 0`), from the configuration, against the measured streams.
 fn stream_notes(
     base: &Scenario,
