@@ -35,7 +35,8 @@ impl World {
                 self.cfg.crossbar_latency
             };
             let t = self.q.now() + lat;
-            self.q.schedule_by(self.net.node_origin(from_node), t, WorldEvent::Local { pkt: pid });
+            self.q
+                .schedule_by(self.net.node_origin(from_node), t, WorldEvent::Local { pkt: pid });
             return;
         }
         let rail = match self.cfg.port_select {

@@ -2,9 +2,10 @@
 //! verdict, and their renderings (aligned text, JSON, one self-contained HTML page).
 //!
 //! The relative error is signed: `(simulated − paper) / |paper|`. A row passes when
-//! `|rel_error| ≤ tolerance`. Only [`Role::Prediction`] rows decide a study's verdict;
-//! calibration rows show how well the fitted points are matched, information rows carry no
-//! verdict at all.
+//! `|rel_error| ≤ tolerance`. Prediction and post-hoc rows decide a study's verdict (a study
+//! fails when either misses its tolerance) but are counted apart: only predictions are evidence
+//! that the model foretells the paper. Calibration rows show how well the fitted points are
+//! matched; information rows carry no verdict at all.
 
 use crate::plot::Figure;
 use serde::Serialize;
@@ -14,12 +15,17 @@ use std::path::PathBuf;
 
 /// What a row is for.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "kebab-case")]
 pub enum Role {
     /// A published point a model parameter was fitted to: shown, not judged.
     Calibration,
-    /// A published point the model was not fitted to: the study is judged on these.
+    /// A published point the model was not fitted to, with every reading, parameter and
+    /// mechanism it depends on fixed before the row was compared: the study is judged on these.
     Prediction,
+    /// A published point judged like a prediction, but whose reading, parameter or mechanism was
+    /// chosen with the published value known to fail otherwise: shown and judged, never counted
+    /// as a prediction.
+    PostHoc,
     /// Context (configurations without a published value, sensitivity runs, other readings).
     Info,
 }
@@ -29,6 +35,7 @@ impl Role {
         match self {
             Role::Calibration => "calibration",
             Role::Prediction => "prediction",
+            Role::PostHoc => "post-hoc",
             Role::Info => "info",
         }
     }
@@ -110,6 +117,20 @@ impl Row {
         Row::new(label, Some(paper), simulated, unit, Role::Calibration, Some(tolerance))
     }
 
+    /// A published point judged with `tolerance` whose reading or parameter was chosen with the
+    /// published value known (see [`Role::PostHoc`]).
+    pub fn post_hoc(label: impl Into<String>, paper: f64, simulated: f64, unit: &str, tolerance: f64) -> Row {
+        Row::new(label, Some(paper), simulated, unit, Role::PostHoc, Some(tolerance))
+    }
+
+    /// This row with another role (the tolerance and verdict are recomputed).
+    pub fn with_role(self, role: Role) -> Row {
+        let note = self.note;
+        let mut r = Row::new(self.label, self.paper, self.simulated, self.unit, role, self.tolerance);
+        r.note = note;
+        r
+    }
+
     /// Context without a verdict.
     pub fn info(label: impl Into<String>, paper: Option<f64>, simulated: f64, unit: &str) -> Row {
         Row::new(label, paper, simulated, unit, Role::Info, None)
@@ -142,6 +163,18 @@ impl Row {
     }
 }
 
+/// A model parameter fitted to a published point: the scenario key (as `--set` names it) and the
+/// point, and the study whose calibration row shows the fit.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Fitted {
+    /// Scenario key, e.g. `nic.host.doorbell_latency`.
+    pub key: &'static str,
+    /// The published point, e.g. `PUT 1 B latency = 1.762 µs (spec 02 latency table)`.
+    pub point: &'static str,
+    /// The study whose calibration row shows this point.
+    pub study: &'static str,
+}
+
 /// The outcome of one study.
 #[derive(Clone, Debug)]
 pub struct StudyReport {
@@ -158,6 +191,11 @@ pub struct StudyReport {
     pub discrepancies: Vec<String>,
     /// Curves to draw, if the study has any.
     pub figures: Vec<Figure>,
+    /// The study's declared fitted parameters ([`crate::Study::fitted`]).
+    pub fitted: Vec<Fitted>,
+    /// Scenario overrides the study ran with (`hpcnet reproduce NAME --set`): empty for the
+    /// published configuration.
+    pub set: Vec<String>,
     /// Where the SVG of `figures` was written (set by whoever writes it).
     pub plot: Option<PathBuf>,
     /// Seed of the scenario runs, for studies that simulate.
@@ -166,11 +204,24 @@ pub struct StudyReport {
     pub quick: bool,
 }
 
-/// Whether every prediction row that has a verdict passes.
+/// Whether every judged row (prediction or post-hoc) that has a verdict passes.
 pub fn verdict(rows: &[Row]) -> bool {
     rows.iter()
-        .filter(|r| r.role == Role::Prediction)
+        .filter(|r| matches!(r.role, Role::Prediction | Role::PostHoc))
         .all(|r| r.pass != Some(false))
+}
+
+/// How many rows of each role a report has, and how many of the judged ones pass.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Prediction rows with a verdict, and how many pass.
+    pub predictions: usize,
+    pub predictions_passed: usize,
+    /// Post-hoc rows with a verdict, and how many pass.
+    pub post_hoc: usize,
+    pub post_hoc_passed: usize,
+    /// Calibration rows.
+    pub calibration: usize,
 }
 
 impl StudyReport {
@@ -190,6 +241,8 @@ impl StudyReport {
             rows,
             discrepancies,
             figures: Vec::new(),
+            fitted: Vec::new(),
+            set: Vec::new(),
             plot: None,
             seed: None,
             quick,
@@ -198,12 +251,60 @@ impl StudyReport {
 
     /// (passed, judged) prediction rows.
     pub fn prediction_count(&self) -> (usize, usize) {
-        let judged: Vec<_> = self
-            .rows
-            .iter()
-            .filter(|r| r.role == Role::Prediction && r.pass.is_some())
-            .collect();
-        (judged.iter().filter(|r| r.pass == Some(true)).count(), judged.len())
+        let c = self.counts();
+        (c.predictions_passed, c.predictions)
+    }
+
+    /// Rows per role, and the judged ones that pass.
+    pub fn counts(&self) -> Counts {
+        let mut c = Counts::default();
+        for r in &self.rows {
+            match (r.role, r.pass) {
+                (Role::Prediction, Some(p)) => {
+                    c.predictions += 1;
+                    c.predictions_passed += usize::from(p);
+                }
+                (Role::PostHoc, Some(p)) => {
+                    c.post_hoc += 1;
+                    c.post_hoc_passed += usize::from(p);
+                }
+                (Role::Calibration, _) => c.calibration += 1,
+                _ => {}
+            }
+        }
+        c
+    }
+
+    /// `PASS` (every judged row within tolerance), `FAIL`, or `NO VERDICT` (nothing judged).
+    pub fn verdict_word(&self) -> &'static str {
+        let c = self.counts();
+        if !self.pass {
+            "FAIL"
+        } else if c.predictions + c.post_hoc == 0 {
+            "NO VERDICT"
+        } else {
+            "PASS"
+        }
+    }
+
+    /// The counts in words: `6 of 6 predictions; 4 post-hoc rows within tolerance; 5
+    /// calibration points`.
+    pub fn counts_text(&self) -> String {
+        let c = self.counts();
+        let post = if c.post_hoc_passed == c.post_hoc {
+            format!("{} post-hoc rows within tolerance", c.post_hoc)
+        } else {
+            format!("{} of {} post-hoc rows within tolerance", c.post_hoc_passed, c.post_hoc)
+        };
+        format!(
+            "{} of {} predictions; {post}; {} calibration points",
+            c.predictions_passed, c.predictions, c.calibration
+        )
+    }
+
+    /// The study's summary line: verdict word and [`StudyReport::counts_text`].
+    pub fn summary(&self) -> String {
+        format!("{} {}", self.verdict_word(), self.counts_text())
     }
 
     /// The JSON document: `study`, `pass`, `rows` (eight keys each), plus `title`, `source`,
@@ -216,6 +317,7 @@ impl StudyReport {
             "title": self.title,
             "source": self.source,
             "discrepancies": self.discrepancies,
+            "summary": self.summary(),
             "version": crate::VERSION,
         });
         let o = v.as_object_mut().expect("object");
@@ -229,6 +331,12 @@ impl StudyReport {
         }
         if let Some(s) = self.seed {
             o.insert("seed".into(), s.into());
+        }
+        if !self.fitted.is_empty() {
+            o.insert("fitted".into(), json!(self.fitted));
+        }
+        if !self.set.is_empty() {
+            o.insert("set".into(), json!(self.set));
         }
         if let Some(p) = &self.plot {
             o.insert("plot".into(), p.display().to_string().into());
@@ -250,6 +358,20 @@ impl StudyReport {
         }
         if self.quick {
             let _ = writeln!(out, "QUICK RUN: shortened simulations, not a reproduction");
+        }
+        if !self.set.is_empty() {
+            let _ = writeln!(
+                out,
+                "WHAT-IF: scenario changed with --set {}; not the published configuration",
+                self.set.join(" --set ")
+            );
+        }
+        if !self.fitted.is_empty() {
+            let _ = writeln!(out, "\nfitted parameters (scenario key <- published point)");
+            let w = self.fitted.iter().map(|f| f.key.chars().count()).max().unwrap_or(0);
+            for f in &self.fitted {
+                let _ = writeln!(out, "  {:<w$}  <- {} ({})", f.key, f.point, f.study);
+            }
         }
         let cells: Vec<[String; 8]> = self.rows.iter().map(cells).collect();
         let headers = ["label", "paper", "simulated", "unit", "error", "role", "tol", "verdict"];
@@ -280,7 +402,14 @@ impl StudyReport {
                 Role::Calibration,
                 "calibration (parameters fitted to these published points; not judged)",
             ),
-            (Role::Prediction, "predictions (judged against the tolerance)"),
+            (
+                Role::Prediction,
+                "predictions (not fitted; reading fixed before comparing; judged against the tolerance)",
+            ),
+            (
+                Role::PostHoc,
+                "post-hoc (reading or parameter chosen knowing the published value; judged, not counted as predictions)",
+            ),
             (Role::Info, "information (no verdict)"),
         ];
         for (role, heading) in groups {
@@ -315,12 +444,7 @@ impl StudyReport {
         if let Some(p) = &self.plot {
             let _ = writeln!(out, "\nplot: {}", p.display());
         }
-        let (passed, judged) = self.prediction_count();
-        let _ = writeln!(
-            out,
-            "\n{}: {passed} of {judged} predictions within tolerance",
-            if self.pass { "PASS" } else { "FAIL" }
-        );
+        let _ = writeln!(out, "\n{}", self.summary());
         out
     }
 }
@@ -363,8 +487,8 @@ fn cells(r: &Row) -> [String; 8] {
         None => "—".into(),
     };
     let verdict = match (r.role, r.pass) {
-        (Role::Prediction, Some(true)) => "pass",
-        (Role::Prediction, Some(false)) => "FAIL",
+        (Role::Prediction | Role::PostHoc, Some(true)) => "pass",
+        (Role::Prediction | Role::PostHoc, Some(false)) => "FAIL",
         (Role::Calibration, Some(true)) => "fit",
         (Role::Calibration, Some(false)) => "off",
         _ => "",
@@ -429,15 +553,19 @@ table {{ border-collapse: collapse; margin: 0.5em 0 1em; }}
 th, td {{ border: 1px solid #ccc; padding: 0.2em 0.6em; }}
 td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
 tr.calibration td {{ background: #eef3fb; }}
+tr.post-hoc td {{ background: #fbf3e6; }}
 tr.info td {{ color: #555; }}
 .pass {{ color: #17702a; font-weight: bold; }}
 .fail {{ color: #b00020; font-weight: bold; }}
 </style></head><body>
 <h1>hpcnet reproduce — {verdict}</h1>
 <p>hpcnet {version}. Calibration rows (blue) are published points a parameter was fitted to;
-predictions are judged against their tolerance; info rows carry no verdict. Relative error =
+predictions (not fitted, reading fixed before comparing) are judged against their tolerance;
+post-hoc rows (amber) are judged the same way but their reading or parameter was chosen knowing
+the published value, so they are not counted as predictions; info rows carry no verdict. A study
+passes when every prediction and post-hoc row is within its tolerance. Relative error =
 (simulated − paper) / |paper|.</p>
-<table><tr><th>study</th><th>title</th><th>predictions passed</th><th>verdict</th></tr>
+<table><tr><th>study</th><th>title</th><th>predictions passed</th><th>post-hoc within tolerance</th><th>calibration points</th><th>verdict</th></tr>
 "#,
         verdict = if all_pass {
             "<span class=\"pass\">PASS</span>"
@@ -447,23 +575,26 @@ predictions are judged against their tolerance; info rows carry no verdict. Rela
         version = crate::VERSION,
     );
     for r in reports {
-        let (p, n) = r.prediction_count();
+        let c = r.counts();
         let _ = writeln!(
             h,
-            "<tr><td><a href=\"#{id}\">{id}</a></td><td>{}</td><td class=\"num\">{p} / {n}</td><td>{}</td></tr>",
+            "<tr><td><a href=\"#{id}\">{id}</a></td><td>{}</td><td class=\"num\">{} / {}</td>\
+             <td class=\"num\">{} / {}</td><td class=\"num\">{}</td><td><span class=\"{}\">{}</span></td></tr>",
             esc(&r.title),
-            if r.pass {
-                "<span class=\"pass\">PASS</span>"
-            } else {
-                "<span class=\"fail\">FAIL</span>"
-            },
+            c.predictions_passed,
+            c.predictions,
+            c.post_hoc_passed,
+            c.post_hoc,
+            c.calibration,
+            if r.pass { "pass" } else { "fail" },
+            r.verdict_word(),
             id = esc(&r.study),
         );
     }
     for f in failures {
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td colspan=\"2\">could not run: {}</td><td><span class=\"fail\">ERROR</span></td></tr>",
+            "<tr><td>{}</td><td colspan=\"4\">could not run: {}</td><td><span class=\"fail\">ERROR</span></td></tr>",
             esc(&f.study),
             esc(&f.error)
         );
@@ -483,6 +614,27 @@ predictions are judged against their tolerance; info rows carry no verdict. Rela
             },
             id = esc(&r.study),
         );
+        let _ = writeln!(h, "<p><b>{}</b></p>", esc(&r.summary()));
+        if !r.set.is_empty() {
+            let _ = writeln!(
+                h,
+                "<p><b>What-if: scenario changed with --set {}</b></p>",
+                esc(&r.set.join(" --set "))
+            );
+        }
+        if !r.fitted.is_empty() {
+            h.push_str("<table><tr><th>fitted parameter</th><th>published point</th><th>shown in</th></tr>\n");
+            for f in &r.fitted {
+                let _ = writeln!(
+                    h,
+                    "<tr><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
+                    esc(f.key),
+                    esc(f.point),
+                    esc(f.study)
+                );
+            }
+            h.push_str("</table>\n");
+        }
         h.push_str(
             "<table><tr><th>label</th><th>paper</th><th>simulated</th><th>unit</th><th>error</th>\
              <th>role</th><th>tolerance</th><th>verdict</th></tr>\n",
@@ -571,7 +723,7 @@ mod tests {
     }
 
     #[test]
-    fn only_predictions_decide_the_study() {
+    fn judged_rows_decide_the_study_and_are_counted_apart() {
         let rows = vec![
             Row::calibration("c", 1.0, 2.0, "", 0.01),
             Row::info("i", Some(1.0), 5.0, ""),
@@ -588,7 +740,28 @@ mod tests {
         assert!(r
             .to_text()
             .trim_end()
-            .ends_with("FAIL: 1 of 2 predictions within tolerance"));
+            .ends_with("FAIL 1 of 2 predictions; 0 post-hoc rows within tolerance; 1 calibration points"));
+        // Post-hoc rows are judged (a miss fails the study) but counted apart.
+        let rows = vec![
+            Row::prediction("p", 1.0, 1.01, "", 0.02),
+            Row::post_hoc("h", 1.0, 1.01, "", 0.02),
+            Row::post_hoc("g", 1.0, 1.5, "", 0.02),
+            Row::claim("c", true, true).with_role(Role::PostHoc),
+        ];
+        let r = StudyReport::new("s", "t", "spec", rows, vec![], false);
+        assert!(!r.pass);
+        assert_eq!(r.prediction_count(), (1, 1));
+        assert_eq!(
+            r.summary(),
+            "FAIL 1 of 1 predictions; 2 of 3 post-hoc rows within tolerance; 0 calibration points"
+        );
+        let t = r.to_text();
+        assert!(t.contains("post-hoc (reading or parameter chosen"), "{t}");
+        assert_eq!(t.lines().filter(|l| l.contains("  post-hoc  ")).count(), 3, "{t}");
+        // Nothing judged: no verdict.
+        let r = StudyReport::new("s", "t", "spec", vec![Row::info("i", None, 1.0, "")], vec![], false);
+        assert!(r.pass);
+        assert_eq!(r.verdict_word(), "NO VERDICT");
     }
 
     #[test]
@@ -613,6 +786,7 @@ mod tests {
                 "seed",
                 "source",
                 "study",
+                "summary",
                 "title",
                 "version"
             ]
@@ -658,7 +832,8 @@ mod tests {
         assert!(t.contains("±10%"), "{t}");
         assert!(t.contains("exact"), "{t}");
         assert!(
-            t.trim_end().ends_with("PASS: 2 of 2 predictions within tolerance"),
+            t.trim_end()
+                .ends_with("PASS 2 of 2 predictions; 0 post-hoc rows within tolerance; 1 calibration points"),
             "{t}"
         );
     }

@@ -152,6 +152,37 @@ pub fn try_stream(
     bidirectional: bool,
     opts: &Options,
 ) -> Result<Point, P2pError> {
+    stream_of(world, a, b, LatencyOp::Write, size, bidirectional, opts)
+}
+
+/// [`try_stream`] with another primitive: RDMA writes, cHPP PUTs, GETs (`a` fetches from `b`)
+/// or NAPs (immediate or indirect; `b` keeps a pool of twice the window of NAP buffers and
+/// gives each back when its event arrives). Unidirectional.
+///
+/// # Errors
+/// As [`try_stream`].
+pub fn try_stream_op(
+    world: World,
+    a: Rank,
+    b: Rank,
+    op: LatencyOp,
+    size: u64,
+    opts: &Options,
+) -> Result<Point, P2pError> {
+    stream_of(world, a, b, op, size, false, opts)
+}
+
+fn stream_of(
+    world: World,
+    a: Rank,
+    b: Rank,
+    op: LatencyOp,
+    size: u64,
+    bidirectional: bool,
+    opts: &Options,
+) -> Result<Point, P2pError> {
+    use hpcnet_msg::verbs::{RemoteSeg, Sge};
+    let nap_buffer = world.config().nap_buffer.0;
     let mut m = Machine::new(world);
     let start = m.context(a).now();
     let finish = Rc::new(Cell::new(SimTime::ZERO));
@@ -161,6 +192,8 @@ pub fn try_stream(
     } else {
         vec![(a, b)]
     };
+    let (window, total) = (u64::from(opts.window.max(1)), opts.messages);
+    let nap = matches!(op, LatencyOp::NapImmediate | LatencyOp::NapIndirect);
     for &(s, d) in &dirs {
         let ctx = m.context(s);
         let src = buffers(&m, s, size);
@@ -168,17 +201,43 @@ pub fn try_stream(
         let cq = ctx.create_cq();
         let nqps = u64::from(opts.qps.max(1)).min(opts.messages.max(1));
         let qps: Vec<_> = (0..nqps).map(|_| ctx.create_qp(&cq, d).on_rail(opts.rail)).collect();
+        if nap {
+            // A pool at the target larger than the window; each event gives its buffer back.
+            let target = m.context(d);
+            let rx = target.create_cq();
+            let pool = target.reg_mr(nap_buffer * 2 * window);
+            target.post_nap_buffers(&pool, 0, 2 * window, &rx)?;
+            m.spawn(async move {
+                for _ in 0..total {
+                    let c = rx.next().await;
+                    target.repost_nap_buffer(c.addr);
+                }
+            });
+        }
         let remote = dst.remote(0);
-        let (window, total) = (opts.window.max(1) as u64, opts.messages);
         let fin = finish.clone();
         let refused = refusal.clone();
         m.spawn(async move {
             let mut posted = 0u64;
             let mut done = 0u64;
+            let seg = [RemoteSeg { buf: remote, len: size }];
+            let sge = [Sge {
+                mr: &src,
+                offset: 0,
+                len: size,
+            }];
             while done < total {
                 while posted < total && posted - done < window {
                     let qp = &qps[(posted % qps.len() as u64) as usize];
-                    if let Err(e) = qp.post_write(WriteWr::new(&src, 0, size, remote).wr_id(posted)) {
+                    let r = match op {
+                        LatencyOp::Write => qp.post_write(WriteWr::new(&src, 0, size, remote).wr_id(posted)),
+                        LatencyOp::Put => qp.post_put(&sge, &seg, None, posted),
+                        LatencyOp::Get => qp.post_get(&sge, &seg, posted),
+                        LatencyOp::NapImmediate | LatencyOp::NapIndirect => {
+                            qp.post_nap(d, &src, 0, size, op == LatencyOp::NapImmediate, posted)
+                        }
+                    };
+                    if let Err(e) = r {
                         return record(&refused, e);
                     }
                     posted += 1;

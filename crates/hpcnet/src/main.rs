@@ -16,7 +16,6 @@ macro_rules! outln {
 
 mod bench;
 mod p2p;
-mod plot;
 mod reproduce;
 mod run;
 mod sweep;
@@ -95,7 +94,7 @@ enum Cmd {
     },
     /// Rerun a paper's published experiment on the models: paper vs simulated, with verdicts.
     #[command(
-        override_usage = "hpcnet reproduce <NAME> [--json] [--out DIR] [--quick]\n       hpcnet reproduce --all [--json] [--out DIR] [--quick]\n       hpcnet reproduce --list"
+        override_usage = "hpcnet reproduce <NAME> [--set KEY=VALUE]... [--json] [--out DIR] [--quick]\n       hpcnet reproduce <NAME> --sensitivity [--set KEY=VALUE]... [--quick]\n       hpcnet reproduce --all [--json] [--out DIR] [--quick]\n       hpcnet reproduce --list"
     )]
     Reproduce {
         /// Study to run (see --list).
@@ -116,6 +115,14 @@ enum Cmd {
         /// Shortened runs for smoke tests; the report is marked quick and is not a reproduction.
         #[arg(long)]
         quick: bool,
+        /// What-if: override a key of the study's scenario, as `hpcnet run --set` (repeatable);
+        /// the study reruns on the modified machine and prints the same table.
+        #[arg(long = "set", value_name = "KEY=VALUE", conflicts_with_all = ["all", "list"])]
+        set: Vec<String>,
+        /// Scale each fitted parameter of the study by ±10 % in turn and print how every judged
+        /// row moves.
+        #[arg(long, conflicts_with_all = ["all", "list", "json", "out"])]
+        sensitivity: bool,
     },
     /// Point-to-point benchmarks on the scenario's NICs: latency, ping-pong, bandwidth, message rate.
     P2p {
@@ -276,6 +283,8 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             json,
             out,
             quick,
+            set,
+            sensitivity,
         } => reproduce::reproduce(&reproduce::Args {
             name,
             all,
@@ -283,6 +292,8 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             json,
             out,
             quick,
+            set,
+            sensitivity,
         }),
     }
 }

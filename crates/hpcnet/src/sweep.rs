@@ -4,7 +4,8 @@
 //! threads (each run is single-threaded and deterministic, so results do not depend on the
 //! thread count). Writes `<out>/<name>-sweep.csv` and `<out>/<name>-sweep.svg`.
 
-use crate::{plot, run::run_with_progress, Common, Failure};
+use crate::{run::run_with_progress, Common, Failure};
+use hpcnet_studies::plot::{self, Figure, Mark, Series, Style};
 use hpcnet_workloads::synthetic::RunReport;
 use hpcnet_workloads::Scenario;
 use std::path::Path;
@@ -127,17 +128,10 @@ pub fn sweep(path: &Path, spec: &str, out: &Path, threads: Option<usize>, common
         ));
     }
     std::fs::write(&csv, text).map_err(|e| Failure::input(format!("{}: {e}", csv.display())))?;
-    let pts: Vec<plot::Point> = reports
-        .iter()
-        .map(|r| plot::Point {
-            offered: r.offered_load,
-            accepted: r.accepted_load,
-            mean: r.latency_ns.mean,
-            p99: r.latency_ns.p99,
-        })
-        .collect();
     let bound = reports[0].channel_load_bound.as_ref().map(|b| b.saturation_bound);
-    plot::latency_load(&svg, name, &pts, bound).map_err(|e| Failure::input(format!("{}: {e}", svg.display())))?;
+    let svg_text = plot::svg(&figures(name, reports.as_slice(), bound))
+        .map_err(|e| Failure::input(format!("{}: cannot draw the plot: {e}", svg.display())))?;
+    std::fs::write(&svg, svg_text).map_err(|e| Failure::input(format!("{}: {e}", svg.display())))?;
     if common.json {
         let v = serde_json::json!({
             "scenario": name,
@@ -187,6 +181,56 @@ pub fn sweep(path: &Path, spec: &str, out: &Path, threads: Option<usize>, common
         outln!("  wrote {} and {}", csv.display(), svg.display());
     }
     Ok(())
+}
+
+/// Two panels: latency (mean, p99) against offered load, and accepted against offered load with
+/// the channel-load bound, drawn by the one plotting module of the studies.
+fn figures(name: &str, reports: &[RunReport], bound: Option<f64>) -> Vec<Figure> {
+    let series = |label: &str, color: usize, style: Style, y: &dyn Fn(&RunReport) -> f64| Series {
+        label: label.into(),
+        points: reports.iter().map(|r| (r.offered_load, y(r))).collect(),
+        style,
+        color,
+    };
+    let top = reports
+        .iter()
+        .map(|r| r.offered_load)
+        .fold(0.0, f64::max)
+        .max(bound.unwrap_or(0.0));
+    let mut accepted = vec![
+        series("accepted", 0, Style::Line, &|r| r.accepted_load),
+        Series {
+            label: "accepted = offered".into(),
+            points: vec![(0.0, 0.0), (top, top)],
+            style: Style::Dashed,
+            color: 7,
+        },
+    ];
+    accepted.retain(|s| !s.points.is_empty());
+    vec![
+        Figure {
+            title: format!("{name}: latency vs offered load"),
+            x_label: "offered load (fraction of injection bandwidth)".into(),
+            y_label: "latency (ns)".into(),
+            y_log: false,
+            series: vec![
+                series("mean", 0, Style::Line, &|r| r.latency_ns.mean),
+                series("p99", 1, Style::Line, &|r| r.latency_ns.p99),
+            ],
+            marks: Vec::new(),
+        },
+        Figure {
+            title: "accepted vs offered load".into(),
+            x_label: "offered load".into(),
+            y_label: "accepted load".into(),
+            y_log: false,
+            series: accepted,
+            marks: bound
+                .map(|b| Mark::Y("channel-load bound".into(), b))
+                .into_iter()
+                .collect(),
+        },
+    ]
 }
 
 #[cfg(test)]

@@ -1192,3 +1192,136 @@ fn p2p_refused_posts_are_bad_input() {
         ],
     );
 }
+
+/// Words about how the studies came to be, which have no place in what they print.
+const HISTORY_WORDS: [&str; 10] = [
+    "session",
+    "adopted",
+    "earlier work",
+    "earlier reading",
+    "first run",
+    "full disclosure",
+    "helper",
+    "before running",
+    "judged from",
+    "was added",
+];
+
+#[test]
+fn reproduce_all_speaks_of_model_and_paper_and_counts_roles_apart() {
+    let dir = TempDir::new("reproduce-all");
+    let out = hpcnet(&["reproduce", "--all", "--quick", "--out", &dir.path("out")]);
+    let text = stdout(&out);
+    let html = std::fs::read_to_string(dir.path("out/reproduce.html")).expect("HTML report");
+    for w in HISTORY_WORDS {
+        for (what, t) in [("text", &text), ("HTML", &html)] {
+            assert!(!t.to_lowercase().contains(w), "{what} output says {w:?}");
+        }
+    }
+    let summary: Vec<&str> = text
+        .lines()
+        .skip_while(|l| *l != "summary")
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert_eq!(summary.len(), 6, "{text}");
+    for l in &summary {
+        assert!(
+            l.contains(" predictions; ")
+                && l.contains(" post-hoc rows within tolerance; ")
+                && l.ends_with(" calibration points"),
+            "{l}"
+        );
+    }
+    // The VF convergence time is judged and missed: the run says so and exits 1.
+    assert!(
+        summary
+            .iter()
+            .any(|l| l.contains("chpp-vf-fairness") && l.contains("FAIL")),
+        "{text}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(html.contains("post-hoc within tolerance") && html.contains("fitted parameter"));
+}
+
+#[test]
+fn reproduce_set_reruns_a_study_on_the_modified_scenario() {
+    let bw = |set: &[&str]| -> f64 {
+        let mut args = vec!["reproduce", "sunway-rdma-bandwidth", "--quick", "--json"];
+        for s in set {
+            args.extend(["--set", s]);
+        }
+        // A what-if run still judges against the paper: it may exit 1, the JSON is on stdout.
+        let out = hpcnet(&args);
+        assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
+        let v: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+        let row = v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["label"].as_str().unwrap().starts_with("RDMAW bandwidth, 1 MB"))
+            .expect("1 MB row")
+            .clone();
+        row["simulated"].as_f64().unwrap()
+    };
+    let ratio = bw(&["link.lane_rate=\"14.0625 Gb/s\""]) / bw(&[]);
+    assert!((0.45..0.55).contains(&ratio), "halving the lane rate: {ratio}");
+    // The what-if run says so.
+    let t = stdout(&hpcnet(&[
+        "reproduce",
+        "chpp-latency",
+        "--quick",
+        "--set",
+        "nic.host.doorbell_latency=\"500 ns\"",
+    ]));
+    assert!(
+        t.contains("WHAT-IF: scenario changed with --set nic.host.doorbell_latency=\"500 ns\""),
+        "{t}"
+    );
+}
+
+#[test]
+fn reproduce_bad_set_is_one_line_exit_2() {
+    for (args, says) in [
+        (
+            &["reproduce", "chpp-latency", "--quick", "--set", "nic.no_such=1"][..],
+            &["nic.no_such"][..],
+        ),
+        (
+            &["reproduce", "loggp", "--set", "link.lanes=2"][..],
+            &["loggp", "--set"][..],
+        ),
+        (
+            &[
+                "reproduce",
+                "chpp-bandwidth",
+                "--quick",
+                "--set",
+                "nic.nap_buffer=\"1 KiB\"",
+            ][..],
+            &["NAP"][..],
+        ),
+        (&["reproduce", "--all", "--set", "link.lanes=2"][..], &["--set"][..]),
+    ] {
+        one_error_line(&hpcnet(args), 2, says);
+    }
+}
+
+#[test]
+fn reproduce_sensitivity_prints_one_column_pair_per_fitted_parameter() {
+    let out = hpcnet(&["reproduce", "sunway-rdma-bandwidth", "--sensitivity", "--quick"]);
+    let t = ok(&out);
+    for k in [
+        "[1] nic.message_overhead = 55 ns",
+        "[2] link.lane_rate",
+        "[3] packet.header",
+    ] {
+        assert!(t.contains(k), "{t}");
+    }
+    let row = t
+        .lines()
+        .find(|l| l.contains("RDMAW bandwidth, 1 MB"))
+        .expect("1 MB row");
+    // Lane rate −10 %: the 1 MB bandwidth falls by about 10 %.
+    assert!(row.contains("-10.0"), "{row}");
+}
