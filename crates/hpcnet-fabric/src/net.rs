@@ -1152,3 +1152,6 @@ impl Queues {
         Some(h)
     }
 }
+#[cfg(test)]
+#[path = "net_tests.rs"]
+mod tests;
