@@ -752,7 +752,7 @@ fn topology_strategy() -> impl Strategy<Value = TopologyConfig> {
         })
     });
     let xbar = (2u32..=4).prop_map(|ports| TopologyConfig::Crossbar(CrossbarConfig { ports, radix: None }));
-    prop_oneof![grid_s, hyper, fat, ls, g, df, xbar]
+    prop_oneof![3 => grid_s, 1 => hyper, 1 => fat, 1 => ls, 1 => g, 1 => df, 1 => xbar]
 }
 
 proptest! {
