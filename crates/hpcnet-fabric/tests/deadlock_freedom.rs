@@ -331,10 +331,38 @@ struct Explored {
     states: usize,
 }
 
+/// Router hop counts between all routers over live links (`u32::MAX`: unreachable).
+fn live_distances(topo: &Topology, dead: &[(RouterId, PortIdx)]) -> Vec<Vec<u32>> {
+    let n = topo.routers.len();
+    let is_dead = |r: RouterId, p: PortIdx| {
+        dead.iter().any(|&(dr, dp)| {
+            (dr, dp) == (r, p) || topo.routers[dr as usize].ports[dp as usize] == Peer::Router { router: r, port: p }
+        })
+    };
+    (0..n)
+        .map(|s| {
+            let mut dist = vec![u32::MAX; n];
+            dist[s] = 0;
+            let mut queue = std::collections::VecDeque::from([s]);
+            while let Some(u) = queue.pop_front() {
+                for (p, peer) in topo.routers[u].ports.iter().enumerate() {
+                    if let Peer::Router { router, .. } = *peer {
+                        if !is_dead(u as RouterId, p as PortIdx) && dist[router as usize] == u32::MAX {
+                            dist[router as usize] = dist[u] + 1;
+                            queue.push_back(router as usize);
+                        }
+                    }
+                }
+            }
+            dist
+        })
+        .collect()
+}
+
 /// Builds the dependency graph of `routing` on `topo` from every (source, destination, rail,
 /// class), checking on the way that every path ends at its destination within the bound, that
 /// deterministic routing ignores credits, and (with `escape`) that an escape channel is always
-/// offered.
+/// offered. With links in `dead`, a packet may also be dropped (no live route), but never loop.
 fn explore(
     topo: &Topology,
     routing: &Routing,
@@ -342,12 +370,13 @@ fn explore(
     vcs: u8,
     adaptive: bool,
     escape: Option<u8>,
+    dead: &[(RouterId, PortIdx)],
 ) -> Result<Explored, String> {
     let nodes = topo.nodes.len() as NodeId;
     let rails = topo.rails.max(1);
-    let dist: Vec<Vec<u32>> = (0..topo.routers.len() as RouterId)
-        .map(|r| topo.router_distances_from(r))
-        .collect();
+    let dist = live_distances(topo, dead);
+    // A detour through a sibling leaf may add a hop beyond twice the diameter.
+    let slack = usize::from(!dead.is_empty());
     let diameter = dist
         .iter()
         .flatten()
@@ -355,7 +384,7 @@ fn explore(
         .filter(|&d| d != u32::MAX)
         .max()
         .unwrap_or(0) as usize;
-    let bound = 2 * diameter + 1;
+    let bound = 2 * diameter + 1 + slack;
     let mut cdg = Cdg::default();
     let mut states = 0;
     for src in 0..nodes {
@@ -367,9 +396,15 @@ fn explore(
                     pkt.dst = dst;
                     pkt.rail = rail;
                     pkt.hops = 0;
-                    routing
-                        .on_inject(topo, &mut pkt, class)
-                        .map_err(|e| format!("{src}->{dst} rail {rail}: injection: {e}"))?;
+                    match routing.on_inject(topo, &mut pkt, class) {
+                        Ok(()) => {}
+                        Err(RouteError::Unreachable { .. } | RouteError::SourceCableDown { .. })
+                            if !dead.is_empty() =>
+                        {
+                            continue;
+                        }
+                        Err(e) => return Err(format!("{src}->{dst} rail {rail}: injection: {e}")),
+                    }
                     let (r0, p0) = routing.attach(src, rail);
                     let (dr, _) = routing.attach(dst, rail);
                     let shortest = dist[r0 as usize][dr as usize] as usize + 1;
@@ -384,16 +419,21 @@ fn explore(
                         }
                         states += 1;
                         let mut options: Vec<(Choice, Packet)> = Vec::new();
+                        // A choice, or None when the packet is dropped for want of a live route.
                         let mut try_view = |view: &mut dyn FnMut(&mut Packet) -> Result<Choice, RouteError>| {
                             let mut next = pkt.clone();
-                            let c = view(&mut next).map_err(|e| format!("{what}: {e}"))?;
+                            let c = match view(&mut next) {
+                                Ok(c) => c,
+                                Err(RouteError::Unreachable { .. }) if !dead.is_empty() => return Ok(None),
+                                Err(e) => return Err(format!("{what}: {e}")),
+                            };
                             if !options
                                 .iter()
                                 .any(|(oc, op)| *oc == c && format!("{op:?}") == format!("{next:?}"))
                             {
                                 options.push((c, next));
                             }
-                            Ok::<_, String>(c)
+                            Ok::<_, String>(Some(c))
                         };
                         let idle = try_view(&mut |p| routing.route(topo, r, in_port, p, &mut Idle))?;
                         let full = try_view(&mut |p| routing.route(topo, r, in_port, p, &mut Full))?;
@@ -402,7 +442,7 @@ fn explore(
                                 "{what}: deterministic routing at router {r} depends on credits: {idle:?} vs {full:?}"
                             ));
                         }
-                        if let Some(first_adaptive) = escape {
+                        if let (Some(first_adaptive), Some(full)) = (escape, full) {
                             let ejects =
                                 matches!(topo.routers[r as usize].ports[full.port as usize], Peer::Node { .. });
                             if !ejects && full.vc >= first_adaptive {
@@ -439,7 +479,7 @@ fn explore(
                                     stack.push((router, port, Some(here), next, routers + 1));
                                 }
                                 Peer::Node { node, rail: nr } if node == dst && nr == rail => {
-                                    if minimal(topo) && routers != shortest {
+                                    if dead.is_empty() && minimal(topo) && routers != shortest {
                                         return Err(format!(
                                             "{what}: path through {routers} routers, shortest is {shortest}"
                                         ));
@@ -467,16 +507,19 @@ enum Outcome {
     Checked(Claim, usize),
 }
 
-/// Validates the configuration and, if it is accepted, checks its claim.
-fn check(topo: &Topology, routing: &RoutingConfig, vcs: u8) -> Result<Outcome, String> {
-    let cfg = fabric(routing.clone(), vcs);
+/// Validates the configuration with the links `dead` failed and, if it is accepted, checks its
+/// claim.
+fn check(topo: &Topology, routing: &RoutingConfig, vcs: u8, dead: &[(RouterId, PortIdx)]) -> Result<Outcome, String> {
+    let healthy = fabric(routing.clone(), vcs);
+    let mut cfg = healthy.clone();
+    cfg.faults.failed_links = dead.iter().map(|&(router, port)| FailedLink { router, port }).collect();
     if cfg.validate(topo).is_err() {
         return Ok(Outcome::Rejected);
     }
-    let Ok(r) = Routing::new(topo, routing, vcs, &[]) else {
+    let Ok(r) = Routing::new(topo, routing, vcs, dead) else {
         return Ok(Outcome::Rejected);
     };
-    let template = sized_packet(topo, &cfg);
+    let template = sized_packet(topo, &healthy);
     let claim = claim(topo, routing);
     let adaptive = matches!(
         routing,
@@ -492,8 +535,8 @@ fn check(topo: &Topology, routing: &RoutingConfig, vcs: u8) -> Result<Outcome, S
         Claim::Escape { first_adaptive, .. } => Some(first_adaptive),
         _ => None,
     };
-    let ctx = |e: String| format!("{} with {routing:?}, {vcs} VCs: {e}", topo.name);
-    let ex = explore(topo, &r, &template, vcs, adaptive, escape).map_err(ctx)?;
+    let ctx = |e: String| format!("{} with {routing:?}, {vcs} VCs, failed links {dead:?}: {e}", topo.name);
+    let ex = explore(topo, &r, &template, vcs, adaptive, escape, dead).map_err(ctx)?;
     match claim {
         Claim::Acyclic => ex.cdg.check_acyclic(),
         Claim::Bubble => ex.cdg.check_bubble(topo, |_| true),
@@ -511,13 +554,25 @@ fn check(topo: &Topology, routing: &RoutingConfig, vcs: u8) -> Result<Outcome, S
     Ok(Outcome::Checked(claim, ex.states))
 }
 
-/// Checks every routing configuration valid on `tc` with 1 to 4 VCs; returns the claims checked.
-fn check_all(tc: &TopologyConfig) -> Result<Vec<Claim>, String> {
+/// Checks every routing configuration valid on `tc` with 1 to 4 VCs and the router links
+/// `failed` (indices into the topology's link list, modulo its length) down; returns the claims
+/// checked.
+fn check_all(tc: &TopologyConfig, failed: &[usize]) -> Result<Vec<Claim>, String> {
     let topo = build(tc).map_err(|e| format!("{tc:?}: {e}"))?;
+    let links: Vec<_> = topo.links().collect();
+    let mut dead: Vec<(RouterId, PortIdx)> = Vec::new();
+    if !links.is_empty() {
+        for &i in failed {
+            let a = links[i % links.len()].a;
+            if !dead.contains(&a) {
+                dead.push(a);
+            }
+        }
+    }
     let mut claims = Vec::new();
     for routing in all_routings() {
         for vcs in 1..=4 {
-            if let Outcome::Checked(c, _) = check(&topo, &routing, vcs)? {
+            if let Outcome::Checked(c, _) = check(&topo, &routing, vcs, &dead)? {
                 claims.push(c);
             }
         }
@@ -607,7 +662,7 @@ fn fixed_instances() -> Vec<TopologyConfig> {
 fn every_family_and_valid_routing_is_deadlock_free_on_a_fixed_instance() {
     let mut claims = BTreeSet::new();
     for tc in fixed_instances() {
-        let checked = check_all(&tc).unwrap_or_else(|e| panic!("{e}"));
+        let checked = check_all(&tc, &[]).unwrap_or_else(|e| panic!("{e}"));
         assert!(!checked.is_empty(), "no routing configuration accepted on {tc:?}");
         claims.extend(checked.iter().map(|c| format!("{c:?}")));
     }
@@ -651,7 +706,7 @@ fn torus_without_deadlock_scheme_is_caught() {
         cfg.validate(&topo)
             .expect("the scheme 'none' is accepted (to demonstrate deadlock)");
         let r = Routing::new(&topo, &none, 1, &[]).unwrap();
-        let ex = explore(&topo, &r, &sized_packet(&topo, &cfg), 1, false, None).unwrap();
+        let ex = explore(&topo, &r, &sized_packet(&topo, &cfg), 1, false, None, &[]).unwrap();
         let cycles = ex.cdg.cycles();
         assert!(!cycles.is_empty(), "k = {k:?}: no cycle found");
         for c in &cycles {
@@ -665,12 +720,12 @@ fn torus_without_deadlock_scheme_is_caught() {
     // Rings of 3: every destination is one hop away in each dimension.
     let topo = build(&grid(&[3, 3], 1, true)).unwrap();
     let r = Routing::new(&topo, &none, 1, &[]).unwrap();
-    let ex = explore(&topo, &r, &sized_packet(&topo, &fabric(none, 1)), 1, false, None).unwrap();
+    let ex = explore(&topo, &r, &sized_packet(&topo, &fabric(none, 1)), 1, false, None, &[]).unwrap();
     assert!(ex.cdg.check_acyclic().is_ok());
 }
 
-/// The same torus with a bubble or a dateline passes, and the adaptive exploration really
-/// follows more than one path (states beyond the deterministic count).
+/// A 4×4 torus with dateline passes under dimension order and minimal adaptive routing, and the
+/// adaptive exploration really follows more than one path (states beyond the deterministic count).
 #[test]
 fn schemes_on_a_4x4_torus() {
     let topo = build(&grid(&[4, 4], 1, true)).unwrap();
@@ -680,6 +735,7 @@ fn schemes_on_a_4x4_torus() {
             deadlock: DeadlockAvoidance::Dateline,
         },
         2,
+        &[],
     )
     .unwrap();
     let ada = check(
@@ -688,13 +744,14 @@ fn schemes_on_a_4x4_torus() {
             deadlock: DeadlockAvoidance::Dateline,
         },
         3,
+        &[],
     )
     .unwrap();
     let (Outcome::Checked(Claim::Acyclic, d), Outcome::Checked(Claim::Escape { .. }, a)) = (det, ada) else {
         panic!("both are valid configurations");
     };
     assert!(a > 2 * d, "adaptive explored {a} states, dimension order {d}");
-    // Dateline dimension order has no ring cycle on VC 0..1 but does use both VCs.
+    // Dateline dimension order uses both VCs of its class.
     let r = Routing::new(
         &topo,
         &RoutingConfig::DimensionOrder {
@@ -710,9 +767,36 @@ fn schemes_on_a_4x4_torus() {
         },
         2,
     );
-    let ex = explore(&topo, &r, &sized_packet(&topo, &cfg), 2, false, None).unwrap();
+    let ex = explore(&topo, &r, &sized_packet(&topo, &cfg), 2, false, None, &[]).unwrap();
     let vcs: BTreeSet<u8> = ex.cdg.edges.keys().map(|c| c.2).collect();
     assert_eq!(vcs, BTreeSet::from([0, 1]));
+}
+
+/// The generalized fat tree's detours around failed links: with the links spine 2–leaf 1 and
+/// spine 3–leaf 0 down, each spine reaches the leaf it lost through that leaf's sibling, so
+/// packets cross the sibling link in both directions, without a dependency cycle.
+#[test]
+fn sibling_bypass_around_failed_links_is_acyclic() {
+    // Leaves 0 and 1 (siblings), spines 2 and 3; leaf ports: nodes 0–1, up 2–3, sibling 4.
+    let topo = build(&gft(1, 2, 2, 2, 1)).unwrap();
+    let dead = [(2, 1), (0, 3)];
+    for routing in all_routings() {
+        let cfg = fabric(routing.clone(), 1);
+        let Ok(Outcome::Checked(Claim::Acyclic, _)) = check(&topo, &routing, 1, &dead) else {
+            assert!(cfg.validate(&topo).is_err(), "{routing:?} accepted but not checked");
+            continue;
+        };
+        let r = Routing::new(&topo, &routing, 1, &dead).unwrap();
+        let ex = explore(&topo, &r, &sized_packet(&topo, &cfg), 1, true, None, &dead).unwrap();
+        let sibling: BTreeSet<Channel> = ex
+            .cdg
+            .edges
+            .keys()
+            .filter(|&&(r, p, _)| topo.routers[r as usize].kinds[p as usize] == PortKind::Sibling)
+            .copied()
+            .collect();
+        assert_eq!(sibling, BTreeSet::from([(0, 4, 0), (1, 4, 0)]), "{routing:?}");
+    }
 }
 
 fn topology_strategy() -> impl Strategy<Value = TopologyConfig> {
@@ -762,7 +846,23 @@ proptest! {
     /// accepts keeps its deadlock-freedom claim, reaches every destination and never loops.
     #[test]
     fn routing_is_deadlock_free_and_loop_free(tc in topology_strategy()) {
-        let checked = check_all(&tc).map_err(TestCaseError::fail)?;
+        let checked = check_all(&tc, &[]).map_err(TestCaseError::fail)?;
         prop_assert!(!checked.is_empty(), "no routing configuration accepted on {:?}", tc);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// With one or two router links down, routing that goes around them (up*/down* choosing
+    /// live ports, the generalized fat tree's sibling bypass, dragonfly shortest live paths,
+    /// adaptive torus routing) keeps its claim and never loops; packets with no live route are
+    /// dropped, which is allowed.
+    #[test]
+    fn routing_around_failed_links_is_deadlock_free_and_loop_free(
+        tc in topology_strategy(),
+        failed in prop::collection::vec(any::<usize>(), 1..=2),
+    ) {
+        check_all(&tc, &failed).map_err(TestCaseError::fail)?;
     }
 }
