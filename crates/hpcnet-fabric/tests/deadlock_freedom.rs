@@ -179,6 +179,29 @@ impl Cdg {
     }
 }
 
+impl Cdg {
+    /// Dimension order among the channels `keep` accepts: a dependency between two dimension
+    /// channels goes to a higher dimension, or stays in the same dimension and direction.
+    fn check_dimension_order(&self, topo: &Topology, keep: impl Fn(Channel) -> bool) -> Result<(), String> {
+        let dim = |(r, p, _): Channel| match topo.routers[r as usize].kinds[p as usize] {
+            PortKind::Dim { dim, plus } => Some((dim, plus)),
+            _ => None,
+        };
+        for (&from, tos) in self.edges.iter().filter(|(c, _)| keep(**c)) {
+            for &to in tos.keys().filter(|c| keep(**c)) {
+                if let (Some((d1, p1)), Some((d2, p2))) = (dim(from), dim(to)) {
+                    if d2 < d1 || (d2 == d1 && p2 != p1) {
+                        return Err(format!(
+                            "{from:?} (dimension {d1}, plus {p1}) → {to:?} (dimension {d2}, plus {p2}) breaks dimension order"
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The ring a torus channel belongs to: (dimension, direction, VC, router coordinates in the
 /// other dimensions). None for any other port.
 fn ring_of(topo: &Topology, (r, p, vc): Channel) -> Option<(u8, bool, u8, Vec<u32>)> {
@@ -551,6 +574,25 @@ fn check(topo: &Topology, routing: &RoutingConfig, vcs: u8, dead: &[(RouterId, P
         Claim::Nothing => Ok(()),
     }
     .map_err(ctx)?;
+    // Dimension-order routing, source routes built from it, and the escape channels of minimal
+    // adaptive routing correct dimensions in increasing order.
+    let dor_based = matches!(topo.shape, Shape::Torus { .. } | Shape::Hypercube { .. })
+        && matches!(
+            routing,
+            RoutingConfig::DimensionOrder { .. } | RoutingConfig::Source | RoutingConfig::MinimalAdaptive { .. }
+        );
+    if dor_based {
+        let first_adaptive = match routing {
+            RoutingConfig::MinimalAdaptive {
+                deadlock: DeadlockAvoidance::Dateline,
+            } => 2,
+            RoutingConfig::MinimalAdaptive { .. } => 1,
+            _ => u8::MAX,
+        };
+        ex.cdg
+            .check_dimension_order(topo, |(_, _, vc)| vc < first_adaptive)
+            .map_err(ctx)?;
+    }
     Ok(Outcome::Checked(claim, ex.states))
 }
 
@@ -675,6 +717,21 @@ fn every_family_and_valid_routing_is_deadlock_free_on_a_fixed_instance() {
         "Nothing",
     ];
     assert_eq!(claims.into_iter().collect::<Vec<_>>(), expect);
+}
+
+/// A dependency from dimension 1 back to dimension 0 is reported (on a mesh, where it would
+/// not make a cycle by itself).
+#[test]
+fn dimension_order_checker_catches_a_step_back() {
+    let topo = build(&grid(&[3, 3], 1, false)).unwrap();
+    let mut g = Cdg::default();
+    // Router 0: port 0 = +x, port 2 = +y; router 3 = (0, 1): port 0 = +x.
+    g.add(Some((0, 0, 0)), (1, 2, 0), false);
+    assert!(g.check_dimension_order(&topo, |_| true).is_ok());
+    g.add(Some((0, 2, 0)), (3, 0, 0), false);
+    let err = g.check_dimension_order(&topo, |_| true).unwrap_err();
+    assert!(err.contains("breaks dimension order"), "{err}");
+    assert!(g.check_acyclic().is_ok());
 }
 
 #[test]
