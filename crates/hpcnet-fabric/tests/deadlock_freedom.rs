@@ -20,10 +20,13 @@
 //!   bubble condition; and from every state a packet can take an escape channel (a credit view
 //!   with no free adaptive credits yields one).
 //!
-//! In all cases every path ends at its destination node and no path revisits a routing state;
-//! minimal algorithms take shortest paths, the others at most twice the diameter plus one.
-//! A torus with dimension-order routing and no deadlock scheme must fail the checks (the
-//! detector finds its ring cycles).
+//! Dimension-order routing, source routes built from it and the escape channels of minimal
+//! adaptive routing also correct dimensions in increasing order. In all cases every path ends at
+//! its destination node (or, with failed links, is dropped for want of a live route) and no path
+//! revisits a routing state; minimal algorithms take shortest paths, the others at most twice the
+//! diameter plus one (plus one more around failed links). The configurations checked are all
+//! those [`FabricConfig::validate`] accepts with 1 to 4 VCs. A torus with dimension-order routing
+//! and no deadlock scheme must fail the checks (the detector finds its ring cycles).
 
 use hpcnet_des::{BitsPerSec, Bytes, EventQueue, SimTime};
 use hpcnet_fabric::config::*;
