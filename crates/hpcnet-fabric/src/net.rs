@@ -1279,3 +1279,6 @@ impl Queues {
         Some(h)
     }
 }
+#[cfg(test)]
+#[path = "net_tests.rs"]
+mod tests;

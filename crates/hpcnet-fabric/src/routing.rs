@@ -1064,3 +1064,6 @@ fn build_trees(topo: &Topology) -> Trees {
         sibs,
     }
 }
+#[cfg(test)]
+#[path = "routing_tests.rs"]
+mod tests;

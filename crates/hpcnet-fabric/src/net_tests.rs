@@ -1,0 +1,322 @@
+//! Unit tests of the router and network model: cut-through and store-and-forward timing, credit
+//! accounting and return, the bubble at ring entry, round-robin output arbitration, and the
+//! conservation law with drops for failed links.
+//!
+//! Links run at 8 Gb/s (1 byte per ns) with 10 ns latency and routers take 20 ns, so a
+//! maximum-size packet (16 B header + 256 B payload = 5 credits of 64 B) serialises in 272 ns
+//! and every expected time below is a small sum of those three numbers.
+
+use super::*;
+use crate::config::{
+    DeadlockAvoidance, Encoding, FailedLink, FaultConfig, LinkConfig, NodeInjection, PacketConfig, RouterConfig,
+    RoutingConfig, VcSelect,
+};
+use crate::topology::{build, CrossbarConfig, GridConfig, TopologyConfig};
+use hpcnet_des::Bytes;
+use std::collections::BTreeMap;
+
+/// Link latency, router latency and serialisation of a maximum-size packet, in ns.
+const L: u64 = 10;
+const R: u64 = 20;
+const SER: u64 = 272;
+
+fn ns(t: u64) -> SimTime {
+    SimTime::from_ns(t)
+}
+
+fn fabric(routing: RoutingConfig, vcs: u8, private_credits: u32) -> FabricConfig {
+    FabricConfig {
+        link: LinkConfig {
+            lanes: 1,
+            lane_rate: BitsPerSec::gbps(8.0),
+            encoding: Encoding::None,
+            latency: ns(L),
+            switching: Switching::CutThrough,
+        },
+        link_overrides: Vec::new(),
+        router: RouterConfig {
+            vcs,
+            credit_unit: Bytes(64),
+            private_credits,
+            shared_credits: 0,
+            latency: ns(R),
+            arbitration: Arbitration::RoundRobin,
+            vc_select: VcSelect::RoundRobin,
+            node_injection: NodeInjection::PerVc,
+        },
+        packet: PacketConfig {
+            header: Bytes(16),
+            max_payload: Bytes(256),
+        },
+        routing,
+        faults: FaultConfig::default(),
+    }
+}
+
+fn dor(deadlock: DeadlockAvoidance) -> RoutingConfig {
+    RoutingConfig::DimensionOrder { deadlock }
+}
+
+fn grid(k: &[u32], concentration: u32, wrap: bool) -> Topology {
+    let g = GridConfig {
+        k: k.to_vec(),
+        concentration,
+        radix: None,
+    };
+    build(&if wrap {
+        TopologyConfig::Torus(g)
+    } else {
+        TopologyConfig::Mesh(g)
+    })
+    .unwrap()
+}
+
+fn crossbar(ports: u32) -> Topology {
+    build(&TopologyConfig::Crossbar(CrossbarConfig { ports, radix: None })).unwrap()
+}
+
+/// Queues a maximum-size packet `tag` from `src` to `dst` now.
+fn send(net: &mut Network, q: &mut EventQueue<NetEvent>, tag: u64, src: NodeId, dst: NodeId) {
+    net.inject(q, Packet::new(tag, src, dst, 256, 16, q.now())).unwrap();
+}
+
+/// The packets delivered since the last call, in delivery order. With [`dropped`], the only
+/// place that reads how the network hands packets to their nodes.
+fn take_deliveries(net: &mut Network) -> Vec<Delivery> {
+    std::mem::take(&mut net.deliveries)
+}
+
+/// Runs every pending event and returns the packets delivered meanwhile, in delivery order.
+fn run_until_idle(net: &mut Network, q: &mut EventQueue<NetEvent>) -> Vec<Delivery> {
+    while let Some((_, ev)) = q.pop() {
+        net.handle(q, ev);
+    }
+    take_deliveries(net)
+}
+
+/// The packets dropped so far (by tag), with their reasons.
+fn dropped(net: &Network) -> Vec<(u64, RouteError)> {
+    net.drops.iter().map(|d| (d.packet.tag, d.reason.clone())).collect()
+}
+
+/// Delivery time, injection time and router traversals of the single packet delivered.
+fn one_packet(topo: Topology, cfg: FabricConfig, src: NodeId, dst: NodeId) -> (SimTime, SimTime, u16) {
+    let mut net = Network::new(topo, cfg).unwrap();
+    let mut q = EventQueue::new();
+    send(&mut net, &mut q, 1, src, dst);
+    let d = run_until_idle(&mut net, &mut q);
+    assert_eq!(d.len(), 1);
+    (d[0].at, d[0].packet.injected, d[0].packet.hops)
+}
+
+#[test]
+fn cut_through_latency_is_links_plus_routers_plus_one_serialisation() {
+    let cfg = fabric(dor(DeadlockAvoidance::None), 1, 8);
+    // One router: node link, router, node link.
+    let (at, injected, hops) = one_packet(crossbar(2), cfg.clone(), 0, 1);
+    assert_eq!((at, injected, hops), (ns(2 * L + R + SER), ns(0), 1));
+    // Four routers in a line: five links, four routers, the packet serialised once.
+    let (at, _, hops) = one_packet(grid(&[4], 1, false), cfg.clone(), 0, 3);
+    assert_eq!((at, hops), (ns(5 * L + 4 * R + SER), 4));
+    // Store-and-forward pays the serialisation on every link.
+    let mut saf = cfg;
+    saf.link.switching = Switching::StoreAndForward;
+    let (at, _, _) = one_packet(crossbar(2), saf.clone(), 0, 1);
+    assert_eq!(at, ns(2 * (L + SER) + R));
+    let (at, _, _) = one_packet(grid(&[4], 1, false), saf, 0, 3);
+    assert_eq!(at, ns(5 * (L + SER) + 4 * R));
+}
+
+/// Injection times of `n` packets sent at once from node 0 to node 1 (ordered by tag).
+fn injection_times(topo: Topology, cfg: FabricConfig, n: u64) -> Vec<u64> {
+    let mut net = Network::new(topo, cfg).unwrap();
+    let mut q = EventQueue::new();
+    for tag in 0..n {
+        send(&mut net, &mut q, tag, 0, 1);
+    }
+    let mut d = run_until_idle(&mut net, &mut q);
+    assert_eq!(d.len() as u64, n);
+    d.sort_by_key(|d| d.packet.tag);
+    d.iter().map(|d| d.packet.injected.0 / 1000).collect()
+}
+
+/// With room for one packet per buffer, the node may send the next packet only when the first
+/// has left the router's input buffer (at L + R, its tail out SER later) and the credits have
+/// travelled back over the link (L): one packet every 2L + R + SER. With room for all of them
+/// the node sends back to back.
+#[test]
+fn packets_wait_for_credits_which_return_one_link_latency_after_the_tail_leaves() {
+    let period = 2 * L + R + SER;
+    let tight = injection_times(grid(&[2], 1, false), fabric(dor(DeadlockAvoidance::None), 1, 5), 4);
+    assert_eq!(tight, vec![0, period, 2 * period, 3 * period]);
+    let ample = injection_times(grid(&[2], 1, false), fabric(dor(DeadlockAvoidance::None), 1, 20), 4);
+    assert_eq!(ample, vec![0, SER, 2 * SER, 3 * SER]);
+}
+
+/// Entering a ring under bubble flow control needs the packet's credits plus one maximum-size
+/// packet free: with private room for two packets, the second waits for the first's credits,
+/// whereas under dateline (no bubble) it follows at once.
+#[test]
+fn bubble_keeps_room_for_one_more_packet_when_entering_a_ring() {
+    let ring = || grid(&[4], 1, true);
+    let net = Network::new(ring(), fabric(dor(DeadlockAvoidance::Bubble), 1, 10)).unwrap();
+    assert!(net.routing.uses_bubble());
+    assert_eq!(net.bubble_credits, 5);
+    let bubble = injection_times(ring(), fabric(dor(DeadlockAvoidance::Bubble), 1, 10), 2);
+    assert_eq!(bubble, vec![0, 2 * L + R + SER]);
+    let dateline = injection_times(ring(), fabric(dor(DeadlockAvoidance::Dateline), 2, 10), 2);
+    assert_eq!(dateline, vec![0, SER]);
+}
+
+/// A router request entering a ring asks for the bubble on private credits only.
+#[test]
+fn ring_entry_request_needs_credits_plus_bubble() {
+    let mut net = Network::new(grid(&[4], 1, true), fabric(dor(DeadlockAvoidance::Bubble), 1, 10)).unwrap();
+    let mut q = EventQueue::new();
+    send(&mut net, &mut q, 1, 0, 2);
+    // Run until the packet is routed at router 0 (its first Arrive event).
+    while let Some((_, ev)) = q.pop() {
+        let arrive = matches!(ev, NetEvent::Arrive { .. });
+        net.handle(&mut q, ev);
+        if arrive {
+            break;
+        }
+    }
+    let qi = net.qi(net.port_base[0] + 2, 0);
+    let rec = net.inq.q[qi as usize];
+    assert!(rec.private_only);
+    assert_eq!((rec.out_port, rec.need), (0, 5 + 5));
+}
+
+/// Two inputs competing for one output are served alternately.
+#[test]
+fn round_robin_alternates_between_two_inputs() {
+    // Nodes 0 and 1 on router 0 both send to node 2 on router 1: the link 0 → 1 is shared.
+    let mut net = Network::new(grid(&[2], 2, false), fabric(dor(DeadlockAvoidance::None), 1, 64)).unwrap();
+    let mut q = EventQueue::new();
+    for i in 0..6 {
+        send(&mut net, &mut q, 2 * i, 0, 2);
+        send(&mut net, &mut q, 2 * i + 1, 1, 2);
+    }
+    let d = run_until_idle(&mut net, &mut q);
+    let srcs: Vec<NodeId> = d.iter().map(|d| d.packet.src).collect();
+    assert_eq!(srcs, [0, 1].repeat(6));
+    // The shared link is never idle once both queues are backed up: one packet per SER.
+    for w in d.windows(2) {
+        assert_eq!(w[1].at - w[0].at, ns(SER));
+    }
+}
+
+/// All-to-all on a 4×4 torus with a failed router link and a failed node cable: every packet is
+/// delivered or dropped exactly once, with the reason the failure implies; at every event
+/// `sent = delivered + dropped + in flight + queued at sources`; once idle, every credit is back.
+#[test]
+fn conservation_and_drop_reasons_with_failed_links() {
+    let topo = grid(&[4, 4], 1, true);
+    let mut cfg = fabric(dor(DeadlockAvoidance::Bubble), 2, 10);
+    // Router 0's +x link to router 1 (also router 1's port 1), and node 5's cable (port 4).
+    cfg.faults.failed_links = vec![FailedLink { router: 0, port: 0 }, FailedLink { router: 5, port: 4 }];
+    let dead = [(0, 0), (1, 1), (5, 4)];
+    let healthy = Routing::new(&topo, &cfg.routing, 2, &[]).unwrap();
+    let mut net = Network::new(topo.clone(), cfg.clone()).unwrap();
+    let mut q = EventQueue::new();
+    let mut expect = BTreeMap::new();
+    let mut sent = 0u64;
+    for s in 0..16 {
+        for d in (0..16).filter(|&d| d != s) {
+            let tag = (s * 16 + d) as u64;
+            send(&mut net, &mut q, tag, s, d);
+            sent += 1;
+            let reason = if s == 5 {
+                Some(RouteError::SourceCableDown { node: 5, router: 5 })
+            } else {
+                let path = healthy.trace(&topo, s, d, 0, 0).unwrap();
+                path.iter()
+                    .find(|(r, p, _)| dead.contains(&(*r, *p)))
+                    .map(|&(router, _, _)| RouteError::Unreachable { router, dst: d })
+            };
+            expect.insert(tag, reason);
+        }
+    }
+    let mut delivered = Vec::new();
+    loop {
+        let c = &net.counters;
+        assert_eq!(c.delivered as usize, delivered.len());
+        assert_eq!(c.dropped as usize, dropped(&net).len());
+        assert_eq!(
+            sent,
+            c.delivered + c.dropped + net.in_flight() + net.queued_at_sources() as u64
+        );
+        let Some((_, ev)) = q.pop() else { break };
+        net.handle(&mut q, ev);
+        delivered.extend(take_deliveries(&mut net));
+    }
+    assert_eq!((net.in_flight(), net.queued_at_sources()), (0, 0));
+    let mut outcome: BTreeMap<u64, Option<RouteError>> = BTreeMap::new();
+    for d in &delivered {
+        assert!(
+            outcome.insert(d.packet.tag, None).is_none(),
+            "{} delivered twice",
+            d.packet.tag
+        );
+    }
+    for (tag, reason) in dropped(&net) {
+        assert!(
+            outcome.insert(tag, Some(reason)).is_none(),
+            "{tag} delivered and dropped"
+        );
+    }
+    assert_eq!(outcome, expect);
+    let drops = expect.values().filter(|r| r.is_some()).count();
+    assert!(drops > 15 + 14 && drops < 100, "{drops} drops");
+    // Every credit has come back to the port it was taken from.
+    for o in net.out.iter_mut().filter(|o| matches!(o.to, Dest::Router { .. })) {
+        o.absorb(SimTime::MAX);
+        assert_eq!(&o.free_private[..2], &[10, 10]);
+        assert_eq!(o.free_shared, 0);
+    }
+}
+
+/// A node that accepts packets only into credited receive buffers holds the next packet at the
+/// router (reported as blocked, with the credits it needs) until it consumes the first; the
+/// credits then take one link latency to come back.
+#[test]
+fn ejection_credits_hold_packets_until_the_node_releases_them() {
+    let mut net = Network::new(crossbar(2), fabric(dor(DeadlockAvoidance::None), 1, 8)).unwrap();
+    net.set_ejection_credits(5);
+    let mut q = EventQueue::new();
+    send(&mut net, &mut q, 1, 0, 1);
+    send(&mut net, &mut q, 2, 0, 1);
+    let first = run_until_idle(&mut net, &mut q);
+    assert_eq!(first.len(), 1);
+    assert_eq!((first[0].packet.tag, first[0].at), (1, ns(2 * L + R + SER)));
+    let blocked = net.blocked(10);
+    assert_eq!(blocked.len(), 1);
+    let b = &blocked[0];
+    assert_eq!(
+        (b.source_node, b.router, b.in_port, b.head_dst, b.out_port),
+        (None, 0, 0, 1, 1)
+    );
+    assert_eq!(b.credits_needed, 5);
+    let release = q.now();
+    net.release_ejection(&mut q, 1, 0, Network::buffer_credits(&first[0].packet));
+    let second = run_until_idle(&mut net, &mut q);
+    assert_eq!(second.len(), 1);
+    assert_eq!(second[0].at, release + ns(2 * L + SER));
+}
+
+/// The deadlock report of a packet held at a credited ejection port should show the port's free
+/// credits (0 here); `Network::blocked` reports `u32::MAX` for every port that leads to a node,
+/// as if ejection never blocked.
+#[test]
+#[ignore = "model bug: Network::blocked reports credits_free = u32::MAX for a credited (set_ejection_credits) ejection port"]
+fn blocked_report_shows_free_ejection_credits() {
+    let mut net = Network::new(crossbar(2), fabric(dor(DeadlockAvoidance::None), 1, 8)).unwrap();
+    net.set_ejection_credits(5);
+    let mut q = EventQueue::new();
+    send(&mut net, &mut q, 1, 0, 1);
+    send(&mut net, &mut q, 2, 0, 1);
+    assert_eq!(run_until_idle(&mut net, &mut q).len(), 1);
+    let blocked = net.blocked(10);
+    assert_eq!((blocked[0].credits_needed, blocked[0].credits_free), (5, 0));
+}

@@ -1,0 +1,356 @@
+//! Unit tests of the routing functions: dimension order (first differing dimension, e-cube),
+//! dateline VC switch, D-mod-k up-port choice, adaptive selection, failed-link fallbacks, table
+//! routing and its memory accounting, and the dragonfly's VC per hop.
+
+use super::*;
+use crate::topology::{
+    build, DragonflyConfig, FatTreeConfig, GeneralizedFatTreeConfig, GridConfig, HypercubeConfig, TopologyConfig,
+};
+
+fn torus(k: &[u32]) -> Topology {
+    build(&TopologyConfig::Torus(GridConfig {
+        k: k.to_vec(),
+        concentration: 1,
+        radix: None,
+    }))
+    .unwrap()
+}
+
+fn dor(deadlock: DeadlockAvoidance) -> RoutingConfig {
+    RoutingConfig::DimensionOrder { deadlock }
+}
+
+/// A packet injected at `src` for `dst`, as the network prepares it, ready to be routed at its
+/// first router.
+fn injected(r: &Routing, topo: &Topology, src: NodeId, dst: NodeId, class: u8) -> Packet {
+    let mut p = Packet::new(0, src, dst, 256, 16, hpcnet_des::SimTime::ZERO);
+    p.credits = 5;
+    r.on_inject(topo, &mut p, class).unwrap();
+    p.hops = 1;
+    p
+}
+
+/// Free credits per port (every VC alike); ports not listed have none.
+struct Ports(Vec<(PortIdx, u32)>);
+impl CreditView for Ports {
+    fn free(&mut self, port: PortIdx, _: u8) -> u32 {
+        self.0.iter().find(|(p, _)| *p == port).map_or(0, |(_, f)| *f)
+    }
+}
+
+#[test]
+fn dimension_order_corrects_the_first_differing_dimension() {
+    let t = torus(&[4, 4, 4]);
+    let r = Routing::new(&t, &dor(DeadlockAvoidance::Bubble), 2, &[]).unwrap();
+    let id = |x: u32, y: u32, z: u32| x + 4 * y + 16 * z;
+    // (dimension, plus, crosses the wrap-around link)
+    assert_eq!(r.dor_step(id(1, 2, 3), id(1, 3, 0)), Some((1, true, false)));
+    assert_eq!(r.dor_step(id(1, 2, 3), id(1, 1, 0)), Some((1, false, false)));
+    assert_eq!(r.dor_step(id(1, 2, 3), id(0, 3, 0)), Some((0, false, false)));
+    assert_eq!(r.dor_step(id(3, 2, 3), id(0, 3, 0)), Some((0, true, true)));
+    assert_eq!(r.dor_step(id(1, 2, 3), id(1, 2, 0)), Some((2, true, true)));
+    // Half way round (k even) goes the plus way.
+    assert_eq!(r.dor_step(id(0, 1, 0), id(0, 3, 0)), Some((1, true, false)));
+    assert_eq!(r.dor_step(id(1, 2, 3), id(1, 2, 3)), None);
+    // The whole path: y first, then z over the wrap-around link, then ejection on port 6; each
+    // new dimension enters a ring (bubble).
+    let hops = r.trace(&t, id(1, 2, 3), id(1, 3, 0), 0, 0).unwrap();
+    assert_eq!(hops, vec![(57, 2, 0), (61, 4, 0), (13, 6, 0)]);
+    let mut p = injected(&r, &t, 57, 13, 0);
+    let c = r.route(&t, 57, 6, &mut p, &mut Idle).unwrap();
+    assert_eq!(
+        c,
+        Choice {
+            port: 2,
+            vc: 0,
+            enters_ring: true
+        }
+    );
+    // At router 61 the packet turns to dimension 2: another ring, another bubble.
+    p.hops += 1;
+    let c = r.route(&t, 61, 3, &mut p, &mut Idle).unwrap();
+    assert_eq!((c.port, c.enters_ring), (4, true));
+}
+
+#[test]
+fn staying_in_a_ring_does_not_ask_for_a_bubble() {
+    let t = torus(&[8]);
+    let r = Routing::new(&t, &dor(DeadlockAvoidance::Bubble), 1, &[]).unwrap();
+    let mut p = injected(&r, &t, 0, 3, 0);
+    let first = r.route(&t, 0, 2, &mut p, &mut Idle).unwrap();
+    p.hops += 1;
+    let second = r.route(&t, 1, 1, &mut p, &mut Idle).unwrap();
+    assert_eq!((first.port, first.enters_ring), (0, true));
+    assert_eq!((second.port, second.enters_ring), (0, false));
+    // On a mesh there is no ring and no bubble.
+    let m = build(&TopologyConfig::Mesh(GridConfig {
+        k: vec![8],
+        concentration: 1,
+        radix: None,
+    }))
+    .unwrap();
+    let r = Routing::new(&m, &dor(DeadlockAvoidance::Bubble), 1, &[]).unwrap();
+    assert!(!r.uses_bubble());
+    let mut p = injected(&r, &m, 0, 3, 0);
+    assert!(!r.route(&m, 0, 2, &mut p, &mut Idle).unwrap().enters_ring);
+}
+
+#[test]
+fn hypercube_routes_the_lowest_differing_bit_first() {
+    let t = build(&TopologyConfig::Hypercube(HypercubeConfig {
+        n: 3,
+        concentration: 1,
+        radix: None,
+    }))
+    .unwrap();
+    let r = Routing::new(&t, &dor(DeadlockAvoidance::Bubble), 1, &[]).unwrap();
+    // 101 → 011: bit 1 (set), then bit 2 (clear), then the node on port 3.
+    assert_eq!(r.dor_step(5, 3), Some((1, true, false)));
+    assert_eq!(r.trace(&t, 5, 3, 0, 0).unwrap(), vec![(5, 1, 0), (7, 2, 0), (3, 3, 0)]);
+}
+
+#[test]
+fn dateline_switches_to_the_upper_vc_on_the_wrap_link_and_back_in_a_new_dimension() {
+    let ring = torus(&[4]);
+    let r = Routing::new(&ring, &dor(DeadlockAvoidance::Dateline), 2, &[]).unwrap();
+    assert_eq!(r.classes(), 1);
+    // 2 → 0 the plus way (tie): VC 0 to router 3, VC 1 over the wrap-around link 3 → 0.
+    assert_eq!(
+        r.trace(&ring, 2, 0, 0, 0).unwrap(),
+        vec![(2, 0, 0), (3, 0, 1), (0, 2, 1)]
+    );
+    // 2 → 1 the minus way, no wrap: VC 0 throughout.
+    assert_eq!(r.trace(&ring, 2, 1, 0, 0).unwrap(), vec![(2, 1, 0), (1, 2, 0)]);
+
+    let t = torus(&[4, 4]);
+    let r = Routing::new(&t, &dor(DeadlockAvoidance::Dateline), 4, &[]).unwrap();
+    assert_eq!((r.classes(), r.injection_vc(1)), (2, 2));
+    // (3,0) → (1,1): x over the wrap (VC 1), then y on a fresh ring (VC 0).
+    assert_eq!(
+        r.trace(&t, 3, 5, 0, 0).unwrap(),
+        vec![(3, 0, 1), (0, 0, 1), (1, 2, 0), (5, 4, 0)]
+    );
+    // Class 1 uses VCs 2 and 3 the same way.
+    assert_eq!(
+        r.trace(&t, 3, 5, 0, 1).unwrap(),
+        vec![(3, 0, 3), (0, 0, 3), (1, 2, 2), (5, 4, 2)]
+    );
+}
+
+fn fat_tree(k: u32, n: u32) -> Topology {
+    build(&TopologyConfig::FatTree(FatTreeConfig { k, n, radix: None })).unwrap()
+}
+
+#[test]
+fn d_mod_k_takes_digit_l_of_the_destination_at_level_l() {
+    let t = fat_tree(3, 3);
+    let r = Routing::new(
+        &t,
+        &RoutingConfig::UpDown {
+            selection: Selection::Deterministic,
+        },
+        1,
+        &[],
+    )
+    .unwrap();
+    for dst in 3..27u32 {
+        let hops = r.trace(&t, 0, dst, 0, 0).unwrap();
+        // Leaf: up port k + digit 0 of dst.
+        assert_eq!(hops[0], (0, 3 + (dst % 3) as PortIdx, 0), "dst {dst}");
+        if dst >= 9 {
+            // Outside the first level-1 subtree: up again on k + digit 1.
+            assert_eq!(hops[1].1, 3 + (dst / 3 % 3) as PortIdx, "dst {dst}");
+            assert_eq!(hops.len(), 5, "up 2, down 2, eject: dst {dst}");
+        } else {
+            assert_eq!(hops.len(), 3, "dst {dst}");
+        }
+    }
+}
+
+#[test]
+fn tree_selection_deterministic_ignores_credits_adaptive_follows_them() {
+    let t = fat_tree(3, 2);
+    for (sel, expect_busy) in [(Selection::Deterministic, 3 + 5 % 3), (Selection::Adaptive, 4)] {
+        let r = Routing::new(&t, &RoutingConfig::UpDown { selection: sel }, 1, &[]).unwrap();
+        // Node 0 on leaf 0 to node 5: D-mod-k order starts at up port 3 + 5 mod 3 = 5.
+        let mut p = injected(&r, &t, 0, 5, 0);
+        let idle = r.route(&t, 0, 0, &mut p.clone(), &mut Idle).unwrap();
+        assert_eq!(idle.port, 5, "{sel:?}: ties keep the D-mod-k port");
+        let busy = r
+            .route(&t, 0, 0, &mut p, &mut Ports(vec![(3, 2), (4, 9), (5, 1)]))
+            .unwrap();
+        assert_eq!(busy.port, expect_busy, "{sel:?}");
+    }
+}
+
+#[test]
+fn dead_up_port_falls_back_to_the_next_in_d_mod_k_order() {
+    let t = fat_tree(3, 2);
+    // Leaf 0's up port 5 is the D-mod-k choice for node 5; with it dead, port 3 is next (circular).
+    let r = Routing::new(
+        &t,
+        &RoutingConfig::UpDown {
+            selection: Selection::Deterministic,
+        },
+        1,
+        &[(0, 5)],
+    )
+    .unwrap();
+    assert!(r.is_dead(0, 5));
+    assert_eq!(r.trace(&t, 0, 5, 0, 0).unwrap()[0], (0, 3, 0));
+    assert_eq!(
+        r.trace(&t, 0, 4, 0, 0).unwrap()[0],
+        (0, 4, 0),
+        "other destinations unchanged"
+    );
+}
+
+fn gft(planes: u32, leaves: u32, spines: u32, npl: u32, sib: u32) -> Topology {
+    build(&TopologyConfig::GeneralizedFatTree(GeneralizedFatTreeConfig {
+        planes,
+        leaves,
+        spines,
+        nodes_per_leaf: npl,
+        sibling_links: sib,
+        nodes: None,
+        radix: None,
+    }))
+    .unwrap()
+}
+
+#[test]
+fn table_routing_makes_the_up_down_decisions_and_reports_its_memory() {
+    let t = gft(2, 4, 3, 2, 1);
+    for selection in [Selection::Deterministic, Selection::Adaptive] {
+        let table = Routing::new(&t, &RoutingConfig::Table { selection }, 1, &[]).unwrap();
+        let updown = Routing::new(&t, &RoutingConfig::UpDown { selection }, 1, &[]).unwrap();
+        assert!(updown.table_memory.is_none());
+        for rail in 0..2 {
+            for s in 0..8 {
+                for d in (0..8).filter(|&d| d != s) {
+                    assert_eq!(
+                        table.trace(&t, s, d, rail, 0).unwrap(),
+                        updown.trace(&t, s, d, rail, 0).unwrap(),
+                        "{selection:?} {s}->{d} rail {rail}"
+                    );
+                }
+            }
+        }
+        // 8 endpoints, supernodes of 2 (nodes per leaf), one bit per port of the 40-port chip.
+        let m = table.table_memory.clone().unwrap();
+        assert_eq!(
+            (
+                m.supernode_size,
+                m.supernodes,
+                m.flat_entries,
+                m.two_level_entries,
+                m.entry_bits
+            ),
+            (2, 4, 8, 6, 40)
+        );
+    }
+    // The Sunway prototype's figures: 512 endpoints in supernodes of 18, 40-port routers.
+    let m = TableMemory::compute(512, 18, 40);
+    assert_eq!((m.supernodes, m.two_level_entries), (29, 47));
+    assert_eq!((m.flat_bytes_per_router, m.two_level_bytes_per_router), (2560, 235));
+    assert!((m.saving_percent - 100.0 * (1.0 - 47.0 / 512.0)).abs() < 1e-9);
+}
+
+#[test]
+fn spine_with_a_dead_down_link_bypasses_through_the_sibling_leaf() {
+    // Leaves 0, 1 (siblings), spines 2, 3. Leaf ports: nodes 0–1, up 2–3, sibling 4.
+    let t = gft(1, 2, 2, 2, 1);
+    for cfg in [
+        RoutingConfig::UpDown {
+            selection: Selection::Deterministic,
+        },
+        RoutingConfig::Table {
+            selection: Selection::Deterministic,
+        },
+    ] {
+        let healthy = Routing::new(&t, &cfg, 1, &[]).unwrap();
+        assert_eq!(
+            healthy.trace(&t, 0, 2, 0, 0).unwrap(),
+            vec![(0, 2, 0), (2, 1, 0), (1, 0, 0)]
+        );
+        // Spine 2's link down to leaf 1 (its port 1) fails.
+        let r = Routing::new(&t, &cfg, 1, &[(2, 1)]).unwrap();
+        assert_eq!(
+            r.trace(&t, 0, 2, 0, 0).unwrap(),
+            vec![(0, 2, 0), (2, 0, 0), (0, 4, 0), (1, 0, 0)],
+            "{cfg:?}"
+        );
+    }
+}
+
+#[test]
+fn dragonfly_minimal_uses_one_vc_per_router_hop() {
+    let t = build(&TopologyConfig::Dragonfly(DragonflyConfig {
+        a: 2,
+        p: 1,
+        h: 1,
+        g: None,
+        radix: None,
+    }))
+    .unwrap();
+    let r = Routing::new(&t, &RoutingConfig::Minimal, 3, &[]).unwrap();
+    let n = t.nodes.len() as NodeId;
+    let mut longest = 0;
+    for s in 0..n {
+        for d in (0..n).filter(|&d| d != s) {
+            let hops = r.trace(&t, s, d, 0, 0).unwrap();
+            let (links, eject) = hops.split_at(hops.len() - 1);
+            for (i, h) in links.iter().enumerate() {
+                assert_eq!(h.2 as usize, i, "{s}->{d}: {hops:?}");
+            }
+            assert_eq!(
+                eject[0].2 as usize,
+                links.len().saturating_sub(1),
+                "ejection keeps the VC"
+            );
+            longest = longest.max(links.len());
+        }
+    }
+    assert_eq!(longest, 3, "local, global, local");
+    // Fewer VCs than the diameter are refused.
+    let err = Routing::new(&t, &RoutingConfig::Minimal, 2, &[]).unwrap_err();
+    assert_eq!(err.key, "router.vcs");
+}
+
+#[test]
+fn minimal_adaptive_takes_the_roomiest_productive_vc_and_escapes_when_none_fits() {
+    let t = torus(&[4, 4]);
+    let r = Routing::new(
+        &t,
+        &RoutingConfig::MinimalAdaptive {
+            deadlock: DeadlockAvoidance::Bubble,
+        },
+        3,
+        &[],
+    )
+    .unwrap();
+    // (0,0) → (1,1): +x (port 0) and +y (port 2) are both productive.
+    let p = injected(&r, &t, 0, 5, 0);
+    let c = r
+        .route(&t, 0, 4, &mut p.clone(), &mut Ports(vec![(0, 6), (2, 9)]))
+        .unwrap();
+    assert_eq!((c.port, c.enters_ring), (2, false));
+    assert!(c.vc >= 1, "adaptive VCs are 1..");
+    // -x (port 1) is not productive, however free.
+    let c = r
+        .route(&t, 0, 4, &mut p.clone(), &mut Ports(vec![(0, 6), (1, 50)]))
+        .unwrap();
+    assert_eq!(c.port, 0);
+    // Nothing fits (5 credits needed): escape, dimension order on VC 0 with a bubble.
+    let c = r
+        .route(&t, 0, 4, &mut p.clone(), &mut Ports(vec![(0, 4), (2, 4)]))
+        .unwrap();
+    assert_eq!(
+        c,
+        Choice {
+            port: 0,
+            vc: 0,
+            enters_ring: true
+        }
+    );
+}
