@@ -406,11 +406,13 @@ impl Network {
     }
 
     /// Packets injected, delivered, dropped, and router hops of delivered packets.
+    #[inline]
     pub fn counters(&self) -> &NetCounters {
         &self.counters
     }
 
     /// Time of the last packet movement (the deadlock watchdog compares it with now).
+    #[inline]
     pub fn last_progress(&self) -> SimTime {
         self.last_progress
     }
@@ -443,6 +445,7 @@ impl Network {
     }
 
     /// Packets injected and neither delivered nor dropped yet.
+    #[inline]
     pub fn in_flight(&self) -> u64 {
         self.counters.injected - self.counters.delivered - self.counters.dropped
     }
@@ -1004,7 +1007,9 @@ impl Network {
                 out_vc,
                 credits_needed: r.need,
                 credits_free: match o.to {
-                    Dest::Router { .. } => {
+                    // A router link, or an ejection port whose node accepts packets only into
+                    // credited buffers.
+                    Dest::Router { .. } | Dest::Node if matches!(o.to, Dest::Router { .. }) || o.limited => {
                         o.free_private[out_vc as usize] as u32
                             + o.free_shared
                             // On their way back: the VC's private credits, and shared-pool

@@ -342,12 +342,13 @@ fn sized_packet(topo: &Topology, cfg: &FabricConfig) -> Packet {
         cfg.packet.header.0 as u32,
         SimTime::ZERO,
     );
-    net.inject(&mut q, pkt).expect("idle network routes");
+    let mut sink = hpcnet_fabric::Collect::default();
+    net.inject(&mut q, pkt, &mut sink).expect("idle network routes");
     while let Some((_, ev)) = q.pop() {
-        net.handle(&mut q, ev);
+        net.handle(&mut q, ev, &mut sink);
     }
-    assert_eq!(net.deliveries.len(), 1, "one packet delivered on an idle network");
-    net.deliveries.pop().expect("delivered").packet
+    assert_eq!(sink.delivered.len(), 1, "one packet delivered on an idle network");
+    sink.delivered.pop().expect("delivered").0
 }
 
 /// The result of exploring one routing function.

@@ -72,6 +72,9 @@ impl<B: NicBackend + ?Sized> Host<B> {
         }
         let w = &mut self.waiters;
         self.nic.take_notices(&mut w.notices);
+        if w.notices.is_empty() {
+            return true;
+        }
         for n in w.notices.drain(..) {
             let waker = match n {
                 Notice::Cq(cq) => w.cq.get_mut(cq.index()).and_then(Option::take),

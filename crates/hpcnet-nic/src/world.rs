@@ -331,8 +331,11 @@ impl World {
     }
 
     /// Move the notices of the steps so far into `out` (in the order they happened).
+    #[inline]
     pub fn take_notices(&mut self, out: &mut Vec<Notice>) {
-        out.append(&mut self.notices);
+        if !self.notices.is_empty() {
+            out.append(&mut self.notices);
+        }
     }
 
     /// Packets in the network or waiting at its sources.
@@ -342,6 +345,7 @@ impl World {
 
     /// How long the network has gone without moving a packet while packets are in flight
     /// (None when none is in flight): the deadlock watchdog's reading.
+    #[inline]
     pub fn stalled_for(&self) -> Option<SimTime> {
         (self.net.in_flight() > 0).then(|| self.q.now().saturating_sub(self.net.last_progress()))
     }
@@ -352,6 +356,7 @@ impl World {
     }
 
     /// Pop and handle one event; false when nothing is left.
+    #[inline]
     pub fn step(&mut self) -> bool {
         let Some((_, ev)) = self.q.pop() else { return false };
         self.handle(ev);
