@@ -206,6 +206,8 @@ impl<B: NicBackend + 'static> Machine<B> {
         let mut model = Running {
             host: &self.host,
             exec: &mut self.exec,
+            stalled: None,
+            watchdog,
         };
         let out = Driver::new().watchdog(watchdog).run(&mut model);
         let deadlock = matches!(out.stop, Stop::Watchdog { .. });
@@ -236,6 +238,11 @@ impl<B: NicBackend + 'static> Machine<B> {
 struct Running<'a, B: NicBackend> {
     host: &'a RefCell<Host<B>>,
     exec: &'a mut Executor,
+    /// The watchdog's reading after the last NIC event (rank programs move no packets).
+    stalled: Option<SimTime>,
+    /// The driver's watchdog limit: a batch of NIC events yields to the driver when it is
+    /// exceeded.
+    watchdog: SimTime,
 }
 
 impl<B: NicBackend> Model for Running<'_, B> {
@@ -251,16 +258,26 @@ impl<B: NicBackend> Model for Running<'_, B> {
             self.exec.run_ready();
             return Step::Handled;
         }
-        if self.host.borrow_mut().step() {
-            Step::Handled
-        } else {
-            Step::Empty
+        // NIC events back to back (one borrow per batch) until one wakes a task, or the run
+        // looks stuck to the watchdog: then the driver decides.
+        let mut h = self.host.borrow_mut();
+        if !h.step() {
+            return Step::Empty;
+        }
+        loop {
+            self.stalled = h.nic.stalled_for();
+            if self.exec.has_ready() || self.stalled.is_some_and(|s| s > self.watchdog) {
+                return Step::Handled;
+            }
+            if !h.step() {
+                return Step::Handled;
+            }
         }
     }
 
     #[inline]
     fn stalled_for(&self) -> Option<SimTime> {
-        self.host.borrow().nic.stalled_for()
+        self.stalled
     }
 }
 

@@ -65,6 +65,7 @@ impl Engine {
     }
 
     /// Queue `msg` on send queue `q`, or with the fast messages.
+    #[inline]
     fn enqueue(&mut self, q: usize, msg: u32, fast: bool) {
         if fast {
             self.fast.push_back(msg);
@@ -96,6 +97,7 @@ impl Engine {
 
     /// The engine's own choice of its next message: fast messages first, then its send queues
     /// and the write-backs, by `arb`.
+    #[inline]
     fn pick(&mut self, arb: FunctionArbitration) -> Option<u32> {
         let e = self;
         if let Some(id) = e.fast.pop_front() {
@@ -186,7 +188,6 @@ impl World {
         e.busy = true;
         e.in_flight += 1;
         let now = self.q.now();
-        let host = self.cfg.host.clone();
         // What the engine needs of the message (no copy of its segment lists).
         let m = self.msg(id);
         let (len, class, src, dst, rail, held) = (m.len, m.class, m.req.src, m.req.dst, m.req.rail, m.held);
@@ -215,9 +216,9 @@ impl World {
         let mut t = now;
         if fsm {
             // PIO: the descriptor (64 B) and the data were written into NIC memory by the CPU.
-            t += host.write_rate().serialization(Bytes(64 + len));
+            t += self.timing.write_rate.serialization(Bytes(64 + len));
         } else if !internal {
-            t += host.read_latency;
+            t += self.timing.read_latency;
         }
         t += if internal {
             self.cfg.writeback_overhead.unwrap_or(self.cfg.message_overhead)
@@ -277,7 +278,7 @@ impl World {
         // When the data is in the NIC: immediate data comes with the descriptor (its first
         // `immediate_inline` bytes with the descriptor's first read, the rest extracted at the
         // immediate rate); otherwise DMA reads through the engine's PCIe link.
-        let link = (engine % host.links.max(1)) as usize;
+        let link = (engine % self.timing.links) as usize;
         // DMA reads are issued when the descriptor is processed and queue behind the link's
         // earlier reads (`read_busy`). Immediate data is part of the descriptor: its extraction
         // belongs to the descriptor stage (spec 02: descriptor read → descriptor extract), which
@@ -287,8 +288,10 @@ impl World {
         } else if immediate {
             (t, self.cfg.immediate_rate.or(self.cfg.engine_rate))
         } else {
-            let start = self.nics[node as usize].host.read_start(link, t, host.read_latency);
-            (start, Some(host.read_rate()))
+            let start = self.nics[node as usize]
+                .host
+                .read_start(link, t, self.timing.read_latency);
+            (start, Some(self.timing.read_rate))
         };
         let inline = if immediate { self.cfg.immediate_inline.0 } else { 0 };
         let desc_done = if immediate {
@@ -301,11 +304,7 @@ impl World {
         // `min(read_request, max_payload)` bytes, each costing a header and a processing cycle
         // (spec 02's account of the 80 % peak is per returned completion); a packet assembled
         // from several completions pays for each, and every packet for at least one.
-        let compl = if immediate || fsm {
-            mtu
-        } else {
-            host.completion_size().0
-        };
+        let compl = if immediate || fsm { mtu } else { self.timing.completion };
         let mut emit_free = entry;
         let mut last = first;
         for k in 0..npk {

@@ -5,7 +5,46 @@
 //! bytes themselves are copied by the engine and receive stages. A channel serves its transfers
 //! one after another in the order they were issued.
 
-use hpcnet_des::SimTime;
+use crate::config::HostConfig;
+use hpcnet_des::{BitsPerSec, Bytes, SimTime};
+
+/// The host interface's derived rates, computed once from [`HostConfig`] (the configuration
+/// of a world does not change while it runs).
+#[derive(Clone, Debug)]
+pub(crate) struct HostTiming {
+    /// DMA read payload rate ([`HostConfig::read_rate`]).
+    pub(crate) read_rate: BitsPerSec,
+    /// DMA write payload rate ([`HostConfig::write_rate`]).
+    pub(crate) write_rate: BitsPerSec,
+    /// Bytes per read completion ([`HostConfig::completion_size`]).
+    pub(crate) completion: u64,
+    pub(crate) read_latency: SimTime,
+    pub(crate) links: u32,
+    /// The last DMA write duration computed: (bytes, time). Packets repeat sizes.
+    write_memo: (u64, SimTime),
+}
+
+impl HostTiming {
+    pub(crate) fn new(h: &HostConfig) -> HostTiming {
+        HostTiming {
+            read_rate: h.read_rate(),
+            write_rate: h.write_rate(),
+            completion: h.completion_size().0,
+            read_latency: h.read_latency,
+            links: h.links.max(1),
+            write_memo: (u64::MAX, SimTime::ZERO),
+        }
+    }
+
+    /// Time to write `len` bytes into host memory by DMA.
+    #[inline]
+    pub(crate) fn write_time(&mut self, len: u64) -> SimTime {
+        if self.write_memo.0 != len {
+            self.write_memo = (len, self.write_rate.serialization(Bytes(len)));
+        }
+        self.write_memo.1
+    }
+}
 
 /// The DMA channels of one NIC: busy until.
 #[derive(Clone, Debug)]

@@ -17,7 +17,6 @@ use crate::ids::Rank;
 use crate::op::{Msg, Op};
 use crate::pkt::{Held, PktInfo, PktKind};
 use crate::world::{World, WorldEvent};
-use hpcnet_des::Bytes;
 use hpcnet_fabric::topology::NodeId;
 
 impl World {
@@ -92,7 +91,7 @@ impl World {
                 };
                 let write = match nap_tlp {
                     Some(per) => per * len.div_ceil(self.cfg.host.max_payload.0).max(1),
-                    None => self.cfg.host.write_rate().serialization(Bytes(len)),
+                    None => self.timing.write_time(len),
                 };
                 let ready = now + self.cfg.rx_overhead;
                 let done = self.nic_of(info.to).host.write(ready, write);
@@ -164,7 +163,7 @@ impl World {
                     rail: info.rail,
                     held: None,
                 });
-                let t = now + self.cfg.rx_overhead + self.cfg.host.read_latency;
+                let t = now + self.cfg.rx_overhead + self.timing.read_latency;
                 let by = self.net.node_origin(self.place.node_of(info.to));
                 self.q.schedule_by(by, t, WorldEvent::Inject { pkt: p });
             }

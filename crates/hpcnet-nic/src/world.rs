@@ -62,7 +62,7 @@
 use crate::config::NicConfig;
 use crate::cq::{Cq, CqeStatus, Rq};
 use crate::engine::Engine;
-use crate::host::HostLinks;
+use crate::host::{HostLinks, HostTiming};
 use crate::ids::{CqId, Placement, QpNum, Rank, Seg, TimerId};
 use crate::memory::Memory;
 use crate::op::Msg;
@@ -180,6 +180,7 @@ pub struct World {
     pub(crate) q: EventQueue<WorldEvent>,
     pub(crate) net: Network,
     pub(crate) cfg: NicConfig,
+    pub(crate) timing: HostTiming,
     pub(crate) header: u32,
     pub(crate) mtu: u32,
     pub(crate) nics: Vec<Nic>,
@@ -256,6 +257,7 @@ impl World {
             unreliable_sent: Vec::new(),
             notices: Vec::new(),
             counters: NicCounters::default(),
+            timing: HostTiming::new(&cfg.host),
             cfg,
         }
     }

@@ -275,14 +275,16 @@ struct Generator<'a> {
     /// offered load, in ps.
     slot_ps: f64,
     period_ps: f64,
+    /// ln(1 − load), for Bernoulli gaps.
+    ln_idle: f64,
     generated: u64,
     measured: u64,
     bytes_created_window: u64,
 }
 
 /// Time to a source's next packet: `period_ps` apart (periodic), or a geometric number of
-/// `slot_ps` slots (Bernoulli).
-fn gap(tc: &TrafficConfig, slot_ps: f64, period_ps: f64, rng: &mut SimRng) -> SimTime {
+/// `slot_ps` slots (Bernoulli; `ln_idle` = ln(1 − load)).
+fn gap(tc: &TrafficConfig, slot_ps: f64, period_ps: f64, ln_idle: f64, rng: &mut SimRng) -> SimTime {
     match tc.process {
         Process::Periodic => SimTime(period_ps.round().max(1.0) as u64),
         Process::Bernoulli => {
@@ -291,7 +293,7 @@ fn gap(tc: &TrafficConfig, slot_ps: f64, period_ps: f64, rng: &mut SimRng) -> Si
             let k = if tc.load >= 1.0 {
                 1.0
             } else {
-                ((1.0 - u).ln() / (1.0 - tc.load).ln()).floor() + 1.0
+                ((1.0 - u).ln() / ln_idle).floor() + 1.0
             };
             SimTime((k * slot_ps).round().max(1.0) as u64)
         }
@@ -327,7 +329,7 @@ impl Generator<'_> {
             self.generated += 1;
             pkt = Some(p);
         }
-        let g = gap(tc, self.slot_ps, self.period_ps, &mut s.rng);
+        let g = gap(tc, self.slot_ps, self.period_ps, self.ln_idle, &mut s.rng);
         let next = (now + g < self.meas_end).then_some(now + g);
         (pkt, next)
     }
@@ -473,6 +475,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
             meas_end,
             slot_ps,
             period_ps,
+            ln_idle: (1.0 - tc.load).ln(),
             generated: 0,
             measured: 0,
             bytes_created_window: 0,
