@@ -787,8 +787,17 @@ impl Network {
         }
         match self.cfg.router.arbitration {
             Arbitration::RoundRobin => self.scan_requests(o, RoundRobin),
-            Arbitration::Age => self.scan_requests(o, Age::default()),
+            Arbitration::Age => self.pick_by_age(o),
         }
+    }
+
+    /// The age policy's scan, out of line: the hot path inlines only the default policy (the
+    /// arbitration is inlined at several call sites, and instruction-cache misses dominated
+    /// when every policy's loop was copied into each).
+    #[cold]
+    #[inline(never)]
+    fn pick_by_age(&self, o: &OutPort) -> Option<u32> {
+        self.scan_requests(o, Age::default())
     }
 
     /// Offer the requests of `o`, from the round-robin pointer on, cyclically, to `arb`.

@@ -65,7 +65,7 @@ struct Waiters {
 
 impl<B: NicBackend + ?Sized> Host<B> {
     /// Handle one NIC event and wake the tasks its notices concern; false when none was left.
-    #[inline]
+    #[inline(always)]
     fn step(&mut self) -> bool {
         if !self.nic.step() {
             return false;

@@ -363,7 +363,7 @@ impl Model for Run<'_> {
                 let (pkt, next) = self.gen.fire(node, now, &self.net);
                 if let Some(p) = pkt {
                     if let Err(e) = self.net.inject(&mut self.q, p, &mut self.col) {
-                        self.error = Some(RunError::Config(format!("routing: {e}")));
+                        self.error = Some(routing_error(e));
                         return Step::Empty;
                     }
                 }
@@ -383,9 +383,17 @@ impl Model for Run<'_> {
         (s > SimTime::ZERO && self.net.in_flight() > 0).then_some(s)
     }
 
+    #[inline(never)]
     fn boundary(&mut self, index: usize) {
         self.busy[index] = Some(self.net.busy_snapshot());
     }
+}
+
+/// A packet a source created has no route (kept out of the event loop's code).
+#[cold]
+#[inline(never)]
+fn routing_error(e: hpcnet_fabric::RouteError) -> RunError {
+    RunError::Config(format!("routing: {e}"))
 }
 
 /// Progress callback: (simulated now, planned end of measurement).
