@@ -28,12 +28,14 @@
 //! those [`FabricConfig::validate`] accepts with 1 to 4 VCs. A torus with dimension-order routing
 //! and no deadlock scheme must fail the checks (the detector finds its ring cycles).
 
+mod common;
+use common::gft;
 use hpcnet_des::{BitsPerSec, Bytes, EventQueue, SimTime};
 use hpcnet_fabric::config::*;
 use hpcnet_fabric::routing::{Choice, CreditView, Idle, RouteError, Routing};
 use hpcnet_fabric::topology::{
-    build, CrossbarConfig, DragonflyConfig, FatTreeConfig, GeneralizedFatTreeConfig, GridConfig, HypercubeConfig,
-    LeafSpineConfig, NodeId, Peer, PortIdx, PortKind, RouterId, Shape, Topology, TopologyConfig,
+    build, CrossbarConfig, DragonflyConfig, FatTreeConfig, GridConfig, HypercubeConfig, LeafSpineConfig, NodeId, Peer,
+    PortIdx, PortKind, RouterId, Shape, Topology, TopologyConfig,
 };
 use hpcnet_fabric::{NetEvent, Network, Packet};
 use proptest::prelude::*;
@@ -637,18 +639,6 @@ fn grid(k: &[u32], conc: u32, wrap: bool) -> TopologyConfig {
     } else {
         TopologyConfig::Mesh(g)
     }
-}
-
-fn gft(planes: u32, leaves: u32, spines: u32, nodes_per_leaf: u32, sibling_links: u32) -> TopologyConfig {
-    TopologyConfig::GeneralizedFatTree(GeneralizedFatTreeConfig {
-        planes,
-        leaves,
-        spines,
-        nodes_per_leaf,
-        sibling_links,
-        nodes: None,
-        radix: None,
-    })
 }
 
 /// One small instance of every family.

@@ -1,5 +1,7 @@
 //! Topology layer: counts, closed-form distances and bisections, errors, export, properties.
 
+mod common;
+use common::gft;
 use hpcnet_fabric::topology::{
     build, BisectionMethod, DragonflyConfig, FatTreeConfig, GeneralizedFatTreeConfig, GridConfig, HypercubeConfig,
     LeafSpineConfig, Peer, PortKind, Topology, TopologyConfig,
@@ -40,18 +42,6 @@ fn leaf_spine(leaves: u32, spines: u32, nodes_per_leaf: u32, links_per_spine: u3
         spines,
         nodes_per_leaf,
         links_per_spine,
-        nodes: None,
-        radix: None,
-    })
-}
-
-fn gft(planes: u32, leaves: u32, spines: u32, nodes_per_leaf: u32, sibling_links: u32) -> TopologyConfig {
-    TopologyConfig::GeneralizedFatTree(GeneralizedFatTreeConfig {
-        planes,
-        leaves,
-        spines,
-        nodes_per_leaf,
-        sibling_links,
         nodes: None,
         radix: None,
     })
