@@ -43,3 +43,36 @@ id!(
     /// A port of one router, numbered from 0 up to the router's port count.
     PortIdx(u16)
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::FailedLink;
+    use crate::topology::Peer;
+
+    #[test]
+    fn ids_read_and_print_as_plain_integers() {
+        let peer = Peer::Router {
+            router: RouterId(3),
+            port: PortIdx(2),
+        };
+        assert_eq!(
+            serde_json::to_string(&peer).unwrap(),
+            r#"{"kind":"router","router":3,"port":2}"#
+        );
+        let link: FailedLink = serde_json::from_str(r#"{"router": 3, "port": 2}"#).unwrap();
+        assert_eq!(
+            link,
+            FailedLink {
+                router: RouterId(3),
+                port: PortIdx(2)
+            }
+        );
+        assert!(serde_json::from_str::<FailedLink>(r#"{"router": 3, "port": 70000}"#).is_err());
+        assert_eq!(
+            format!("node {} router {:>3}", NodeId(7), RouterId(12)),
+            "node 7 router  12"
+        );
+        assert_eq!((NodeId(9).index(), PortIdx(4).index()), (9, 4));
+    }
+}
