@@ -544,7 +544,7 @@ impl FabricConfig {
             } else {
                 format!("link_overrides[{}]", i - self.faults.failed_links.len())
             };
-            let Some(router) = topo.routers.get(f.router as usize) else {
+            let Some(router) = topo.routers.get(f.router.index()) else {
                 return Err(ConfigError::new(
                     format!("{key}.router"),
                     format!(
@@ -554,8 +554,8 @@ impl FabricConfig {
                     ),
                 ));
             };
-            if f.port as usize >= router.ports.len()
-                || matches!(router.ports[f.port as usize], crate::topology::Peer::None)
+            if f.port.index() >= router.ports.len()
+                || matches!(router.ports[f.port.index()], crate::topology::Peer::None)
             {
                 return Err(ConfigError::new(
                     format!("{key}.port"),

@@ -213,7 +213,7 @@ struct PortCredits<'a> {
 impl CreditView for PortCredits<'_> {
     #[inline(always)]
     fn free(&mut self, port: PortIdx, vc: u8) -> u32 {
-        let o = &mut self.out[port as usize];
+        let o = &mut self.out[port.index()];
         match o.to {
             Dest::Router { .. } => {
                 // Credits already back are folded in now rather than at the port's next
@@ -319,13 +319,13 @@ impl Network {
         let mut upstream = vec![u32::MAX; total as usize];
         for (ri, r) in topo.routers.iter().enumerate() {
             for (pi, peer) in r.ports.iter().enumerate() {
-                let (lanes, lat, sw) = link_params(&cfg, &topo, ri as RouterId, pi as PortIdx);
+                let (lanes, lat, sw) = link_params(&cfg, &topo, RouterId(ri as u32), PortIdx(pi as u16));
                 let rate = base_rate_for(&cfg, lanes, base_rate);
-                let dead = routing.is_dead(ri as RouterId, pi as PortIdx);
+                let dead = routing.is_dead(RouterId(ri as u32), PortIdx(pi as u16));
                 let to = match *peer {
                     _ if dead => Dest::None,
                     Peer::Router { router, port } => {
-                        upstream[(port_base[router as usize] + port as u32) as usize] = port_base[ri] + pi as u32;
+                        upstream[(port_base[router.index()] + port.0 as u32) as usize] = port_base[ri] + pi as u32;
                         Dest::Router { router, port }
                     }
                     Peer::Node { .. } => Dest::Node,
@@ -339,7 +339,7 @@ impl Network {
                 let (r, p) = n.ports[rail.min(n.ports.len() - 1)];
                 let (lanes, lat, sw) = link_params(&cfg, &topo, r, p);
                 let rate = base_rate_for(&cfg, lanes, base_rate);
-                let g = port_base[r as usize] + p as u32;
+                let g = port_base[r.index()] + p.0 as u32;
                 upstream[g as usize] = total + (ni * rails as usize + rail) as u32;
                 out.push(mk(
                     Dest::Router { router: r, port: p },
@@ -358,7 +358,7 @@ impl Network {
         // VC does not block the node's packets on another (NIC per-VC buffers).
         let inq = Queues::new(node_q0 as usize + ((topo.nodes.len() * rails as usize) << vc_shift));
         let router_of = (0..topo.routers.len())
-            .flat_map(|r| (port_base[r]..port_base[r + 1]).map(move |_| r as RouterId))
+            .flat_map(|r| (port_base[r]..port_base[r + 1]).map(move |_| RouterId(r as u32)))
             .collect();
         let routers = topo.routers.len() as u32;
         if routers as u64 + topo.nodes.len() as u64 > hpcnet_des::queue::MAX_ORIGINS as u64 {
@@ -459,7 +459,7 @@ impl Network {
 
     /// Packets waiting in the injection queue of `node`'s `rail`.
     pub fn source_queue_len(&self, node: NodeId, rail: u8) -> usize {
-        let base = self.node_q0 + ((node * self.rails as u32 + rail as u32) << self.vc_shift);
+        let base = self.node_q0 + ((node.0 * self.rails as u32 + rail as u32) << self.vc_shift);
         (0..self.vcs).map(|v| self.inq.len(base + v) as usize).sum()
     }
 
@@ -470,7 +470,7 @@ impl Network {
             crate::config::NodeInjection::Fifo => 0, // one FIFO shared by every VC
         };
         self.inq
-            .len(self.node_queue(node * self.rails as u32 + rail as u32) + slot) as usize
+            .len(self.node_queue(node.0 * self.rails as u32 + rail as u32) + slot) as usize
     }
 
     /// First injection queue of node rail `k` (= node × rails + rail); VC v is at `+ v`.
@@ -489,13 +489,13 @@ impl Network {
     /// The event origin of router `r`.
     #[inline]
     pub fn router_origin(&self, r: RouterId) -> Origin {
-        Origin(r)
+        Origin(r.0)
     }
 
     /// The event origin of node `node` (its NIC and its traffic source).
     #[inline]
     pub fn node_origin(&self, node: NodeId) -> Origin {
-        Origin(self.routers + node)
+        Origin(self.routers + node.0)
     }
 
     /// The component owning output port `oi` (a router, or a node for its rail ports).
@@ -510,7 +510,7 @@ impl Network {
     }
 
     fn node_oport(&self, node: NodeId, rail: u8) -> u32 {
-        self.router_ports + node * self.rails as u32 + rail as u32
+        self.router_ports + node.0 * self.rails as u32 + rail as u32
     }
 
     fn alloc(&mut self, p: Packet) -> PacketId {
@@ -528,7 +528,7 @@ impl Network {
         // A cheap placeholder stays in the slot until it is reused.
         let p = std::mem::replace(
             &mut self.packets[id as usize],
-            Packet::new(0, 0, 0, 0, 0, SimTime::ZERO),
+            Packet::new(0, NodeId(0), NodeId(0), 0, 0, SimTime::ZERO),
         );
         self.free_ids.push(id);
         p
@@ -554,7 +554,7 @@ impl Network {
         pkt.credits = (pkt.size as u64).div_ceil(unit) as u16;
         let class = match self.cfg.router.vc_select {
             crate::config::VcSelect::RoundRobin => self.next_class as u8,
-            crate::config::VcSelect::Destination => (pkt.dst % self.routing.classes().max(1) as u32) as u8,
+            crate::config::VcSelect::Destination => (pkt.dst.0 % self.routing.classes().max(1) as u32) as u8,
             crate::config::VcSelect::Packet => pkt.class,
         };
         // Injections modulo 251 (a prime, so classes spread over any VC count), counted without
@@ -581,7 +581,7 @@ impl Network {
             crate::config::NodeInjection::PerVc => pkt.vc as u32,
             crate::config::NodeInjection::Fifo => 0,
         };
-        let qi = self.node_queue(node * self.rails as u32 + rail as u32) + slot;
+        let qi = self.node_queue(node.0 * self.rails as u32 + rail as u32) + slot;
         let id = self.alloc(pkt);
         if self.inq.push_back(qi, id) == 1 {
             self.run_arbitrations(q, Some(self.node_oport(node, rail)), ep);
@@ -604,7 +604,7 @@ impl Network {
                 let p = &mut self.packets[pkt as usize];
                 p.hops += 1;
                 let vc = p.vc;
-                let qi = self.qi(self.port_base[router as usize] + port as u32, vc);
+                let qi = self.qi(self.port_base[router.index()] + port.0 as u32, vc);
                 if self.inq.push_back(qi, pkt) == 1 {
                     let kick = self.new_head(q, qi, router);
                     self.run_arbitrations(q, kick, ep);
@@ -630,9 +630,9 @@ impl Network {
     /// Returns the output port to arbitrate next.
     #[inline(always)]
     fn new_head<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, qi: u32, router: RouterId) -> Option<u32> {
-        let base = self.port_base[router as usize];
-        let end = self.port_base[router as usize + 1];
-        let in_port = ((qi >> self.vc_shift) - base) as PortIdx;
+        let base = self.port_base[router.index()];
+        let end = self.port_base[router.index() + 1];
+        let in_port = PortIdx(((qi >> self.vc_shift) - base) as u16);
         loop {
             let id = self.inq.front(qi)?;
             let mut view = PortCredits {
@@ -643,7 +643,7 @@ impl Network {
             match self.routing.route(&self.topo, router, in_port, p, &mut view) {
                 Ok(c) => {
                     let credits = p.credits as u32;
-                    let oi = base + c.port as u32;
+                    let oi = base + c.port.0 as u32;
                     let o = &mut self.out[oi as usize];
                     // The bubble applies to ring channels only (never to an ejection port).
                     let private_only = c.enters_ring && matches!(o.to, Dest::Router { .. });
@@ -704,7 +704,7 @@ impl Network {
         if o.starved {
             // The credits are a message from this router to the upstream port, one link
             // latency away.
-            let by = Origin(self.router_of[(qi >> self.vc_shift) as usize]);
+            let by = Origin(self.router_of[(qi >> self.vc_shift) as usize].0);
             self.wake_at(q, by, up, t);
         }
     }
@@ -941,7 +941,7 @@ impl Network {
             p.injected = start;
             self.counters.injected += 1;
             let k = oi - self.router_ports;
-            ep.injected(k / self.rails as u32, (k % self.rails as u32) as u8);
+            ep.injected(NodeId(k / self.rails as u32), (k % self.rails as u32) as u8);
         }
         match to {
             Dest::Router { router, port } => {
@@ -1004,11 +1004,11 @@ impl Network {
             // The head's request (every head of a router input queue has one).
             let r = &self.inq.q[qi];
             let out_vc = r.vc;
-            let o = &self.out[(self.port_base[router as usize] + r.out_port as u32) as usize];
+            let o = &self.out[(self.port_base[router.index()] + r.out_port.0 as u32) as usize];
             v.push(Blocked {
                 source_node: None,
                 router,
-                in_port: (g - self.port_base[router as usize]) as PortIdx,
+                in_port: PortIdx((g - self.port_base[router.index()]) as u16),
                 vc: (qi & ((1 << self.vc_shift) - 1)) as u8,
                 queued: self.inq.len(qi as u32) as usize,
                 head_dst: p.dst,
@@ -1043,7 +1043,7 @@ impl Network {
             let k = (qi - nq) >> self.vc_shift;
             let Some(id) = self.inq.front(qi) else { continue };
             let p = self.pkt(id);
-            let (node, rail) = (k / self.rails as u32, (k % self.rails as u32) as u8);
+            let (node, rail) = (NodeId(k / self.rails as u32), (k % self.rails as u32) as u8);
             let (router, port) = self.routing.attach(node, rail);
             let o = &self.out[(self.router_ports + k) as usize];
             v.push(Blocked {
@@ -1094,7 +1094,7 @@ impl Network {
         credits: (u8, u16, u16),
     ) {
         let (r, p) = self.routing.attach(node, rail);
-        let oi = self.port_base[r as usize] + p as u32;
+        let oi = self.port_base[r.index()] + p.0 as u32;
         let o = &mut self.out[oi as usize];
         if !o.limited {
             return;
@@ -1125,7 +1125,7 @@ impl Network {
         }
         for n in 0..self.topo.nodes.len() {
             for rail in 0..self.rails {
-                let o = &self.out[self.node_oport(n as NodeId, rail) as usize];
+                let o = &self.out[self.node_oport(NodeId(n as u32), rail) as usize];
                 v.push(LinkUse {
                     from: format!("n{n}.rail{rail}"),
                     busy_ps: o.busy_ps,
@@ -1151,7 +1151,7 @@ impl Network {
         let i = i as u32;
         if i < self.router_ports {
             let r = self.router_of_gport(i);
-            format!("r{r}.p{}", i - self.port_base[r as usize])
+            format!("r{r}.p{}", i - self.port_base[r.index()])
         } else {
             let k = i - self.router_ports;
             format!("n{}.rail{}", k / self.rails as u32, k % self.rails as u32)
@@ -1163,7 +1163,7 @@ fn link_params(cfg: &FabricConfig, topo: &Topology, r: RouterId, p: PortIdx) -> 
     let mut lanes = cfg.link.lanes;
     let mut lat = cfg.link.latency;
     let mut sw = cfg.link.switching;
-    let peer = match topo.routers[r as usize].ports[p as usize] {
+    let peer = match topo.routers[r.index()].ports[p.index()] {
         Peer::Router { router, port } => Some((router, port)),
         _ => None,
     };
@@ -1231,7 +1231,7 @@ impl Queues {
                     req_next: NIL,
                     req_prev: NIL,
                     need: 0,
-                    out_port: 0,
+                    out_port: PortIdx(0),
                     vc: 0,
                     private_only: false,
                 };

@@ -126,17 +126,17 @@ fn one_packet(topo: Topology, cfg: FabricConfig, src: NodeId, dst: NodeId) -> (S
 fn cut_through_latency_is_links_plus_routers_plus_one_serialisation() {
     let cfg = fabric(dor(DeadlockAvoidance::None), 1, 8);
     // One router: node link, router, node link.
-    let (at, injected, hops) = one_packet(crossbar(2), cfg.clone(), 0, 1);
+    let (at, injected, hops) = one_packet(crossbar(2), cfg.clone(), NodeId(0), NodeId(1));
     assert_eq!((at, injected, hops), (ns(2 * L + R + SER), ns(0), 1));
     // Four routers in a line: five links, four routers, the packet serialised once.
-    let (at, _, hops) = one_packet(grid(&[4], 1, false), cfg.clone(), 0, 3);
+    let (at, _, hops) = one_packet(grid(&[4], 1, false), cfg.clone(), NodeId(0), NodeId(3));
     assert_eq!((at, hops), (ns(5 * L + 4 * R + SER), 4));
     // Store-and-forward pays the serialisation on every link.
     let mut saf = cfg;
     saf.link.switching = Switching::StoreAndForward;
-    let (at, _, _) = one_packet(crossbar(2), saf.clone(), 0, 1);
+    let (at, _, _) = one_packet(crossbar(2), saf.clone(), NodeId(0), NodeId(1));
     assert_eq!(at, ns(2 * (L + SER) + R));
-    let (at, _, _) = one_packet(grid(&[4], 1, false), saf, 0, 3);
+    let (at, _, _) = one_packet(grid(&[4], 1, false), saf, NodeId(0), NodeId(3));
     assert_eq!(at, ns(5 * (L + SER) + 4 * R));
 }
 
@@ -145,7 +145,7 @@ fn injection_times(topo: Topology, cfg: FabricConfig, n: u64) -> Vec<u64> {
     let mut net = Network::new(topo, cfg).unwrap();
     let mut q = EventQueue::new();
     for tag in 0..n {
-        send(&mut net, &mut q, tag, 0, 1);
+        send(&mut net, &mut q, tag, NodeId(0), NodeId(1));
     }
     let mut d = run_until_idle(&mut net, &mut q);
     assert_eq!(d.len() as u64, n);
@@ -186,7 +186,7 @@ fn bubble_keeps_room_for_one_more_packet_when_entering_a_ring() {
 fn ring_entry_request_needs_credits_plus_bubble() {
     let mut net = Network::new(grid(&[4], 1, true), fabric(dor(DeadlockAvoidance::Bubble), 1, 10)).unwrap();
     let mut q = EventQueue::new();
-    send(&mut net, &mut q, 1, 0, 2);
+    send(&mut net, &mut q, 1, NodeId(0), NodeId(2));
     // Run until the packet is routed at router 0 (its first Arrive event).
     while let Some((_, ev)) = q.pop() {
         let arrive = matches!(ev, NetEvent::Arrive { .. });
@@ -198,7 +198,7 @@ fn ring_entry_request_needs_credits_plus_bubble() {
     let qi = net.qi(net.port_base[0] + 2, 0);
     let rec = net.inq.q[qi as usize];
     assert!(rec.private_only);
-    assert_eq!((rec.out_port, rec.need), (0, 5 + 5));
+    assert_eq!((rec.out_port, rec.need), (PortIdx(0), 5 + 5));
 }
 
 /// Two inputs competing for one output are served alternately.
@@ -208,12 +208,12 @@ fn round_robin_alternates_between_two_inputs() {
     let mut net = Network::new(grid(&[2], 2, false), fabric(dor(DeadlockAvoidance::None), 1, 64)).unwrap();
     let mut q = EventQueue::new();
     for i in 0..6 {
-        send(&mut net, &mut q, 2 * i, 0, 2);
-        send(&mut net, &mut q, 2 * i + 1, 1, 2);
+        send(&mut net, &mut q, 2 * i, NodeId(0), NodeId(2));
+        send(&mut net, &mut q, 2 * i + 1, NodeId(1), NodeId(2));
     }
     let d = run_until_idle(&mut net, &mut q);
     let srcs: Vec<NodeId> = d.iter().map(|d| d.packet.src).collect();
-    assert_eq!(srcs, [0, 1].repeat(6));
+    assert_eq!(srcs, [NodeId(0), NodeId(1)].repeat(6));
     // The shared link is never idle once both queues are backed up: one packet per SER.
     for w in d.windows(2) {
         assert_eq!(w[1].at - w[0].at, ns(SER));
@@ -228,8 +228,17 @@ fn conservation_and_drop_reasons_with_failed_links() {
     let topo = grid(&[4, 4], 1, true);
     let mut cfg = fabric(dor(DeadlockAvoidance::Bubble), 2, 10);
     // Router 0's +x link to router 1 (also router 1's port 1), and node 5's cable (port 4).
-    cfg.faults.failed_links = vec![FailedLink { router: 0, port: 0 }, FailedLink { router: 5, port: 4 }];
-    let dead = [(0, 0), (1, 1), (5, 4)];
+    cfg.faults.failed_links = vec![
+        FailedLink {
+            router: RouterId(0),
+            port: PortIdx(0),
+        },
+        FailedLink {
+            router: RouterId(5),
+            port: PortIdx(4),
+        },
+    ];
+    let dead = [(0, 0), (1, 1), (5, 4)].map(|(r, p)| (RouterId(r), PortIdx(p)));
     let healthy = Routing::new(&topo, &cfg.routing, 2, &[]).unwrap();
     let mut net = Network::new(topo.clone(), cfg.clone()).unwrap();
     let mut q = EventQueue::new();
@@ -238,15 +247,18 @@ fn conservation_and_drop_reasons_with_failed_links() {
     for s in 0..16 {
         for d in (0..16).filter(|&d| d != s) {
             let tag = (s * 16 + d) as u64;
-            send(&mut net, &mut q, tag, s, d);
+            send(&mut net, &mut q, tag, NodeId(s), NodeId(d));
             sent += 1;
             let reason = if s == 5 {
-                Some(RouteError::SourceCableDown { node: 5, router: 5 })
+                Some(RouteError::SourceCableDown {
+                    node: NodeId(5),
+                    router: RouterId(5),
+                })
             } else {
-                let path = healthy.trace(&topo, s, d, 0, 0).unwrap();
+                let path = healthy.trace(&topo, NodeId(s), NodeId(d), 0, 0).unwrap();
                 path.iter()
                     .find(|(r, p, _)| dead.contains(&(*r, *p)))
-                    .map(|&(router, _, _)| RouteError::Unreachable { router, dst: d })
+                    .map(|&(router, _, _)| RouteError::Unreachable { router, dst: NodeId(d) })
             };
             expect.insert(tag, reason);
         }
@@ -297,8 +309,8 @@ fn ejection_credits_hold_packets_until_the_node_releases_them() {
     let mut net = Network::new(crossbar(2), fabric(dor(DeadlockAvoidance::None), 1, 8)).unwrap();
     net.set_ejection_credits(5);
     let mut q = EventQueue::new();
-    send(&mut net, &mut q, 1, 0, 1);
-    send(&mut net, &mut q, 2, 0, 1);
+    send(&mut net, &mut q, 1, NodeId(0), NodeId(1));
+    send(&mut net, &mut q, 2, NodeId(0), NodeId(1));
     let first = run_until_idle(&mut net, &mut q);
     assert_eq!(first.len(), 1);
     assert_eq!((first[0].packet.tag, first[0].at), (1, ns(2 * L + R + SER)));
@@ -307,11 +319,11 @@ fn ejection_credits_hold_packets_until_the_node_releases_them() {
     let b = &blocked[0];
     assert_eq!(
         (b.source_node, b.router, b.in_port, b.head_dst, b.out_port),
-        (None, 0, 0, 1, 1)
+        (None, RouterId(0), PortIdx(0), NodeId(1), PortIdx(1))
     );
     assert_eq!(b.credits_needed, 5);
     let release = q.now();
-    net.release_ejection(&mut q, 1, 0, Network::buffer_credits(&first[0].packet));
+    net.release_ejection(&mut q, NodeId(1), 0, Network::buffer_credits(&first[0].packet));
     let second = run_until_idle(&mut net, &mut q);
     assert_eq!(second.len(), 1);
     assert_eq!(second[0].at, release + ns(2 * L + SER));
@@ -324,8 +336,8 @@ fn blocked_report_shows_free_ejection_credits() {
     let mut net = Network::new(crossbar(2), fabric(dor(DeadlockAvoidance::None), 1, 8)).unwrap();
     net.set_ejection_credits(5);
     let mut q = EventQueue::new();
-    send(&mut net, &mut q, 1, 0, 1);
-    send(&mut net, &mut q, 2, 0, 1);
+    send(&mut net, &mut q, 1, NodeId(0), NodeId(1));
+    send(&mut net, &mut q, 2, NodeId(0), NodeId(1));
     assert_eq!(run_until_idle(&mut net, &mut q).len(), 1);
     let blocked = net.blocked(10);
     assert_eq!((blocked[0].credits_needed, blocked[0].credits_free), (5, 0));

@@ -238,9 +238,9 @@ impl Routing {
         let total = *port_base.last().expect("one entry per router plus the total");
         let mut dead = vec![false; total as usize];
         for &(r, p) in failed {
-            dead[(port_base[r as usize] + p as u32) as usize] = true;
-            if let Peer::Router { router, port } = topo.routers[r as usize].ports[p as usize] {
-                dead[(port_base[router as usize] + port as u32) as usize] = true;
+            dead[(port_base[r.index()] + p.0 as u32) as usize] = true;
+            if let Peer::Router { router, port } = topo.routers[r.index()].ports[p.index()] {
+                dead[(port_base[router.index()] + port.0 as u32) as usize] = true;
             }
         }
         let rails = topo.rails.max(1);
@@ -370,12 +370,12 @@ impl Routing {
     /// Where node `n`'s rail `rail` is attached.
     #[inline]
     pub fn attach(&self, n: NodeId, rail: u8) -> (RouterId, PortIdx) {
-        self.attach[n as usize * self.rails as usize + rail as usize]
+        self.attach[n.index() * self.rails as usize + rail as usize]
     }
 
     #[inline]
     pub fn is_dead(&self, r: RouterId, p: PortIdx) -> bool {
-        self.any_dead && self.dead[(self.port_base[r as usize] + p as u32) as usize]
+        self.any_dead && self.dead[(self.port_base[r.index()] + p.0 as u32) as usize]
     }
 
     /// Prepare a packet at injection: VC class, and the whole path under source routing.
@@ -403,7 +403,7 @@ impl Routing {
                 let c = self.route_table(topo, r, in_port, &mut scratch, &mut Idle)?;
                 scratch.vc = c.vc;
                 path.push((c.port, c.vc | if c.enters_ring { 0x80 } else { 0 }));
-                match topo.routers[r as usize].ports[c.port as usize] {
+                match topo.routers[r.index()].ports[c.port.index()] {
                     Peer::Router { router, port } => {
                         r = router;
                         in_port = port;
@@ -467,7 +467,7 @@ impl Routing {
             visit(r, c.port, c.vc);
             n += 1;
             pkt.vc = c.vc;
-            match topo.routers[r as usize].ports[c.port as usize] {
+            match topo.routers[r.index()].ports[c.port.index()] {
                 Peer::Router { router, port } => {
                     r = router;
                     in_port = port;
@@ -573,7 +573,7 @@ impl Routing {
         match &self.grid {
             Some(g) => {
                 if !g.packed.is_empty() {
-                    let (a, b) = (g.packed[r as usize], g.packed[dr as usize]);
+                    let (a, b) = (g.packed[r.index()], g.packed[dr.index()]);
                     let diff = a ^ b;
                     if diff == 0 {
                         return None;
@@ -585,8 +585,8 @@ impl Routing {
                     return Some((d, plus, crosses));
                 }
                 let n = g.k.len();
-                let cur = &g.coords[r as usize * n..(r as usize + 1) * n];
-                let dst = &g.coords[dr as usize * n..(dr as usize + 1) * n];
+                let cur = &g.coords[r.index() * n..(r.index() + 1) * n];
+                let dst = &g.coords[dr.index() * n..(dr.index() + 1) * n];
                 for (d, ((&c, &t), &k)) in cur.iter().zip(dst).zip(&g.k).enumerate() {
                     if c != t {
                         let (plus, crosses) = g.step(c, t, k);
@@ -597,11 +597,11 @@ impl Routing {
             }
             None => {
                 // Hypercube: e-cube, lowest differing address bit; port d flips bit d.
-                let diff = r ^ dr;
+                let diff = r.0 ^ dr.0;
                 (diff != 0).then(|| {
                     (
                         diff.trailing_zeros() as usize,
-                        (dr >> diff.trailing_zeros()) & 1 == 1,
+                        (dr.0 >> diff.trailing_zeros()) & 1 == 1,
                         false,
                     )
                 })
@@ -612,9 +612,9 @@ impl Routing {
     #[inline]
     fn dim_port(&self, d: usize, plus: bool) -> PortIdx {
         if self.grid.is_some() {
-            (2 * d + usize::from(!plus)) as PortIdx
+            PortIdx((2 * d + usize::from(!plus)) as u16)
         } else {
-            d as PortIdx
+            PortIdx(d as u16)
         }
     }
 
@@ -675,8 +675,8 @@ impl Routing {
             .expect("validated: minimal adaptive needs a torus or mesh");
         let first_adaptive: u8 = if deadlock == DeadlockAvoidance::Dateline { 2 } else { 1 };
         let nd = g.k.len();
-        let cur = &g.coords[r as usize * nd..(r as usize + 1) * nd];
-        let dst = &g.coords[dr as usize * nd..(dr as usize + 1) * nd];
+        let cur = &g.coords[r.index() * nd..(r.index() + 1) * nd];
+        let dst = &g.coords[dr.index() * nd..(dr.index() + 1) * nd];
         let need = pkt.credits as u32;
         let mut best: Option<(u32, Choice, usize)> = None;
         for d in 0..g.k.len() {
@@ -817,15 +817,15 @@ impl Routing {
     ) -> Result<Choice, RouteError> {
         let t = self.trees.as_ref().expect("tree tables built for tree routing");
         let leaves = t.leaf_router.len();
-        let dl = t.leaf_of_router[dr as usize] as usize;
-        let info = &topo.routers[r as usize];
+        let dl = t.leaf_of_router[dr.index()] as usize;
+        let info = &topo.routers[r.index()];
         let vc = pkt.class;
         let unreachable = RouteError::Unreachable {
             router: r,
             dst: pkt.dst,
         };
-        let rot = pkt.dst as usize;
-        let ups = &t.ups[r as usize];
+        let rot = pkt.dst.index();
+        let ups = &t.ups[r.index()];
         let mut pick = |ports: &[PortIdx], rot: usize| self.pick(r, ports, rot, sel, vc, credits);
         let choose = |p: PortIdx| {
             Ok(Choice {
@@ -835,7 +835,7 @@ impl Routing {
             })
         };
         // 1. Below me: go down.
-        let down = &t.down[r as usize * leaves + dl];
+        let down = &t.down[r.index() * leaves + dl];
         if !down.is_empty() {
             if let Some(p) = pick(down, rot) {
                 return choose(p);
@@ -843,17 +843,17 @@ impl Routing {
             // Generalized fat tree bypass: down to the destination leaf's sibling instead.
             let sib = t.sibling[dl];
             if sib != u32::MAX {
-                let sdown = &t.down[r as usize * leaves + sib as usize];
+                let sdown = &t.down[r.index() * leaves + sib as usize];
                 if let Some(p) = pick(sdown, rot) {
                     return choose(p);
                 }
             }
             return Err(unreachable);
         }
-        let came_from_sibling = matches!(info.kinds.get(in_port as usize), Some(PortKind::Sibling));
-        let came_from_above = matches!(info.kinds.get(in_port as usize), Some(PortKind::Up));
-        let my_leaf = t.leaf_of_router[r as usize];
-        let sibs = &t.sibs[r as usize];
+        let came_from_sibling = matches!(info.kinds.get(in_port.index()), Some(PortKind::Sibling));
+        let came_from_above = matches!(info.kinds.get(in_port.index()), Some(PortKind::Up));
+        let my_leaf = t.leaf_of_router[r.index()];
+        let sibs = &t.sibs[r.index()];
         // 2. I am a leaf and the destination is my sibling, reached from above (bypass) or
         //    because all my up links are dead.
         if my_leaf != u32::MAX && t.sibling[my_leaf as usize] == dl as u32 && !came_from_sibling && came_from_above {
@@ -864,7 +864,7 @@ impl Routing {
         }
         // 3. Up, D-mod-k ordered: at tree level l the first port is digit l of the destination
         //    in base (up ports).
-        if let Some(p) = pick(ups, rot / t.up_div[r as usize]) {
+        if let Some(p) = pick(ups, rot / t.up_div[r.index()]) {
             return choose(p);
         }
         // 4. All up links dead: leave through the sibling leaf (not back where we came from).
@@ -879,23 +879,23 @@ impl Routing {
 
     fn minimal(&self, topo: &Topology, r: RouterId, dr: RouterId, pkt: &mut Packet) -> Result<Choice, RouteError> {
         let n = self.nrouters;
-        let here = self.dist[r as usize * n + dr as usize];
+        let here = self.dist[r.index() * n + dr.index()];
         if here == u16::MAX {
             return Err(RouteError::Unreachable {
                 router: r,
                 dst: pkt.dst,
             });
         }
-        let info = &topo.routers[r as usize];
+        let info = &topo.routers[r.index()];
         let np = info.ports.len();
-        let rot = pkt.dst as usize;
+        let rot = pkt.dst.index();
         for i in 0..np {
             let p = (i + rot) % np;
             if let Peer::Router { router, .. } = info.ports[p] {
-                if !self.is_dead(r, p as PortIdx) && self.dist[router as usize * n + dr as usize] + 1 == here {
+                if !self.is_dead(r, PortIdx(p as u16)) && self.dist[router.index() * n + dr.index()] + 1 == here {
                     let vc = (pkt.hops.saturating_sub(1)).min(self.vcs as u16 - 1) as u8;
                     return Ok(Choice {
-                        port: p as PortIdx,
+                        port: PortIdx(p as u16),
                         vc,
                         enters_ring: false,
                     });
@@ -927,7 +927,7 @@ fn bfs(topo: &Topology, s: usize, dead: &[bool], base: &[u32], out: &mut [u16]) 
     while let Some(u) = q.pop_front() {
         for (p, peer) in topo.routers[u].ports.iter().enumerate() {
             if let Peer::Router { router, .. } = *peer {
-                let v = router as usize;
+                let v = router.index();
                 if !dead[base[u] as usize + p] && out[v] == u16::MAX {
                     out[v] = out[u] + 1;
                     q.push_back(v);
@@ -944,7 +944,7 @@ fn build_trees(topo: &Topology) -> Trees {
     for (i, r) in topo.routers.iter().enumerate() {
         if r.kinds.contains(&PortKind::Terminal) {
             leaf_of_router[i] = leaf_router.len() as u32;
-            leaf_router.push(i as RouterId);
+            leaf_router.push(RouterId(i as u32));
         }
     }
     let leaves = leaf_router.len();
@@ -963,8 +963,8 @@ fn build_trees(topo: &Topology) -> Trees {
         for (p, k) in topo.routers[r].kinds.iter().enumerate() {
             if *k == PortKind::Down {
                 if let Peer::Router { router, .. } = topo.routers[r].ports[p] {
-                    visit(topo, router as usize, words, leaf_of, reach);
-                    let child = reach[router as usize].as_ref().expect("visited");
+                    visit(topo, router.index(), words, leaf_of, reach);
+                    let child = reach[router.index()].as_ref().expect("visited");
                     for (a, b) in set.iter_mut().zip(child) {
                         *a |= *b;
                     }
@@ -987,20 +987,20 @@ fn build_trees(topo: &Topology) -> Trees {
                 .filter(|(p, k)| {
                     **k == PortKind::Down
                         && matches!(info.ports[*p], Peer::Router { router, .. }
-                            if reach[router as usize].as_ref().is_some_and(|s| s[l / 64] >> (l % 64) & 1 == 1))
+                            if reach[router.index()].as_ref().is_some_and(|s| s[l / 64] >> (l % 64) & 1 == 1))
                 })
-                .map(|(p, _)| p as PortIdx)
+                .map(|(p, _)| PortIdx(p as u16))
                 .collect();
             down.push(ports.into_boxed_slice());
         }
     }
     let mut sibling = vec![u32::MAX; leaves];
     for (l, &r) in leaf_router.iter().enumerate() {
-        let info = &topo.routers[r as usize];
+        let info = &topo.routers[r.index()];
         for (p, k) in info.kinds.iter().enumerate() {
             if *k == PortKind::Sibling {
                 if let Peer::Router { router, .. } = info.ports[p] {
-                    sibling[l] = leaf_of_router[router as usize];
+                    sibling[l] = leaf_of_router[router.index()];
                 }
             }
         }
@@ -1013,7 +1013,7 @@ fn build_trees(topo: &Topology) -> Trees {
                     .iter()
                     .enumerate()
                     .filter(|(_, k)| **k == kind)
-                    .map(|(p, _)| p as PortIdx)
+                    .map(|(p, _)| PortIdx(p as u16))
                     .collect()
             })
             .collect()
@@ -1022,7 +1022,7 @@ fn build_trees(topo: &Topology) -> Trees {
     let sibs = ports_of(PortKind::Sibling);
     // Levels by breadth-first search upward from the leaves.
     let mut level = vec![u32::MAX; nr];
-    let mut frontier: Vec<usize> = leaf_router.iter().map(|&r| r as usize).collect();
+    let mut frontier: Vec<usize> = leaf_router.iter().map(|&r| r.index()).collect();
     for &r in &frontier {
         level[r] = 0;
     }
@@ -1030,10 +1030,10 @@ fn build_trees(topo: &Topology) -> Trees {
         let mut next = Vec::new();
         for &r in &frontier {
             for &p in ups[r].iter() {
-                if let Peer::Router { router, .. } = topo.routers[r].ports[p as usize] {
-                    if level[router as usize] == u32::MAX {
-                        level[router as usize] = level[r] + 1;
-                        next.push(router as usize);
+                if let Peer::Router { router, .. } = topo.routers[r].ports[p.index()] {
+                    if level[router.index()] == u32::MAX {
+                        level[router.index()] = level[r] + 1;
+                        next.push(router.index());
                     }
                 }
             }

@@ -30,6 +30,11 @@ fn injected(r: &Routing, topo: &Topology, src: NodeId, dst: NodeId, class: u8) -
     p
 }
 
+/// One hop of a traced route: (router, output port, VC).
+fn hop(r: u32, p: u16, vc: u8) -> (RouterId, PortIdx, u8) {
+    (RouterId(r), PortIdx(p), vc)
+}
+
 /// Free credits per port (every VC alike); ports not listed have none.
 struct Ports(Vec<(PortIdx, u32)>);
 impl CreditView for Ports {
@@ -44,44 +49,62 @@ fn dimension_order_corrects_the_first_differing_dimension() {
     let r = Routing::new(&t, &dor(DeadlockAvoidance::Bubble), 2, &[]).unwrap();
     let id = |x: u32, y: u32, z: u32| x + 4 * y + 16 * z;
     // (dimension, plus, crosses the wrap-around link)
-    assert_eq!(r.dor_step(id(1, 2, 3), id(1, 3, 0)), Some((1, true, false)));
-    assert_eq!(r.dor_step(id(1, 2, 3), id(1, 1, 0)), Some((1, false, false)));
-    assert_eq!(r.dor_step(id(1, 2, 3), id(0, 3, 0)), Some((0, false, false)));
-    assert_eq!(r.dor_step(id(3, 2, 3), id(0, 3, 0)), Some((0, true, true)));
-    assert_eq!(r.dor_step(id(1, 2, 3), id(1, 2, 0)), Some((2, true, true)));
+    assert_eq!(
+        r.dor_step(RouterId(id(1, 2, 3)), RouterId(id(1, 3, 0))),
+        Some((1, true, false))
+    );
+    assert_eq!(
+        r.dor_step(RouterId(id(1, 2, 3)), RouterId(id(1, 1, 0))),
+        Some((1, false, false))
+    );
+    assert_eq!(
+        r.dor_step(RouterId(id(1, 2, 3)), RouterId(id(0, 3, 0))),
+        Some((0, false, false))
+    );
+    assert_eq!(
+        r.dor_step(RouterId(id(3, 2, 3)), RouterId(id(0, 3, 0))),
+        Some((0, true, true))
+    );
+    assert_eq!(
+        r.dor_step(RouterId(id(1, 2, 3)), RouterId(id(1, 2, 0))),
+        Some((2, true, true))
+    );
     // Half way round (k even) goes the plus way.
-    assert_eq!(r.dor_step(id(0, 1, 0), id(0, 3, 0)), Some((1, true, false)));
-    assert_eq!(r.dor_step(id(1, 2, 3), id(1, 2, 3)), None);
+    assert_eq!(
+        r.dor_step(RouterId(id(0, 1, 0)), RouterId(id(0, 3, 0))),
+        Some((1, true, false))
+    );
+    assert_eq!(r.dor_step(RouterId(id(1, 2, 3)), RouterId(id(1, 2, 3))), None);
     // The whole path: y first, then z over the wrap-around link, then ejection on port 6; each
     // new dimension enters a ring (bubble).
-    let hops = r.trace(&t, id(1, 2, 3), id(1, 3, 0), 0, 0).unwrap();
-    assert_eq!(hops, vec![(57, 2, 0), (61, 4, 0), (13, 6, 0)]);
-    let mut p = injected(&r, &t, 57, 13, 0);
-    let c = r.route(&t, 57, 6, &mut p, &mut Idle).unwrap();
+    let hops = r.trace(&t, NodeId(id(1, 2, 3)), NodeId(id(1, 3, 0)), 0, 0).unwrap();
+    assert_eq!(hops, vec![hop(57, 2, 0), hop(61, 4, 0), hop(13, 6, 0)]);
+    let mut p = injected(&r, &t, NodeId(57), NodeId(13), 0);
+    let c = r.route(&t, RouterId(57), PortIdx(6), &mut p, &mut Idle).unwrap();
     assert_eq!(
         c,
         Choice {
-            port: 2,
+            port: PortIdx(2),
             vc: 0,
             enters_ring: true
         }
     );
     // At router 61 the packet turns to dimension 2: another ring, another bubble.
     p.hops += 1;
-    let c = r.route(&t, 61, 3, &mut p, &mut Idle).unwrap();
-    assert_eq!((c.port, c.enters_ring), (4, true));
+    let c = r.route(&t, RouterId(61), PortIdx(3), &mut p, &mut Idle).unwrap();
+    assert_eq!((c.port, c.enters_ring), (PortIdx(4), true));
 }
 
 #[test]
 fn staying_in_a_ring_does_not_ask_for_a_bubble() {
     let t = torus(&[8]);
     let r = Routing::new(&t, &dor(DeadlockAvoidance::Bubble), 1, &[]).unwrap();
-    let mut p = injected(&r, &t, 0, 3, 0);
-    let first = r.route(&t, 0, 2, &mut p, &mut Idle).unwrap();
+    let mut p = injected(&r, &t, NodeId(0), NodeId(3), 0);
+    let first = r.route(&t, RouterId(0), PortIdx(2), &mut p, &mut Idle).unwrap();
     p.hops += 1;
-    let second = r.route(&t, 1, 1, &mut p, &mut Idle).unwrap();
-    assert_eq!((first.port, first.enters_ring), (0, true));
-    assert_eq!((second.port, second.enters_ring), (0, false));
+    let second = r.route(&t, RouterId(1), PortIdx(1), &mut p, &mut Idle).unwrap();
+    assert_eq!((first.port, first.enters_ring), (PortIdx(0), true));
+    assert_eq!((second.port, second.enters_ring), (PortIdx(0), false));
     // On a mesh there is no ring and no bubble.
     let m = build(&TopologyConfig::Mesh(GridConfig {
         k: vec![8],
@@ -91,8 +114,12 @@ fn staying_in_a_ring_does_not_ask_for_a_bubble() {
     .unwrap();
     let r = Routing::new(&m, &dor(DeadlockAvoidance::Bubble), 1, &[]).unwrap();
     assert!(!r.uses_bubble());
-    let mut p = injected(&r, &m, 0, 3, 0);
-    assert!(!r.route(&m, 0, 2, &mut p, &mut Idle).unwrap().enters_ring);
+    let mut p = injected(&r, &m, NodeId(0), NodeId(3), 0);
+    assert!(
+        !r.route(&m, RouterId(0), PortIdx(2), &mut p, &mut Idle)
+            .unwrap()
+            .enters_ring
+    );
 }
 
 #[test]
@@ -105,8 +132,11 @@ fn hypercube_routes_the_lowest_differing_bit_first() {
     .unwrap();
     let r = Routing::new(&t, &dor(DeadlockAvoidance::Bubble), 1, &[]).unwrap();
     // 101 → 011: bit 1 (set), then bit 2 (clear), then the node on port 3.
-    assert_eq!(r.dor_step(5, 3), Some((1, true, false)));
-    assert_eq!(r.trace(&t, 5, 3, 0, 0).unwrap(), vec![(5, 1, 0), (7, 2, 0), (3, 3, 0)]);
+    assert_eq!(r.dor_step(RouterId(5), RouterId(3)), Some((1, true, false)));
+    assert_eq!(
+        r.trace(&t, NodeId(5), NodeId(3), 0, 0).unwrap(),
+        vec![hop(5, 1, 0), hop(7, 2, 0), hop(3, 3, 0)]
+    );
 }
 
 #[test]
@@ -116,24 +146,27 @@ fn dateline_switches_to_the_upper_vc_on_the_wrap_link_and_back_in_a_new_dimensio
     assert_eq!(r.classes(), 1);
     // 2 → 0 the plus way (tie): VC 0 to router 3, VC 1 over the wrap-around link 3 → 0.
     assert_eq!(
-        r.trace(&ring, 2, 0, 0, 0).unwrap(),
-        vec![(2, 0, 0), (3, 0, 1), (0, 2, 1)]
+        r.trace(&ring, NodeId(2), NodeId(0), 0, 0).unwrap(),
+        vec![hop(2, 0, 0), hop(3, 0, 1), hop(0, 2, 1)]
     );
     // 2 → 1 the minus way, no wrap: VC 0 throughout.
-    assert_eq!(r.trace(&ring, 2, 1, 0, 0).unwrap(), vec![(2, 1, 0), (1, 2, 0)]);
+    assert_eq!(
+        r.trace(&ring, NodeId(2), NodeId(1), 0, 0).unwrap(),
+        vec![hop(2, 1, 0), hop(1, 2, 0)]
+    );
 
     let t = torus(&[4, 4]);
     let r = Routing::new(&t, &dor(DeadlockAvoidance::Dateline), 4, &[]).unwrap();
     assert_eq!((r.classes(), r.injection_vc(1)), (2, 2));
     // (3,0) → (1,1): x over the wrap (VC 1), then y on a fresh ring (VC 0).
     assert_eq!(
-        r.trace(&t, 3, 5, 0, 0).unwrap(),
-        vec![(3, 0, 1), (0, 0, 1), (1, 2, 0), (5, 4, 0)]
+        r.trace(&t, NodeId(3), NodeId(5), 0, 0).unwrap(),
+        vec![hop(3, 0, 1), hop(0, 0, 1), hop(1, 2, 0), hop(5, 4, 0)]
     );
     // Class 1 uses VCs 2 and 3 the same way.
     assert_eq!(
-        r.trace(&t, 3, 5, 0, 1).unwrap(),
-        vec![(3, 0, 3), (0, 0, 3), (1, 2, 2), (5, 4, 2)]
+        r.trace(&t, NodeId(3), NodeId(5), 0, 1).unwrap(),
+        vec![hop(3, 0, 3), hop(0, 0, 3), hop(1, 2, 2), hop(5, 4, 2)]
     );
 }
 
@@ -154,12 +187,12 @@ fn d_mod_k_takes_digit_l_of_the_destination_at_level_l() {
     )
     .unwrap();
     for dst in 3..27u32 {
-        let hops = r.trace(&t, 0, dst, 0, 0).unwrap();
+        let hops = r.trace(&t, NodeId(0), NodeId(dst), 0, 0).unwrap();
         // Leaf: up port k + digit 0 of dst.
-        assert_eq!(hops[0], (0, 3 + (dst % 3) as PortIdx, 0), "dst {dst}");
+        assert_eq!(hops[0], hop(0, 3 + (dst % 3) as u16, 0), "dst {dst}");
         if dst >= 9 {
             // Outside the first level-1 subtree: up again on k + digit 1.
-            assert_eq!(hops[1].1, 3 + (dst / 3 % 3) as PortIdx, "dst {dst}");
+            assert_eq!(hops[1].1, PortIdx(3 + (dst / 3 % 3) as u16), "dst {dst}");
             assert_eq!(hops.len(), 5, "up 2, down 2, eject: dst {dst}");
         } else {
             assert_eq!(hops.len(), 3, "dst {dst}");
@@ -173,13 +206,19 @@ fn tree_selection_deterministic_ignores_credits_adaptive_follows_them() {
     for (sel, expect_busy) in [(Selection::Deterministic, 3 + 5 % 3), (Selection::Adaptive, 4)] {
         let r = Routing::new(&t, &RoutingConfig::UpDown { selection: sel }, 1, &[]).unwrap();
         // Node 0 on leaf 0 to node 5: D-mod-k order starts at up port 3 + 5 mod 3 = 5.
-        let mut p = injected(&r, &t, 0, 5, 0);
-        let idle = r.route(&t, 0, 0, &mut p.clone(), &mut Idle).unwrap();
-        assert_eq!(idle.port, 5, "{sel:?}: ties keep the D-mod-k port");
+        let mut p = injected(&r, &t, NodeId(0), NodeId(5), 0);
+        let idle = r.route(&t, RouterId(0), PortIdx(0), &mut p.clone(), &mut Idle).unwrap();
+        assert_eq!(idle.port, PortIdx(5), "{sel:?}: ties keep the D-mod-k port");
         let busy = r
-            .route(&t, 0, 0, &mut p, &mut Ports(vec![(3, 2), (4, 9), (5, 1)]))
+            .route(
+                &t,
+                RouterId(0),
+                PortIdx(0),
+                &mut p,
+                &mut Ports(vec![(PortIdx(3), 2), (PortIdx(4), 9), (PortIdx(5), 1)]),
+            )
             .unwrap();
-        assert_eq!(busy.port, expect_busy, "{sel:?}");
+        assert_eq!(busy.port, PortIdx(expect_busy), "{sel:?}");
     }
 }
 
@@ -193,14 +232,14 @@ fn dead_up_port_falls_back_to_the_next_in_d_mod_k_order() {
             selection: Selection::Deterministic,
         },
         1,
-        &[(0, 5)],
+        &[(RouterId(0), PortIdx(5))],
     )
     .unwrap();
-    assert!(r.is_dead(0, 5));
-    assert_eq!(r.trace(&t, 0, 5, 0, 0).unwrap()[0], (0, 3, 0));
+    assert!(r.is_dead(RouterId(0), PortIdx(5)));
+    assert_eq!(r.trace(&t, NodeId(0), NodeId(5), 0, 0).unwrap()[0], hop(0, 3, 0));
     assert_eq!(
-        r.trace(&t, 0, 4, 0, 0).unwrap()[0],
-        (0, 4, 0),
+        r.trace(&t, NodeId(0), NodeId(4), 0, 0).unwrap()[0],
+        hop(0, 4, 0),
         "other destinations unchanged"
     );
 }
@@ -229,8 +268,8 @@ fn table_routing_makes_the_up_down_decisions_and_reports_its_memory() {
             for s in 0..8 {
                 for d in (0..8).filter(|&d| d != s) {
                     assert_eq!(
-                        table.trace(&t, s, d, rail, 0).unwrap(),
-                        updown.trace(&t, s, d, rail, 0).unwrap(),
+                        table.trace(&t, NodeId(s), NodeId(d), rail, 0).unwrap(),
+                        updown.trace(&t, NodeId(s), NodeId(d), rail, 0).unwrap(),
                         "{selection:?} {s}->{d} rail {rail}"
                     );
                 }
@@ -270,14 +309,14 @@ fn spine_with_a_dead_down_link_bypasses_through_the_sibling_leaf() {
     ] {
         let healthy = Routing::new(&t, &cfg, 1, &[]).unwrap();
         assert_eq!(
-            healthy.trace(&t, 0, 2, 0, 0).unwrap(),
-            vec![(0, 2, 0), (2, 1, 0), (1, 0, 0)]
+            healthy.trace(&t, NodeId(0), NodeId(2), 0, 0).unwrap(),
+            vec![hop(0, 2, 0), hop(2, 1, 0), hop(1, 0, 0)]
         );
         // Spine 2's link down to leaf 1 (its port 1) fails.
-        let r = Routing::new(&t, &cfg, 1, &[(2, 1)]).unwrap();
+        let r = Routing::new(&t, &cfg, 1, &[(RouterId(2), PortIdx(1))]).unwrap();
         assert_eq!(
-            r.trace(&t, 0, 2, 0, 0).unwrap(),
-            vec![(0, 2, 0), (2, 0, 0), (0, 4, 0), (1, 0, 0)],
+            r.trace(&t, NodeId(0), NodeId(2), 0, 0).unwrap(),
+            vec![hop(0, 2, 0), hop(2, 0, 0), hop(0, 4, 0), hop(1, 0, 0)],
             "{cfg:?}"
         );
     }
@@ -294,11 +333,11 @@ fn dragonfly_minimal_uses_one_vc_per_router_hop() {
     }))
     .unwrap();
     let r = Routing::new(&t, &RoutingConfig::Minimal, 3, &[]).unwrap();
-    let n = t.nodes.len() as NodeId;
+    let n = t.nodes.len() as u32;
     let mut longest = 0;
     for s in 0..n {
         for d in (0..n).filter(|&d| d != s) {
-            let hops = r.trace(&t, s, d, 0, 0).unwrap();
+            let hops = r.trace(&t, NodeId(s), NodeId(d), 0, 0).unwrap();
             let (links, eject) = hops.split_at(hops.len() - 1);
             for (i, h) in links.iter().enumerate() {
                 assert_eq!(h.2 as usize, i, "{s}->{d}: {hops:?}");
@@ -330,25 +369,43 @@ fn minimal_adaptive_takes_the_roomiest_productive_vc_and_escapes_when_none_fits(
     )
     .unwrap();
     // (0,0) → (1,1): +x (port 0) and +y (port 2) are both productive.
-    let p = injected(&r, &t, 0, 5, 0);
+    let p = injected(&r, &t, NodeId(0), NodeId(5), 0);
     let c = r
-        .route(&t, 0, 4, &mut p.clone(), &mut Ports(vec![(0, 6), (2, 9)]))
+        .route(
+            &t,
+            RouterId(0),
+            PortIdx(4),
+            &mut p.clone(),
+            &mut Ports(vec![(PortIdx(0), 6), (PortIdx(2), 9)]),
+        )
         .unwrap();
-    assert_eq!((c.port, c.enters_ring), (2, false));
+    assert_eq!((c.port, c.enters_ring), (PortIdx(2), false));
     assert!(c.vc >= 1, "adaptive VCs are 1..");
     // -x (port 1) is not productive, however free.
     let c = r
-        .route(&t, 0, 4, &mut p.clone(), &mut Ports(vec![(0, 6), (1, 50)]))
+        .route(
+            &t,
+            RouterId(0),
+            PortIdx(4),
+            &mut p.clone(),
+            &mut Ports(vec![(PortIdx(0), 6), (PortIdx(1), 50)]),
+        )
         .unwrap();
-    assert_eq!(c.port, 0);
+    assert_eq!(c.port, PortIdx(0));
     // Nothing fits (5 credits needed): escape, dimension order on VC 0 with a bubble.
     let c = r
-        .route(&t, 0, 4, &mut p.clone(), &mut Ports(vec![(0, 4), (2, 4)]))
+        .route(
+            &t,
+            RouterId(0),
+            PortIdx(4),
+            &mut p.clone(),
+            &mut Ports(vec![(PortIdx(0), 4), (PortIdx(2), 4)]),
+        )
         .unwrap();
     assert_eq!(
         c,
         Choice {
-            port: 0,
+            port: PortIdx(0),
             vc: 0,
             enters_ring: true
         }

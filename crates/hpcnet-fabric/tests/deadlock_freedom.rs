@@ -44,6 +44,11 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 /// (router, output port, VC).
 type Channel = (RouterId, PortIdx, u8);
 
+/// The channel leaving router `r` by port `p` on virtual channel `vc`.
+fn ch(r: u32, p: u16, vc: u8) -> Channel {
+    (RouterId(r), PortIdx(p), vc)
+}
+
 /// A channel dependency graph. The flag of an edge is true when *every* request observed along
 /// it was marked `enters_ring`.
 #[derive(Default, Debug)]
@@ -188,7 +193,7 @@ impl Cdg {
     /// Dimension order among the channels `keep` accepts: a dependency between two dimension
     /// channels goes to a higher dimension, or stays in the same dimension and direction.
     fn check_dimension_order(&self, topo: &Topology, keep: impl Fn(Channel) -> bool) -> Result<(), String> {
-        let dim = |(r, p, _): Channel| match topo.routers[r as usize].kinds[p as usize] {
+        let dim = |(r, p, _): Channel| match topo.routers[r.index()].kinds[p.index()] {
             PortKind::Dim { dim, plus } => Some((dim, plus)),
             _ => None,
         };
@@ -210,8 +215,8 @@ impl Cdg {
 /// The ring a torus channel belongs to: (dimension, direction, VC, router coordinates in the
 /// other dimensions). None for any other port.
 fn ring_of(topo: &Topology, (r, p, vc): Channel) -> Option<(u8, bool, u8, Vec<u32>)> {
-    let info = &topo.routers[r as usize];
-    match info.kinds[p as usize] {
+    let info = &topo.routers[r.index()];
+    match info.kinds[p.index()] {
         PortKind::Dim { dim, plus } if matches!(topo.shape, Shape::Torus { wrap: true, .. }) => {
             let mut others = info.coords.clone();
             others.remove(dim as usize);
@@ -335,10 +340,10 @@ fn all_routings() -> Vec<RoutingConfig> {
 fn sized_packet(topo: &Topology, cfg: &FabricConfig) -> Packet {
     let mut net = Network::new(topo.clone(), cfg.clone()).expect("validated configuration");
     let mut q = EventQueue::<NetEvent>::new();
-    let dst = (topo.nodes.len() - 1) as NodeId;
+    let dst = NodeId((topo.nodes.len() - 1) as u32);
     let pkt = Packet::new(
         0,
-        0,
+        NodeId(0),
         dst,
         cfg.packet.max_payload.0 as u32,
         cfg.packet.header.0 as u32,
@@ -365,7 +370,7 @@ fn live_distances(topo: &Topology, dead: &[(RouterId, PortIdx)]) -> Vec<Vec<u32>
     let n = topo.routers.len();
     let is_dead = |r: RouterId, p: PortIdx| {
         dead.iter().any(|&(dr, dp)| {
-            (dr, dp) == (r, p) || topo.routers[dr as usize].ports[dp as usize] == Peer::Router { router: r, port: p }
+            (dr, dp) == (r, p) || topo.routers[dr.index()].ports[dp.index()] == Peer::Router { router: r, port: p }
         })
     };
     (0..n)
@@ -376,9 +381,9 @@ fn live_distances(topo: &Topology, dead: &[(RouterId, PortIdx)]) -> Vec<Vec<u32>
             while let Some(u) = queue.pop_front() {
                 for (p, peer) in topo.routers[u].ports.iter().enumerate() {
                     if let Peer::Router { router, .. } = *peer {
-                        if !is_dead(u as RouterId, p as PortIdx) && dist[router as usize] == u32::MAX {
-                            dist[router as usize] = dist[u] + 1;
-                            queue.push_back(router as usize);
+                        if !is_dead(RouterId(u as u32), PortIdx(p as u16)) && dist[router.index()] == u32::MAX {
+                            dist[router.index()] = dist[u] + 1;
+                            queue.push_back(router.index());
                         }
                     }
                 }
@@ -401,7 +406,7 @@ fn explore(
     escape: Option<u8>,
     dead: &[(RouterId, PortIdx)],
 ) -> Result<Explored, String> {
-    let nodes = topo.nodes.len() as NodeId;
+    let nodes = topo.nodes.len() as u32;
     let rails = topo.rails.max(1);
     let dist = live_distances(topo, dead);
     // A detour through a sibling leaf may add a hop beyond twice the diameter.
@@ -421,8 +426,8 @@ fn explore(
             for rail in 0..rails {
                 for class in 0..routing.classes().max(1) {
                     let mut pkt = template.clone();
-                    pkt.src = src;
-                    pkt.dst = dst;
+                    pkt.src = NodeId(src);
+                    pkt.dst = NodeId(dst);
                     pkt.rail = rail;
                     pkt.hops = 0;
                     match routing.on_inject(topo, &mut pkt, class) {
@@ -434,9 +439,9 @@ fn explore(
                         }
                         Err(e) => return Err(format!("{src}->{dst} rail {rail}: injection: {e}")),
                     }
-                    let (r0, p0) = routing.attach(src, rail);
-                    let (dr, _) = routing.attach(dst, rail);
-                    let shortest = dist[r0 as usize][dr as usize] as usize + 1;
+                    let (r0, p0) = routing.attach(NodeId(src), rail);
+                    let (dr, _) = routing.attach(NodeId(dst), rail);
+                    let shortest = dist[r0.index()][dr.index()] as usize + 1;
                     let what = format!("{src}->{dst} rail {rail} class {class}");
                     // Depth-first over routing states: (router, input port, previous channel, packet).
                     let mut seen: HashSet<(RouterId, PortIdx, String)> = HashSet::new();
@@ -472,8 +477,7 @@ fn explore(
                             ));
                         }
                         if let (Some(first_adaptive), Some(full)) = (escape, full) {
-                            let ejects =
-                                matches!(topo.routers[r as usize].ports[full.port as usize], Peer::Node { .. });
+                            let ejects = matches!(topo.routers[r.index()].ports[full.port.index()], Peer::Node { .. });
                             if !ejects && full.vc >= first_adaptive {
                                 return Err(format!(
                                     "{what}: at router {r} no escape channel is offered without credits: {full:?}"
@@ -481,11 +485,11 @@ fn explore(
                             }
                         }
                         if adaptive {
-                            for (p, peer) in topo.routers[r as usize].ports.iter().enumerate() {
+                            for (p, peer) in topo.routers[r.index()].ports.iter().enumerate() {
                                 if matches!(peer, Peer::Router { .. }) {
                                     for vc in 0..vcs {
                                         try_view(&mut |pk| {
-                                            routing.route(topo, r, in_port, pk, &mut Only(p as PortIdx, vc))
+                                            routing.route(topo, r, in_port, pk, &mut Only(PortIdx(p as u16), vc))
                                         })?;
                                     }
                                 }
@@ -496,7 +500,7 @@ fn explore(
                                 return Err(format!("{what}: router {r} chose VC {} of {vcs}", c.vc));
                             }
                             let here = (r, c.port, c.vc);
-                            match topo.routers[r as usize].ports[c.port as usize] {
+                            match topo.routers[r.index()].ports[c.port.index()] {
                                 Peer::Router { router, port } => {
                                     cdg.add(prev, here, c.enters_ring);
                                     if routers >= bound {
@@ -507,7 +511,7 @@ fn explore(
                                     next.vc = c.vc;
                                     stack.push((router, port, Some(here), next, routers + 1));
                                 }
-                                Peer::Node { node, rail: nr } if node == dst && nr == rail => {
+                                Peer::Node { node, rail: nr } if node == NodeId(dst) && nr == rail => {
                                     if dead.is_empty() && minimal(topo) && routers != shortest {
                                         return Err(format!(
                                             "{what}: path through {routers} routers, shortest is {shortest}"
@@ -720,9 +724,9 @@ fn dimension_order_checker_catches_a_step_back() {
     let topo = build(&grid(&[3, 3], 1, false)).unwrap();
     let mut g = Cdg::default();
     // Router 0: port 0 = +x, port 2 = +y; router 3 = (0, 1): port 0 = +x.
-    g.add(Some((0, 0, 0)), (1, 2, 0), false);
+    g.add(Some((RouterId(0), PortIdx(0), 0)), (RouterId(1), PortIdx(2), 0), false);
     assert!(g.check_dimension_order(&topo, |_| true).is_ok());
-    g.add(Some((0, 2, 0)), (3, 0, 0), false);
+    g.add(Some((RouterId(0), PortIdx(2), 0)), (RouterId(3), PortIdx(0), 0), false);
     let err = g.check_dimension_order(&topo, |_| true).unwrap_err();
     assert!(err.contains("breaks dimension order"), "{err}");
     assert!(g.check_acyclic().is_ok());
@@ -731,16 +735,16 @@ fn dimension_order_checker_catches_a_step_back() {
 #[test]
 fn cycle_detector_finds_a_hand_made_cycle_and_accepts_a_dag() {
     let mut g = Cdg::default();
-    g.add(None, (0, 0, 0), true);
-    g.add(Some((0, 0, 0)), (1, 0, 0), false);
-    g.add(Some((1, 0, 0)), (2, 0, 0), false);
+    g.add(None, (RouterId(0), PortIdx(0), 0), true);
+    g.add(Some((RouterId(0), PortIdx(0), 0)), (RouterId(1), PortIdx(0), 0), false);
+    g.add(Some((RouterId(1), PortIdx(0), 0)), (RouterId(2), PortIdx(0), 0), false);
     assert!(g.check_acyclic().is_ok());
-    g.add(Some((2, 0, 0)), (0, 0, 0), false);
-    assert_eq!(g.cycles(), vec![vec![(0, 0, 0), (1, 0, 0), (2, 0, 0)]]);
+    g.add(Some((RouterId(2), PortIdx(0), 0)), (RouterId(0), PortIdx(0), 0), false);
+    assert_eq!(g.cycles(), vec![vec![ch(0, 0, 0), ch(1, 0, 0), ch(2, 0, 0)]]);
     assert!(g.check_acyclic().is_err());
     let mut s = Cdg::default();
-    s.add(Some((3, 1, 0)), (3, 1, 0), false);
-    assert_eq!(s.cycles(), vec![vec![(3, 1, 0)]], "a self-loop is a cycle");
+    s.add(Some((RouterId(3), PortIdx(1), 0)), (RouterId(3), PortIdx(1), 0), false);
+    assert_eq!(s.cycles(), vec![vec![ch(3, 1, 0)]], "a self-loop is a cycle");
 }
 
 /// Without a deadlock scheme, dimension order on rings of 4 or more routers has cyclic
@@ -830,7 +834,7 @@ fn schemes_on_a_4x4_torus() {
 fn sibling_bypass_around_failed_links_is_acyclic() {
     // Leaves 0 and 1 (siblings), spines 2 and 3; leaf ports: nodes 0–1, up 2–3, sibling 4.
     let topo = build(&gft(1, 2, 2, 2, 1)).unwrap();
-    let dead = [(2, 1), (0, 3)];
+    let dead = [(RouterId(2), PortIdx(1)), (RouterId(0), PortIdx(3))];
     for routing in all_routings() {
         let cfg = fabric(routing.clone(), 1);
         let Ok(Outcome::Checked(Claim::Acyclic, _)) = check(&topo, &routing, 1, &dead) else {
@@ -843,10 +847,10 @@ fn sibling_bypass_around_failed_links_is_acyclic() {
             .cdg
             .edges
             .keys()
-            .filter(|&&(r, p, _)| topo.routers[r as usize].kinds[p as usize] == PortKind::Sibling)
+            .filter(|&&(r, p, _)| topo.routers[r.index()].kinds[p.index()] == PortKind::Sibling)
             .copied()
             .collect();
-        assert_eq!(sibling, BTreeSet::from([(0, 4, 0), (1, 4, 0)]), "{routing:?}");
+        assert_eq!(sibling, BTreeSet::from([ch(0, 4, 0), ch(1, 4, 0)]), "{routing:?}");
     }
 }
 

@@ -4,7 +4,7 @@ mod common;
 use common::gft;
 use hpcnet_fabric::topology::{
     build, BisectionMethod, DragonflyConfig, FatTreeConfig, GeneralizedFatTreeConfig, GridConfig, HypercubeConfig,
-    LeafSpineConfig, Peer, PortKind, Topology, TopologyConfig,
+    LeafSpineConfig, NodeId, Peer, PortIdx, PortKind, RouterId, Topology, TopologyConfig,
 };
 use proptest::prelude::*;
 
@@ -103,15 +103,36 @@ fn torus_port_layout_and_numbering() {
     // Router 5 = (2, 1): +x wraps to (0, 1) = 3, −y goes to (2, 0) = 2.
     let r = &t.routers[5];
     assert_eq!(r.coords, vec![2, 1]);
-    assert_eq!(r.ports[0], Peer::Router { router: 3, port: 1 });
+    assert_eq!(
+        r.ports[0],
+        Peer::Router {
+            router: RouterId(3),
+            port: PortIdx(1)
+        }
+    );
     assert_eq!(r.kinds[0], PortKind::Dim { dim: 0, plus: true });
-    assert_eq!(r.ports[3], Peer::Router { router: 2, port: 2 });
+    assert_eq!(
+        r.ports[3],
+        Peer::Router {
+            router: RouterId(2),
+            port: PortIdx(2)
+        }
+    );
     assert_eq!(r.kinds[3], PortKind::Dim { dim: 1, plus: false });
     assert_eq!(
         r.ports[4..],
-        [Peer::Node { node: 10, rail: 0 }, Peer::Node { node: 11, rail: 0 }]
+        [
+            Peer::Node {
+                node: NodeId(10),
+                rail: 0
+            },
+            Peer::Node {
+                node: NodeId(11),
+                rail: 0
+            }
+        ]
     );
-    assert_eq!(t.router_of(11, 0), (5, 5));
+    assert_eq!(t.router_of(NodeId(11), 0), (RouterId(5), PortIdx(5)));
 }
 
 #[test]
@@ -180,7 +201,10 @@ fn leaf_spine_with_parallel_links() {
     assert_eq!(t.routers[6].ports.len(), 12);
     assert_eq!(
         t.routers[0].ports[8 + 2 * 3 + 1],
-        Peer::Router { router: 6 + 3, port: 1 }
+        Peer::Router {
+            router: RouterId(6 + 3),
+            port: PortIdx(1)
+        }
     );
     let m = t.metrics();
     assert_eq!(m.diameter, 2);
@@ -220,18 +244,24 @@ fn sunway_generalized_fat_tree() {
         (40, 40, vec![0, 0, 0])
     );
     assert_eq!(t.routers[32].ports.len(), 32);
-    assert_eq!(leaf.ports[36], Peer::Router { router: 1, port: 36 });
+    assert_eq!(
+        leaf.ports[36],
+        Peer::Router {
+            router: RouterId(1),
+            port: PortIdx(36)
+        }
+    );
     assert_eq!(leaf.kinds[36..], [PortKind::Sibling; 4]);
     assert_eq!(
         leaf.ports[18 + 5],
         Peer::Router {
-            router: 32 + 5,
-            port: 0
+            router: RouterId(32 + 5),
+            port: PortIdx(0)
         }
     );
     // Node 511 = leaf 28, slot 7, in both planes.
-    assert_eq!(t.router_of(511, 0), (28, 7));
-    assert_eq!(t.router_of(511, 1), (50 + 28, 7));
+    assert_eq!(t.router_of(NodeId(511), 0), (RouterId(28), PortIdx(7)));
+    assert_eq!(t.router_of(NodeId(511), 1), (RouterId(50 + 28), PortIdx(7)));
     assert_eq!(t.routers[78].plane, 1);
     assert!(t.routers[29..32]
         .iter()
@@ -274,9 +304,9 @@ fn dragonfly_full_size() {
 fn group_pair_links(t: &Topology, a: u32, g: usize) -> Vec<u32> {
     let mut count = vec![0; g * g];
     for l in t.links() {
-        let (x, y) = ((l.a.0 / a) as usize, (l.b.0 / a) as usize);
+        let (x, y) = ((l.a.0 .0 / a) as usize, (l.b.0 .0 / a) as usize);
         if x != y {
-            assert_eq!(t.routers[l.a.0 as usize].kinds[l.a.1 as usize], PortKind::Global);
+            assert_eq!(t.routers[l.a.0.index()].kinds[l.a.1.index()], PortKind::Global);
             count[x.min(y) * g + x.max(y)] += 1;
         }
     }
@@ -313,8 +343,20 @@ fn dragonfly_port_layout() {
         ]
         .concat()
     );
-    assert_eq!(r.ports[2], Peer::Router { router: 4, port: 3 }); // local to router 0, its port for 2
-    assert_eq!(r.ports[4], Peer::Router { router: 7, port: 4 });
+    assert_eq!(
+        r.ports[2],
+        Peer::Router {
+            router: RouterId(4),
+            port: PortIdx(3)
+        }
+    ); // local to router 0, its port for 2
+    assert_eq!(
+        r.ports[4],
+        Peer::Router {
+            router: RouterId(7),
+            port: PortIdx(4)
+        }
+    );
 }
 
 /// Exact bisection by enumeration: every router partition splitting the nodes evenly.
@@ -323,7 +365,7 @@ fn brute_force_bisection(t: &Topology) -> u64 {
     assert!(r <= 16 && t.rails == 1);
     let mut weight = vec![0; r];
     for x in 0..t.num_nodes() as u32 {
-        weight[t.router_of(x, 0).0 as usize] += 1;
+        weight[t.router_of(NodeId(x), 0).0.index()] += 1;
     }
     let links: Vec<_> = t.links().collect();
     let half = t.num_nodes() / 2;
@@ -332,7 +374,7 @@ fn brute_force_bisection(t: &Topology) -> u64 {
         .map(|mask| {
             links
                 .iter()
-                .filter(|l| (mask >> l.a.0 & 1) != (mask >> l.b.0 & 1))
+                .filter(|l| (mask >> l.a.0 .0 & 1) != (mask >> l.b.0 .0 & 1))
                 .count() as u64
         })
         .min()

@@ -144,7 +144,7 @@ impl World {
 
     /// Give a consumed NAP buffer back to the pool.
     pub fn repost_nap_buffer(&mut self, rank: Rank, addr: u64) {
-        let node = self.place.node_of(rank) as usize;
+        let node = self.place.node_of(rank).index();
         if let Some(nic) = self.nics.get_mut(node) {
             nic.nap_pool.push_back(addr);
         }
@@ -182,8 +182,8 @@ impl World {
             self.push_cqe(cq, e);
         }
         let node = self.place.node_of(src);
-        self.nics[node as usize].outstanding[function as usize] -= 1;
-        self.nics[node as usize].engines[engine as usize].in_flight -= 1;
+        self.nics[node.index()].outstanding[function as usize] -= 1;
+        self.nics[node.index()].engines[engine as usize].in_flight -= 1;
         self.release_msg(id);
         self.start_next(node, engine);
     }

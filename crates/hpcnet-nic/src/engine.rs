@@ -149,13 +149,13 @@ impl World {
         // virtual interfaces.
         let vi = (r.qp.0 / self.cfg.engines.max(1)) % vis;
         let (q, fast) = ((r.function as u32 * vis + vi) as usize, r.fast);
-        self.nics[node as usize].engines[engine as usize].enqueue(q, msg, fast);
+        self.nics[node.index()].engines[engine as usize].enqueue(q, msg, fast);
         self.start_next(node, engine);
     }
 
     /// The engine may take its next message (its last one's stage is done).
     pub(crate) fn engine_free(&mut self, node: NodeId, engine: u32) {
-        let e = &mut self.nics[node as usize].engines[engine as usize];
+        let e = &mut self.nics[node.index()].engines[engine as usize];
         if e.pending_tx > 0 {
             // Its packets are not all queued yet: wait for the link (see `refill_tx`).
             e.blocked_on_tx = true;
@@ -170,13 +170,13 @@ impl World {
     #[inline]
     pub(crate) fn next_message(&mut self, node: NodeId, engine: u32) -> Option<u32> {
         let arb = self.cfg.function_arbitration;
-        self.nics[node as usize].engines[engine as usize].pick(arb)
+        self.nics[node.index()].engines[engine as usize].pick(arb)
     }
 
     /// Start the next queued message of an idle engine.
     pub(crate) fn start_next(&mut self, node: NodeId, engine: u32) {
         let max = self.cfg.max_in_flight;
-        let e = &self.nics[node as usize].engines[engine as usize];
+        let e = &self.nics[node.index()].engines[engine as usize];
         if e.busy || e.in_flight >= max {
             return;
         }
@@ -184,7 +184,7 @@ impl World {
             return;
         };
         let by = self.net.node_origin(node);
-        let e = &mut self.nics[node as usize].engines[engine as usize];
+        let e = &mut self.nics[node.index()].engines[engine as usize];
         e.busy = true;
         e.in_flight += 1;
         let now = self.q.now();
@@ -203,7 +203,7 @@ impl World {
             // A write-back is driven by a request packet, not a doorbell: its descriptor is in
             // the packet, and it holds no in-flight slot beyond its transmission. Taking it
             // frees the request's receive buffer.
-            self.nics[node as usize].engines[engine as usize].in_flight -= 1;
+            self.nics[node.index()].engines[engine as usize].in_flight -= 1;
             self.release(held);
             // Room in the hand-over queue: a stalled receive side may go on.
             if self.cfg.get_queue > 0 {
@@ -234,7 +234,7 @@ impl World {
         // The message's data stage starts when its descriptor is processed and the engine's
         // data path has sent the previous message's packets (always `t` without prefetch: the
         // engine took this message only after that).
-        let entry = t.max(self.nics[node as usize].engines[engine as usize].data_free);
+        let entry = t.max(self.nics[node.index()].engines[engine as usize].data_free);
         if let Some(kind) = request {
             let info = PktInfo {
                 msg: id,
@@ -288,7 +288,7 @@ impl World {
         } else if immediate {
             (t, self.cfg.immediate_rate.or(self.cfg.engine_rate))
         } else {
-            let start = self.nics[node as usize]
+            let start = self.nics[node.index()]
                 .host
                 .read_start(link, t, self.timing.read_latency);
             (start, Some(self.timing.read_rate))
@@ -333,7 +333,7 @@ impl World {
             self.q.schedule_by(by, ready, WorldEvent::Inject { pkt: p });
         }
         if !immediate && !fsm {
-            self.nics[node as usize].host.read_until(link, last);
+            self.nics[node.index()].host.read_until(link, last);
         }
         let free = self.leave_data_stage(node, engine, desc_done, entry, last);
         self.q.schedule_by(by, free, WorldEvent::EngineFree { node, engine });
@@ -350,7 +350,7 @@ impl World {
     /// the data stage.
     fn leave_data_stage(&mut self, node: NodeId, engine: u32, t: SimTime, entry: SimTime, last: SimTime) -> SimTime {
         let depth = self.cfg.descriptor_prefetch as usize;
-        let e = &mut self.nics[node as usize].engines[engine as usize];
+        let e = &mut self.nics[node.index()].engines[engine as usize];
         e.data_free = e.data_free.max(last);
         if depth == 0 {
             return last;

@@ -99,7 +99,7 @@ impl Placement {
     /// The node (NIC) rank `r` lives on.
     #[inline]
     pub fn node_of(self, r: Rank) -> NodeId {
-        r.0 / self.hosts
+        NodeId(r.0 / self.hosts)
     }
 
     /// The host interface of its NIC rank `r` uses (0 … hosts − 1).
@@ -111,6 +111,6 @@ impl Placement {
     /// The first rank living on `node`.
     #[inline]
     pub fn first_rank(self, node: NodeId) -> Rank {
-        Rank(node * self.hosts)
+        Rank(node.0 * self.hosts)
     }
 }

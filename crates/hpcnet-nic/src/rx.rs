@@ -30,8 +30,8 @@ impl World {
     /// A packet reached the NIC of `node` on VC `vc`: the receive dispatcher takes packets of a
     /// VC in arrival order.
     pub(crate) fn receive(&mut self, pid: u32, (node, vc): (NodeId, u8)) {
-        self.nics[node as usize].rx_fifo[vc as usize].push_back(pid);
-        if self.nics[node as usize].rx_fifo[vc as usize].len() == 1 {
+        self.nics[node.index()].rx_fifo[vc as usize].push_back(pid);
+        if self.nics[node.index()].rx_fifo[vc as usize].len() == 1 {
             self.dispatch(node, vc);
         }
     }
@@ -40,26 +40,26 @@ impl World {
     /// the send engine cannot take yet (`nic.get_queue`).
     fn dispatch(&mut self, node: NodeId, vc: u8) {
         let limit = self.cfg.get_queue as usize;
-        while let Some(&pid) = self.nics[node as usize].rx_fifo[vc as usize].front() {
+        while let Some(&pid) = self.nics[node.index()].rx_fifo[vc as usize].front() {
             let is_get = matches!(
                 self.pkts[pid as usize].as_ref().expect("live packet").kind,
                 PktKind::ReadReq
             );
             if is_get && limit > 0 {
-                let waiting: usize = self.nics[node as usize].engines.iter().map(|e| e.internal.len()).sum();
+                let waiting: usize = self.nics[node.index()].engines.iter().map(|e| e.internal.len()).sum();
                 if waiting >= limit {
                     return; // stalled: retried when an engine takes a write-back
                 }
             }
-            self.nics[node as usize].rx_fifo[vc as usize].pop_front();
+            self.nics[node.index()].rx_fifo[vc as usize].pop_front();
             self.arrive(pid);
         }
     }
 
     /// Retry every stalled receive FIFO of `node`.
     pub(crate) fn redispatch(&mut self, node: NodeId) {
-        for vc in 0..self.nics[node as usize].rx_fifo.len() {
-            if !self.nics[node as usize].rx_fifo[vc].is_empty() {
+        for vc in 0..self.nics[node.index()].rx_fifo.len() {
+            if !self.nics[node.index()].rx_fifo[vc].is_empty() {
                 self.dispatch(node, vc as u8);
             }
         }
@@ -121,7 +121,7 @@ impl World {
                     ..m
                 });
                 let node = self.place.node_of(info.to);
-                self.nics[node as usize].engines[engine as usize].internal.push_back(w);
+                self.nics[node.index()].engines[engine as usize].internal.push_back(w);
                 self.start_next(node, engine);
             }
             PktKind::Ack { status } => {
@@ -309,7 +309,7 @@ impl World {
                     notify = Some((cq, m.recv_wr, CqeKind::Recv, buf));
                 }
                 Op::Nap { .. } => {
-                    let cq = self.nics[self.place.node_of(dst) as usize]
+                    let cq = self.nics[self.place.node_of(dst).index()]
                         .nap_cq
                         .expect("NAP accepted only with a pool");
                     let buf = m.dst_segs.first().map_or(0, |s| s.0);

@@ -53,12 +53,12 @@ impl World {
             let class = self.class_of(pid);
             let vc = self.net.routing.injection_vc(class);
             let slot = rail as usize * self.vcs() + class as usize;
-            let waiting = !self.nics[from_node as usize].tx_backlog[slot].is_empty();
+            let waiting = !self.nics[from_node.index()].tx_backlog[slot].is_empty();
             if waiting || self.net.source_queue_len_vc(from_node, rail, vc) >= limit {
                 if let Some(e) = self.engine_of(pid) {
-                    self.nics[from_node as usize].engines[e as usize].pending_tx += 1;
+                    self.nics[from_node.index()].engines[e as usize].pending_tx += 1;
                 }
-                self.nics[from_node as usize].tx_backlog[slot].push_back(pid);
+                self.nics[from_node.index()].tx_backlog[slot].push_back(pid);
                 return;
             }
         }
@@ -113,11 +113,11 @@ impl World {
                 let slot = rail as usize * vcs + class;
                 let vc = self.net.routing.injection_vc(class as u8);
                 while self.net.source_queue_len_vc(node, rail, vc) < limit {
-                    let Some(pid) = self.nics[node as usize].tx_backlog[slot].pop_front() else {
+                    let Some(pid) = self.nics[node.index()].tx_backlog[slot].pop_front() else {
                         break;
                     };
                     if let Some(e) = self.engine_of(pid) {
-                        self.nics[node as usize].engines[e as usize].pending_tx -= 1;
+                        self.nics[node.index()].engines[e as usize].pending_tx -= 1;
                     }
                     let info = self.pkts[pid as usize].as_ref().expect("live packet");
                     let to = self.place.node_of(info.to);
@@ -125,8 +125,8 @@ impl World {
                     self.inject(pid, node, to, rail, payload);
                 }
             }
-            for e in 0..self.nics[node as usize].engines.len() {
-                let eng = &mut self.nics[node as usize].engines[e];
+            for e in 0..self.nics[node.index()].engines.len() {
+                let eng = &mut self.nics[node.index()].engines[e];
                 if eng.blocked_on_tx && eng.pending_tx == 0 {
                     eng.blocked_on_tx = false;
                     eng.busy = false;

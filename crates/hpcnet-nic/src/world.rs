@@ -457,6 +457,6 @@ impl World {
     /// The NIC a rank's requests go through.
     #[inline]
     pub(crate) fn nic_of(&mut self, r: Rank) -> &mut Nic {
-        &mut self.nics[self.place.node_of(r) as usize]
+        &mut self.nics[self.place.node_of(r).index()]
     }
 }

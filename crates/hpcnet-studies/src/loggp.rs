@@ -22,7 +22,7 @@
 
 use crate::plot::{Figure, Series, Style};
 use crate::{Ctx, Row, Study, StudyError, StudyReport};
-use hpcnet_fabric::topology::{build, GridConfig, HypercubeConfig, Topology, TopologyConfig};
+use hpcnet_fabric::topology::{build, GridConfig, HypercubeConfig, RouterId, Topology, TopologyConfig};
 
 // Reference values: spec/02-chpp.md, "Latency model (LogGP-based)", the paper's example values.
 /// CPU send start-up, O_c.
@@ -173,7 +173,7 @@ pub fn mean_distance_all_pairs(t: &Topology) -> f64 {
     let mut adj = Vec::new();
     for r in 0..n as u32 {
         start.push(adj.len());
-        adj.extend(t.neighbors(r));
+        adj.extend(t.neighbors(RouterId(r)).map(|v| v.0));
     }
     start.push(adj.len());
     let bfs_sum = |sources: std::ops::Range<u32>| -> u64 {
@@ -455,7 +455,7 @@ mod tests {
         .unwrap();
         let n = ft.num_routers() as f64;
         let reference: f64 = (0..ft.num_routers() as u32)
-            .flat_map(|r| ft.router_distances_from(r))
+            .flat_map(|r| ft.router_distances_from(RouterId(r)))
             .map(f64::from)
             .sum::<f64>()
             / (n * n);

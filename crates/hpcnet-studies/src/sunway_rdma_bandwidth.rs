@@ -133,7 +133,7 @@ fn opts(qps: u32, rail: u8, messages: u64) -> Options {
 /// The `--set` override that cuts the link of rank 0's node on rail 1 to one lane.
 fn degrade_rail1(sc: &Scenario) -> Result<String, StudyError> {
     let world = sc.world()?;
-    let node = world.placement().node_of(Rank(0)) as usize;
+    let node = world.placement().node_of(Rank(0)).index();
     let (router, port) = *sc.topology.nodes[node]
         .ports
         .get(1)
@@ -166,7 +166,7 @@ impl Study for SunwayRdmaBandwidth {
         let world = base.world()?;
         let last = Rank(world.ranks() as u32 - 1);
         let place = world.placement();
-        let (src_node, dst_node) = (place.node_of(Rank(0)) as usize, place.node_of(last) as usize);
+        let (src_node, dst_node) = (place.node_of(Rank(0)).index(), place.node_of(last).index());
         let leaf = |n: usize| base.topology.nodes[n].ports[0].0;
         if leaf(src_node) == leaf(dst_node) {
             return Err(StudyError::Unsupported(format!(

@@ -305,7 +305,7 @@ impl Generator<'_> {
     /// this one to the node itself), and its next firing.
     fn fire(&mut self, node: NodeId, now: SimTime, net: &Network) -> (Option<Packet>, Option<SimTime>) {
         let (tc, rails) = (self.tc, self.rails);
-        let s = &mut self.sources[node as usize];
+        let s = &mut self.sources[node.index()];
         let dst = self.dests.next(node, s.seq, &mut s.rng);
         let payload = tc.size.sample(&mut s.rng);
         s.seq += 1;
@@ -431,9 +431,9 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
     let header = sc.fabric.packet.header.0;
     let mean_wire = tc.size.mean() + header as f64;
     // Node bandwidth = sum of its rails; each rail is offered load × its own rate.
-    let rail_rate = net.injection_rate(0, 0);
+    let rail_rate = net.injection_rate(NodeId(0), 0);
     let use_rails = if tc.rails == RailChoice::Fixed { 1 } else { rails };
-    let node_bps: f64 = (0..rails).map(|r| net.injection_rate(0, r).0 as f64).sum();
+    let node_bps: f64 = (0..rails).map(|r| net.injection_rate(NodeId(0), r).0 as f64).sum();
     // Mean time between packets of a node, in ps, and the Bernoulli slot.
     let slot_ps = mean_wire * 8.0 * 1e12 / node_bps;
     let period_ps = slot_ps / tc.load;
@@ -466,7 +466,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
         // create one packet per node after the sources stopped, all of it drain work.
         let phase = SimTime((s.rng.gen::<f64>() * period_ps) as u64);
         if phase < meas_end {
-            q.schedule_by(net.node_origin(i as NodeId), phase, Ev::Gen(i as NodeId));
+            q.schedule_by(net.node_origin(NodeId(i as u32)), phase, Ev::Gen(NodeId(i as u32)));
         }
     }
     let mut run = Run {
@@ -724,17 +724,19 @@ fn channel_load_bound(
 /// The flows of `src`: (destination, fraction of its traffic).
 fn flows_of(src: NodeId, n: usize, dests: &Destinations, tc: &TrafficConfig, rng: &mut SimRng) -> Vec<(NodeId, f64)> {
     match tc.pattern {
-        crate::traffic::Pattern::Uniform | crate::traffic::Pattern::AllToAll => (0..n as NodeId)
+        crate::traffic::Pattern::Uniform | crate::traffic::Pattern::AllToAll => (0..n as u32)
+            .map(NodeId)
             .filter(|&d| d != src)
             .map(|d| (d, 1.0 / (n - 1) as f64))
             .collect(),
         crate::traffic::Pattern::Hotspot => {
             let hot = if tc.hotspot_nodes.is_empty() {
-                vec![0]
+                vec![NodeId(0)]
             } else {
                 tc.hotspot_nodes.clone()
             };
-            let mut v: Vec<(NodeId, f64)> = (0..n as NodeId)
+            let mut v: Vec<(NodeId, f64)> = (0..n as u32)
+                .map(NodeId)
                 .filter(|&d| d != src)
                 .map(|d| (d, (1.0 - tc.hotspot_fraction) / (n - 1) as f64))
                 .collect();
@@ -786,14 +788,16 @@ fn traced_bound(
     let mut rng = streams.stream("bound", 0);
     for src in (0..n).step_by(step) {
         traced += 1;
-        for (dst, w) in flows_of(src as NodeId, n, dests, tc, &mut rng) {
+        for (dst, w) in flows_of(NodeId(src as u32), n, dests, tc, &mut rng) {
             for rail in 0..rails {
                 let share = w * node_bps / rails as f64;
                 // Unroutable pairs are reported by the run itself (dropped packets).
-                let _ = net.routing.walk(&net.topo, src as NodeId, dst, rail, 0, |r, p, _| {
-                    load[base[r as usize] + p as usize] += share;
-                    hops += 1;
-                });
+                let _ = net
+                    .routing
+                    .walk(&net.topo, NodeId(src as u32), dst, rail, 0, |r, p, _| {
+                        load[base[r.index()] + p.index()] += share;
+                        hops += 1;
+                    });
             }
         }
         let projected = hops.saturating_mul(sources as u64);
@@ -832,9 +836,11 @@ fn first_source_hops(
 ) -> u64 {
     let mut rng = streams.stream("bound", 0);
     let mut hops = 0u64;
-    for (dst, _) in flows_of(0, n, dests, tc, &mut rng) {
+    for (dst, _) in flows_of(NodeId(0), n, dests, tc, &mut rng) {
         for rail in 0..rails {
-            let _ = net.routing.walk(&net.topo, 0, dst, rail, 0, |_, _, _| hops += 1);
+            let _ = net
+                .routing
+                .walk(&net.topo, NodeId(0), dst, rail, 0, |_, _, _| hops += 1);
         }
     }
     hops
@@ -847,17 +853,17 @@ fn first_source_hops(
 /// node, instead of a sample of sources times all nodes.
 fn symmetric_bound(net: &Network, rails: u8, node_bps: f64) -> Option<ChannelLoadBound> {
     let n = net.topo.nodes.len();
-    let r0 = net.routing.attach(0, 0).0;
-    let mut load = vec![0.0f64; net.topo.routers[r0 as usize].ports.len()];
+    let r0 = net.routing.attach(NodeId(0), 0).0;
+    let mut load = vec![0.0f64; net.topo.routers[r0.index()].ports.len()];
     let w = 1.0 / (n - 1) as f64;
     let mut traced = 0;
-    for src in (0..n as NodeId).filter(|&s| net.routing.attach(s, 0).0 == r0) {
+    for src in (0..n as u32).map(NodeId).filter(|&s| net.routing.attach(s, 0).0 == r0) {
         traced += 1;
-        for dst in (0..n as NodeId).filter(|&d| d != src) {
+        for dst in (0..n as u32).map(NodeId).filter(|&d| d != src) {
             for rail in 0..rails {
                 let share = w * node_bps / rails as f64;
                 let _ = net.routing.walk(&net.topo, src, dst, rail, 0, |_, p, _| {
-                    load[p as usize] += share;
+                    load[p.index()] += share;
                 });
             }
         }
@@ -895,7 +901,7 @@ mod tests {
     fn traced_within(sc: &Scenario, net: &Network, budget: u64) -> Result<Option<ChannelLoadBound>, String> {
         let streams = RngStreams::new(sc.file.seed);
         let dests = Destinations::new(&sc.traffic, &net.topo, &mut streams.stream("pattern", 0));
-        let rate = net.injection_rate(0, 0).0 as f64;
+        let rate = net.injection_rate(NodeId(0), 0).0 as f64;
         traced_bound(net, &dests, &sc.traffic, 1, rate, &streams, budget)
     }
 
@@ -927,7 +933,7 @@ mod tests {
                 let net = network(&sc);
                 assert!(net.routing.translation_invariant(&net.topo), "{topology} {routing}");
                 let all = traced(&sc, &net);
-                let rate = net.injection_rate(0, 0).0 as f64;
+                let rate = net.injection_rate(NodeId(0), 0).0 as f64;
                 let sym = symmetric_bound(&net, 1, rate).expect("bound");
                 assert!(sym.by_symmetry && !all.by_symmetry);
                 assert_eq!(all.sources_traced, net.topo.nodes.len());
@@ -952,7 +958,7 @@ mod tests {
         // router 7, 2 from router 6 and 1 from router 5, so 10 flows of 1/7.
         let sc = scenario("kind = \"torus\"\nk = [8]", DOR, "");
         let net = network(&sc);
-        let rate = net.injection_rate(0, 0).0 as f64;
+        let rate = net.injection_rate(NodeId(0), 0).0 as f64;
         let sym = symmetric_bound(&net, 1, rate).expect("bound");
         assert!(
             (sym.max_channel_load - 10.0 / 7.0).abs() < 1e-12,

@@ -272,7 +272,7 @@ impl TrafficConfig {
                     format!("must be in [0, 1], got {}", self.hotspot_fraction),
                 ));
             }
-            if let Some(bad) = self.hotspot_nodes.iter().find(|&&h| h as u64 >= n) {
+            if let Some(bad) = self.hotspot_nodes.iter().find(|&&h| h.0 as u64 >= n) {
                 return Err((
                     "traffic.hotspot_nodes".into(),
                     format!("node {bad} does not exist (the topology has {n} nodes)"),
@@ -352,7 +352,7 @@ impl Destinations {
             Vec::new()
         };
         let hot = if cfg.hotspot_nodes.is_empty() {
-            vec![0]
+            vec![NodeId(0)]
         } else {
             cfg.hotspot_nodes.clone()
         };
@@ -377,7 +377,9 @@ impl Destinations {
         let n = self.n;
         let b = self.bits;
         let mask = n.wrapping_sub(1);
-        match self.pattern {
+        // Patterns are arithmetic on node numbers.
+        let src = src.0;
+        NodeId(match self.pattern {
             Pattern::Uniform => uniform_other(src, n, rng),
             Pattern::Transpose => {
                 let h = b / 2;
@@ -390,19 +392,19 @@ impl Destinations {
             Pattern::NearestNeighbor => self.along_grid(src, |_| 1),
             Pattern::Hotspot => {
                 if rng.gen::<f64>() < self.hot_fraction {
-                    self.hot[rng.gen_range(0..self.hot.len())]
+                    self.hot[rng.gen_range(0..self.hot.len())].0
                 } else {
                     uniform_other(src, n, rng)
                 }
             }
-            Pattern::RandomPermutation => self.perm[src as usize],
+            Pattern::RandomPermutation => self.perm[src as usize].0,
             Pattern::AllToAll => (src + 1 + (seq % (n as u64 - 1)) as u32) % n,
-        }
+        })
     }
 
     /// Move `offset(k)` along every torus dimension (tornado) or along dimension 0 only
     /// (neighbour); on other topologies, along the ring of node ids.
-    fn along_grid(&self, src: NodeId, offset: impl Fn(u32) -> u32) -> NodeId {
+    fn along_grid(&self, src: u32, offset: impl Fn(u32) -> u32) -> u32 {
         let all_dims = self.pattern == Pattern::Tornado;
         match &self.grid {
             Some((k, conc)) => {
@@ -423,7 +425,7 @@ impl Destinations {
     }
 }
 
-fn uniform_other(src: NodeId, n: u32, rng: &mut SimRng) -> NodeId {
+fn uniform_other(src: u32, n: u32, rng: &mut SimRng) -> u32 {
     let d = rng.gen_range(0..n - 1);
     if d >= src {
         d + 1
@@ -434,9 +436,9 @@ fn uniform_other(src: NodeId, n: u32, rng: &mut SimRng) -> NodeId {
 
 /// A random permutation without fixed points (shuffle, then rotate away any fixed points).
 fn derangement(n: u32, rng: &mut SimRng) -> Vec<NodeId> {
-    let mut p: Vec<NodeId> = (0..n).collect();
+    let mut p: Vec<NodeId> = (0..n).map(NodeId).collect();
     p.shuffle(rng);
-    let fixed: Vec<usize> = (0..n as usize).filter(|&i| p[i] == i as u32).collect();
+    let fixed: Vec<usize> = (0..n as usize).filter(|&i| p[i] == NodeId(i as u32)).collect();
     if fixed.len() == 1 {
         let i = fixed[0];
         let j = (i + 1) % n as usize;
@@ -463,7 +465,7 @@ mod tests {
             bits: n.next_power_of_two().trailing_zeros(),
             grid: None,
             perm: Vec::new(),
-            hot: vec![0],
+            hot: vec![NodeId(0)],
             hot_fraction: 0.5,
         }
     }
@@ -472,13 +474,13 @@ mod tests {
     fn bit_patterns_match_their_definitions() {
         let mut rng = RngStreams::new(1).stream("t", 0);
         let d = dests(Pattern::BitComplement, 16);
-        assert_eq!(d.next(0b0011, 0, &mut rng), 0b1100);
+        assert_eq!(d.next(NodeId(0b0011), 0, &mut rng), NodeId(0b1100));
         let d = dests(Pattern::BitReverse, 16);
-        assert_eq!(d.next(0b0001, 0, &mut rng), 0b1000);
+        assert_eq!(d.next(NodeId(0b0001), 0, &mut rng), NodeId(0b1000));
         let d = dests(Pattern::Shuffle, 16);
-        assert_eq!(d.next(0b1001, 0, &mut rng), 0b0011);
+        assert_eq!(d.next(NodeId(0b1001), 0, &mut rng), NodeId(0b0011));
         let d = dests(Pattern::Transpose, 16);
-        assert_eq!(d.next(0b0111, 0, &mut rng), 0b1101);
+        assert_eq!(d.next(NodeId(0b0111), 0, &mut rng), NodeId(0b1101));
     }
 
     #[test]
@@ -493,7 +495,7 @@ mod tests {
             let d = dests(p, 64);
             let mut seen = [false; 64];
             for s in 0..64 {
-                seen[d.next(s, 0, &mut rng) as usize] = true;
+                seen[(d.next(NodeId(s), 0, &mut rng)).index()] = true;
             }
             assert!(seen.iter().all(|x| *x), "{p:?}");
         }
@@ -501,8 +503,8 @@ mod tests {
             let p = derangement(n, &mut rng);
             let mut sorted = p.clone();
             sorted.sort();
-            assert_eq!(sorted, (0..n).collect::<Vec<_>>());
-            assert!(p.iter().enumerate().all(|(i, &x)| i as u32 != x));
+            assert_eq!(sorted, (0..n).map(NodeId).collect::<Vec<_>>());
+            assert!(p.iter().enumerate().all(|(i, &x)| NodeId(i as u32) != x));
         }
     }
 
@@ -512,9 +514,9 @@ mod tests {
         let d = dests(Pattern::Uniform, 8);
         let mut seen = [0u32; 8];
         for _ in 0..8000 {
-            let x = d.next(5, 0, &mut rng);
-            assert_ne!(x, 5);
-            seen[x as usize] += 1;
+            let x = d.next(NodeId(5), 0, &mut rng);
+            assert_ne!(x, NodeId(5));
+            seen[x.index()] += 1;
         }
         assert_eq!(seen[5], 0);
         assert!(seen.iter().enumerate().all(|(i, &c)| i == 5 || c > 900));
@@ -526,8 +528,8 @@ mod tests {
         let mut d = dests(Pattern::Tornado, 64);
         d.grid = Some((vec![8, 8], 1));
         // (1, 2) -> (1+3, 2+3)
-        assert_eq!(d.next(1 + 2 * 8, 0, &mut rng), 4 + 5 * 8);
+        assert_eq!(d.next(NodeId(1 + 2 * 8), 0, &mut rng), NodeId(4 + 5 * 8));
         d.pattern = Pattern::NearestNeighbor;
-        assert_eq!(d.next(7 + 2 * 8, 0, &mut rng), 2 * 8);
+        assert_eq!(d.next(NodeId(7 + 2 * 8), 0, &mut rng), NodeId(2 * 8));
     }
 }

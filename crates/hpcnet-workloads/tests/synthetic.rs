@@ -4,6 +4,7 @@
 //! and the generalized fat tree survives a failed down link that a plain fat tree cannot.
 
 use hpcnet_fabric::net::Network;
+use hpcnet_fabric::topology::{NodeId, PortIdx, RouterId};
 use hpcnet_workloads::synthetic::{run_synthetic, RunOptions, RunReport};
 use hpcnet_workloads::Scenario;
 
@@ -90,7 +91,7 @@ fn every_topology_routes_every_pair_loop_free() {
                     }
                     let path = net
                         .routing
-                        .trace(&net.topo, s, d, rail, 0)
+                        .trace(&net.topo, NodeId(s), NodeId(d), rail, 0)
                         .unwrap_or_else(|e| panic!("{name}: {s}->{d}: {e}"));
                     // Loop-free: no (router, port) used twice.
                     let mut hops: Vec<_> = path.iter().map(|(r, p, _)| (*r, *p)).collect();
@@ -179,7 +180,10 @@ fn watchdog_reports_a_real_deadlock() {
     // Every blocked router channel really lacks credits at the output its head requested (an
     // output with room would have served one of its requests within the watchdog time).
     for b in d.blocked.iter().filter(|b| b.source_node.is_none()) {
-        assert!(b.out_port < 5, "2-D torus router: 4 ring ports + 1 node port: {b:?}");
+        assert!(
+            b.out_port < PortIdx(5),
+            "2-D torus router: 4 ring ports + 1 node port: {b:?}"
+        );
         assert!(b.credits_needed > b.credits_free, "{b:?}");
     }
     assert!(!rep.drained);
@@ -312,9 +316,9 @@ fn generalized_fat_tree_bypasses_a_failed_down_link_through_the_sibling() {
             if s != d {
                 let path = net
                     .routing
-                    .trace(&net.topo, s, d, 0, 0)
+                    .trace(&net.topo, NodeId(s), NodeId(d), 0, 0)
                     .unwrap_or_else(|e| panic!("{s}->{d}: {e}"));
-                if path.iter().any(|(r, p, _)| *r == 4 && *p == 1) {
+                if path.iter().any(|(r, p, _)| *r == RouterId(4) && *p == PortIdx(1)) {
                     panic!("path {s}->{d} uses the failed link");
                 }
                 if path.len() == 4 {

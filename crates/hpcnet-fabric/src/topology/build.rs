@@ -99,7 +99,7 @@ struct Builder {
 impl Builder {
     fn new(nodes: u32, rails: u8) -> Self {
         let unattached = NodeInfo {
-            ports: vec![(RouterId::MAX, 0); rails as usize],
+            ports: vec![(RouterId(u32::MAX), PortIdx(0)); rails as usize],
         };
         Self {
             routers: Vec::new(),
@@ -117,23 +117,25 @@ impl Builder {
             coords,
             plane,
         });
-        (self.routers.len() - 1) as RouterId
+        RouterId((self.routers.len() - 1) as u32)
     }
 
     fn set(&mut self, r: RouterId, p: u64, peer: Peer, kind: PortKind) {
-        let router = &mut self.routers[r as usize];
+        let router = &mut self.routers[r.index()];
         router.ports[p as usize] = peer;
         router.kinds[p as usize] = kind;
     }
 
-    /// Cables port `pa` of router `a` to port `pb` of router `b`.
-    fn link(&mut self, (a, pa, ka): (RouterId, u64, PortKind), (b, pb, kb): (RouterId, u64, PortKind)) {
+    /// Cables port `pa` of router `a` to port `pb` of router `b`. The family builders number
+    /// routers, nodes and ports arithmetically; the numbers become ids here.
+    fn link(&mut self, (a, pa, ka): (u32, u64, PortKind), (b, pb, kb): (u32, u64, PortKind)) {
+        let (a, b) = (RouterId(a), RouterId(b));
         self.set(
             a,
             pa,
             Peer::Router {
                 router: b,
-                port: pb as PortIdx,
+                port: PortIdx(pb as u16),
             },
             ka,
         );
@@ -142,16 +144,17 @@ impl Builder {
             pb,
             Peer::Router {
                 router: a,
-                port: pa as PortIdx,
+                port: PortIdx(pa as u16),
             },
             kb,
         );
     }
 
     /// Cables rail `rail` of `node` to port `p` of router `r`.
-    fn attach(&mut self, node: NodeId, rail: u8, r: RouterId, p: u64) {
+    fn attach(&mut self, node: u32, rail: u8, r: u32, p: u64) {
+        let (node, r) = (NodeId(node), RouterId(r));
         self.set(r, p, Peer::Node { node, rail }, PortKind::Terminal);
-        self.nodes[node as usize].ports[rail as usize] = (r, p as PortIdx);
+        self.nodes[node.index()].ports[rail as usize] = (r, PortIdx(p as u16));
     }
 
     fn finish(self, name: String, shape: Shape) -> Topology {
@@ -637,7 +640,7 @@ fn crossbar(c: &CrossbarConfig) -> Result<Topology, TopologyError> {
     let mut b = Builder::new(c.ports, 1);
     let r = b.router(ports, radix, Vec::new(), 0);
     for x in 0..c.ports {
-        b.attach(x, 0, r, u64::from(x));
+        b.attach(x, 0, r.0, u64::from(x));
     }
     Ok(b.finish(
         format!("crossbar {} ports", c.ports),
@@ -673,8 +676,8 @@ mod tests {
         let parents: Vec<_> = t.routers[4].ports[3..6].to_vec();
         let expect: Vec<_> = (0..3)
             .map(|j| Peer::Router {
-                router: 9 + 3 + j,
-                port: 1,
+                router: RouterId(9 + 3 + j),
+                port: PortIdx(1),
             })
             .collect();
         assert_eq!(parents, expect);
@@ -686,7 +689,13 @@ mod tests {
         use crate::routing::Routing;
         let t = build(&TopologyConfig::Crossbar(CrossbarConfig { ports: 4, radix: None })).unwrap();
         assert_eq!((t.num_routers(), t.num_nodes(), t.num_router_links()), (1, 4, 0));
-        assert_eq!(t.routers[0].ports[2], Peer::Node { node: 2, rail: 0 });
+        assert_eq!(
+            t.routers[0].ports[2],
+            Peer::Node {
+                node: NodeId(2),
+                rail: 0
+            }
+        );
         assert_eq!(t.metrics().bisection_links, 0);
         let vcs = 4;
         for cfg in [RoutingConfig::default_for(&t.shape), RoutingConfig::Source] {
@@ -695,8 +704,12 @@ mod tests {
             assert_eq!(routing.classes(), vcs, "{cfg:?}");
             for src in 0..4 {
                 for dst in (0..4).filter(|&d| d != src) {
-                    let hops = routing.trace(&t, src, dst, 0, (dst % 4) as u8).unwrap();
-                    assert_eq!(hops, vec![(0, dst as PortIdx, (dst % 4) as u8)], "{cfg:?} {src}->{dst}");
+                    let hops = routing.trace(&t, NodeId(src), NodeId(dst), 0, (dst % 4) as u8).unwrap();
+                    assert_eq!(
+                        hops,
+                        vec![(RouterId(0), PortIdx(dst as u16), (dst % 4) as u8)],
+                        "{cfg:?} {src}->{dst}"
+                    );
                 }
             }
         }
@@ -718,9 +731,21 @@ mod tests {
             radix: None,
         })
         .unwrap();
-        assert_eq!(t.routers[5].ports[1], Peer::Router { router: 7, port: 1 });
+        assert_eq!(
+            t.routers[5].ports[1],
+            Peer::Router {
+                router: RouterId(7),
+                port: PortIdx(1)
+            }
+        );
         assert_eq!(t.routers[5].kinds[1], PortKind::Dim { dim: 1, plus: true });
         assert_eq!(t.routers[5].kinds[0], PortKind::Dim { dim: 0, plus: false });
-        assert_eq!(t.routers[5].ports[4], Peer::Node { node: 11, rail: 0 });
+        assert_eq!(
+            t.routers[5].ports[4],
+            Peer::Node {
+                node: NodeId(11),
+                rail: 0
+            }
+        );
     }
 }

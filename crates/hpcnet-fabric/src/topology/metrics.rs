@@ -76,10 +76,11 @@ impl Topology {
     fn distance_stats(&self) -> (u32, f64, bool) {
         let mut weight = vec![0u64; self.routers.len()];
         for node in &self.nodes {
-            weight[node.ports[0].0 as usize] += 1;
+            weight[node.ports[0].0.index()] += 1;
         }
-        let terminals: Vec<RouterId> = (0..self.routers.len() as RouterId)
-            .filter(|&r| weight[r as usize] > 0)
+        let terminals: Vec<RouterId> = (0..self.routers.len() as u32)
+            .map(RouterId)
+            .filter(|&r| weight[r.index()] > 0)
             .collect();
         let plane0 = self.routers.iter().filter(|r| r.plane == 0).count();
         let sampled = plane0 > EXACT_LIMIT && terminals.len() > SAMPLE_SOURCES;
@@ -94,13 +95,13 @@ impl Topology {
         let (mut diameter, mut total, mut pairs) = (0u32, 0u128, 0u128);
         for s in sources {
             let dist = self.router_distances_from(s);
-            let ws = u128::from(weight[s as usize]);
+            let ws = u128::from(weight[s.index()]);
             pairs += ws * others;
             for &t in &terminals {
-                let d = dist[t as usize];
+                let d = dist[t.index()];
                 diameter = diameter.max(d);
                 if d != u32::MAX {
-                    total += ws * u128::from(weight[t as usize]) * u128::from(d);
+                    total += ws * u128::from(weight[t.index()]) * u128::from(d);
                 }
             }
         }
@@ -160,7 +161,7 @@ impl Topology {
             }
             Shape::Dragonfly { a, g, .. } => (g % 2 == 0).then(|| {
                 let half = g / 2 * a; // routers of the first g/2 groups
-                self.links().filter(|l| (l.a.0 < half) != (l.b.0 < half)).count() as u64
+                self.links().filter(|l| (l.a.0 .0 < half) != (l.b.0 .0 < half)).count() as u64
             }),
             // One router: no router–router link to cut (as the single-switch fat tree).
             Shape::Crossbar { .. } => Some(0),
@@ -179,7 +180,7 @@ impl Topology {
         for plane in 0..self.rails {
             let mut weight = vec![0u64; self.routers.len()];
             for node in &self.nodes {
-                weight[node.ports[usize::from(plane)].0 as usize] += 1;
+                weight[node.ports[usize::from(plane)].0.index()] += 1;
             }
             let total = self.nodes.len() as u64;
             let in_plane: Vec<usize> = (0..self.routers.len())
@@ -197,8 +198,8 @@ impl Topology {
                 let mut votes = 0i64;
                 for peer in &self.routers[r].ports {
                     if let Peer::Router { router, .. } = *peer {
-                        if placed[router as usize] {
-                            votes += if side_a[router as usize] { 1 } else { -1 };
+                        if placed[router.index()] {
+                            votes += if side_a[router.index()] { 1 } else { -1 };
                         }
                     }
                 }
@@ -208,8 +209,8 @@ impl Topology {
             }
             cut += self
                 .links()
-                .filter(|l| self.routers[l.a.0 as usize].plane == plane)
-                .filter(|l| side_a[l.a.0 as usize] != side_a[l.b.0 as usize])
+                .filter(|l| self.routers[l.a.0.index()].plane == plane)
+                .filter(|l| side_a[l.a.0.index()] != side_a[l.b.0.index()])
                 .count() as u64;
         }
         cut

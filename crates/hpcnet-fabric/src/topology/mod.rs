@@ -13,6 +13,7 @@ use serde::Serialize;
 mod build;
 mod config;
 mod export;
+mod ids;
 mod metrics;
 
 pub use build::{build, MAX_ELEMENTS};
@@ -20,11 +21,8 @@ pub use config::{
     CrossbarConfig, DragonflyConfig, FatTreeConfig, GeneralizedFatTreeConfig, GridConfig, HypercubeConfig,
     LeafSpineConfig, TopologyConfig,
 };
+pub use ids::{NodeId, PortIdx, RouterId};
 pub use metrics::{BisectionMethod, TopologyMetrics};
-
-pub type RouterId = u32;
-pub type NodeId = u32;
-pub type PortIdx = u16;
 
 /// What sits at the far end of a router port.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
@@ -203,16 +201,16 @@ impl Topology {
 
     /// The router and port that rail `rail` of `node` is cabled to.
     pub fn router_of(&self, node: NodeId, rail: u8) -> (RouterId, PortIdx) {
-        self.nodes[node as usize].ports[rail as usize]
+        self.nodes[node.index()].ports[rail as usize]
     }
 
     /// Every router–router link once.
     pub fn links(&self) -> impl Iterator<Item = Link> + '_ {
         self.routers.iter().enumerate().flat_map(|(r, info)| {
-            let r = r as RouterId;
+            let r = RouterId(r as u32);
             info.ports.iter().enumerate().filter_map(move |(p, peer)| match *peer {
-                Peer::Router { router, port } if (r, p as PortIdx) < (router, port) => Some(Link {
-                    a: (r, p as PortIdx),
+                Peer::Router { router, port } if (r, PortIdx(p as u16)) < (router, port) => Some(Link {
+                    a: (r, PortIdx(p as u16)),
                     b: (router, port),
                 }),
                 _ => None,
@@ -231,7 +229,7 @@ impl Topology {
 
     /// Routers adjacent to `r`, once per link (parallel links repeat the neighbour).
     pub fn neighbors(&self, r: RouterId) -> impl Iterator<Item = RouterId> + '_ {
-        self.routers[r as usize].ports.iter().filter_map(|peer| match *peer {
+        self.routers[r.index()].ports.iter().filter_map(|peer| match *peer {
             Peer::Router { router, .. } => Some(router),
             _ => None,
         })
@@ -241,12 +239,12 @@ impl Topology {
     pub fn router_distances_from(&self, r: RouterId) -> Vec<u32> {
         let mut dist = vec![u32::MAX; self.routers.len()];
         let mut queue = VecDeque::from([r]);
-        dist[r as usize] = 0;
+        dist[r.index()] = 0;
         while let Some(u) = queue.pop_front() {
-            let d = dist[u as usize] + 1;
+            let d = dist[u.index()] + 1;
             for v in self.neighbors(u) {
-                if dist[v as usize] == u32::MAX {
-                    dist[v as usize] = d;
+                if dist[v.index()] == u32::MAX {
+                    dist[v.index()] = d;
                     queue.push_back(v);
                 }
             }
@@ -278,21 +276,18 @@ impl Topology {
             for (p, (peer, kind)) in info.ports.iter().zip(&info.kinds).enumerate() {
                 match *peer {
                     Peer::Router { router, port } => {
-                        let back = self
-                            .routers
-                            .get(router as usize)
-                            .and_then(|o| o.ports.get(port as usize));
+                        let back = self.routers.get(router.index()).and_then(|o| o.ports.get(port.index()));
                         if back
                             != Some(&Peer::Router {
-                                router: r as RouterId,
-                                port: p as PortIdx,
+                                router: RouterId(r as u32),
+                                port: PortIdx(p as u16),
                             })
                         {
                             return bad(format!(
                                 "router {r} port {p} points to router {router} port {port}, which does not point back"
                             ));
                         }
-                        let far_plane = self.routers[router as usize].plane;
+                        let far_plane = self.routers[router.index()].plane;
                         if far_plane != info.plane {
                             return bad(format!(
                                 "router {r} port {p} links plane {} to plane {far_plane}",
@@ -304,8 +299,8 @@ impl Topology {
                         }
                     }
                     Peer::Node { node, rail } => {
-                        let back = self.nodes.get(node as usize).and_then(|n| n.ports.get(rail as usize));
-                        if back != Some(&(r as RouterId, p as PortIdx)) || *kind != PortKind::Terminal {
+                        let back = self.nodes.get(node.index()).and_then(|n| n.ports.get(rail as usize));
+                        if back != Some(&(RouterId(r as u32), PortIdx(p as u16))) || *kind != PortKind::Terminal {
                             return bad(format!(
                                 "router {r} port {p} ({kind:?}) names node {node} rail {rail}, which is not cabled to it"
                             ));
@@ -327,11 +322,11 @@ impl Topology {
                 ));
             }
             for (rail, &(r, p)) in node.ports.iter().enumerate() {
-                let router = self.routers.get(r as usize);
-                let peer = router.and_then(|info| info.ports.get(p as usize));
+                let router = self.routers.get(r.index());
+                let peer = router.and_then(|info| info.ports.get(p.index()));
                 if peer
                     != Some(&Peer::Node {
-                        node: x as NodeId,
+                        node: NodeId(x as u32),
                         rail: rail as u8,
                     })
                 {
@@ -352,7 +347,7 @@ impl Topology {
             if let Some(x) = self
                 .nodes
                 .iter()
-                .position(|n| dist[n.ports[usize::from(rail)].0 as usize] == u32::MAX)
+                .position(|n| dist[n.ports[usize::from(rail)].0.index()] == u32::MAX)
             {
                 return bad(format!("node {x} cannot reach node 0 in plane {rail}"));
             }
@@ -381,13 +376,14 @@ mod tests {
             (t.num_nodes(), t.num_routers(), t.num_router_links(), t.num_node_links()),
             (5, 5, 5, 5)
         );
-        assert_eq!(t.router_of(3, 0), (3, 2));
-        assert_eq!(t.router_distances_from(0), vec![0, 1, 2, 2, 1]);
+        assert_eq!(t.router_of(NodeId(3), 0), (RouterId(3), PortIdx(2)));
+        assert_eq!(t.router_distances_from(RouterId(0)), vec![0, 1, 2, 2, 1]);
         let links: Vec<_> = t.links().collect();
         let ends: Vec<_> = links.iter().map(|l| (l.a, l.b)).collect();
-        assert_eq!(ends[0], ((0, 0), (1, 1)));
-        assert_eq!(ends[1], ((0, 1), (4, 0)));
-        assert_eq!(ends[4], ((3, 0), (4, 1)));
+        let end = |r, p| (RouterId(r), PortIdx(p));
+        assert_eq!(ends[0], (end(0, 0), end(1, 1)));
+        assert_eq!(ends[1], (end(0, 1), end(4, 0)));
+        assert_eq!(ends[4], (end(3, 0), end(4, 1)));
     }
 
     #[test]
@@ -395,7 +391,16 @@ mod tests {
         let t = ring(2);
         assert_eq!(
             t.routers[0].ports[..2],
-            [Peer::Router { router: 1, port: 1 }, Peer::Router { router: 1, port: 0 }]
+            [
+                Peer::Router {
+                    router: RouterId(1),
+                    port: PortIdx(1)
+                },
+                Peer::Router {
+                    router: RouterId(1),
+                    port: PortIdx(0)
+                }
+            ]
         );
         assert_eq!(t.num_router_links(), 2);
     }
@@ -403,7 +408,10 @@ mod tests {
     #[test]
     fn validate_catches_broken_graphs() {
         let mut t = ring(4);
-        t.routers[0].ports[0] = Peer::Router { router: 2, port: 0 };
+        t.routers[0].ports[0] = Peer::Router {
+            router: RouterId(2),
+            port: PortIdx(0),
+        };
         assert!(t.validate().unwrap_err().to_string().contains("does not point back"));
 
         let mut t = ring(4);
@@ -414,7 +422,7 @@ mod tests {
         );
 
         let mut t = ring(4);
-        t.nodes[2].ports[0] = (1, 2);
+        t.nodes[2].ports[0] = (RouterId(1), PortIdx(2));
         assert!(t.validate().unwrap_err().to_string().contains("node 2 rail 0"));
 
         // Cut the ring in two: 0–1 | 2–3.
@@ -425,7 +433,7 @@ mod tests {
         }
         let err = t.validate().unwrap_err().to_string();
         assert!(err.contains("cannot reach"), "{err}");
-        assert_eq!(t.router_distances_from(0)[2], u32::MAX);
+        assert_eq!(t.router_distances_from(RouterId(0))[2], u32::MAX);
     }
 
     #[test]
