@@ -302,7 +302,10 @@ pub struct StatRecord {
 pub struct Registry {
     names: HashSet<String>,
     order: Vec<Slot>,
-    counters: Vec<(Meta, u64)>,
+    /// Counter metadata and values apart: a component's counters share a cache line on the
+    /// hot path.
+    counter_meta: Vec<Meta>,
+    counters: Vec<u64>,
     summaries: Vec<(Meta, Summary)>,
     histograms: Vec<(Meta, Histogram)>,
 }
@@ -327,11 +330,24 @@ impl Registry {
         u32::try_from(len).expect("more than 2^32 statistics of one kind")
     }
 
+    /// A registry of counters declared in a table of (name, unit, description) with their
+    /// values (a component keeps its hot counters in a fixed array and reports them through
+    /// this). Names must be distinct.
+    pub fn of_counters(table: &[(&str, &str, &str)], values: &[u64]) -> Registry {
+        let mut r = Registry::new();
+        for (&(name, unit, description), &v) in table.iter().zip(values) {
+            let id = r.counter(name, unit, description).expect("distinct counter names");
+            r.add(id, v);
+        }
+        r
+    }
+
     /// Register a counter (starts at 0).
     pub fn counter(&mut self, name: &str, unit: &str, description: &str) -> Result<CounterId, StatsError> {
         let meta = self.claim(name, unit, description)?;
         let i = Self::next_index(self.counters.len());
-        self.counters.push((meta, 0));
+        self.counter_meta.push(meta);
+        self.counters.push(0);
         self.order.push(Slot::Counter(i));
         Ok(CounterId(i))
     }
@@ -356,7 +372,7 @@ impl Registry {
 
     #[inline]
     pub fn add(&mut self, id: CounterId, n: u64) {
-        self.counters[id.0 as usize].1 += n;
+        self.counters[id.0 as usize] += n;
     }
     #[inline]
     pub fn incr(&mut self, id: CounterId) {
@@ -371,8 +387,9 @@ impl Registry {
         self.histograms[id.0 as usize].1.push(v);
     }
 
+    #[inline]
     pub fn counter_value(&self, id: CounterId) -> u64 {
-        self.counters[id.0 as usize].1
+        self.counters[id.0 as usize]
     }
     pub fn summary_of(&self, id: SummaryId) -> &Summary {
         &self.summaries[id.0 as usize].1
@@ -403,8 +420,8 @@ impl Registry {
         for slot in &self.order {
             out.push(match *slot {
                 Slot::Counter(i) => {
-                    let (m, v) = &self.counters[i as usize];
-                    record(m, StatValue::Counter { value: *v })
+                    let (m, v) = (&self.counter_meta[i as usize], self.counters[i as usize]);
+                    record(m, StatValue::Counter { value: v })
                 }
                 Slot::Summary(i) => {
                     let (m, s) = &self.summaries[i as usize];

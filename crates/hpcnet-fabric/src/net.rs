@@ -27,6 +27,7 @@ use crate::config::{Arbitration, FabricConfig, Switching, MAX_VCS};
 use crate::packet::{Packet, PacketId};
 use crate::routing::{CreditView, RouteError, Routing};
 use crate::topology::{NodeId, Peer, PortIdx, RouterId, Topology};
+use hpcnet_des::stats::{Registry, StatRecord};
 use hpcnet_des::{BitsPerSec, EventQueue, Origin, SimTime};
 use serde::Serialize;
 
@@ -149,7 +150,9 @@ enum Dest {
     None,
 }
 
-/// Counters of the network (the conservation law is `injected = delivered + dropped + in_flight`).
+/// A snapshot of the network's counters (the conservation law is
+/// `injected = delivered + dropped + in_flight`); they live in the network's statistics
+/// registry ([`Network::statistics`]).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct NetCounters {
     pub injected: u64,
@@ -157,6 +160,51 @@ pub struct NetCounters {
     pub dropped: u64,
     /// Router traversals of delivered packets.
     pub hops: u64,
+}
+
+/// A counter of the network; [`NET_STATS`] gives each its name, unit and description.
+#[derive(Copy, Clone, Debug)]
+enum NetStat {
+    Injected,
+    Delivered,
+    Dropped,
+    Hops,
+}
+
+/// Name, unit and description of each [`NetStat`], in its order.
+const NET_STATS: [(&str, &str, &str); 4] = [
+    (
+        "net.packets_injected",
+        "packets",
+        "packets whose head left their source node",
+    ),
+    (
+        "net.packets_delivered",
+        "packets",
+        "packets whose tail reached their destination",
+    ),
+    (
+        "net.packets_dropped",
+        "packets",
+        "packets dropped (no route, cable down)",
+    ),
+    ("net.router_hops", "routers", "router traversals of delivered packets"),
+];
+
+/// The network's counter values (a fixed array: the hot path indexes it with constants).
+#[derive(Default)]
+struct NetStats([u64; 4]);
+
+impl NetStats {
+    #[inline(always)]
+    fn add(&mut self, s: NetStat, n: u64) {
+        self.0[s as usize] += n;
+    }
+
+    #[inline(always)]
+    fn get(&self, s: NetStat) -> u64 {
+        self.0[s as usize]
+    }
 }
 
 /// Summary of one link direction.
@@ -199,7 +247,7 @@ pub struct Network {
     bubble_credits: u32,
     /// Round-robin VC class of the next injection (`vc_select = "round_robin"`), in 0..251.
     next_class: u64,
-    counters: NetCounters,
+    stats: NetStats,
     /// Time of the last packet movement (watchdog).
     last_progress: SimTime,
     drops: Vec<Drop>,
@@ -391,7 +439,7 @@ impl Network {
             free_ids: Vec::new(),
             bubble_credits,
             next_class: 0,
-            counters: NetCounters::default(),
+            stats: NetStats::default(),
             last_progress: SimTime::ZERO,
             drops: Vec::new(),
         })
@@ -407,8 +455,19 @@ impl Network {
 
     /// Packets injected, delivered, dropped, and router hops of delivered packets.
     #[inline]
-    pub fn counters(&self) -> &NetCounters {
-        &self.counters
+    pub fn counters(&self) -> NetCounters {
+        let s = &self.stats;
+        NetCounters {
+            injected: s.get(NetStat::Injected),
+            delivered: s.get(NetStat::Delivered),
+            dropped: s.get(NetStat::Dropped),
+            hops: s.get(NetStat::Hops),
+        }
+    }
+
+    /// The network's statistics (names, units, descriptions and values), in registration order.
+    pub fn statistics(&self) -> Vec<StatRecord> {
+        Registry::of_counters(&NET_STATS, &self.stats.0).report()
     }
 
     /// Time of the last packet movement (the deadlock watchdog compares it with now).
@@ -447,7 +506,8 @@ impl Network {
     /// Packets injected and neither delivered nor dropped yet.
     #[inline]
     pub fn in_flight(&self) -> u64 {
-        self.counters.injected - self.counters.delivered - self.counters.dropped
+        let s = &self.stats;
+        s.get(NetStat::Injected) - s.get(NetStat::Delivered) - s.get(NetStat::Dropped)
     }
 
     /// Packets waiting in node injection queues.
@@ -564,8 +624,8 @@ impl Network {
             // A node whose cable is down loses what it sends, like any dropped packet (counted
             // as injected and dropped, so `injected = delivered + dropped + in flight` holds).
             if let RouteError::SourceCableDown { .. } = reason {
-                self.counters.injected += 1;
-                self.counters.dropped += 1;
+                self.stats.add(NetStat::Injected, 1);
+                self.stats.add(NetStat::Dropped, 1);
                 self.drops.push(Drop {
                     packet: pkt,
                     at: q.now(),
@@ -619,8 +679,8 @@ impl Network {
             }
             NetEvent::Deliver { pkt } => {
                 let p = self.take(pkt);
-                self.counters.delivered += 1;
-                self.counters.hops += p.hops as u64;
+                self.stats.add(NetStat::Delivered, 1);
+                self.stats.add(NetStat::Hops, p.hops as u64);
                 ep.deliver(p, now);
             }
         }
@@ -673,7 +733,7 @@ impl Network {
                     self.inq.pop_front(qi);
                     self.release_input(q, qi, id, q.now());
                     let packet = self.take(id);
-                    self.counters.dropped += 1;
+                    self.stats.add(NetStat::Dropped, 1);
                     self.drops.push(Drop {
                         packet,
                         at: q.now(),
@@ -939,7 +999,7 @@ impl Network {
         p.tail_at = start + ser + lat;
         if is_node {
             p.injected = start;
-            self.counters.injected += 1;
+            self.stats.add(NetStat::Injected, 1);
             let k = oi - self.router_ports;
             ep.injected(NodeId(k / self.rails as u32), (k % self.rails as u32) as u8);
         }

@@ -265,7 +265,7 @@ fn conservation_and_drop_reasons_with_failed_links() {
     }
     let mut delivered = Vec::new();
     loop {
-        let c = &net.counters;
+        let c = net.counters();
         assert_eq!(c.delivered as usize, delivered.len());
         assert_eq!(c.dropped as usize, dropped(&net).len());
         assert_eq!(

@@ -150,6 +150,22 @@ fn writes_move_real_bytes_and_complete_in_order() {
     assert_eq!(w.counters().data_packets, 16 + 16 + 8);
     assert_eq!(w.counters().control_packets, 3);
     assert_eq!(w.counters().payload_bytes, 10_000);
+    // The same counters, with names and units, in the statistics; and the network's.
+    let stats = w.statistics();
+    let find = |name: &str| {
+        let r = stats
+            .iter()
+            .find(|r| r.name == name)
+            .unwrap_or_else(|| panic!("{name} missing"));
+        match &r.value {
+            hpcnet_des::stats::StatValue::Counter { value } => (*value, r.unit.clone()),
+            v => panic!("{name} is not a counter: {v:?}"),
+        }
+    };
+    assert_eq!(find("nic.data_packets"), (40, "packets".to_string()));
+    assert_eq!(find("nic.payload_bytes"), (10_000, "bytes".to_string()));
+    assert_eq!(find("net.packets_delivered").0, 43);
+    assert_eq!(find("net.packets_injected").0, find("net.packets_delivered").0);
 }
 
 #[test]

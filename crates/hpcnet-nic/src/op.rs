@@ -10,7 +10,7 @@
 use crate::cq::CqeStatus;
 use crate::ids::{CqId, QpNum, Rank, RqId, Seg};
 use crate::memory::MemoryError;
-use crate::world::{World, WorldEvent};
+use crate::world::{NicStat, World, WorldEvent};
 use hpcnet_des::SimTime;
 use hpcnet_fabric::topology::NodeId;
 use serde::Serialize;
@@ -373,7 +373,7 @@ impl World {
             recv_wr: 0,
             engine,
         });
-        self.counters.messages += 1;
+        self.stats.add(NicStat::Messages, 1);
         let t = self.q.now() + self.cfg.host.doorbell_latency;
         let by = self.net.node_origin(self.place.node_of(src));
         self.q.schedule_by(by, t, WorldEvent::Doorbell { msg: id });

@@ -16,7 +16,7 @@ use crate::cq::{Cqe, CqeKind, CqeStatus};
 use crate::ids::Rank;
 use crate::op::{Msg, Op};
 use crate::pkt::{Held, PktInfo, PktKind};
-use crate::world::{World, WorldEvent};
+use crate::world::{NicStat, World, WorldEvent};
 use hpcnet_fabric::topology::NodeId;
 
 impl World {
@@ -73,7 +73,7 @@ impl World {
             PktKind::Data { off, len } => {
                 let seen = &mut self.next_seen[info.msg as usize];
                 if off + len <= *seen && off != 0 {
-                    self.counters.out_of_order += 1;
+                    self.stats.add(NicStat::OutOfOrder, 1);
                 } else {
                     *seen = (*seen).max(off + len);
                 }
@@ -103,7 +103,7 @@ impl World {
                 let status = self.accept(info.msg, info.to);
                 if status != CqeStatus::Ok {
                     self.release(info.held);
-                    self.counters.refused += 1;
+                    self.stats.add(NicStat::Refused, 1);
                     self.msg_mut(info.msg).status = status.clone();
                     self.send_ack(info.msg, info.to, info.from, info.rail, status);
                     return;
@@ -153,7 +153,7 @@ impl World {
                         }
                     }
                 } else {
-                    self.counters.refused += 1;
+                    self.stats.add(NicStat::Refused, 1);
                 }
                 let p = self.alloc_pkt(PktInfo {
                     msg: info.msg,
@@ -337,7 +337,7 @@ impl World {
                 self.push_cqe(cq, e);
             }
         } else {
-            self.counters.refused += 1;
+            self.stats.add(NicStat::Refused, 1);
         }
         if unreliable_copy {
             // Nobody waits for an acknowledgement.

@@ -10,7 +10,7 @@
 
 use crate::config::PortSelect;
 use crate::pkt::PktKind;
-use crate::world::{World, WorldEvent};
+use crate::world::{NicStat, World, WorldEvent};
 use hpcnet_fabric::topology::NodeId;
 use hpcnet_fabric::Packet;
 
@@ -21,12 +21,12 @@ impl World {
         let (from, to, req_rail) = (info.from, info.to, info.rail);
         let payload = info.kind.payload();
         if let PktKind::Data { len, .. } = info.kind {
-            self.counters.data_packets += 1;
-            self.counters.payload_bytes += len;
+            self.stats.add(NicStat::DataPackets, 1);
+            self.stats.add(NicStat::PayloadBytes, len);
         } else {
-            self.counters.control_packets += 1;
+            self.stats.add(NicStat::ControlPackets, 1);
         }
-        self.counters.wire_bytes += (payload + self.header) as u64;
+        self.stats.add(NicStat::WireBytes, (payload + self.header) as u64);
         let (from_node, to_node) = (self.place.node_of(from), self.place.node_of(to));
         if from_node == to_node {
             let lat = if from == to {
@@ -99,7 +99,7 @@ impl World {
         // A packet leaving at once is reported like any other (refilled at the next network event).
         if self.net.inject(&mut self.q, p, &mut self.arrivals).is_err() {
             // No route at all: the packet is lost and its message never completes.
-            self.counters.unroutable += 1;
+            self.stats.add(NicStat::Unroutable, 1);
         }
     }
 

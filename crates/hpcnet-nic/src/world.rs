@@ -67,6 +67,7 @@ use crate::ids::{CqId, Placement, QpNum, Rank, Seg, TimerId};
 use crate::memory::Memory;
 use crate::op::Msg;
 use crate::pkt::PktInfo;
+use hpcnet_des::stats::{Registry, StatRecord};
 use hpcnet_des::{EventQueue, SimTime};
 use hpcnet_fabric::net::{Blocked, Endpoints, NetEvent, Network};
 use hpcnet_fabric::topology::NodeId;
@@ -136,7 +137,60 @@ pub(crate) struct Nic {
     pub(crate) rx_fifo: Vec<VecDeque<u32>>,
 }
 
-/// NIC-level counters.
+/// A counter of the NICs; [`NIC_STATS`] gives each its name, unit and description.
+#[derive(Copy, Clone, Debug)]
+pub(crate) enum NicStat {
+    Messages,
+    DataPackets,
+    ControlPackets,
+    PayloadBytes,
+    WireBytes,
+    Refused,
+    Unroutable,
+    OutOfOrder,
+}
+
+/// Name, unit and description of each [`NicStat`], in its order.
+const NIC_STATS: [(&str, &str, &str); 8] = [
+    ("nic.messages", "messages", "work requests accepted by the NICs"),
+    ("nic.data_packets", "packets", "packets carrying message data"),
+    (
+        "nic.control_packets",
+        "packets",
+        "requests, acknowledgements and atomic responses",
+    ),
+    ("nic.payload_bytes", "bytes", "message data sent"),
+    ("nic.wire_bytes", "bytes", "bytes sent, headers included"),
+    (
+        "nic.refused",
+        "messages",
+        "messages refused at their target (key, range, buffer)",
+    ),
+    ("nic.unroutable", "packets", "packets with no route at injection"),
+    (
+        "nic.out_of_order",
+        "packets",
+        "data packets arriving after a later packet of their message",
+    ),
+];
+
+/// The NICs' counter values (a fixed array: the hot path indexes it with constants).
+#[derive(Default)]
+pub(crate) struct NicStats([u64; 8]);
+
+impl NicStats {
+    #[inline(always)]
+    pub(crate) fn add(&mut self, s: NicStat, n: u64) {
+        self.0[s as usize] += n;
+    }
+
+    #[inline(always)]
+    fn get(&self, s: NicStat) -> u64 {
+        self.0[s as usize]
+    }
+}
+
+/// A snapshot of the NICs' counters ([`World::statistics`] has them with names and units).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct NicCounters {
     pub messages: u64,
@@ -203,7 +257,7 @@ pub struct World {
     pub(crate) unreliable_sent: Vec<u32>,
     pub(crate) arrivals: Arrivals,
     pub(crate) notices: Vec<Notice>,
-    pub(crate) counters: NicCounters,
+    pub(crate) stats: NicStats,
 }
 
 impl World {
@@ -256,7 +310,7 @@ impl World {
             next_timer: 0,
             unreliable_sent: Vec::new(),
             notices: Vec::new(),
-            counters: NicCounters::default(),
+            stats: NicStats::default(),
             timing: HostTiming::new(&cfg.host),
             cfg,
         }
@@ -287,8 +341,25 @@ impl World {
     }
 
     /// NIC-level counters.
-    pub fn counters(&self) -> &NicCounters {
-        &self.counters
+    pub fn counters(&self) -> NicCounters {
+        let s = &self.stats;
+        NicCounters {
+            messages: s.get(NicStat::Messages),
+            data_packets: s.get(NicStat::DataPackets),
+            control_packets: s.get(NicStat::ControlPackets),
+            payload_bytes: s.get(NicStat::PayloadBytes),
+            wire_bytes: s.get(NicStat::WireBytes),
+            refused: s.get(NicStat::Refused),
+            unroutable: s.get(NicStat::Unroutable),
+            out_of_order: s.get(NicStat::OutOfOrder),
+        }
+    }
+
+    /// The NICs' and the network's statistics (names, units, descriptions, values).
+    pub fn statistics(&self) -> Vec<StatRecord> {
+        let mut v = Registry::of_counters(&NIC_STATS, &self.stats.0).report();
+        v.extend(self.net.statistics());
+        v
     }
 
     /// Events handled so far.

@@ -680,7 +680,12 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
         sim_time_ns: end.as_ns_f64(),
         wall_seconds: wall.elapsed().as_secs_f64(),
         loop_seconds,
-        stats: stats.reg.report(),
+        stats: {
+            // The collector's statistics, then the network's own counters.
+            let mut v = stats.reg.report();
+            v.extend(net.statistics());
+            v
+        },
         links,
         resolved_scenario: sc.resolved_json(),
     })
