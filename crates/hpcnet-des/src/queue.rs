@@ -203,33 +203,33 @@ impl<E> EventQueue<E> {
     /// Remove and return the earliest event, advancing `now` to its time.
     #[inline]
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
-        self.pop_below(u128::MAX)
+        self.pop_below::<false>(0)
     }
 
     /// Remove and return the earliest event if its time is before `limit` (None when the queue
     /// is empty or its earliest event is at or after `limit`; `now` then stays where it is).
     #[inline]
     pub fn pop_before(&mut self, limit: SimTime) -> Option<(SimTime, E)> {
-        self.pop_below((limit.0 as u128) << 64)
+        self.pop_below::<true>((limit.0 as u128) << 64)
     }
 
     #[inline(always)]
-    fn pop_below(&mut self, limit: u128) -> Option<(SimTime, E)> {
+    fn pop_below<const LIMITED: bool>(&mut self, limit: u128) -> Option<(SimTime, E)> {
         let mut slot = (self.cur & MASK) as usize;
         if self.heads[slot] == NIL {
             match self.advance() {
                 Some(s) => slot = s & MASK as usize,
-                None => return self.pop_spill(limit),
+                None => return self.pop_spill::<LIMITED>(limit),
             }
         }
         let i = self.heads[slot];
         let key = self.slab[i as usize].key();
         if let Some(k) = self.spill.peek_key() {
             if k < key {
-                return self.pop_spill(limit);
+                return self.pop_spill::<LIMITED>(limit);
             }
         }
-        if key >= limit {
+        if LIMITED && key >= limit {
             return None;
         }
         let free = self.free;
@@ -255,8 +255,8 @@ impl<E> EventQueue<E> {
         (time, event)
     }
 
-    fn pop_spill(&mut self, limit: u128) -> Option<(SimTime, E)> {
-        if self.spill.peek_key()? >= limit {
+    fn pop_spill<const LIMITED: bool>(&mut self, limit: u128) -> Option<(SimTime, E)> {
+        if LIMITED && self.spill.peek_key()? >= limit {
             return None;
         }
         let e = self.spill.pop()?;
