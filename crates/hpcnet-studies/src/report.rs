@@ -291,14 +291,24 @@ impl StudyReport {
     /// calibration points`.
     pub fn counts_text(&self) -> String {
         let c = self.counts();
+        let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
         let post = if c.post_hoc_passed == c.post_hoc {
-            format!("{} post-hoc rows within tolerance", c.post_hoc)
+            format!(
+                "{} within tolerance",
+                plural(c.post_hoc, "post-hoc row", "post-hoc rows")
+            )
         } else {
-            format!("{} of {} post-hoc rows within tolerance", c.post_hoc_passed, c.post_hoc)
+            format!(
+                "{} of {} within tolerance",
+                c.post_hoc_passed,
+                plural(c.post_hoc, "post-hoc row", "post-hoc rows")
+            )
         };
         format!(
-            "{} of {} predictions; {post}; {} calibration points",
-            c.predictions_passed, c.predictions, c.calibration
+            "{} of {}; {post}; {}",
+            c.predictions_passed,
+            plural(c.predictions, "prediction", "predictions"),
+            plural(c.calibration, "calibration point", "calibration points")
         )
     }
 
@@ -740,7 +750,7 @@ mod tests {
         assert!(r
             .to_text()
             .trim_end()
-            .ends_with("FAIL 1 of 2 predictions; 0 post-hoc rows within tolerance; 1 calibration points"));
+            .ends_with("FAIL 1 of 2 predictions; 0 post-hoc rows within tolerance; 1 calibration point"));
         // Post-hoc rows are judged (a miss fails the study) but counted apart.
         let rows = vec![
             Row::prediction("p", 1.0, 1.01, "", 0.02),
@@ -753,7 +763,7 @@ mod tests {
         assert_eq!(r.prediction_count(), (1, 1));
         assert_eq!(
             r.summary(),
-            "FAIL 1 of 1 predictions; 2 of 3 post-hoc rows within tolerance; 0 calibration points"
+            "FAIL 1 of 1 prediction; 2 of 3 post-hoc rows within tolerance; 0 calibration points"
         );
         let t = r.to_text();
         assert!(t.contains("post-hoc (reading or parameter chosen"), "{t}");
@@ -833,7 +843,7 @@ mod tests {
         assert!(t.contains("exact"), "{t}");
         assert!(
             t.trim_end()
-                .ends_with("PASS 2 of 2 predictions; 0 post-hoc rows within tolerance; 1 calibration points"),
+                .ends_with("PASS 2 of 2 predictions; 0 post-hoc rows within tolerance; 1 calibration point"),
             "{t}"
         );
     }
