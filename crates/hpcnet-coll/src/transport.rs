@@ -1,0 +1,427 @@
+//! Point-to-point messages between the members of a communicator: "send these bytes to member
+//! k, receive that many bytes from member j", on RDMA writes with notification.
+//!
+//! The protocol is an eager one with credits, as MPI libraries use for short messages over
+//! RDMA (Liu, Wu and Panda, "High performance RDMA-based MPI implementation over InfiniBand",
+//! ICS 2003, section 4: per-connection ring of pre-registered buffers, flow control by credits):
+//!
+//! - Every ordered pair (sender, receiver) owns `window` landing slots in the receiver's
+//!   registered memory and as many staging slots in the sender's. A message is cut into chunks of
+//!   at most `chunk` bytes; chunk `i` of a pair goes from staging slot `i mod window` to landing
+//!   slot `i mod window` by one RDMA write with notification, preceded by a 32-byte header
+//!   (sequence number, call number, call signature, message length, last-chunk flag).
+//! - When the notification is taken from the completion queue, the receiver copies the chunk out
+//!   of its slot into host memory and gives the slot back with a credit: an 8-byte write with
+//!   notification whose `wr_id` names the slot. A sender posts chunk `i` only when slot
+//!   `i mod window` is free, so a landing slot is never overwritten before it was read.
+//! - Chunks are matched per pair in sequence order (MPI's non-overtaking rule); out-of-order
+//!   notifications (adaptive routing, several rails) wait in a per-pair queue until the gap
+//!   closes. The header's call number and signature make a message of one collective impossible
+//!   to take for another's: a mismatch is reported as [`CollError::Mismatch`].
+//!
+//! Simplifications: every chunk is copied out of its landing slot on arrival (even when the
+//! receive is already posted, where MPI would copy straight into the user buffer), so a receiver
+//! never holds credits back and the transport cannot deadlock whatever the order of calls; large
+//! messages use the same eager chunks instead of a rendezvous (zero-copy) protocol; the landing
+//! area grows with the communicator size (`size × window × (32 B + chunk)` per member), as
+//! per-connection eager buffers do.
+
+use crate::{CollError, HostCosts};
+use hpcnet_des::SimTime;
+use hpcnet_msg::verbs::{Context, Cq, Machine, Mr, Qp, RemoteBuf, WriteWr};
+use hpcnet_msg::NicBackend;
+use hpcnet_nic::{Cqe, CqeKind, CqeStatus, Rank};
+use std::collections::{BTreeMap, HashMap};
+
+/// Bytes of the header in front of every chunk.
+pub(crate) const HEADER: usize = 32;
+/// `wr_id` bit marking a credit notification (clear: a data chunk); the low bits name the slot.
+const CREDIT: u64 = 1 << 63;
+
+/// Transport parameters of a communicator.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TransportConfig {
+    /// Largest payload of one chunk (one RDMA write). Default 4 KiB — assumption: the eager
+    /// buffer size of common MPI libraries over RDMA (MVAPICH2 uses 8–16 KiB eager buffers; a
+    /// smaller chunk pipelines large messages through intermediate ranks).
+    pub chunk: usize,
+    /// Chunks in flight per ordered pair before the sender waits for a credit. Default 4.
+    pub window: usize,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        TransportConfig { chunk: 4096, window: 4 }
+    }
+}
+
+/// What a member needs to reach one peer.
+struct Link {
+    qp: Qp,
+    /// This member's landing slots at the peer (slot 0).
+    land: RemoteBuf,
+    /// This member's credit word at the peer.
+    credit: RemoteBuf,
+    /// The peer's completion queue, for notifications.
+    cq: Cq,
+}
+
+/// A chunk copied out of its landing slot, waiting to be matched.
+struct Chunk {
+    call: u32,
+    signature: u32,
+    total: u64,
+    last: bool,
+    data: Vec<u8>,
+}
+
+/// What the header of every chunk of one collective call carries besides the sequence number.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Call {
+    pub name: &'static str,
+    /// Call number on this communicator.
+    pub number: u32,
+    /// Which collective, datatype and operator (each member must pass the same).
+    pub signature: u32,
+}
+
+/// One member's end of the transport.
+pub(crate) struct Transport {
+    pub(crate) ctx: Context,
+    cq: Cq,
+    me: usize,
+    pub(crate) ranks: Vec<Rank>,
+    index: HashMap<Rank, usize>,
+    links: Vec<Option<Link>>,
+    land: Mr,
+    stage: Mr,
+    credit_src: Mr,
+    chunk: usize,
+    window: usize,
+    /// Next chunk sequence number to each peer.
+    send_seq: Vec<u64>,
+    /// Staging/landing slots towards each peer still waiting for their credit.
+    busy: Vec<Vec<bool>>,
+    /// Next chunk sequence number expected from each peer.
+    recv_next: Vec<u64>,
+    inbox: Vec<BTreeMap<u64, Chunk>>,
+    pub(crate) costs: HostCosts,
+}
+
+impl Transport {
+    /// The transports of all members of a group (`ranks` in communicator order), wired to each
+    /// other: registered memory, a completion queue per member, a connected queue pair per pair.
+    pub(crate) fn group<B: NicBackend + 'static>(
+        m: &Machine<B>,
+        ranks: &[Rank],
+        cfg: &TransportConfig,
+        costs: &HostCosts,
+    ) -> Vec<Transport> {
+        let n = ranks.len();
+        let slot = (HEADER + cfg.chunk) as u64;
+        let area = (n as u64) * cfg.window as u64 * slot;
+        struct Member {
+            ctx: Context,
+            cq: Cq,
+            land: Mr,
+            stage: Mr,
+            credit_land: Mr,
+            credit_src: Mr,
+        }
+        let members: Vec<Member> = ranks
+            .iter()
+            .map(|&r| {
+                let ctx = m.context(r);
+                Member {
+                    cq: ctx.create_cq(),
+                    land: ctx.reg_mr(area.max(1)),
+                    stage: ctx.reg_mr(area.max(1)),
+                    credit_land: ctx.reg_mr(8 * n as u64),
+                    credit_src: ctx.reg_mr(8),
+                    ctx,
+                }
+            })
+            .collect();
+        let index: HashMap<Rank, usize> = ranks.iter().enumerate().map(|(i, &r)| (r, i)).collect();
+        members
+            .iter()
+            .enumerate()
+            .map(|(i, me)| {
+                let links = members
+                    .iter()
+                    .enumerate()
+                    .map(|(j, peer)| {
+                        (i != j).then(|| Link {
+                            qp: me.ctx.create_qp(&me.cq, ranks[j]),
+                            land: peer.land.remote(i as u64 * cfg.window as u64 * slot),
+                            credit: peer.credit_land.remote(8 * i as u64),
+                            cq: peer.cq.clone(),
+                        })
+                    })
+                    .collect();
+                Transport {
+                    ctx: me.ctx.clone(),
+                    cq: me.cq.clone(),
+                    me: i,
+                    ranks: ranks.to_vec(),
+                    index: index.clone(),
+                    links,
+                    land: me.land.clone(),
+                    stage: me.stage.clone(),
+                    credit_src: me.credit_src.clone(),
+                    chunk: cfg.chunk,
+                    window: cfg.window,
+                    send_seq: vec![0; n],
+                    busy: vec![vec![false; cfg.window]; n],
+                    recv_next: vec![0; n],
+                    inbox: (0..n).map(|_| BTreeMap::new()).collect(),
+                    costs: costs.clone(),
+                }
+            })
+            .collect()
+    }
+
+    pub(crate) fn me(&self) -> usize {
+        self.me
+    }
+
+    pub(crate) fn size(&self) -> usize {
+        self.ranks.len()
+    }
+
+    /// Spend `d` of host time.
+    pub(crate) async fn spend(&self, d: SimTime) {
+        if d > SimTime::ZERO {
+            self.ctx.sleep(d).await;
+        }
+    }
+
+    fn slot_bytes(&self) -> usize {
+        HEADER + self.chunk
+    }
+
+    fn chunks(&self, len: usize) -> usize {
+        len.div_ceil(self.chunk).max(1)
+    }
+
+    fn link(&self, call: &'static str, peer: usize) -> Result<&Link, CollError> {
+        self.links
+            .get(peer)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| CollError::Transport {
+                call,
+                reason: format!("member {} has no link to member {peer}", self.me),
+            })
+    }
+
+    /// Post chunk `part` of `data` to `peer`; its slot is free.
+    async fn post_chunk(&mut self, call: &Call, peer: usize, data: &[u8], part: usize) -> Result<(), CollError> {
+        let seq = self.send_seq[peer];
+        let s = (seq % self.window as u64) as usize;
+        let start = part * self.chunk;
+        let end = (start + self.chunk).min(data.len());
+        let payload = &data[start.min(end)..end];
+        let last = part + 1 == self.chunks(data.len());
+        let mut buf = Vec::with_capacity(HEADER + payload.len());
+        buf.extend_from_slice(&seq.to_le_bytes());
+        buf.extend_from_slice(&call.number.to_le_bytes());
+        buf.extend_from_slice(&call.signature.to_le_bytes());
+        buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        buf.extend_from_slice(&u32::from(last).to_le_bytes());
+        buf.extend_from_slice(&(data.len() as u64).to_le_bytes());
+        buf.extend_from_slice(payload);
+        let off = ((peer * self.window + s) * self.slot_bytes()) as u64;
+        self.spend(self.costs.per_post + self.costs.copy(payload.len())).await;
+        self.ctx
+            .write_local(&self.stage, off, &buf)
+            .map_err(|e| CollError::verbs(call.name, e))?;
+        let link = self.link(call.name, peer)?;
+        let remote = RemoteBuf {
+            addr: link.land.addr + (s * self.slot_bytes()) as u64,
+            ..link.land
+        };
+        let wr = WriteWr::new(&self.stage, off, buf.len() as u64, remote)
+            .notify(&link.cq)
+            .wr_id(s as u64);
+        link.qp.post_write(wr).map_err(|e| CollError::verbs(call.name, e))?;
+        self.busy[peer][s] = true;
+        self.send_seq[peer] += 1;
+        Ok(())
+    }
+
+    /// Handle one completion: a chunk landed (copy it out, return the slot), a credit came back
+    /// (free the slot), or one of this member's writes completed.
+    async fn handle(&mut self, name: &'static str, c: Cqe) -> Result<(), CollError> {
+        if c.status != CqeStatus::Ok {
+            return Err(CollError::Transport {
+                call: name,
+                reason: format!("{:?} completed with {:?} (peer rank {})", c.kind, c.status, c.peer),
+            });
+        }
+        if c.kind != CqeKind::Notify {
+            return Ok(());
+        }
+        let peer = *self.index.get(&c.peer).ok_or_else(|| CollError::Transport {
+            call: name,
+            reason: format!("notification from rank {}, not a member", c.peer),
+        })?;
+        let s = (c.wr_id & !CREDIT) as usize;
+        if s >= self.window {
+            return Err(CollError::Transport {
+                call: name,
+                reason: format!("notification names slot {s} of {}", self.window),
+            });
+        }
+        if c.wr_id & CREDIT != 0 {
+            self.busy[peer][s] = false;
+            return Ok(());
+        }
+        let off = ((peer * self.window + s) * self.slot_bytes()) as u64;
+        let h = self
+            .ctx
+            .read_local(&self.land, off, HEADER as u64)
+            .map_err(|e| CollError::verbs(name, e))?;
+        let word = |a: usize| u32::from_le_bytes(h[a..a + 4].try_into().expect("4 bytes"));
+        let seq = u64::from_le_bytes(h[0..8].try_into().expect("8 bytes"));
+        let len = (word(16) as usize).min(self.chunk);
+        let data = self
+            .ctx
+            .read_local(&self.land, off + HEADER as u64, len as u64)
+            .map_err(|e| CollError::verbs(name, e))?;
+        self.spend(self.costs.copy(len)).await;
+        self.inbox[peer].insert(
+            seq,
+            Chunk {
+                call: word(8),
+                signature: word(12),
+                total: u64::from_le_bytes(h[24..32].try_into().expect("8 bytes")),
+                last: word(20) != 0,
+                data,
+            },
+        );
+        // The slot has been read: give it back.
+        self.spend(self.costs.per_post).await;
+        let link = self.link(name, peer)?;
+        let wr = WriteWr::new(&self.credit_src, 0, 8, link.credit)
+            .notify(&link.cq)
+            .wr_id(CREDIT | s as u64)
+            .unsignaled();
+        link.qp.post_write(wr).map_err(|e| CollError::verbs(name, e))?;
+        Ok(())
+    }
+
+    /// Move the chunks that arrived in order from `peer` into `acc`; true when the message of
+    /// `expect` bytes is complete.
+    fn take(&mut self, call: &Call, peer: usize, expect: usize, acc: &mut Vec<u8>) -> Result<bool, CollError> {
+        loop {
+            let seq = self.recv_next[peer];
+            let Some(ch) = self.inbox[peer].remove(&seq) else {
+                return Ok(false);
+            };
+            self.recv_next[peer] += 1;
+            let mismatch = |reason: String| CollError::Mismatch {
+                call: call.name,
+                peer: self.ranks[peer],
+                reason,
+            };
+            if ch.call != call.number {
+                return Err(mismatch(format!(
+                    "its message belongs to collective call #{} on this communicator, this rank is in call #{}",
+                    ch.call, call.number
+                )));
+            }
+            if ch.signature != call.signature {
+                return Err(mismatch(format!(
+                    "it called {} where this rank called {}",
+                    crate::signature_name(ch.signature),
+                    crate::signature_name(call.signature)
+                )));
+            }
+            if ch.total != expect as u64 {
+                return Err(mismatch(format!(
+                    "it sent {} bytes where this rank expects {expect} (buffer sizes differ)",
+                    ch.total
+                )));
+            }
+            acc.extend_from_slice(&ch.data);
+            if ch.last || acc.len() > expect {
+                if acc.len() != expect {
+                    return Err(mismatch(format!("received {} bytes, expected {expect}", acc.len())));
+                }
+                return Ok(true);
+            }
+        }
+    }
+
+    /// Send `sends` and receive `recvs` (peer, bytes) concurrently; return the received messages
+    /// in the order of `recvs`. Messages to or from one peer are matched in order.
+    pub(crate) async fn exchange(
+        &mut self,
+        call: &Call,
+        sends: &[(usize, &[u8])],
+        recvs: &[(usize, usize)],
+    ) -> Result<Vec<Vec<u8>>, CollError> {
+        let n = self.size();
+        if let Some(&p) = sends
+            .iter()
+            .map(|(p, _)| p)
+            .chain(recvs.iter().map(|(p, _)| p))
+            .find(|&&p| p >= n || p == self.me)
+        {
+            return Err(CollError::Transport {
+                call: call.name,
+                reason: format!("member {} cannot exchange with member {p}", self.me),
+            });
+        }
+        let mut posted = vec![0usize; sends.len()];
+        let mut got: Vec<Vec<u8>> = recvs.iter().map(|&(_, len)| Vec::with_capacity(len)).collect();
+        let mut done = vec![false; recvs.len()];
+        let mut blocked = Vec::new();
+        loop {
+            blocked.clear();
+            for (k, &(p, data)) in sends.iter().enumerate() {
+                let total = self.chunks(data.len());
+                while posted[k] < total && !blocked.contains(&p) {
+                    let s = (self.send_seq[p] % self.window as u64) as usize;
+                    if self.busy[p][s] {
+                        break;
+                    }
+                    self.post_chunk(call, p, data, posted[k]).await?;
+                    posted[k] += 1;
+                }
+                if posted[k] < total {
+                    blocked.push(p);
+                }
+            }
+            blocked.clear();
+            for (k, &(p, len)) in recvs.iter().enumerate() {
+                if done[k] || blocked.contains(&p) {
+                    continue;
+                }
+                done[k] = self.take(call, p, len, &mut got[k])?;
+                if !done[k] {
+                    blocked.push(p);
+                }
+            }
+            let sent = sends.iter().enumerate().all(|(k, (_, d))| posted[k] == self.chunks(d.len()));
+            if sent && done.iter().all(|&d| d) {
+                return Ok(got);
+            }
+            let c = self.cq.next().await;
+            self.spend(self.costs.per_poll).await;
+            self.handle(call.name, c).await?;
+        }
+    }
+
+    /// `left = left op right`, charging the host's reduction time.
+    pub(crate) async fn reduce(
+        &self,
+        dtype: crate::Datatype,
+        op: crate::ReduceOp,
+        left: &mut [u8],
+        right: &[u8],
+    ) -> Result<(), CollError> {
+        self.spend(self.costs.reduce(dtype, left.len())).await;
+        crate::reduce_into(dtype, op, left, right)
+    }
+}
