@@ -43,7 +43,9 @@ impl Comm {
         let mut seen = HashSet::new();
         for &r in ranks {
             if r.0 as usize >= world {
-                return Err(CollError::BadComm(format!("rank {r} does not exist (the machine has {world} ranks)")));
+                return Err(CollError::BadComm(format!(
+                    "rank {r} does not exist (the machine has {world} ranks)"
+                )));
             }
             if !seen.insert(r) {
                 return Err(CollError::BadComm(format!("rank {r} is listed twice")));
@@ -144,9 +146,7 @@ impl Comm {
             Algorithm::Auto => select(c, bytes, self.size()),
             a => a,
         };
-        let signature = (c as u32) << 16
-            | dtype.map_or(0xff, Datatype::code) << 8
-            | op.map_or(0xff, ReduceOp::code);
+        let signature = (c as u32) << 16 | dtype.map_or(0xff, Datatype::code) << 8 | op.map_or(0xff, ReduceOp::code);
         let call = Call {
             name,
             number: self.calls,
@@ -235,7 +235,12 @@ impl Comm {
     }
 
     /// Reduce `data` of all members element-wise with `op`; every member gets the result.
-    pub async fn allreduce<T: Element>(&mut self, data: &[T], op: ReduceOp, alg: Algorithm) -> Result<Vec<T>, CollError> {
+    pub async fn allreduce<T: Element>(
+        &mut self,
+        data: &[T],
+        op: ReduceOp,
+        alg: Algorithm,
+    ) -> Result<Vec<T>, CollError> {
         let out = self.allreduce_bytes(T::DATATYPE, op, to_bytes(data), alg).await?;
         Ok(from_bytes(&out))
     }
@@ -285,14 +290,10 @@ impl Comm {
     /// Personalised exchange: `data` is `size` equal blocks, block j for member j; the result
     /// holds, at block i, what member i sent to this member.
     pub async fn alltoall<T: Element>(&mut self, data: &[T], alg: Algorithm) -> Result<Vec<T>, CollError> {
-        if data.len() % self.size() != 0 {
+        if !data.len().is_multiple_of(self.size()) {
             return Err(CollError::BadBuffer {
                 call: "alltoall",
-                reason: format!(
-                    "{} elements do not split into {} equal blocks",
-                    data.len(),
-                    self.size()
-                ),
+                reason: format!("{} elements do not split into {} equal blocks", data.len(), self.size()),
             });
         }
         let bytes = to_bytes(data);

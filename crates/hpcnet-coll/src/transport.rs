@@ -403,7 +403,10 @@ impl Transport {
                     blocked.push(p);
                 }
             }
-            let sent = sends.iter().enumerate().all(|(k, (_, d))| posted[k] == self.chunks(d.len()));
+            let sent = sends
+                .iter()
+                .enumerate()
+                .all(|(k, (_, d))| posted[k] == self.chunks(d.len()));
             if sent && done.iter().all(|&d| d) {
                 return Ok(got);
             }

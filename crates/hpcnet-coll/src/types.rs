@@ -128,7 +128,7 @@ pub fn check_op(call: &'static str, dtype: Datatype, op: ReduceOp) -> Result<(),
 
 /// Check that `len` bytes are a whole number of `dtype` elements.
 pub(crate) fn check_len(call: &'static str, dtype: Datatype, len: usize) -> Result<(), CollError> {
-    if len % dtype.size() != 0 {
+    if !len.is_multiple_of(dtype.size()) {
         return Err(CollError::BadBuffer {
             call,
             reason: format!("{len} bytes is not a whole number of {} elements", dtype.name()),
