@@ -181,6 +181,7 @@ impl Comm {
         let (call, alg) = self.begin(Collective::Barrier, None, None, alg, 0).await?;
         let r = match alg {
             Algorithm::Dissemination => algo::barrier::dissemination(&mut self.t, &call).await,
+            Algorithm::BinomialTree => algo::barrier::binomial_tree(&mut self.t, &call).await,
             a => Err(CollError::Unsupported {
                 call: call.name,
                 algorithm: a,
@@ -198,6 +199,10 @@ impl Comm {
             .await?;
         let r = match alg {
             Algorithm::Binomial => algo::bcast::binomial(&mut self.t, &call, &mut bytes, root).await,
+            Algorithm::Chain => {
+                let segment = self.t.chunk();
+                algo::bcast::chain(&mut self.t, &call, &mut bytes, root, segment).await
+            }
             a => Err(CollError::Unsupported {
                 call: call.name,
                 algorithm: a,
@@ -262,6 +267,7 @@ impl Comm {
             Algorithm::RecursiveDoubling => {
                 algo::allreduce::recursive_doubling(&mut self.t, &call, dtype, op, data).await
             }
+            Algorithm::Rabenseifner => algo::allreduce::rabenseifner(&mut self.t, &call, dtype, op, data).await,
             Algorithm::Ring => algo::allreduce::ring(&mut self.t, &call, dtype, op, data).await,
             a => Err(CollError::Unsupported {
                 call: call.name,
@@ -279,6 +285,7 @@ impl Comm {
             .await?;
         let r = match alg {
             Algorithm::Ring => algo::allgather::ring(&mut self.t, &call, &bytes).await,
+            Algorithm::Bruck => algo::allgather::bruck(&mut self.t, &call, &bytes).await,
             a => Err(CollError::Unsupported {
                 call: call.name,
                 algorithm: a,
@@ -302,6 +309,35 @@ impl Comm {
             .await?;
         let r = match alg {
             Algorithm::Pairwise => algo::alltoall::pairwise(&mut self.t, &call, &bytes).await,
+            a => Err(CollError::Unsupported {
+                call: call.name,
+                algorithm: a,
+            }),
+        };
+        Ok(from_bytes(&self.finish(r)?))
+    }
+
+    /// Reduce `data` (`size` equal blocks) of all members element-wise with `op` and return
+    /// block i of the result to member i (`MPI_Reduce_scatter_block`).
+    pub async fn reduce_scatter<T: Element>(
+        &mut self,
+        data: &[T],
+        op: ReduceOp,
+        alg: Algorithm,
+    ) -> Result<Vec<T>, CollError> {
+        check_op("reduce_scatter", T::DATATYPE, op)?;
+        if !data.len().is_multiple_of(self.size()) {
+            return Err(CollError::BadBuffer {
+                call: "reduce_scatter",
+                reason: format!("{} elements do not split into {} equal blocks", data.len(), self.size()),
+            });
+        }
+        let bytes = to_bytes(data);
+        let (call, alg) = self
+            .begin(Collective::ReduceScatter, Some(T::DATATYPE), Some(op), alg, bytes.len())
+            .await?;
+        let r = match alg {
+            Algorithm::Ring => algo::reduce_scatter::ring(&mut self.t, &call, T::DATATYPE, op, bytes).await,
             a => Err(CollError::Unsupported {
                 call: call.name,
                 algorithm: a,

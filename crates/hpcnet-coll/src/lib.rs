@@ -1,5 +1,5 @@
 //! hpcnet-coll — collective operations (barrier, broadcast, reduce, allreduce, allgather,
-//! alltoall) for async rank programs, computed on real bytes by software algorithms over the
+//! alltoall, reduce-scatter) for async rank programs, computed on real bytes by software algorithms over the
 //! verbs API of `hpcnet-msg`.
 //!
 //! - [`Comm`]: a communicator (any ordered subset of ranks, or a [`Comm::split`] by colour and
@@ -44,6 +44,7 @@ pub(crate) fn signature_name(s: u32) -> String {
         3 => "allreduce",
         4 => "allgather",
         5 => "alltoall",
+        6 => "reduce_scatter",
         _ => "an unknown collective",
     };
     let dt = match (s >> 8) & 0xff {

@@ -196,6 +196,11 @@ impl Transport {
         }
     }
 
+    /// Largest payload of one chunk.
+    pub(crate) fn chunk(&self) -> usize {
+        self.chunk
+    }
+
     fn slot_bytes(&self) -> usize {
         HEADER + self.chunk
     }

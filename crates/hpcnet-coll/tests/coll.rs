@@ -150,8 +150,8 @@ fn ref_recursive_doubling(dt: Datatype, op: ReduceOp, xs: &[Vec<u8>]) -> Vec<u8>
     tree(dt, op, &ys)
 }
 
-/// Reference of the ring: block b (p nearly equal blocks of elements) is x_b op x_{b+1} op ...
-/// op x_{b-1}, left to right.
+/// Reference of the ring: block b (p nearly equal blocks of elements) is x_{b+1} op x_{b+2} op
+/// ... op x_b, left to right.
 fn ref_ring(dt: Datatype, op: ReduceOp, xs: &[Vec<u8>]) -> Vec<u8> {
     let n = xs.len();
     let es = dt.size();
@@ -161,8 +161,8 @@ fn ref_ring(dt: Datatype, op: ReduceOp, xs: &[Vec<u8>]) -> Vec<u8> {
     for b in 0..n {
         let c = count / n + usize::from(b < count % n);
         let r = start * es..(start + c) * es;
-        let mut acc = xs[b][r.clone()].to_vec();
-        for k in 1..n {
+        let mut acc = xs[(b + 1) % n][r.clone()].to_vec();
+        for k in 2..=n {
             acc = op2(dt, op, &acc, &xs[(b + k) % n][r.clone()]);
         }
         out.extend(acc);
@@ -212,12 +212,13 @@ const ALL_CASES: &[(Datatype, ReduceOp)] = &[
     (Datatype::F64, ReduceOp::Min),
 ];
 
-/// Every datatype and operator, both allreduce algorithms, communicators of 1 to 13 members,
+/// Every datatype and operator, every allreduce algorithm (Rabenseifner combines operands as
+/// recursive doubling does, so it has the same reference), communicators of 1 to 13 members,
 /// vectors shorter than the communicator, and longer than one chunk (several chunks per message).
 #[test]
 fn allreduce_matches_reference_bit_for_bit() {
     for n in [1usize, 2, 5, 7, 8, 13] {
-        for alg in [Algorithm::RecursiveDoubling, Algorithm::Ring] {
+        for alg in [Algorithm::RecursiveDoubling, Algorithm::Rabenseifner, Algorithm::Ring] {
             let counts = [1usize, 3, 37, 1100];
             let (outs, _) = run_ok(&spread(n), &CommConfig::default(), |mut c| async move {
                 let me = c.rank();
@@ -292,6 +293,13 @@ fn broadcast_and_reduce_from_every_kind_of_root() {
                         };
                         c.broadcast(&mut buf, root, Algorithm::Binomial).await.unwrap();
                         bc.push(buf);
+                        let mut buf: Vec<i64> = if me == root {
+                            (0..count as i64).map(|j| j * 31 + root as i64).collect()
+                        } else {
+                            vec![-1; count]
+                        };
+                        c.broadcast(&mut buf, root, Algorithm::Chain).await.unwrap();
+                        bc.push(buf);
                     }
                     let x = from_bytes::<f64>(&input(Datatype::F64, me, 600, 99));
                     rd.push(c.reduce(&x, ReduceOp::Sum, root, Algorithm::Binomial).await.unwrap());
@@ -307,8 +315,16 @@ fn broadcast_and_reduce_from_every_kind_of_root() {
             for (ri, &root) in roots.iter().enumerate() {
                 for count in [0usize, 5, 1500] {
                     let want: Vec<i64> = (0..count as i64).map(|j| j * 31 + root as i64).collect();
-                    assert_eq!(bc[i], want, "broadcast n={n} root={root} count={count} member {m}");
-                    i += 1;
+                    assert_eq!(
+                        bc[i], want,
+                        "binomial broadcast n={n} root={root} count={count} member {m}"
+                    );
+                    assert_eq!(
+                        bc[i + 1],
+                        want,
+                        "chain broadcast n={n} root={root} count={count} member {m}"
+                    );
+                    i += 2;
                 }
                 let (f, b) = (&rd[2 * ri], &rd[2 * ri + 1]);
                 if m == root {
@@ -336,6 +352,7 @@ fn allgather_and_alltoall_place_every_block() {
             for b in [1usize, 3, 700] {
                 let x: Vec<i32> = (0..b as i32).map(|j| me * 100_000 + j).collect();
                 res.push(c.allgather(&x, Algorithm::Ring).await.unwrap());
+                res.push(c.allgather(&x, Algorithm::Bruck).await.unwrap());
                 let y: Vec<i32> = (0..(n * b) as i32).map(|j| me * 100_000 + j).collect();
                 res.push(c.alltoall(&y, Algorithm::Pairwise).await.unwrap());
             }
@@ -346,12 +363,13 @@ fn allgather_and_alltoall_place_every_block() {
                 let gather: Vec<i32> = (0..n)
                     .flat_map(|s| (0..b as i32).map(move |j| s as i32 * 100_000 + j))
                     .collect();
-                assert_eq!(o[2 * k], gather, "allgather n={n} b={b} member {m}");
+                assert_eq!(o[3 * k], gather, "ring allgather n={n} b={b} member {m}");
+                assert_eq!(o[3 * k + 1], gather, "Bruck allgather n={n} b={b} member {m}");
                 // Block s of the result is block m of member s's input.
                 let a2a: Vec<i32> = (0..n)
                     .flat_map(|s| (0..b as i32).map(move |j| s as i32 * 100_000 + (m * b) as i32 + j))
                     .collect();
-                assert_eq!(o[2 * k + 1], a2a, "alltoall n={n} b={b} member {m}");
+                assert_eq!(o[3 * k + 2], a2a, "alltoall n={n} b={b} member {m}");
             }
         }
     }
@@ -399,14 +417,17 @@ fn split_communicators_reduce_over_their_members() {
 /// Members arrive at the barrier at very different times; none leaves before the last arrived.
 #[test]
 fn barrier_holds_everyone_until_the_last_arrives() {
-    for n in [2usize, 5, 8, 13] {
-        let (outs, _) = run_ok(&spread(n), &CommConfig::default(), |mut c| async move {
+    for (n, alg) in [2usize, 5, 8, 13]
+        .into_iter()
+        .flat_map(|n| [(n, Algorithm::Dissemination), (n, Algorithm::BinomialTree)])
+    {
+        let (outs, _) = run_ok(&spread(n), &CommConfig::default(), move |mut c| async move {
             let mut times = Vec::new();
             for round in 0..3u64 {
                 let skew = mix(c.rank() as u64, round) % 20_000;
                 c.context().sleep(SimTime::from_ns(skew)).await;
                 let enter = c.context().now();
-                c.barrier(Algorithm::Dissemination).await.unwrap();
+                c.barrier(alg).await.unwrap();
                 times.push((enter, c.context().now()));
             }
             times
@@ -416,7 +437,7 @@ fn barrier_holds_everyone_until_the_last_arrives() {
             let first_out = outs.iter().map(|t| t[round].1).min().unwrap();
             assert!(
                 first_out > last_in,
-                "n={n} round {round}: a member left at {first_out} before the last entered at {last_in}"
+                "{alg:?} n={n} round {round}: a member left at {first_out} before the last entered at {last_in}"
             );
         }
     }
@@ -611,8 +632,12 @@ fn bad_communicators_are_errors() {
 fn default_table() {
     assert_eq!(select(Collective::Barrier, 0, 64), Algorithm::Dissemination);
     assert_eq!(select(Collective::Allreduce, 8, 64), Algorithm::RecursiveDoubling);
+    assert_eq!(select(Collective::Allreduce, 64 << 10, 64), Algorithm::Rabenseifner);
     assert_eq!(select(Collective::Allreduce, 1 << 20, 64), Algorithm::Ring);
-    assert_eq!(select(Collective::Allgather, 100, 5), Algorithm::Ring);
+    assert_eq!(select(Collective::Allgather, 100, 5), Algorithm::Bruck);
+    assert_eq!(select(Collective::Allgather, 1 << 20, 5), Algorithm::Ring);
+    assert_eq!(select(Collective::Broadcast, 100, 64), Algorithm::Binomial);
+    assert_eq!(select(Collective::Broadcast, 1 << 20, 64), Algorithm::Chain);
     assert_eq!(select(Collective::Alltoall, 100, 5), Algorithm::Pairwise);
     for c in [
         Collective::Barrier,
@@ -621,11 +646,36 @@ fn default_table() {
         Collective::Allreduce,
         Collective::Allgather,
         Collective::Alltoall,
+        Collective::ReduceScatter,
     ] {
         for bytes in [0, 8, 4096, 1 << 22] {
             for size in [1, 2, 7, 64, 1000] {
                 assert!(hpcnet_coll::implements(select(c, bytes, size), c));
             }
+        }
+    }
+}
+
+/// Reduce-scatter (ring): member i gets block i of the reduction, integers exactly and f64 bit
+/// for bit with the ring's order (block b reduced as x_{b+1}, ..., x_b).
+#[test]
+fn reduce_scatter_matches_reference() {
+    for n in [1usize, 5, 8, 13] {
+        let (outs, _) = run_ok(&spread(n), &CommConfig::default(), move |mut c| async move {
+            let me = c.rank();
+            let x = from_bytes::<f64>(&input(Datatype::F64, me, n * 300, 7));
+            let a = c.reduce_scatter(&x, ReduceOp::Sum, Algorithm::Ring).await.unwrap();
+            let y = from_bytes::<i32>(&input(Datatype::I32, me, n * 3, 8));
+            let b = c.reduce_scatter(&y, ReduceOp::Min, Algorithm::Auto).await.unwrap();
+            (a, b)
+        });
+        let xs: Vec<Vec<u8>> = (0..n).map(|k| input(Datatype::F64, k, n * 300, 7)).collect();
+        let fx = ref_ring(Datatype::F64, ReduceOp::Sum, &xs);
+        let ys: Vec<Vec<u8>> = (0..n).map(|k| input(Datatype::I32, k, n * 3, 8)).collect();
+        let fy = ref_ring(Datatype::I32, ReduceOp::Min, &ys);
+        for (m, (a, b)) in outs.iter().enumerate() {
+            assert!(to_bytes(a) == fx[m * 2400..(m + 1) * 2400], "f64 n={n} member {m}");
+            assert_eq!(to_bytes(b), fy[m * 12..(m + 1) * 12], "i32 n={n} member {m}");
         }
     }
 }

@@ -22,3 +22,31 @@ pub(crate) async fn ring(t: &mut Transport, call: &Call, mine: &[u8]) -> Result<
     }
     Ok(out)
 }
+
+/// Bruck's allgather (Bruck et al., IEEE TPDS 1997; Thakur et al. 2005, section 4.1): member i
+/// keeps the blocks of members i, i+1, ... in that order; in round k it sends the first
+/// min(2^k, p − 2^k) blocks it holds to i − 2^k and appends those it receives from i + 2^k.
+/// ⌈log2 p⌉ rounds for any p; a final local rotation puts the blocks in member order.
+pub(crate) async fn bruck(t: &mut Transport, call: &Call, mine: &[u8]) -> Result<Vec<u8>, CollError> {
+    let (n, me) = (t.size(), t.me());
+    let b = mine.len();
+    let mut held = mine.to_vec();
+    let mut have = 1;
+    while have < n {
+        let cnt = have.min(n - have);
+        let to = (me + n - have) % n;
+        let from = (me + have) % n;
+        let got = t
+            .exchange(call, &[(to, &held[..cnt * b])], &[(from, cnt * b)])
+            .await?
+            .remove(0);
+        held.extend_from_slice(&got);
+        have += cnt;
+    }
+    let mut out = vec![0u8; n * b];
+    for j in 0..n {
+        let owner = (me + j) % n;
+        out[owner * b..(owner + 1) * b].copy_from_slice(&held[j * b..(j + 1) * b]);
+    }
+    Ok(out)
+}

@@ -1,6 +1,6 @@
 //! Allreduce algorithms.
 
-use super::blocks;
+use super::reduce_scatter::{block_ranges, ring_phase};
 use crate::transport::{Call, Transport};
 use crate::{CollError, Datatype, ReduceOp};
 
@@ -17,31 +17,15 @@ pub(crate) async fn recursive_doubling(
     op: ReduceOp,
     mut acc: Vec<u8>,
 ) -> Result<Vec<u8>, CollError> {
-    let (n, me) = (t.size(), t.me());
+    let n = t.size();
     let len = acc.len();
-    let mut pof2 = 1;
-    while pof2 * 2 <= n {
-        pof2 *= 2;
-    }
-    let rem = n - pof2;
-    let folded = if me < 2 * rem {
-        if me % 2 == 0 {
-            t.exchange(call, &[(me + 1, &acc)], &[]).await?;
-            None
-        } else {
-            let mut left = t.exchange(call, &[], &[(me - 1, len)]).await?.remove(0);
-            t.reduce(dtype, op, &mut left, &acc).await?;
-            acc = left;
-            Some(me / 2)
-        }
-    } else {
-        Some(me - rem)
-    };
+    let (pof2, rem) = pof2_rem(n);
+    let folded = fold_in(t, call, dtype, op, &mut acc).await?;
     if let Some(nr) = folded {
         let mut mask = 1;
         while mask < pof2 {
             let nd = nr ^ mask;
-            let dst = if nd < rem { nd * 2 + 1 } else { nd + rem };
+            let dst = unfold(nd, rem);
             let mut got = t.exchange(call, &[(dst, &acc)], &[(dst, len)]).await?.remove(0);
             if nd < nr {
                 t.reduce(dtype, op, &mut got, &acc).await?;
@@ -52,21 +36,129 @@ pub(crate) async fn recursive_doubling(
             mask <<= 1;
         }
     }
+    fold_out(t, call, &mut acc).await?;
+    Ok(acc)
+}
+
+/// The largest power of two ≤ `n`, and the excess `n` − that.
+fn pof2_rem(n: usize) -> (usize, usize) {
+    let mut pof2 = 1;
+    while pof2 * 2 <= n {
+        pof2 *= 2;
+    }
+    (pof2, n - pof2)
+}
+
+/// The member a folded index stands for.
+fn unfold(nr: usize, rem: usize) -> usize {
+    if nr < rem {
+        nr * 2 + 1
+    } else {
+        nr + rem
+    }
+}
+
+/// Fold the first 2r members pairwise (even into odd, even's data on the left), leaving a
+/// power of two; this member's folded index, or `None` if it sits out.
+async fn fold_in(
+    t: &mut Transport,
+    call: &Call,
+    dtype: Datatype,
+    op: ReduceOp,
+    acc: &mut Vec<u8>,
+) -> Result<Option<usize>, CollError> {
+    let me = t.me();
+    let (_, rem) = pof2_rem(t.size());
+    if me >= 2 * rem {
+        return Ok(Some(me - rem));
+    }
+    if me.is_multiple_of(2) {
+        t.exchange(call, &[(me + 1, acc)], &[]).await?;
+        return Ok(None);
+    }
+    let mut left = t.exchange(call, &[], &[(me - 1, acc.len())]).await?.remove(0);
+    t.reduce(dtype, op, &mut left, acc).await?;
+    *acc = left;
+    Ok(Some(me / 2))
+}
+
+/// Give the members that sat out the result of their odd neighbour.
+async fn fold_out(t: &mut Transport, call: &Call, acc: &mut Vec<u8>) -> Result<(), CollError> {
+    let me = t.me();
+    let (_, rem) = pof2_rem(t.size());
     if me < 2 * rem {
         if me % 2 == 1 {
-            t.exchange(call, &[(me - 1, &acc)], &[]).await?;
+            t.exchange(call, &[(me - 1, acc)], &[]).await?;
         } else {
-            acc = t.exchange(call, &[], &[(me + 1, len)]).await?.remove(0);
+            *acc = t.exchange(call, &[], &[(me + 1, acc.len())]).await?.remove(0);
         }
     }
+    Ok(())
+}
+
+/// Rabenseifner's allreduce (Rabenseifner, "Optimization of collective reduction operations",
+/// ICCS 2004; Thakur et al. 2005, section 4.4): after the same folding as recursive doubling,
+/// a reduce-scatter by recursive halving (partners at distance 1, 2, 4, ...; each keeps half of
+/// its current range and sends the other half) leaves one of p' nearly equal blocks complete
+/// at each member, then an allgather by recursive doubling retraces the halving steps. About
+/// 2·n bytes move per member instead of n·log2 p. The operands combine exactly as in recursive
+/// doubling (lower half on the left), so the result has the same bits.
+pub(crate) async fn rabenseifner(
+    t: &mut Transport,
+    call: &Call,
+    dtype: Datatype,
+    op: ReduceOp,
+    mut acc: Vec<u8>,
+) -> Result<Vec<u8>, CollError> {
+    let n = t.size();
+    let (pof2, rem) = pof2_rem(n);
+    if let Some(nr) = fold_in(t, call, dtype, op, &mut acc).await? {
+        let ranges = block_ranges(dtype, acc.len(), pof2);
+        let bytes = |lo: usize, hi: usize| ranges[lo].start..ranges[hi - 1].end;
+        let (mut lo, mut hi) = (0, pof2);
+        let mut steps = Vec::new();
+        let mut mask = 1;
+        while mask < pof2 {
+            let nd = nr ^ mask;
+            let dst = unfold(nd, rem);
+            let mid = (lo + hi) / 2;
+            let (keep, give) = if nr < nd {
+                ((lo, mid), (mid, hi))
+            } else {
+                ((mid, hi), (lo, mid))
+            };
+            let k = bytes(keep.0, keep.1);
+            let mut got = t
+                .exchange(call, &[(dst, &acc[bytes(give.0, give.1)])], &[(dst, k.len())])
+                .await?
+                .remove(0);
+            if nd < nr {
+                t.reduce(dtype, op, &mut got, &acc[k.clone()]).await?;
+                acc[k].copy_from_slice(&got);
+            } else {
+                t.reduce(dtype, op, &mut acc[k], &got).await?;
+            }
+            steps.push((dst, give));
+            (lo, hi) = keep;
+            mask <<= 1;
+        }
+        for (dst, (glo, ghi)) in steps.into_iter().rev() {
+            let g = bytes(glo, ghi);
+            let got = t
+                .exchange(call, &[(dst, &acc[bytes(lo, hi)])], &[(dst, g.len())])
+                .await?
+                .remove(0);
+            acc[g].copy_from_slice(&got);
+            (lo, hi) = (lo.min(glo), hi.max(ghi));
+        }
+    }
+    fold_out(t, call, &mut acc).await?;
     Ok(acc)
 }
 
 /// Ring allreduce (Patarasuk and Yuan 2009): the vector is cut into p nearly equal blocks of
-/// whole elements. Reduce-scatter: in step s member i sends block i − s to i + 1 and folds the
-/// block i − s − 1 it receives from i − 1 into its own (received partial on the left), so block
-/// b is reduced in the order x_b, x_{b+1}, ..., x_{b−1} and ends complete at member b − 1.
-/// Allgather: the complete blocks travel once more around the ring.
+/// whole elements; a ring reduce-scatter leaves block b complete at member b (reduced in the
+/// order x_{b+1}, ..., x_b), then the complete blocks travel once around the ring (allgather).
 pub(crate) async fn ring(
     t: &mut Transport,
     call: &Call,
@@ -75,35 +167,17 @@ pub(crate) async fn ring(
     mut acc: Vec<u8>,
 ) -> Result<Vec<u8>, CollError> {
     let (n, me) = (t.size(), t.me());
-    if n == 1 {
-        return Ok(acc);
-    }
-    let es = dtype.size();
-    let sizes: Vec<usize> = blocks(acc.len() / es, n).into_iter().map(|c| c * es).collect();
-    let mut offs = vec![0; n + 1];
-    for i in 0..n {
-        offs[i + 1] = offs[i] + sizes[i];
-    }
-    let range = |b: usize| offs[b]..offs[b + 1];
+    let ranges = block_ranges(dtype, acc.len(), n);
+    ring_phase(t, call, dtype, op, &mut acc, &ranges).await?;
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
-    for s in 0..n - 1 {
+    for s in 0..n.saturating_sub(1) {
         let sb = (me + n - s) % n;
         let rb = (me + 2 * n - s - 1) % n;
-        let mut got = t
-            .exchange(call, &[(right, &acc[range(sb)])], &[(left, sizes[rb])])
-            .await?
-            .remove(0);
-        t.reduce(dtype, op, &mut got, &acc[range(rb)]).await?;
-        acc[range(rb)].copy_from_slice(&got);
-    }
-    for s in 0..n - 1 {
-        let sb = (me + 1 + n - s) % n;
-        let rb = (me + n - s) % n;
         let got = t
-            .exchange(call, &[(right, &acc[range(sb)])], &[(left, sizes[rb])])
+            .exchange(call, &[(right, &acc[ranges[sb].clone()])], &[(left, ranges[rb].len())])
             .await?
             .remove(0);
-        acc[range(rb)].copy_from_slice(&got);
+        acc[ranges[rb].clone()].copy_from_slice(&got);
     }
     Ok(acc)
 }

@@ -16,3 +16,11 @@ pub(crate) async fn dissemination(t: &mut Transport, call: &Call) -> Result<(), 
     }
     Ok(())
 }
+
+/// Binomial-tree barrier: an empty binomial reduce to member 0 (every member has entered once
+/// member 0 has heard from its whole tree), then an empty binomial broadcast releasing everyone;
+/// 2⌈log2 p⌉ rounds on the critical path, one message per member each way.
+pub(crate) async fn binomial_tree(t: &mut Transport, call: &Call) -> Result<(), CollError> {
+    super::reduce::binomial(t, call, crate::Datatype::I32, crate::ReduceOp::Bor, Vec::new(), 0).await?;
+    super::bcast::binomial(t, call, &mut [], 0).await
+}

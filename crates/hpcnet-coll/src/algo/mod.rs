@@ -10,6 +10,7 @@ pub(crate) mod alltoall;
 pub(crate) mod barrier;
 pub(crate) mod bcast;
 pub(crate) mod reduce;
+pub(crate) mod reduce_scatter;
 
 /// A collective operation.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -20,6 +21,8 @@ pub enum Collective {
     Allreduce,
     Allgather,
     Alltoall,
+    /// Reduce, then scatter equal blocks (`MPI_Reduce_scatter_block`).
+    ReduceScatter,
 }
 
 impl Collective {
@@ -31,6 +34,7 @@ impl Collective {
             Collective::Allreduce => "allreduce",
             Collective::Allgather => "allgather",
             Collective::Alltoall => "alltoall",
+            Collective::ReduceScatter => "reduce_scatter",
         }
     }
 }
@@ -42,6 +46,9 @@ pub enum Algorithm {
     /// Barrier: dissemination (Hensgen, Finkel and Manber, 1988): ⌈log2 p⌉ rounds, in round k
     /// member i signals i + 2^k and waits for i − 2^k.
     Dissemination,
+    /// Barrier: an empty binomial reduce to member 0 followed by an empty binomial broadcast;
+    /// 2⌈log2 p⌉ rounds.
+    BinomialTree,
     /// Broadcast and reduce: binomial tree rooted at the root (MPICH `MPIR_Bcast_binomial`,
     /// `MPIR_Reduce_binomial`): ⌈log2 p⌉ rounds, whole message per edge.
     Binomial,
@@ -49,26 +56,44 @@ pub enum Algorithm {
     /// 4.4) with the excess ranks of a non-power-of-two size folded into their neighbour first:
     /// ⌊log2 p⌋ + 2 rounds of the whole message.
     RecursiveDoubling,
+    /// Broadcast: pipelined chain, one transport chunk per segment (time ≈ p − 2 + m/chunk
+    /// segment steps).
+    Chain,
+    /// Allreduce: Rabenseifner (ICCS 2004): reduce-scatter by recursive halving, allgather by
+    /// recursive doubling, after the same folding as [`Algorithm::RecursiveDoubling`]; about 2n
+    /// bytes per member.
+    Rabenseifner,
+    /// Allgather: Bruck et al. (TPDS 1997): ⌈log2 p⌉ rounds for any p, then a local rotation.
+    Bruck,
     /// Allreduce (reduce-scatter then allgather around a ring, Patarasuk and Yuan, JPDC 2009)
-    /// and allgather (ring): 2(p − 1) (resp. p − 1) rounds of n/p bytes.
+    /// allgather and reduce-scatter (ring): 2(p − 1) (resp. p − 1) rounds of n/p bytes.
     Ring,
     /// Alltoall: pairwise exchange (Thakur et al. 2005, section 4.6): p − 1 rounds; in round k
     /// member i sends to i + k and receives from i − k.
     Pairwise,
 }
 
-/// The default algorithm for a collective on `bytes` bytes per member (the message size the
-/// collective is called with) in a communicator of `size` members. One table, after MPICH's
-/// defaults (Thakur et al. 2005): recursive doubling for short allreduces, a bandwidth-optimal
-/// ring above 2 KiB when every member gets at least one element's worth of bytes.
+/// The default algorithm for a collective on `bytes` bytes per member (the buffer each member
+/// passes) in a communicator of `size` members. One table, after MPICH's defaults (Thakur,
+/// Rabenseifner and Gropp 2005): latency-bound algorithms for short messages, bandwidth-bound
+/// ones for long. Thresholds are MPICH's (2 KiB allreduce, 12 KiB broadcast, 80 KiB allgather
+/// total), except that long broadcasts use the pipelined chain (no scatter-allgather yet) and the
+/// longest allreduces the ring (about 2n bytes per member like Rabenseifner, but with p − 1
+/// neighbours' links only, as NCCL and Open MPI's tuned module do for large vectors).
 pub fn select(c: Collective, bytes: usize, size: usize) -> Algorithm {
+    use Algorithm::*;
     match c {
-        Collective::Barrier => Algorithm::Dissemination,
-        Collective::Broadcast | Collective::Reduce => Algorithm::Binomial,
-        Collective::Allreduce if bytes <= 2048 || bytes < 8 * size => Algorithm::RecursiveDoubling,
-        Collective::Allreduce => Algorithm::Ring,
-        Collective::Allgather => Algorithm::Ring,
-        Collective::Alltoall => Algorithm::Pairwise,
+        Collective::Barrier => Dissemination,
+        Collective::Broadcast if bytes < 12 * 1024 || size < 8 => Binomial,
+        Collective::Broadcast => Chain,
+        Collective::Reduce => Binomial,
+        Collective::Allreduce if bytes <= 2048 || bytes < 8 * size => RecursiveDoubling,
+        Collective::Allreduce if bytes <= 512 * 1024 => Rabenseifner,
+        Collective::Allreduce => Ring,
+        Collective::Allgather if bytes.saturating_mul(size) < 80 * 1024 => Bruck,
+        Collective::Allgather => Ring,
+        Collective::Alltoall => Pairwise,
+        Collective::ReduceScatter => Ring,
     }
 }
 
@@ -76,11 +101,13 @@ pub fn select(c: Collective, bytes: usize, size: usize) -> Algorithm {
 pub fn implements(a: Algorithm, c: Collective) -> bool {
     use Algorithm::*;
     match c {
-        Collective::Barrier => matches!(a, Auto | Dissemination),
-        Collective::Broadcast | Collective::Reduce => matches!(a, Auto | Binomial),
-        Collective::Allreduce => matches!(a, Auto | RecursiveDoubling | Ring),
-        Collective::Allgather => matches!(a, Auto | Ring),
+        Collective::Barrier => matches!(a, Auto | Dissemination | BinomialTree),
+        Collective::Broadcast => matches!(a, Auto | Binomial | Chain),
+        Collective::Reduce => matches!(a, Auto | Binomial),
+        Collective::Allreduce => matches!(a, Auto | RecursiveDoubling | Rabenseifner | Ring),
+        Collective::Allgather => matches!(a, Auto | Ring | Bruck),
         Collective::Alltoall => matches!(a, Auto | Pairwise),
+        Collective::ReduceScatter => matches!(a, Auto | Ring),
     }
 }
 
