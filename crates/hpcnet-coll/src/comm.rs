@@ -199,6 +199,7 @@ impl Comm {
             .await?;
         let r = match alg {
             Algorithm::Binomial => algo::bcast::binomial(&mut self.t, &call, &mut bytes, root).await,
+            Algorithm::ScatterAllgather => algo::bcast::scatter_allgather(&mut self.t, &call, &mut bytes, root).await,
             Algorithm::Chain => {
                 let segment = self.t.chunk();
                 algo::bcast::chain(&mut self.t, &call, &mut bytes, root, segment).await
@@ -231,6 +232,9 @@ impl Comm {
             .await?;
         let r = match alg {
             Algorithm::Binomial => algo::reduce::binomial(&mut self.t, &call, T::DATATYPE, op, bytes, root).await,
+            Algorithm::Rabenseifner => {
+                algo::reduce::rabenseifner(&mut self.t, &call, T::DATATYPE, op, bytes, root).await
+            }
             a => Err(CollError::Unsupported {
                 call: call.name,
                 algorithm: a,
@@ -279,6 +283,16 @@ impl Comm {
 
     /// Concatenate `data` of every member (all pass the same length), in member order.
     pub async fn allgather<T: Element>(&mut self, data: &[T], alg: Algorithm) -> Result<Vec<T>, CollError> {
+        if alg == Algorithm::RecursiveDoubling && !self.size().is_power_of_two() {
+            return Err(CollError::AlgorithmLimit {
+                call: "allgather",
+                algorithm: alg,
+                reason: format!(
+                    "needs a power-of-two number of members, the communicator has {}",
+                    self.size()
+                ),
+            });
+        }
         let bytes = to_bytes(data);
         let (call, alg) = self
             .begin(Collective::Allgather, Some(T::DATATYPE), None, alg, bytes.len())
@@ -286,6 +300,7 @@ impl Comm {
         let r = match alg {
             Algorithm::Ring => algo::allgather::ring(&mut self.t, &call, &bytes).await,
             Algorithm::Bruck => algo::allgather::bruck(&mut self.t, &call, &bytes).await,
+            Algorithm::RecursiveDoubling => algo::allgather::recursive_doubling(&mut self.t, &call, &bytes).await,
             a => Err(CollError::Unsupported {
                 call: call.name,
                 algorithm: a,
@@ -309,6 +324,7 @@ impl Comm {
             .await?;
         let r = match alg {
             Algorithm::Pairwise => algo::alltoall::pairwise(&mut self.t, &call, &bytes).await,
+            Algorithm::Bruck => algo::alltoall::bruck(&mut self.t, &call, &bytes).await,
             a => Err(CollError::Unsupported {
                 call: call.name,
                 algorithm: a,

@@ -29,6 +29,13 @@ pub enum CollError {
         call: &'static str,
         algorithm: crate::Algorithm,
     },
+    /// The algorithm implements this collective, but not for this communicator or buffer.
+    #[error("{call}: algorithm {algorithm:?} {reason}")]
+    AlgorithmLimit {
+        call: &'static str,
+        algorithm: crate::Algorithm,
+        reason: String,
+    },
     /// Ranks of one communicator disagree about the call (its size, datatype, operator, or
     /// which collective comes next), found when a message from `peer` arrived.
     #[error("{call}: rank {peer} disagrees: {reason}")]

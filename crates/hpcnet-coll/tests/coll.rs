@@ -273,6 +273,10 @@ fn allreduce_auto_integer_sum_is_exact() {
     }
 }
 
+const BCAST: [Algorithm; 3] = [Algorithm::Binomial, Algorithm::ScatterAllgather, Algorithm::Chain];
+
+/// Broadcast by every algorithm and reduce (binomial: own reference order; Rabenseifner: the
+/// recursive-doubling order) from the first, a middle and the last member as root.
 #[test]
 fn broadcast_and_reduce_from_every_kind_of_root() {
     for n in [1usize, 5, 8, 13] {
@@ -286,26 +290,26 @@ fn broadcast_and_reduce_from_every_kind_of_root() {
                 let mut rd = Vec::new();
                 for &root in &roots {
                     for count in [0usize, 5, 1500] {
-                        let mut buf: Vec<i64> = if me == root {
-                            (0..count as i64).map(|j| j * 31 + root as i64).collect()
-                        } else {
-                            vec![-1; count]
-                        };
-                        c.broadcast(&mut buf, root, Algorithm::Binomial).await.unwrap();
-                        bc.push(buf);
-                        let mut buf: Vec<i64> = if me == root {
-                            (0..count as i64).map(|j| j * 31 + root as i64).collect()
-                        } else {
-                            vec![-1; count]
-                        };
-                        c.broadcast(&mut buf, root, Algorithm::Chain).await.unwrap();
-                        bc.push(buf);
+                        for alg in BCAST {
+                            let mut buf: Vec<i64> = if me == root {
+                                (0..count as i64).map(|j| j * 31 + root as i64).collect()
+                            } else {
+                                vec![-1; count]
+                            };
+                            c.broadcast(&mut buf, root, alg).await.unwrap();
+                            bc.push(buf);
+                        }
                     }
                     let x = from_bytes::<f64>(&input(Datatype::F64, me, 600, 99));
                     rd.push(c.reduce(&x, ReduceOp::Sum, root, Algorithm::Binomial).await.unwrap());
                     let y = from_bytes::<i32>(&input(Datatype::I32, me, 9, 98));
                     let r = c.reduce(&y, ReduceOp::Bxor, root, Algorithm::Auto).await.unwrap();
                     rd.push(r.map(|v| v.iter().map(|&z| z as f64).collect()));
+                    rd.push(
+                        c.reduce(&x, ReduceOp::Sum, root, Algorithm::Rabenseifner)
+                            .await
+                            .unwrap(),
+                    );
                 }
                 (bc, rd)
             }
@@ -315,18 +319,15 @@ fn broadcast_and_reduce_from_every_kind_of_root() {
             for (ri, &root) in roots.iter().enumerate() {
                 for count in [0usize, 5, 1500] {
                     let want: Vec<i64> = (0..count as i64).map(|j| j * 31 + root as i64).collect();
-                    assert_eq!(
-                        bc[i], want,
-                        "binomial broadcast n={n} root={root} count={count} member {m}"
-                    );
-                    assert_eq!(
-                        bc[i + 1],
-                        want,
-                        "chain broadcast n={n} root={root} count={count} member {m}"
-                    );
-                    i += 2;
+                    for alg in BCAST {
+                        assert_eq!(
+                            bc[i], want,
+                            "{alg:?} broadcast n={n} root={root} count={count} member {m}"
+                        );
+                        i += 1;
+                    }
                 }
-                let (f, b) = (&rd[2 * ri], &rd[2 * ri + 1]);
+                let (f, b, rab) = (&rd[3 * ri], &rd[3 * ri + 1], &rd[3 * ri + 2]);
                 if m == root {
                     let xs: Vec<Vec<u8>> = (0..n).map(|k| input(Datatype::F64, k, 600, 99)).collect();
                     let want = ref_binomial(Datatype::F64, ReduceOp::Sum, &xs, root);
@@ -335,8 +336,16 @@ fn broadcast_and_reduce_from_every_kind_of_root() {
                     let want = ref_binomial(Datatype::I32, ReduceOp::Bxor, &ys, root);
                     let got: Vec<i32> = b.as_ref().unwrap().iter().map(|&z| z as i32).collect();
                     assert_eq!(to_bytes(&got), want, "reduce bxor n={n} root={root}");
+                    let want = ref_recursive_doubling(Datatype::F64, ReduceOp::Sum, &xs);
+                    assert!(
+                        to_bytes(rab.as_ref().unwrap()) == want,
+                        "Rabenseifner reduce n={n} root={root}"
+                    );
                 } else {
-                    assert!(f.is_none() && b.is_none(), "only the root gets the reduction");
+                    assert!(
+                        f.is_none() && b.is_none() && rab.is_none(),
+                        "only the root gets the reduction"
+                    );
                 }
             }
         }
@@ -345,7 +354,7 @@ fn broadcast_and_reduce_from_every_kind_of_root() {
 
 #[test]
 fn allgather_and_alltoall_place_every_block() {
-    for n in [1usize, 5, 7, 8, 13] {
+    for n in [1usize, 2, 5, 7, 8, 13, 16] {
         let (outs, _) = run_ok(&spread(n), &CommConfig::default(), move |mut c| async move {
             let me = c.rank() as i32;
             let mut res = Vec::new();
@@ -353,8 +362,16 @@ fn allgather_and_alltoall_place_every_block() {
                 let x: Vec<i32> = (0..b as i32).map(|j| me * 100_000 + j).collect();
                 res.push(c.allgather(&x, Algorithm::Ring).await.unwrap());
                 res.push(c.allgather(&x, Algorithm::Bruck).await.unwrap());
+                let rd = c.allgather(&x, Algorithm::RecursiveDoubling).await;
+                if n.is_power_of_two() {
+                    res.push(rd.unwrap());
+                } else {
+                    assert!(matches!(rd, Err(CollError::AlgorithmLimit { .. })));
+                    res.push(res[res.len() - 1].clone());
+                }
                 let y: Vec<i32> = (0..(n * b) as i32).map(|j| me * 100_000 + j).collect();
                 res.push(c.alltoall(&y, Algorithm::Pairwise).await.unwrap());
+                res.push(c.alltoall(&y, Algorithm::Bruck).await.unwrap());
             }
             res
         });
@@ -363,13 +380,19 @@ fn allgather_and_alltoall_place_every_block() {
                 let gather: Vec<i32> = (0..n)
                     .flat_map(|s| (0..b as i32).map(move |j| s as i32 * 100_000 + j))
                     .collect();
-                assert_eq!(o[3 * k], gather, "ring allgather n={n} b={b} member {m}");
-                assert_eq!(o[3 * k + 1], gather, "Bruck allgather n={n} b={b} member {m}");
+                assert_eq!(o[5 * k], gather, "ring allgather n={n} b={b} member {m}");
+                assert_eq!(o[5 * k + 1], gather, "Bruck allgather n={n} b={b} member {m}");
+                assert_eq!(
+                    o[5 * k + 2],
+                    gather,
+                    "recursive-doubling allgather n={n} b={b} member {m}"
+                );
                 // Block s of the result is block m of member s's input.
                 let a2a: Vec<i32> = (0..n)
                     .flat_map(|s| (0..b as i32).map(move |j| s as i32 * 100_000 + (m * b) as i32 + j))
                     .collect();
-                assert_eq!(o[3 * k + 2], a2a, "alltoall n={n} b={b} member {m}");
+                assert_eq!(o[5 * k + 3], a2a, "pairwise alltoall n={n} b={b} member {m}");
+                assert_eq!(o[5 * k + 4], a2a, "Bruck alltoall n={n} b={b} member {m}");
             }
         }
     }
@@ -635,6 +658,9 @@ fn default_table() {
     assert_eq!(select(Collective::Allreduce, 64 << 10, 64), Algorithm::Rabenseifner);
     assert_eq!(select(Collective::Allreduce, 1 << 20, 64), Algorithm::Ring);
     assert_eq!(select(Collective::Allgather, 100, 5), Algorithm::Bruck);
+    assert_eq!(select(Collective::Allgather, 100, 8), Algorithm::RecursiveDoubling);
+    assert_eq!(select(Collective::Broadcast, 64 << 10, 64), Algorithm::ScatterAllgather);
+    assert_eq!(select(Collective::Reduce, 64 << 10, 64), Algorithm::Rabenseifner);
     assert_eq!(select(Collective::Allgather, 1 << 20, 5), Algorithm::Ring);
     assert_eq!(select(Collective::Broadcast, 100, 64), Algorithm::Binomial);
     assert_eq!(select(Collective::Broadcast, 1 << 20, 64), Algorithm::Chain);

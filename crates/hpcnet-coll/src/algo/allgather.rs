@@ -50,3 +50,36 @@ pub(crate) async fn bruck(t: &mut Transport, call: &Call, mine: &[u8]) -> Result
     }
     Ok(out)
 }
+
+/// Recursive-doubling allgather (Thakur et al. 2005, section 4.1), for a power-of-two number of
+/// members: in round k member i swaps everything it holds (an aligned group of 2^k blocks) with
+/// member i xor 2^k; log2 p rounds.
+pub(crate) async fn recursive_doubling(t: &mut Transport, call: &Call, mine: &[u8]) -> Result<Vec<u8>, CollError> {
+    let (n, me) = (t.size(), t.me());
+    if !n.is_power_of_two() {
+        return Err(CollError::AlgorithmLimit {
+            call: call.name,
+            algorithm: crate::Algorithm::RecursiveDoubling,
+            reason: format!("needs a power-of-two number of members, the communicator has {n}"),
+        });
+    }
+    let b = mine.len();
+    let mut out = vec![0u8; n * b];
+    out[me * b..(me + 1) * b].copy_from_slice(mine);
+    let mut mask = 1;
+    while mask < n {
+        let peer = me ^ mask;
+        let (mine_lo, peer_lo) = (me & !(mask - 1), peer & !(mask - 1));
+        let got = t
+            .exchange(
+                call,
+                &[(peer, &out[mine_lo * b..(mine_lo + mask) * b])],
+                &[(peer, mask * b)],
+            )
+            .await?
+            .remove(0);
+        out[peer_lo * b..(peer_lo + mask) * b].copy_from_slice(&got);
+        mask <<= 1;
+    }
+    Ok(out)
+}

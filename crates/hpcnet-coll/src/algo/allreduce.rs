@@ -41,7 +41,7 @@ pub(crate) async fn recursive_doubling(
 }
 
 /// The largest power of two ≤ `n`, and the excess `n` − that.
-fn pof2_rem(n: usize) -> (usize, usize) {
+pub(crate) fn pof2_rem(n: usize) -> (usize, usize) {
     let mut pof2 = 1;
     while pof2 * 2 <= n {
         pof2 *= 2;
@@ -50,7 +50,7 @@ fn pof2_rem(n: usize) -> (usize, usize) {
 }
 
 /// The member a folded index stands for.
-fn unfold(nr: usize, rem: usize) -> usize {
+pub(crate) fn unfold(nr: usize, rem: usize) -> usize {
     if nr < rem {
         nr * 2 + 1
     } else {
@@ -60,7 +60,7 @@ fn unfold(nr: usize, rem: usize) -> usize {
 
 /// Fold the first 2r members pairwise (even into odd, even's data on the left), leaving a
 /// power of two; this member's folded index, or `None` if it sits out.
-async fn fold_in(
+pub(crate) async fn fold_in(
     t: &mut Transport,
     call: &Call,
     dtype: Datatype,
@@ -96,6 +96,70 @@ async fn fold_out(t: &mut Transport, call: &Call, acc: &mut Vec<u8>) -> Result<(
     Ok(())
 }
 
+/// What a reduce-scatter by recursive halving leaves with a member.
+pub(crate) struct Halved {
+    /// Byte ranges of the p' blocks.
+    ranges: Vec<std::ops::Range<usize>>,
+    /// Blocks [lo, hi) this member holds complete (one block).
+    pub own: (usize, usize),
+    /// Per step, the partner and the blocks given to it.
+    pub steps: Vec<(usize, (usize, usize))>,
+}
+
+impl Halved {
+    /// Bytes of blocks [lo, hi).
+    pub fn bytes(&self, lo: usize, hi: usize) -> std::ops::Range<usize> {
+        self.ranges[lo].start..self.ranges[hi - 1].end
+    }
+}
+
+/// Reduce-scatter by recursive halving among the p' members left after [`fold_in`] (`nr` is
+/// this member's folded index): partners at distance 1, 2, 4, ... each keep half of their current
+/// range of blocks and send the other half; the lower-numbered partner's data is the left
+/// operand, so each block is reduced in the same balanced tree as recursive doubling.
+pub(crate) async fn halving(
+    t: &mut Transport,
+    call: &Call,
+    dtype: Datatype,
+    op: ReduceOp,
+    acc: &mut [u8],
+    nr: usize,
+) -> Result<Halved, CollError> {
+    let (pof2, rem) = pof2_rem(t.size());
+    let mut h = Halved {
+        ranges: block_ranges(dtype, acc.len(), pof2),
+        own: (0, pof2),
+        steps: Vec::new(),
+    };
+    let mut mask = 1;
+    while mask < pof2 {
+        let nd = nr ^ mask;
+        let dst = unfold(nd, rem);
+        let (lo, hi) = h.own;
+        let mid = (lo + hi) / 2;
+        let (keep, give) = if nr < nd {
+            ((lo, mid), (mid, hi))
+        } else {
+            ((mid, hi), (lo, mid))
+        };
+        let k = h.bytes(keep.0, keep.1);
+        let mut got = t
+            .exchange(call, &[(dst, &acc[h.bytes(give.0, give.1)])], &[(dst, k.len())])
+            .await?
+            .remove(0);
+        if nd < nr {
+            t.reduce(dtype, op, &mut got, &acc[k.clone()]).await?;
+            acc[k].copy_from_slice(&got);
+        } else {
+            t.reduce(dtype, op, &mut acc[k], &got).await?;
+        }
+        h.steps.push((dst, give));
+        h.own = keep;
+        mask <<= 1;
+    }
+    Ok(h)
+}
+
 /// Rabenseifner's allreduce (Rabenseifner, "Optimization of collective reduction operations",
 /// ICCS 2004; Thakur et al. 2005, section 4.4): after the same folding as recursive doubling,
 /// a reduce-scatter by recursive halving (partners at distance 1, 2, 4, ...; each keeps half of
@@ -110,42 +174,13 @@ pub(crate) async fn rabenseifner(
     op: ReduceOp,
     mut acc: Vec<u8>,
 ) -> Result<Vec<u8>, CollError> {
-    let n = t.size();
-    let (pof2, rem) = pof2_rem(n);
     if let Some(nr) = fold_in(t, call, dtype, op, &mut acc).await? {
-        let ranges = block_ranges(dtype, acc.len(), pof2);
-        let bytes = |lo: usize, hi: usize| ranges[lo].start..ranges[hi - 1].end;
-        let (mut lo, mut hi) = (0, pof2);
-        let mut steps = Vec::new();
-        let mut mask = 1;
-        while mask < pof2 {
-            let nd = nr ^ mask;
-            let dst = unfold(nd, rem);
-            let mid = (lo + hi) / 2;
-            let (keep, give) = if nr < nd {
-                ((lo, mid), (mid, hi))
-            } else {
-                ((mid, hi), (lo, mid))
-            };
-            let k = bytes(keep.0, keep.1);
-            let mut got = t
-                .exchange(call, &[(dst, &acc[bytes(give.0, give.1)])], &[(dst, k.len())])
-                .await?
-                .remove(0);
-            if nd < nr {
-                t.reduce(dtype, op, &mut got, &acc[k.clone()]).await?;
-                acc[k].copy_from_slice(&got);
-            } else {
-                t.reduce(dtype, op, &mut acc[k], &got).await?;
-            }
-            steps.push((dst, give));
-            (lo, hi) = keep;
-            mask <<= 1;
-        }
-        for (dst, (glo, ghi)) in steps.into_iter().rev() {
-            let g = bytes(glo, ghi);
+        let h = halving(t, call, dtype, op, &mut acc, nr).await?;
+        let (mut lo, mut hi) = h.own;
+        for &(dst, (glo, ghi)) in h.steps.iter().rev() {
+            let g = h.bytes(glo, ghi);
             let got = t
-                .exchange(call, &[(dst, &acc[bytes(lo, hi)])], &[(dst, g.len())])
+                .exchange(call, &[(dst, &acc[h.bytes(lo, hi)])], &[(dst, g.len())])
                 .await?
                 .remove(0);
             acc[g].copy_from_slice(&got);

@@ -54,16 +54,21 @@ pub enum Algorithm {
     Binomial,
     /// Allreduce: recursive doubling (Thakur, Rabenseifner and Gropp, IJHPCA 2005, section
     /// 4.4) with the excess ranks of a non-power-of-two size folded into their neighbour first:
-    /// ⌊log2 p⌋ + 2 rounds of the whole message.
+    /// ⌊log2 p⌋ + 2 rounds of the whole message. Allgather: recursive doubling, for a
+    /// power-of-two number of members only.
     RecursiveDoubling,
+    /// Broadcast: binomial scatter of p blocks, then ring allgather (van de Geijn); about 2n
+    /// bytes per member.
+    ScatterAllgather,
     /// Broadcast: pipelined chain, one transport chunk per segment (time ≈ p − 2 + m/chunk
     /// segment steps).
     Chain,
-    /// Allreduce: Rabenseifner (ICCS 2004): reduce-scatter by recursive halving, allgather by
-    /// recursive doubling, after the same folding as [`Algorithm::RecursiveDoubling`]; about 2n
-    /// bytes per member.
+    /// Allreduce and reduce: Rabenseifner (ICCS 2004): reduce-scatter by recursive halving, then
+    /// allgather by recursive doubling (allreduce) or binomial gather (reduce), after the same
+    /// folding as [`Algorithm::RecursiveDoubling`]; about 2n bytes per member.
     Rabenseifner,
-    /// Allgather: Bruck et al. (TPDS 1997): ⌈log2 p⌉ rounds for any p, then a local rotation.
+    /// Allgather and alltoall: Bruck et al. (TPDS 1997): ⌈log2 p⌉ rounds for any p, with local
+    /// rotations before (alltoall) and after.
     Bruck,
     /// Allreduce (reduce-scatter then allgather around a ring, Patarasuk and Yuan, JPDC 2009)
     /// allgather and reduce-scatter (ring): 2(p − 1) (resp. p − 1) rounds of n/p bytes.
@@ -77,20 +82,23 @@ pub enum Algorithm {
 /// passes) in a communicator of `size` members. One table, after MPICH's defaults (Thakur,
 /// Rabenseifner and Gropp 2005): latency-bound algorithms for short messages, bandwidth-bound
 /// ones for long. Thresholds are MPICH's (2 KiB allreduce, 12 KiB broadcast, 80 KiB allgather
-/// total), except that long broadcasts use the pipelined chain (no scatter-allgather yet) and the
-/// longest allreduces the ring (about 2n bytes per member like Rabenseifner, but with p − 1
+/// total; 512 KiB broadcast for the pipelined chain as in MPICH's later pipelined broadcast),
+/// except that the longest allreduces use the ring (about 2n bytes per member like Rabenseifner, but with p − 1
 /// neighbours' links only, as NCCL and Open MPI's tuned module do for large vectors).
 pub fn select(c: Collective, bytes: usize, size: usize) -> Algorithm {
     use Algorithm::*;
     match c {
         Collective::Barrier => Dissemination,
         Collective::Broadcast if bytes < 12 * 1024 || size < 8 => Binomial,
+        Collective::Broadcast if bytes < 512 * 1024 => ScatterAllgather,
         Collective::Broadcast => Chain,
-        Collective::Reduce => Binomial,
+        Collective::Reduce if bytes <= 2048 || bytes < 8 * size => Binomial,
+        Collective::Reduce => Rabenseifner,
         Collective::Allreduce if bytes <= 2048 || bytes < 8 * size => RecursiveDoubling,
         Collective::Allreduce if bytes <= 512 * 1024 => Rabenseifner,
         Collective::Allreduce => Ring,
-        Collective::Allgather if bytes.saturating_mul(size) < 80 * 1024 => Bruck,
+        Collective::Allgather if bytes.saturating_mul(size) < 80 * 1024 && !size.is_power_of_two() => Bruck,
+        Collective::Allgather if bytes.saturating_mul(size) < 512 * 1024 && size.is_power_of_two() => RecursiveDoubling,
         Collective::Allgather => Ring,
         Collective::Alltoall => Pairwise,
         Collective::ReduceScatter => Ring,
@@ -102,11 +110,11 @@ pub fn implements(a: Algorithm, c: Collective) -> bool {
     use Algorithm::*;
     match c {
         Collective::Barrier => matches!(a, Auto | Dissemination | BinomialTree),
-        Collective::Broadcast => matches!(a, Auto | Binomial | Chain),
-        Collective::Reduce => matches!(a, Auto | Binomial),
+        Collective::Broadcast => matches!(a, Auto | Binomial | ScatterAllgather | Chain),
+        Collective::Reduce => matches!(a, Auto | Binomial | Rabenseifner),
         Collective::Allreduce => matches!(a, Auto | RecursiveDoubling | Rabenseifner | Ring),
-        Collective::Allgather => matches!(a, Auto | Ring | Bruck),
-        Collective::Alltoall => matches!(a, Auto | Pairwise),
+        Collective::Allgather => matches!(a, Auto | Ring | Bruck | RecursiveDoubling),
+        Collective::Alltoall => matches!(a, Auto | Pairwise | Bruck),
         Collective::ReduceScatter => matches!(a, Auto | Ring),
     }
 }
