@@ -24,6 +24,8 @@ pub struct CommConfig {
 /// One member's handle on a communicator.
 pub struct Comm {
     t: Transport,
+    /// The node (NIC) of each member, for the two-level algorithms.
+    nodes: Vec<u32>,
     /// Collective calls started on this communicator (numbers the messages of each call).
     calls: u32,
     poisoned: bool,
@@ -31,9 +33,21 @@ pub struct Comm {
 
 impl Comm {
     /// A communicator of `ranks` (member i is `ranks[i]`); one handle per member, in that order.
+    /// Every member counts as its own node (see [`Comm::create_on_nodes`]).
     pub fn create<B: NicBackend + 'static>(
         m: &Machine<B>,
         ranks: &[Rank],
+        cfg: &CommConfig,
+    ) -> Result<Vec<Comm>, CollError> {
+        Comm::create_on_nodes(m, ranks, |r| r.0, cfg)
+    }
+
+    /// [`Comm::create`], saying which node (NIC) each rank lives on, for the two-level
+    /// algorithms; with the simulated world: `|r| world.placement().node_of(r).0`.
+    pub fn create_on_nodes<B: NicBackend + 'static>(
+        m: &Machine<B>,
+        ranks: &[Rank],
+        node_of: impl Fn(Rank) -> u32,
         cfg: &CommConfig,
     ) -> Result<Vec<Comm>, CollError> {
         let Some(&first) = ranks.first() else {
@@ -58,10 +72,12 @@ impl Comm {
                 tc.chunk, tc.window
             )));
         }
+        let nodes: Vec<u32> = ranks.iter().map(|&r| node_of(r)).collect();
         Ok(Transport::group(m, ranks, tc, &cfg.costs)
             .into_iter()
             .map(|t| Comm {
                 t,
+                nodes: nodes.clone(),
                 calls: 0,
                 poisoned: false,
             })
@@ -104,12 +120,12 @@ impl Comm {
 
     /// Number of members.
     pub fn size(&self) -> usize {
-        self.t.size()
+        self.t.members()
     }
 
     /// This member's index in the communicator.
     pub fn rank(&self) -> usize {
-        self.t.me()
+        self.t.member()
     }
 
     /// The machine ranks of the members, in communicator order.
@@ -273,6 +289,14 @@ impl Comm {
             }
             Algorithm::Rabenseifner => algo::allreduce::rabenseifner(&mut self.t, &call, dtype, op, data).await,
             Algorithm::Ring => algo::allreduce::ring(&mut self.t, &call, dtype, op, data).await,
+            Algorithm::TwoLevel => {
+                let nodes = self.nodes.clone();
+                let mut leaders = nodes.clone();
+                leaders.sort_unstable();
+                leaders.dedup();
+                let inner = select(Collective::Allreduce, data.len(), leaders.len());
+                algo::allreduce::two_level(&mut self.t, &call, dtype, op, data, &nodes, inner).await
+            }
             a => Err(CollError::Unsupported {
                 call: call.name,
                 algorithm: a,

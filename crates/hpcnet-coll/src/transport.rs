@@ -90,6 +90,11 @@ pub(crate) struct Transport {
     pub(crate) ctx: Context,
     cq: Cq,
     me: usize,
+    /// The members the algorithms currently see, as communicator indices (all members, or a
+    /// subgroup such as the node leaders of a two-level algorithm), and this member's place in
+    /// it. Algorithms number peers in this view.
+    view: Vec<usize>,
+    view_me: usize,
     pub(crate) ranks: Vec<Rank>,
     index: HashMap<Rank, usize>,
     links: Vec<Option<Link>>,
@@ -163,6 +168,8 @@ impl Transport {
                     ctx: me.ctx.clone(),
                     cq: me.cq.clone(),
                     me: i,
+                    view: (0..n).collect(),
+                    view_me: i,
                     ranks: ranks.to_vec(),
                     index: index.clone(),
                     links,
@@ -181,12 +188,43 @@ impl Transport {
             .collect()
     }
 
-    pub(crate) fn me(&self) -> usize {
+    /// This member's index in the communicator.
+    pub(crate) fn member(&self) -> usize {
         self.me
     }
 
-    pub(crate) fn size(&self) -> usize {
+    /// Number of members of the communicator.
+    pub(crate) fn members(&self) -> usize {
         self.ranks.len()
+    }
+
+    /// This member's index in the current view.
+    pub(crate) fn me(&self) -> usize {
+        self.view_me
+    }
+
+    /// Size of the current view.
+    pub(crate) fn size(&self) -> usize {
+        self.view.len()
+    }
+
+    /// Let the algorithms see only `members` (communicator indices, this member among them).
+    pub(crate) fn set_view(&mut self, members: Vec<usize>) -> Result<(), CollError> {
+        let Some(i) = members.iter().position(|&m| m == self.me) else {
+            return Err(CollError::Transport {
+                call: "view",
+                reason: format!("member {} is not in the subgroup {members:?}", self.me),
+            });
+        };
+        self.view = members;
+        self.view_me = i;
+        Ok(())
+    }
+
+    /// See all members again.
+    pub(crate) fn clear_view(&mut self) {
+        self.view = (0..self.ranks.len()).collect();
+        self.view_me = self.me;
     }
 
     /// Spend `d` of host time.
@@ -371,13 +409,16 @@ impl Transport {
             .iter()
             .map(|(p, _)| p)
             .chain(recvs.iter().map(|(p, _)| p))
-            .find(|&&p| p >= n || p == self.me)
+            .find(|&&p| p >= n || p == self.view_me)
         {
             return Err(CollError::Transport {
                 call: call.name,
-                reason: format!("member {} cannot exchange with member {p}", self.me),
+                reason: format!("member {} cannot exchange with member {p}", self.view_me),
             });
         }
+        let sends: Vec<(usize, &[u8])> = sends.iter().map(|&(p, d)| (self.view[p], d)).collect();
+        let recvs: Vec<(usize, usize)> = recvs.iter().map(|&(p, l)| (self.view[p], l)).collect();
+        let (sends, recvs) = (&sends[..], &recvs[..]);
         let mut posted = vec![0usize; sends.len()];
         let mut got: Vec<Vec<u8>> = recvs.iter().map(|&(_, len)| Vec::with_capacity(len)).collect();
         let mut done = vec![false; recvs.len()];

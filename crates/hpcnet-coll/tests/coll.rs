@@ -17,8 +17,12 @@ use std::path::Path;
 use std::rc::Rc;
 
 fn machine() -> Machine {
+    machine_with(&[])
+}
+
+fn machine_with(overrides: &[String]) -> Machine {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/torus-8x8.toml");
-    let s = Scenario::load(&path, &[]).expect("scenario");
+    let s = Scenario::load(&path, overrides).expect("scenario");
     Machine::new(s.world().expect("world"))
 }
 
@@ -702,6 +706,70 @@ fn reduce_scatter_matches_reference() {
         for (m, (a, b)) in outs.iter().enumerate() {
             assert!(to_bytes(a) == fx[m * 2400..(m + 1) * 2400], "f64 n={n} member {m}");
             assert_eq!(to_bytes(b), fy[m * 12..(m + 1) * 12], "i32 n={n} member {m}");
+        }
+    }
+}
+
+/// Two processes per NIC (`nic.hosts = 2`: rank r on node r / 2): the two-level allreduce folds
+/// each node's members into its leader (member order, leader on the left), runs the default
+/// algorithm among the leaders (recursive doubling for short vectors, Rabenseifner for long,
+/// same operand order), and hands the result back; bit for bit against that reference.
+#[test]
+fn two_level_allreduce_with_two_processes_per_nic() {
+    let mut m = machine_with(&["nic.hosts=2".to_string()]);
+    assert_eq!(m.world().placement().hosts(), 2);
+    // Nodes 0, 0, 5, 5, 10, 15, 20, 20, 31: three nodes with two members, three with one.
+    let ranks: Vec<Rank> = [0u32, 1, 10, 11, 20, 31, 40, 41, 63].into_iter().map(Rank).collect();
+    let place = m.world().placement();
+    let comms = Comm::create_on_nodes(&m, &ranks, |r| place.node_of(r).0, &CommConfig::default()).unwrap();
+    let out = Rc::new(RefCell::new(vec![Vec::new(); ranks.len()]));
+    const COUNTS: [usize; 2] = [3, 1100];
+    for mut c in comms {
+        let o = out.clone();
+        m.spawn(async move {
+            let me = c.rank();
+            for count in COUNTS {
+                let x = input(Datatype::F64, me, count, 31);
+                let r = c
+                    .allreduce_bytes(Datatype::F64, ReduceOp::Sum, x, Algorithm::TwoLevel)
+                    .await
+                    .unwrap();
+                o.borrow_mut()[me].push(r);
+                let y = input(Datatype::I64, me, count, 32);
+                let r = c
+                    .allreduce_bytes(Datatype::I64, ReduceOp::Bxor, y, Algorithm::TwoLevel)
+                    .await
+                    .unwrap();
+                o.borrow_mut()[me].push(r);
+            }
+        });
+    }
+    let end = m.run();
+    assert_eq!(end.stuck_tasks, 0);
+    let groups: [&[usize]; 6] = [&[0, 1], &[2, 3], &[4], &[5], &[6, 7], &[8]];
+    let out = out.borrow();
+    for (k, count) in COUNTS.into_iter().enumerate() {
+        for (j, (dt, op, salt)) in [(Datatype::F64, ReduceOp::Sum, 31), (Datatype::I64, ReduceOp::Bxor, 32)]
+            .into_iter()
+            .enumerate()
+        {
+            let ys: Vec<Vec<u8>> = groups
+                .iter()
+                .map(|g| {
+                    g[1..].iter().fold(input(dt, g[0], count, salt), |acc, &o| {
+                        op2(dt, op, &acc, &input(dt, o, count, salt))
+                    })
+                })
+                .collect();
+            let want = ref_recursive_doubling(dt, op, &ys);
+            if dt == Datatype::F64 && count > 3 {
+                // The grouping shows in the bits: a flat recursive doubling gives another sum.
+                let xs: Vec<Vec<u8>> = (0..ranks.len()).map(|mem| input(dt, mem, count, salt)).collect();
+                assert!(ref_recursive_doubling(dt, op, &xs) != want);
+            }
+            for (mem, o) in out.iter().enumerate() {
+                assert!(o[2 * k + j] == want, "two-level {dt:?} count={count} member {mem}");
+            }
         }
     }
 }

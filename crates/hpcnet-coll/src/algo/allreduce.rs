@@ -216,3 +216,48 @@ pub(crate) async fn ring(
     }
     Ok(acc)
 }
+
+/// Two-level allreduce for several processes per NIC (the hierarchical scheme of MPICH's SMP-aware
+/// collectives and of Sunway's two processors per NIC): the members on one node send their data
+/// to the node's first member (its leader), which folds them in in member order; the leaders run
+/// `inner` among themselves; each leader hands the result back to its node. Only one process
+/// per node crosses the network. The intra-node messages go through the NIC's loopback path
+/// here, not through shared memory.
+pub(crate) async fn two_level(
+    t: &mut Transport,
+    call: &Call,
+    dtype: Datatype,
+    op: ReduceOp,
+    mut acc: Vec<u8>,
+    nodes: &[u32],
+    inner: crate::Algorithm,
+) -> Result<Vec<u8>, CollError> {
+    let (n, me) = (t.members(), t.member());
+    let len = acc.len();
+    let local: Vec<usize> = (0..n).filter(|&i| nodes[i] == nodes[me]).collect();
+    let leader = local[0];
+    if me != leader {
+        t.exchange(call, &[(leader, &acc)], &[]).await?;
+        return Ok(t.exchange(call, &[], &[(leader, len)]).await?.remove(0));
+    }
+    let recvs: Vec<(usize, usize)> = local[1..].iter().map(|&o| (o, len)).collect();
+    for got in t.exchange(call, &[], &recvs).await? {
+        t.reduce(dtype, op, &mut acc, &got).await?;
+    }
+    let leaders: Vec<usize> = (0..n).filter(|&i| nodes[..i].iter().all(|&m| m != nodes[i])).collect();
+    t.set_view(leaders)?;
+    let r = match inner {
+        crate::Algorithm::RecursiveDoubling => recursive_doubling(t, call, dtype, op, acc).await,
+        crate::Algorithm::Rabenseifner => rabenseifner(t, call, dtype, op, acc).await,
+        crate::Algorithm::Ring => ring(t, call, dtype, op, acc).await,
+        a => Err(CollError::Unsupported {
+            call: call.name,
+            algorithm: a,
+        }),
+    };
+    t.clear_view();
+    let acc = r?;
+    let sends: Vec<(usize, &[u8])> = local[1..].iter().map(|&o| (o, &acc[..])).collect();
+    t.exchange(call, &sends, &[]).await?;
+    Ok(acc)
+}

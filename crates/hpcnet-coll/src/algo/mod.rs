@@ -67,6 +67,10 @@ pub enum Algorithm {
     /// allgather by recursive doubling (allreduce) or binomial gather (reduce), after the same
     /// folding as [`Algorithm::RecursiveDoubling`]; about 2n bytes per member.
     Rabenseifner,
+    /// Allreduce: two-level — reduce to one leader per node (NIC), allreduce among the leaders
+    /// with the algorithm the default table picks for them, hand the result back on each node.
+    /// Uses the node of each member given to [`crate::Comm::create_on_nodes`].
+    TwoLevel,
     /// Allgather and alltoall: Bruck et al. (TPDS 1997): ⌈log2 p⌉ rounds for any p, with local
     /// rotations before (alltoall) and after.
     Bruck,
@@ -112,7 +116,7 @@ pub fn implements(a: Algorithm, c: Collective) -> bool {
         Collective::Barrier => matches!(a, Auto | Dissemination | BinomialTree),
         Collective::Broadcast => matches!(a, Auto | Binomial | ScatterAllgather | Chain),
         Collective::Reduce => matches!(a, Auto | Binomial | Rabenseifner),
-        Collective::Allreduce => matches!(a, Auto | RecursiveDoubling | Rabenseifner | Ring),
+        Collective::Allreduce => matches!(a, Auto | RecursiveDoubling | Rabenseifner | Ring | TwoLevel),
         Collective::Allgather => matches!(a, Auto | Ring | Bruck | RecursiveDoubling),
         Collective::Alltoall => matches!(a, Auto | Pairwise | Bruck),
         Collective::ReduceScatter => matches!(a, Auto | Ring),
