@@ -89,14 +89,15 @@ pub(crate) struct Call {
 pub(crate) struct Transport {
     pub(crate) ctx: Context,
     cq: Cq,
-    me: usize,
+    pos: usize,
     /// The members the algorithms currently see, as communicator indices (all members, or a
     /// subgroup such as the node leaders of a two-level algorithm), and this member's place in
     /// it. Algorithms number peers in this view.
     view: Vec<usize>,
     view_me: usize,
     pub(crate) ranks: Vec<Rank>,
-    index: HashMap<Rank, usize>,
+    /// Communicator index of each member's rank.
+    rank_index: HashMap<Rank, usize>,
     links: Vec<Option<Link>>,
     land: Mr,
     stage: Mr,
@@ -167,11 +168,11 @@ impl Transport {
                 Transport {
                     ctx: me.ctx.clone(),
                     cq: me.cq.clone(),
-                    me: i,
+                    pos: i,
                     view: (0..n).collect(),
                     view_me: i,
                     ranks: ranks.to_vec(),
-                    index: index.clone(),
+                    rank_index: index.clone(),
                     links,
                     land: me.land.clone(),
                     stage: me.stage.clone(),
@@ -190,7 +191,7 @@ impl Transport {
 
     /// This member's index in the communicator.
     pub(crate) fn member(&self) -> usize {
-        self.me
+        self.pos
     }
 
     /// Number of members of the communicator.
@@ -210,10 +211,10 @@ impl Transport {
 
     /// Let the algorithms see only `members` (communicator indices, this member among them).
     pub(crate) fn set_view(&mut self, members: Vec<usize>) -> Result<(), CollError> {
-        let Some(i) = members.iter().position(|&m| m == self.me) else {
+        let Some(i) = members.iter().position(|&m| m == self.pos) else {
             return Err(CollError::Transport {
                 call: "view",
-                reason: format!("member {} is not in the subgroup {members:?}", self.me),
+                reason: format!("member {} is not in the subgroup {members:?}", self.pos),
             });
         };
         self.view = members;
@@ -224,7 +225,7 @@ impl Transport {
     /// See all members again.
     pub(crate) fn clear_view(&mut self) {
         self.view = (0..self.ranks.len()).collect();
-        self.view_me = self.me;
+        self.view_me = self.pos;
     }
 
     /// Spend `d` of host time.
@@ -253,7 +254,7 @@ impl Transport {
             .and_then(Option::as_ref)
             .ok_or_else(|| CollError::Transport {
                 call,
-                reason: format!("member {} has no link to member {peer}", self.me),
+                reason: format!("member {} has no link to member {peer}", self.pos),
             })
     }
 
@@ -304,7 +305,7 @@ impl Transport {
         if c.kind != CqeKind::Notify {
             return Ok(());
         }
-        let peer = *self.index.get(&c.peer).ok_or_else(|| CollError::Transport {
+        let peer = *self.rank_index.get(&c.peer).ok_or_else(|| CollError::Transport {
             call: name,
             reason: format!("notification from rank {}, not a member", c.peer),
         })?;
