@@ -173,10 +173,15 @@ impl Comm {
         Ok((call, alg))
     }
 
-    /// After a failed exchange the pairs' sequence numbers no longer agree: refuse later calls.
+    /// After a failed exchange the pairs' sequence numbers no longer agree: refuse later calls,
+    /// and (unless the failure is another member's abort) tell the other members, so none of
+    /// them waits forever for this one.
     fn finish<T>(&mut self, r: Result<T, CollError>) -> Result<T, CollError> {
-        if r.is_err() {
+        if let Err(e) = &r {
             self.poisoned = true;
+            if !matches!(e, CollError::Aborted { .. }) {
+                self.t.abort();
+            }
         }
         r
     }

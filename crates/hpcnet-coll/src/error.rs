@@ -44,6 +44,9 @@ pub enum CollError {
         peer: Rank,
         reason: String,
     },
+    /// Another member found an error in a call and left the communicator.
+    #[error("{call}: rank {peer} aborted the communicator after an error")]
+    Aborted { call: &'static str, peer: Rank },
     /// A communicator could not be built.
     #[error("communicator: {0}")]
     BadComm(String),

@@ -19,6 +19,11 @@
 //!   closes. The header's call number and signature make a message of one collective impossible
 //!   to take for another's: a mismatch is reported as [`CollError::Mismatch`].
 //!
+//! When a member finds an error in a call (a mismatch, a failed transfer), it sends every other
+//! member an abort notification; a member waiting in a call of this communicator, or entering
+//! one later, returns [`CollError::Aborted`] instead of waiting forever for messages that will
+//! not come.
+//!
 //! Simplifications: every chunk is copied out of its landing slot on arrival (even when the
 //! receive is already posted, where MPI would copy straight into the user buffer), so a receiver
 //! never holds credits back and the transport cannot deadlock whatever the order of calls; large
@@ -37,6 +42,9 @@ use std::collections::{BTreeMap, HashMap};
 pub(crate) const HEADER: usize = 32;
 /// `wr_id` bit marking a credit notification (clear: a data chunk); the low bits name the slot.
 const CREDIT: u64 = 1 << 63;
+/// `wr_id` of an abort notification: the sender found the members in disagreement or its
+/// transport failed, and left the call.
+const ABORT: u64 = 1 << 62;
 
 /// Transport parameters of a communicator.
 #[derive(Clone, Debug, PartialEq)]
@@ -112,6 +120,8 @@ pub(crate) struct Transport {
     recv_next: Vec<u64>,
     inbox: Vec<BTreeMap<u64, Chunk>>,
     pub(crate) costs: HostCosts,
+    /// The member that aborted the communicator, once one did.
+    aborted_by: Option<Rank>,
 }
 
 impl Transport {
@@ -184,6 +194,7 @@ impl Transport {
                     recv_next: vec![0; n],
                     inbox: (0..n).map(|_| BTreeMap::new()).collect(),
                     costs: costs.clone(),
+                    aborted_by: None,
                 }
             })
             .collect()
@@ -309,6 +320,13 @@ impl Transport {
             call: name,
             reason: format!("notification from rank {}, not a member", c.peer),
         })?;
+        if c.wr_id == ABORT {
+            self.aborted_by = Some(c.peer);
+            return Err(CollError::Aborted {
+                call: name,
+                peer: c.peer,
+            });
+        }
         let s = (c.wr_id & !CREDIT) as usize;
         if s >= self.window {
             return Err(CollError::Transport {
@@ -420,6 +438,9 @@ impl Transport {
         let sends: Vec<(usize, &[u8])> = sends.iter().map(|&(p, d)| (self.view[p], d)).collect();
         let recvs: Vec<(usize, usize)> = recvs.iter().map(|&(p, l)| (self.view[p], l)).collect();
         let (sends, recvs) = (&sends[..], &recvs[..]);
+        if let Some(peer) = self.aborted_by {
+            return Err(CollError::Aborted { call: call.name, peer });
+        }
         let mut posted = vec![0usize; sends.len()];
         let mut got: Vec<Vec<u8>> = recvs.iter().map(|&(_, len)| Vec::with_capacity(len)).collect();
         let mut done = vec![false; recvs.len()];
@@ -460,6 +481,19 @@ impl Transport {
             let c = self.cq.next().await;
             self.spend(self.costs.per_poll).await;
             self.handle(call.name, c).await?;
+        }
+    }
+
+    /// Tell every other member that this one left the communicator on an error (best effort: a
+    /// refused post is ignored, the members it would reach are left as they are).
+    pub(crate) fn abort(&mut self) {
+        for link in self.links.iter().flatten() {
+            let wr = WriteWr::new(&self.credit_src, 0, 8, link.credit)
+                .notify(&link.cq)
+                .wr_id(ABORT)
+                .unsignaled();
+            // A refused post leaves that member waiting; the caller already has its error.
+            let _ = link.qp.post_write(wr);
         }
     }
 

@@ -589,30 +589,34 @@ fn bad_calls_are_errors_not_panics() {
 }
 
 /// Members that disagree on the length or the datatype: the disagreement is found when a message
-/// arrives and reported as an error (members still waiting for the erring one stay waiting; the
-/// run ends without a panic).
+/// arrives, the member that found it reports it and aborts the communicator, and every other
+/// member returns an error too (none is left waiting, nothing panics). Later calls are refused.
 #[test]
 fn mismatched_calls_across_members_are_errors() {
-    for alg in [Algorithm::RecursiveDoubling, Algorithm::Ring] {
-        let (outs, _) = run(&spread(5), &CommConfig::default(), move |mut c| async move {
+    for alg in [Algorithm::RecursiveDoubling, Algorithm::Rabenseifner, Algorithm::Ring] {
+        let (outs, end) = run(&spread(5), &CommConfig::default(), move |mut c| async move {
             let len = if c.rank() == 2 { 4 } else { 5 };
             let r = c.allreduce(&vec![1i64; len], ReduceOp::Sum, alg).await;
             let again = c.barrier(Algorithm::Auto).await;
             (r, again)
         });
-        let errs: Vec<&CollError> = outs.iter().flatten().filter_map(|(r, _)| r.as_ref().err()).collect();
-        assert!(!errs.is_empty(), "{alg:?}: no member saw the mismatch");
-        for e in &errs {
-            assert!(matches!(e, CollError::Mismatch { call: "allreduce", .. }), "{e}");
-        }
-        // A member that saw the error cannot use the communicator again.
-        for (r, again) in outs.iter().flatten() {
-            if r.is_err() {
-                assert!(matches!(again, Err(CollError::Poisoned { .. })));
-            }
+        assert_eq!(end.stuck_tasks, 0, "{alg:?}: members left waiting");
+        let outs: Vec<_> = outs.into_iter().map(|o| o.expect("finished")).collect();
+        assert!(
+            outs.iter()
+                .any(|(r, _)| matches!(r, Err(CollError::Mismatch { call: "allreduce", .. }))),
+            "{alg:?}: no member saw the mismatch"
+        );
+        for (r, again) in &outs {
+            let e = r.as_ref().expect_err("every member fails");
+            assert!(
+                matches!(e, CollError::Mismatch { .. } | CollError::Aborted { .. }),
+                "{e}"
+            );
+            assert!(matches!(again, Err(CollError::Poisoned { .. })));
         }
     }
-    let (outs, _) = run(&spread(3), &CommConfig::default(), |mut c| async move {
+    let (outs, end) = run(&spread(3), &CommConfig::default(), |mut c| async move {
         if c.rank() == 0 {
             c.allreduce(&[1i64, 2], ReduceOp::Sum, Algorithm::RecursiveDoubling)
                 .await
@@ -623,14 +627,18 @@ fn mismatched_calls_across_members_are_errors() {
                 .map(|_| ())
         }
     });
+    assert_eq!(end.stuck_tasks, 0);
     let errs: Vec<String> = outs
         .iter()
         .flatten()
         .filter_map(|r| r.as_ref().err())
         .map(|e| e.to_string())
         .collect();
-    assert!(!errs.is_empty());
-    assert!(errs.iter().all(|e| e.contains("disagrees")), "{errs:?}");
+    assert_eq!(errs.len(), 3, "{errs:?}");
+    assert!(
+        errs.iter().any(|e| e.contains("disagrees") && e.contains("i64")),
+        "{errs:?}"
+    );
 }
 
 #[test]
