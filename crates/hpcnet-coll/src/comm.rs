@@ -221,6 +221,10 @@ impl Comm {
         let r = match alg {
             Algorithm::Binomial => algo::bcast::binomial(&mut self.t, &call, &mut bytes, root).await,
             Algorithm::ScatterAllgather => algo::bcast::scatter_allgather(&mut self.t, &call, &mut bytes, root).await,
+            Algorithm::DoubleBinaryTree => {
+                let segment = self.t.chunk();
+                algo::bcast::double_binary_tree(&mut self.t, &call, &mut bytes, root, segment).await
+            }
             Algorithm::Chain => {
                 let segment = self.t.chunk();
                 algo::bcast::chain(&mut self.t, &call, &mut bytes, root, segment).await

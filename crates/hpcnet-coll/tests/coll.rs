@@ -277,13 +277,18 @@ fn allreduce_auto_integer_sum_is_exact() {
     }
 }
 
-const BCAST: [Algorithm; 3] = [Algorithm::Binomial, Algorithm::ScatterAllgather, Algorithm::Chain];
+const BCAST: [Algorithm; 4] = [
+    Algorithm::Binomial,
+    Algorithm::ScatterAllgather,
+    Algorithm::DoubleBinaryTree,
+    Algorithm::Chain,
+];
 
 /// Broadcast by every algorithm and reduce (binomial: own reference order; Rabenseifner: the
 /// recursive-doubling order) from the first, a middle and the last member as root.
 #[test]
 fn broadcast_and_reduce_from_every_kind_of_root() {
-    for n in [1usize, 5, 8, 13] {
+    for n in [1usize, 2, 3, 5, 8, 13] {
         let roots: Vec<usize> = vec![0, n / 2, n - 1];
         let r2 = roots.clone();
         let (outs, _) = run_ok(&spread(n), &CommConfig::default(), move |mut c| {

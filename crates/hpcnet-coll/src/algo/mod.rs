@@ -60,6 +60,9 @@ pub enum Algorithm {
     /// Broadcast: binomial scatter of p blocks, then ring allgather (van de Geijn); about 2n
     /// bytes per member.
     ScatterAllgather,
+    /// Broadcast: double binary tree (Sanders, Speck and Träff 2009): each half of the message
+    /// goes down its own binary tree, in chunk-sized segments.
+    DoubleBinaryTree,
     /// Broadcast: pipelined chain, one transport chunk per segment (time ≈ p − 2 + m/chunk
     /// segment steps).
     Chain,
@@ -114,7 +117,7 @@ pub fn implements(a: Algorithm, c: Collective) -> bool {
     use Algorithm::*;
     match c {
         Collective::Barrier => matches!(a, Auto | Dissemination | BinomialTree),
-        Collective::Broadcast => matches!(a, Auto | Binomial | ScatterAllgather | Chain),
+        Collective::Broadcast => matches!(a, Auto | Binomial | ScatterAllgather | DoubleBinaryTree | Chain),
         Collective::Reduce => matches!(a, Auto | Binomial | Rabenseifner),
         Collective::Allreduce => matches!(a, Auto | RecursiveDoubling | Rabenseifner | Ring | TwoLevel),
         Collective::Allgather => matches!(a, Auto | Ring | Bruck | RecursiveDoubling),
