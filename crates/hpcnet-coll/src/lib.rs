@@ -4,18 +4,40 @@
 //!
 //! - [`Comm`]: a communicator (any ordered subset of ranks, or a [`Comm::split`] by colour and
 //!   key) and its typed calls;
-//! - [`Algorithm`] chosen per call, with the default table [`select`];
+//! - [`Algorithm`] chosen per call, with the default table [`select`]: barrier (dissemination,
+//!   binomial tree), broadcast (binomial, scatter + ring allgather, double binary tree,
+//!   pipelined chain), reduce (binomial, Rabenseifner), allreduce (recursive doubling,
+//!   Rabenseifner, ring, two-level per node), allgather (ring, recursive doubling, Bruck),
+//!   reduce-scatter (ring), alltoall (pairwise, Bruck);
 //! - [`Datatype`] / [`ReduceOp`]: `f32`, `f64`, `i32`, `i64` with sum, max, min and (integers
 //!   only) bitwise and, or, xor, applied to little-endian bytes;
 //! - [`HostCosts`]: the host software cost model (per call, per post, per poll, copy and
 //!   reduction rates);
 //! - the transport: eager RDMA writes with notification and credits (see `transport.rs`).
 //!
-//! Cost: a communicator of p members registers `2 · p · window · (32 B + chunk)` bytes and p − 1
-//! queue pairs per member. A call moves the bytes its algorithm prescribes (e.g. allreduce by
+//! Cost: a member registers `8 · p` bytes of credit words, and for each peer it exchanges data
+//! with (about log2 p peers for the tree and doubling algorithms, 2 for rings, p − 1 for
+//! alltoall) one queue pair and `2 · window · (32 B + chunk)` bytes of staging and landing
+//! slots, on first use. A call moves the bytes its algorithm prescribes (e.g. allreduce by
 //! recursive doubling: ⌈log2 p⌉ rounds of the whole vector; ring: 2(p − 1)/p of it) in chunks
 //! of at most `chunk` bytes, each one RDMA write and one credit write, and the simulator's work
 //! grows with the packets those writes make.
+//!
+//! ```
+//! use hpcnet_coll::{Algorithm, Comm, CommConfig, ReduceOp};
+//! use hpcnet_msg::verbs::{Machine, Rank};
+//! let mut m = Machine::new(hpcnet_msg::verbs::doc_world());
+//! let comms = Comm::create(&m, &[Rank(0), Rank(1)], &CommConfig::default()).unwrap();
+//! for mut c in comms {
+//!     m.spawn(async move {
+//!         let me = c.rank() as i64;
+//!         let sum = c.allreduce(&[me, 10], ReduceOp::Sum, Algorithm::Auto).await.unwrap();
+//!         assert_eq!(sum, vec![1, 20]);
+//!         c.barrier(Algorithm::Auto).await.unwrap();
+//!     });
+//! }
+//! assert_eq!(m.run().stuck_tasks, 0);
+//! ```
 //!
 //! Every bad call returns a [`CollError`]: a bitwise operator on floats, a length that is not
 //! whole elements, a root outside the communicator, and — found when the first message arrives —

@@ -28,15 +28,19 @@
 //! receive is already posted, where MPI would copy straight into the user buffer), so a receiver
 //! never holds credits back and the transport cannot deadlock whatever the order of calls; large
 //! messages use the same eager chunks instead of a rendezvous (zero-copy) protocol; the landing
-//! area grows with the communicator size (`size × window × (32 B + chunk)` per member), as
-//! per-connection eager buffers do.
+//! area grows with the number of peers a member exchanges data with (`window × (32 B + chunk)`
+//! of landing and as much of staging per peer, registered at the first message), as
+//! per-connection eager buffers do; the queue pairs and landing areas are set up on first use
+//! at no simulated cost (no connection handshake is modelled).
 
 use crate::{CollError, HostCosts};
 use hpcnet_des::SimTime;
 use hpcnet_msg::verbs::{Context, Cq, Machine, Mr, Qp, RemoteBuf, WriteWr};
 use hpcnet_msg::NicBackend;
 use hpcnet_nic::{Cqe, CqeKind, CqeStatus, Rank};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 
 /// Bytes of the header in front of every chunk.
 pub(crate) const HEADER: usize = 32;
@@ -63,15 +67,28 @@ impl Default for TransportConfig {
     }
 }
 
-/// What a member needs to reach one peer.
+/// What a member needs to reach one peer; made on first use (connections on demand, as
+/// MVAPICH2 sets them up, without the handshake's cost).
 struct Link {
     qp: Qp,
-    /// This member's landing slots at the peer (slot 0).
-    land: RemoteBuf,
+    /// This member's landing slots at the peer (slot 0), registered at the first data chunk.
+    land: Option<RemoteBuf>,
+    /// This member's staging slots towards the peer.
+    stage: Option<Mr>,
     /// This member's credit word at the peer.
     credit: RemoteBuf,
     /// The peer's completion queue, for notifications.
     cq: Cq,
+}
+
+/// What the members of a group share from the set-up: how to reach each other's completion
+/// queues and credit words, and the landing areas registered so far, `land[receiver][sender]`
+/// (the exchange of keys a job launcher or a connection handshake does out of band).
+struct Directory {
+    contexts: Vec<Context>,
+    cqs: Vec<Cq>,
+    credit_land: Vec<Mr>,
+    land: RefCell<Vec<Vec<Option<Mr>>>>,
 }
 
 /// A chunk copied out of its landing slot, waiting to be matched.
@@ -107,8 +124,7 @@ pub(crate) struct Transport {
     /// Communicator index of each member's rank.
     rank_index: HashMap<Rank, usize>,
     links: Vec<Option<Link>>,
-    land: Mr,
-    stage: Mr,
+    dir: Rc<Directory>,
     credit_src: Mr,
     chunk: usize,
     window: usize,
@@ -134,68 +150,34 @@ impl Transport {
         costs: &HostCosts,
     ) -> Vec<Transport> {
         let n = ranks.len();
-        let slot = (HEADER + cfg.chunk) as u64;
-        let area = (n as u64) * cfg.window as u64 * slot;
-        struct Member {
-            ctx: Context,
-            cq: Cq,
-            land: Mr,
-            stage: Mr,
-            credit_land: Mr,
-            credit_src: Mr,
-        }
-        let members: Vec<Member> = ranks
-            .iter()
-            .map(|&r| {
-                let ctx = m.context(r);
-                Member {
-                    cq: ctx.create_cq(),
-                    land: ctx.reg_mr(area.max(1)),
-                    stage: ctx.reg_mr(area.max(1)),
-                    credit_land: ctx.reg_mr(8 * n as u64),
-                    credit_src: ctx.reg_mr(8),
-                    ctx,
-                }
-            })
-            .collect();
+        let contexts: Vec<Context> = ranks.iter().map(|&r| m.context(r)).collect();
+        let dir = Rc::new(Directory {
+            cqs: contexts.iter().map(Context::create_cq).collect(),
+            credit_land: contexts.iter().map(|c| c.reg_mr(8 * n as u64)).collect(),
+            land: RefCell::new(vec![vec![None; n]; n]),
+            contexts,
+        });
         let index: HashMap<Rank, usize> = ranks.iter().enumerate().map(|(i, &r)| (r, i)).collect();
-        members
-            .iter()
-            .enumerate()
-            .map(|(i, me)| {
-                let links = members
-                    .iter()
-                    .enumerate()
-                    .map(|(j, peer)| {
-                        (i != j).then(|| Link {
-                            qp: me.ctx.create_qp(&me.cq, ranks[j]),
-                            land: peer.land.remote(i as u64 * cfg.window as u64 * slot),
-                            credit: peer.credit_land.remote(8 * i as u64),
-                            cq: peer.cq.clone(),
-                        })
-                    })
-                    .collect();
-                Transport {
-                    ctx: me.ctx.clone(),
-                    cq: me.cq.clone(),
-                    pos: i,
-                    view: (0..n).collect(),
-                    view_me: i,
-                    ranks: ranks.to_vec(),
-                    rank_index: index.clone(),
-                    links,
-                    land: me.land.clone(),
-                    stage: me.stage.clone(),
-                    credit_src: me.credit_src.clone(),
-                    chunk: cfg.chunk,
-                    window: cfg.window,
-                    send_seq: vec![0; n],
-                    busy: vec![vec![false; cfg.window]; n],
-                    recv_next: vec![0; n],
-                    inbox: (0..n).map(|_| BTreeMap::new()).collect(),
-                    costs: costs.clone(),
-                    aborted_by: None,
-                }
+        (0..n)
+            .map(|i| Transport {
+                ctx: dir.contexts[i].clone(),
+                cq: dir.cqs[i].clone(),
+                pos: i,
+                view: (0..n).collect(),
+                view_me: i,
+                ranks: ranks.to_vec(),
+                rank_index: index.clone(),
+                links: (0..n).map(|_| None).collect(),
+                credit_src: dir.contexts[i].reg_mr(8),
+                dir: dir.clone(),
+                chunk: cfg.chunk,
+                window: cfg.window,
+                send_seq: vec![0; n],
+                busy: vec![vec![false; cfg.window]; n],
+                recv_next: vec![0; n],
+                inbox: (0..n).map(|_| BTreeMap::new()).collect(),
+                costs: costs.clone(),
+                aborted_by: None,
             })
             .collect()
     }
@@ -259,14 +241,41 @@ impl Transport {
         len.div_ceil(self.chunk).max(1)
     }
 
-    fn link(&self, call: &'static str, peer: usize) -> Result<&Link, CollError> {
-        self.links
-            .get(peer)
-            .and_then(Option::as_ref)
-            .ok_or_else(|| CollError::Transport {
+    /// The link to `peer`, made on first use.
+    fn link(&mut self, call: &'static str, peer: usize) -> Result<&mut Link, CollError> {
+        if peer >= self.links.len() || peer == self.pos {
+            return Err(CollError::Transport {
                 call,
                 reason: format!("member {} has no link to member {peer}", self.pos),
-            })
+            });
+        }
+        let (me, dir) = (self.pos, &self.dir);
+        let cq = &self.cq;
+        let ctx = &self.ctx;
+        let rank = self.ranks[peer];
+        Ok(self.links[peer].get_or_insert_with(|| Link {
+            qp: ctx.create_qp(cq, rank),
+            land: None,
+            stage: None,
+            credit: dir.credit_land[peer].remote(8 * me as u64),
+            cq: dir.cqs[peer].clone(),
+        }))
+    }
+
+    /// The link to `peer` with its staging slots here and landing slots there.
+    fn data_link(&mut self, call: &'static str, peer: usize) -> Result<(RemoteBuf, Mr, Qp, Cq), CollError> {
+        let area = (self.window * self.slot_bytes()) as u64;
+        let (me, dir) = (self.pos, self.dir.clone());
+        let ctx = self.ctx.clone();
+        let link = self.link(call, peer)?;
+        let land = *link.land.get_or_insert_with(|| {
+            let mr = dir.contexts[peer].reg_mr(area);
+            let remote = mr.remote(0);
+            dir.land.borrow_mut()[peer][me] = Some(mr);
+            remote
+        });
+        let stage = link.stage.get_or_insert_with(|| ctx.reg_mr(area)).clone();
+        Ok((land, stage, link.qp.clone(), link.cq.clone()))
     }
 
     /// Post chunk `part` of `data` to `peer`; its slot is free.
@@ -285,20 +294,20 @@ impl Transport {
         buf.extend_from_slice(&u32::from(last).to_le_bytes());
         buf.extend_from_slice(&(data.len() as u64).to_le_bytes());
         buf.extend_from_slice(payload);
-        let off = ((peer * self.window + s) * self.slot_bytes()) as u64;
+        let off = (s * self.slot_bytes()) as u64;
         self.spend(self.costs.per_post + self.costs.copy(payload.len())).await;
+        let (land, stage, qp, cq) = self.data_link(call.name, peer)?;
         self.ctx
-            .write_local(&self.stage, off, &buf)
+            .write_local(&stage, off, &buf)
             .map_err(|e| CollError::verbs(call.name, e))?;
-        let link = self.link(call.name, peer)?;
         let remote = RemoteBuf {
-            addr: link.land.addr + (s * self.slot_bytes()) as u64,
-            ..link.land
+            addr: land.addr + off,
+            ..land
         };
-        let wr = WriteWr::new(&self.stage, off, buf.len() as u64, remote)
-            .notify(&link.cq)
+        let wr = WriteWr::new(&stage, off, buf.len() as u64, remote)
+            .notify(&cq)
             .wr_id(s as u64);
-        link.qp.post_write(wr).map_err(|e| CollError::verbs(call.name, e))?;
+        qp.post_write(wr).map_err(|e| CollError::verbs(call.name, e))?;
         self.busy[peer][s] = true;
         self.send_seq[peer] += 1;
         Ok(())
@@ -338,17 +347,23 @@ impl Transport {
             self.busy[peer][s] = false;
             return Ok(());
         }
-        let off = ((peer * self.window + s) * self.slot_bytes()) as u64;
+        let off = (s * self.slot_bytes()) as u64;
+        let land = self.dir.land.borrow()[self.pos][peer]
+            .clone()
+            .ok_or_else(|| CollError::Transport {
+                call: name,
+                reason: format!("data from rank {} before its landing slots were registered", c.peer),
+            })?;
         let h = self
             .ctx
-            .read_local(&self.land, off, HEADER as u64)
+            .read_local(&land, off, HEADER as u64)
             .map_err(|e| CollError::verbs(name, e))?;
         let word = |a: usize| u32::from_le_bytes(h[a..a + 4].try_into().expect("4 bytes"));
         let seq = u64::from_le_bytes(h[0..8].try_into().expect("8 bytes"));
         let len = (word(16) as usize).min(self.chunk);
         let data = self
             .ctx
-            .read_local(&self.land, off + HEADER as u64, len as u64)
+            .read_local(&land, off + HEADER as u64, len as u64)
             .map_err(|e| CollError::verbs(name, e))?;
         self.spend(self.costs.copy(len)).await;
         self.inbox[peer].insert(
@@ -363,8 +378,9 @@ impl Transport {
         );
         // The slot has been read: give it back.
         self.spend(self.costs.per_post).await;
+        let src = self.credit_src.clone();
         let link = self.link(name, peer)?;
-        let wr = WriteWr::new(&self.credit_src, 0, 8, link.credit)
+        let wr = WriteWr::new(&src, 0, 8, link.credit)
             .notify(&link.cq)
             .wr_id(CREDIT | s as u64)
             .unsignaled();
@@ -487,13 +503,17 @@ impl Transport {
     /// Tell every other member that this one left the communicator on an error (best effort: a
     /// refused post is ignored, the members it would reach are left as they are).
     pub(crate) fn abort(&mut self) {
-        for link in self.links.iter().flatten() {
-            let wr = WriteWr::new(&self.credit_src, 0, 8, link.credit)
-                .notify(&link.cq)
-                .wr_id(ABORT)
-                .unsignaled();
-            // A refused post leaves that member waiting; the caller already has its error.
-            let _ = link.qp.post_write(wr);
+        let src = self.credit_src.clone();
+        let me = self.pos;
+        for peer in (0..self.members()).filter(|&p| p != me) {
+            if let Ok(link) = self.link("abort", peer) {
+                let wr = WriteWr::new(&src, 0, 8, link.credit)
+                    .notify(&link.cq)
+                    .wr_id(ABORT)
+                    .unsignaled();
+                // A refused post leaves that member waiting; the caller already has its error.
+                let _ = link.qp.post_write(wr);
+            }
         }
     }
 
