@@ -786,3 +786,24 @@ fn two_level_allreduce_with_two_processes_per_nic() {
         }
     }
 }
+
+/// The model reproduces the trade-off the default table encodes (Thakur et al. 2005): on 16
+/// members of the torus, recursive doubling beats the ring for an 8-byte allreduce (fewer
+/// rounds), and the ring and Rabenseifner beat recursive doubling for a 64 KiB one (fewer
+/// bytes per member).
+#[test]
+fn latency_and_bandwidth_algorithms_trade_places() {
+    let time = |alg: Algorithm, count: usize| {
+        let (outs, _) = run_ok(&spread(16), &CommConfig::default(), move |mut c| async move {
+            let x = vec![1.0f64; count];
+            let t0 = c.context().now();
+            c.allreduce(&x, ReduceOp::Sum, alg).await.unwrap();
+            c.context().now() - t0
+        });
+        outs.into_iter().max().unwrap()
+    };
+    assert!(time(Algorithm::RecursiveDoubling, 1) < time(Algorithm::Ring, 1));
+    let rd = time(Algorithm::RecursiveDoubling, 8192);
+    assert!(time(Algorithm::Ring, 8192) < rd);
+    assert!(time(Algorithm::Rabenseifner, 8192) < rd);
+}
