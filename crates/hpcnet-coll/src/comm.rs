@@ -87,11 +87,24 @@ impl Comm {
     /// Split the group `parent` (MPI_Comm_split): member i of the parent gives `colours[i]` =
     /// (colour, key); members of one colour form a communicator ordered by key, then by their
     /// index in the parent. A `None` colour takes no part. Returns, per parent member, its
-    /// handle on its new communicator.
+    /// handle on its new communicator. Every member counts as its own node
+    /// ([`Comm::split_on_nodes`] says otherwise).
     pub fn split<B: NicBackend + 'static>(
         m: &Machine<B>,
         parent: &[Rank],
         colours: &[(Option<u32>, i64)],
+        cfg: &CommConfig,
+    ) -> Result<Vec<Option<Comm>>, CollError> {
+        Comm::split_on_nodes(m, parent, colours, |r| r.0, cfg)
+    }
+
+    /// [`Comm::split`], saying which node (NIC) each rank lives on (see
+    /// [`Comm::create_on_nodes`]).
+    pub fn split_on_nodes<B: NicBackend + 'static>(
+        m: &Machine<B>,
+        parent: &[Rank],
+        colours: &[(Option<u32>, i64)],
+        node_of: impl Fn(Rank) -> u32,
         cfg: &CommConfig,
     ) -> Result<Vec<Option<Comm>>, CollError> {
         if colours.len() != parent.len() {
@@ -111,7 +124,10 @@ impl Comm {
         for (_, mut members) in groups {
             members.sort();
             let ranks: Vec<Rank> = members.iter().map(|&(_, i)| parent[i]).collect();
-            for (comm, (_, i)) in Comm::create(m, &ranks, cfg)?.into_iter().zip(members) {
+            for (comm, (_, i)) in Comm::create_on_nodes(m, &ranks, &node_of, cfg)?
+                .into_iter()
+                .zip(members)
+            {
                 out[i] = Some(comm);
             }
         }

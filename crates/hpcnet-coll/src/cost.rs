@@ -12,18 +12,17 @@ use hpcnet_des::{BitsPerSec, Bytes, SimTime};
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostCosts {
     /// Entering a collective: argument checks, algorithm selection, schedule set-up.
-    /// Default 200 ns — assumption: MPI libraries report a few hundred ns of software overhead
-    /// for a zero-byte collective step beyond the network (e.g. the MPICH and Open MPI
-    /// overhead breakdowns in the LogGP literature, Alexandrov et al., SPAA 1995, put o at
-    /// hundreds of ns to a few us on older hosts).
+    /// Default 200 ns — assumption: a few hundred instructions and cache misses of library
+    /// code before the first post, the order of the software overhead `o` that LogP/LogGP
+    /// fits give for MPI on RDMA hosts (hundreds of ns).
     pub per_call: SimTime,
-    /// Building one work request and ringing the doorbell (copy into the staging buffer is
-    /// charged separately by `copy_rate`). Default 100 ns — source: MacArthur and Russell, "A
-    /// performance study to guide RDMA programming decisions" (HPCC 2012), measure
-    /// `ibv_post_send` at roughly 0.1–0.2 us.
+    /// Building one work request and ringing the doorbell (the copy into the staging slot is
+    /// charged separately by `copy_rate`). Default 100 ns — assumption: filling a descriptor
+    /// and one uncached doorbell store, the order of `ibv_post_send` costs reported for
+    /// current InfiniBand hosts.
     pub per_post: SimTime,
     /// Taking one completion from a completion queue. Default 50 ns — assumption: one cache
-    /// miss on the completion entry plus bookkeeping, as a `ibv_poll_cq` hit costs on
+    /// miss on the completion entry plus bookkeeping, as a successful `ibv_poll_cq` costs on
     /// current hosts.
     pub per_poll: SimTime,
     /// Copying message bytes between user buffers and the registered staging and landing

@@ -807,3 +807,29 @@ fn latency_and_bandwidth_algorithms_trade_places() {
     assert!(time(Algorithm::Ring, 8192) < rd);
     assert!(time(Algorithm::Rabenseifner, 8192) < rd);
 }
+
+/// A split keeps the node placement: two halves of 16 ranks on a machine with two processes per
+/// NIC each run a two-level allreduce over their own members.
+#[test]
+fn split_on_nodes_keeps_the_placement_for_two_level() {
+    let mut m = machine_with(&["nic.hosts=2".to_string()]);
+    let place = m.world().placement();
+    let parent: Vec<Rank> = (0..16).map(Rank).collect();
+    let colours: Vec<(Option<u32>, i64)> = (0..16).map(|i| (Some(u32::from(i >= 8)), i)).collect();
+    let subs = Comm::split_on_nodes(&m, &parent, &colours, |r| place.node_of(r).0, &CommConfig::default()).unwrap();
+    let out = Rc::new(RefCell::new(Vec::new()));
+    for c in subs {
+        let mut c = c.expect("every rank has a colour");
+        let o = out.clone();
+        m.spawn(async move {
+            let me = c.ranks()[c.rank()].0 as i64;
+            let s = c.allreduce(&[me, 1], ReduceOp::Sum, Algorithm::TwoLevel).await.unwrap();
+            o.borrow_mut().push((me, s));
+        });
+    }
+    assert_eq!(m.run().stuck_tasks, 0);
+    for (me, s) in out.borrow().iter() {
+        let want = if *me < 8 { 28 } else { 92 };
+        assert_eq!(s, &vec![want, 8], "rank {me}");
+    }
+}
