@@ -1,0 +1,413 @@
+//! Communicators: an ordered group of ranks, each member holding its end of the transport, and
+//! the typed collective calls rank programs make on them.
+//!
+//! Communicators are built for all their members at once, outside rank programs
+//! ([`Comm::create`], [`Comm::split`]), the way a job launcher exchanges connection data before
+//! the program starts; every member's handle is then moved into its rank program.
+
+use crate::algo::{self, implements, select, Algorithm, Collective};
+use crate::transport::{Call, Transport, TransportConfig};
+use crate::types::{check_len, check_op, from_bytes, to_bytes};
+use crate::{CollError, Datatype, Element, HostCosts, ReduceOp};
+use hpcnet_msg::verbs::{Context, Machine};
+use hpcnet_msg::NicBackend;
+use hpcnet_nic::Rank;
+use std::collections::{BTreeMap, HashSet};
+
+/// How communicators are built: transport parameters and host costs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CommConfig {
+    pub transport: TransportConfig,
+    pub costs: HostCosts,
+}
+
+/// One member's handle on a communicator.
+pub struct Comm {
+    t: Transport,
+    /// The node (NIC) of each member, for the two-level algorithms.
+    nodes: Vec<u32>,
+    /// Collective calls started on this communicator (numbers the messages of each call).
+    calls: u32,
+    poisoned: bool,
+}
+
+impl Comm {
+    /// A communicator of `ranks` (member i is `ranks[i]`); one handle per member, in that order.
+    /// Every member counts as its own node (see [`Comm::create_on_nodes`]).
+    pub fn create<B: NicBackend + 'static>(
+        m: &Machine<B>,
+        ranks: &[Rank],
+        cfg: &CommConfig,
+    ) -> Result<Vec<Comm>, CollError> {
+        Comm::create_on_nodes(m, ranks, |r| r.0, cfg)
+    }
+
+    /// [`Comm::create`], saying which node (NIC) each rank lives on, for the two-level
+    /// algorithms; with the simulated world: `|r| world.placement().node_of(r).0`.
+    pub fn create_on_nodes<B: NicBackend + 'static>(
+        m: &Machine<B>,
+        ranks: &[Rank],
+        node_of: impl Fn(Rank) -> u32,
+        cfg: &CommConfig,
+    ) -> Result<Vec<Comm>, CollError> {
+        let Some(&first) = ranks.first() else {
+            return Err(CollError::BadComm("no ranks given".into()));
+        };
+        let world = m.context(first).size();
+        let mut seen = HashSet::new();
+        for &r in ranks {
+            if r.0 as usize >= world {
+                return Err(CollError::BadComm(format!(
+                    "rank {r} does not exist (the machine has {world} ranks)"
+                )));
+            }
+            if !seen.insert(r) {
+                return Err(CollError::BadComm(format!("rank {r} is listed twice")));
+            }
+        }
+        let tc = &cfg.transport;
+        if tc.chunk == 0 || tc.chunk > u32::MAX as usize || tc.window == 0 {
+            return Err(CollError::BadComm(format!(
+                "transport chunk {} B and window {} must both be positive (chunk below 4 GiB)",
+                tc.chunk, tc.window
+            )));
+        }
+        let nodes: Vec<u32> = ranks.iter().map(|&r| node_of(r)).collect();
+        Ok(Transport::group(m, ranks, tc, &cfg.costs)
+            .into_iter()
+            .map(|t| Comm {
+                t,
+                nodes: nodes.clone(),
+                calls: 0,
+                poisoned: false,
+            })
+            .collect())
+    }
+
+    /// Split the group `parent` (MPI_Comm_split): member i of the parent gives `colours[i]` =
+    /// (colour, key); members of one colour form a communicator ordered by key, then by their
+    /// index in the parent. A `None` colour takes no part. Returns, per parent member, its
+    /// handle on its new communicator. Every member counts as its own node
+    /// ([`Comm::split_on_nodes`] says otherwise).
+    pub fn split<B: NicBackend + 'static>(
+        m: &Machine<B>,
+        parent: &[Rank],
+        colours: &[(Option<u32>, i64)],
+        cfg: &CommConfig,
+    ) -> Result<Vec<Option<Comm>>, CollError> {
+        Comm::split_on_nodes(m, parent, colours, |r| r.0, cfg)
+    }
+
+    /// [`Comm::split`], saying which node (NIC) each rank lives on (see
+    /// [`Comm::create_on_nodes`]).
+    pub fn split_on_nodes<B: NicBackend + 'static>(
+        m: &Machine<B>,
+        parent: &[Rank],
+        colours: &[(Option<u32>, i64)],
+        node_of: impl Fn(Rank) -> u32,
+        cfg: &CommConfig,
+    ) -> Result<Vec<Option<Comm>>, CollError> {
+        if colours.len() != parent.len() {
+            return Err(CollError::BadComm(format!(
+                "split: {} colours for {} members",
+                colours.len(),
+                parent.len()
+            )));
+        }
+        let mut groups: BTreeMap<u32, Vec<(i64, usize)>> = BTreeMap::new();
+        for (i, &(c, key)) in colours.iter().enumerate() {
+            if let Some(c) = c {
+                groups.entry(c).or_default().push((key, i));
+            }
+        }
+        let mut out: Vec<Option<Comm>> = parent.iter().map(|_| None).collect();
+        for (_, mut members) in groups {
+            members.sort();
+            let ranks: Vec<Rank> = members.iter().map(|&(_, i)| parent[i]).collect();
+            for (comm, (_, i)) in Comm::create_on_nodes(m, &ranks, &node_of, cfg)?
+                .into_iter()
+                .zip(members)
+            {
+                out[i] = Some(comm);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Number of members.
+    pub fn size(&self) -> usize {
+        self.t.members()
+    }
+
+    /// This member's index in the communicator.
+    pub fn rank(&self) -> usize {
+        self.t.member()
+    }
+
+    /// The machine ranks of the members, in communicator order.
+    pub fn ranks(&self) -> &[Rank] {
+        &self.t.ranks
+    }
+
+    /// The device context of this member's rank.
+    pub fn context(&self) -> &Context {
+        &self.t.ctx
+    }
+
+    /// Start a call: refuse it if this communicator failed before or the algorithm does not fit,
+    /// charge the per-call cost and number it.
+    async fn begin(
+        &mut self,
+        c: Collective,
+        dtype: Option<Datatype>,
+        op: Option<ReduceOp>,
+        alg: Algorithm,
+        bytes: usize,
+    ) -> Result<(Call, Algorithm), CollError> {
+        let name = c.name();
+        if self.poisoned {
+            return Err(CollError::Poisoned { call: name });
+        }
+        if !implements(alg, c) {
+            return Err(CollError::Unsupported {
+                call: name,
+                algorithm: alg,
+            });
+        }
+        let alg = match alg {
+            Algorithm::Auto => select(c, bytes, self.size()),
+            a => a,
+        };
+        let signature = (c as u32) << 16 | dtype.map_or(0xff, Datatype::code) << 8 | op.map_or(0xff, ReduceOp::code);
+        let call = Call {
+            name,
+            number: self.calls,
+            signature,
+        };
+        self.calls = self.calls.wrapping_add(1);
+        self.t.spend(self.t.costs.per_call).await;
+        Ok((call, alg))
+    }
+
+    /// After a failed exchange the pairs' sequence numbers no longer agree: refuse later calls,
+    /// and (unless the failure is another member's abort) tell the other members, so none of
+    /// them waits forever for this one.
+    fn finish<T>(&mut self, r: Result<T, CollError>) -> Result<T, CollError> {
+        if let Err(e) = &r {
+            self.poisoned = true;
+            if !matches!(e, CollError::Aborted { .. }) {
+                self.t.abort();
+            }
+        }
+        r
+    }
+
+    fn check_root(&self, call: &'static str, root: usize) -> Result<(), CollError> {
+        if root >= self.size() {
+            return Err(CollError::RankOutside {
+                call,
+                index: root,
+                size: self.size(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Wait until every member has entered the barrier.
+    pub async fn barrier(&mut self, alg: Algorithm) -> Result<(), CollError> {
+        let (call, alg) = self.begin(Collective::Barrier, None, None, alg, 0).await?;
+        let r = match alg {
+            Algorithm::Dissemination => algo::barrier::dissemination(&mut self.t, &call).await,
+            Algorithm::BinomialTree => algo::barrier::binomial_tree(&mut self.t, &call).await,
+            a => Err(CollError::Unsupported {
+                call: call.name,
+                algorithm: a,
+            }),
+        };
+        self.finish(r)
+    }
+
+    /// Broadcast `buf` of member `root` into `buf` of every member (all pass the same length).
+    pub async fn broadcast<T: Element>(&mut self, buf: &mut [T], root: usize, alg: Algorithm) -> Result<(), CollError> {
+        self.check_root("broadcast", root)?;
+        let mut bytes = to_bytes(buf);
+        let (call, alg) = self
+            .begin(Collective::Broadcast, Some(T::DATATYPE), None, alg, bytes.len())
+            .await?;
+        let r = match alg {
+            Algorithm::Binomial => algo::bcast::binomial(&mut self.t, &call, &mut bytes, root).await,
+            Algorithm::ScatterAllgather => algo::bcast::scatter_allgather(&mut self.t, &call, &mut bytes, root).await,
+            Algorithm::DoubleBinaryTree => {
+                let segment = self.t.chunk();
+                algo::bcast::double_binary_tree(&mut self.t, &call, &mut bytes, root, segment).await
+            }
+            Algorithm::Chain => {
+                let segment = self.t.chunk();
+                algo::bcast::chain(&mut self.t, &call, &mut bytes, root, segment).await
+            }
+            a => Err(CollError::Unsupported {
+                call: call.name,
+                algorithm: a,
+            }),
+        };
+        self.finish(r)?;
+        for (x, y) in buf.iter_mut().zip(from_bytes::<T>(&bytes)) {
+            *x = y;
+        }
+        Ok(())
+    }
+
+    /// Reduce `data` of all members element-wise with `op`; the root gets `Some(result)`.
+    pub async fn reduce<T: Element>(
+        &mut self,
+        data: &[T],
+        op: ReduceOp,
+        root: usize,
+        alg: Algorithm,
+    ) -> Result<Option<Vec<T>>, CollError> {
+        check_op("reduce", T::DATATYPE, op)?;
+        self.check_root("reduce", root)?;
+        let bytes = to_bytes(data);
+        let (call, alg) = self
+            .begin(Collective::Reduce, Some(T::DATATYPE), Some(op), alg, bytes.len())
+            .await?;
+        let r = match alg {
+            Algorithm::Binomial => algo::reduce::binomial(&mut self.t, &call, T::DATATYPE, op, bytes, root).await,
+            Algorithm::Rabenseifner => {
+                algo::reduce::rabenseifner(&mut self.t, &call, T::DATATYPE, op, bytes, root).await
+            }
+            a => Err(CollError::Unsupported {
+                call: call.name,
+                algorithm: a,
+            }),
+        };
+        Ok(self.finish(r)?.map(|b| from_bytes(&b)))
+    }
+
+    /// Reduce `data` of all members element-wise with `op`; every member gets the result.
+    pub async fn allreduce<T: Element>(
+        &mut self,
+        data: &[T],
+        op: ReduceOp,
+        alg: Algorithm,
+    ) -> Result<Vec<T>, CollError> {
+        let out = self.allreduce_bytes(T::DATATYPE, op, to_bytes(data), alg).await?;
+        Ok(from_bytes(&out))
+    }
+
+    /// [`Comm::allreduce`] on little-endian bytes of `dtype` elements.
+    pub async fn allreduce_bytes(
+        &mut self,
+        dtype: Datatype,
+        op: ReduceOp,
+        data: Vec<u8>,
+        alg: Algorithm,
+    ) -> Result<Vec<u8>, CollError> {
+        check_op("allreduce", dtype, op)?;
+        check_len("allreduce", dtype, data.len())?;
+        let (call, alg) = self
+            .begin(Collective::Allreduce, Some(dtype), Some(op), alg, data.len())
+            .await?;
+        let r = match alg {
+            Algorithm::RecursiveDoubling => {
+                algo::allreduce::recursive_doubling(&mut self.t, &call, dtype, op, data).await
+            }
+            Algorithm::Rabenseifner => algo::allreduce::rabenseifner(&mut self.t, &call, dtype, op, data).await,
+            Algorithm::Ring => algo::allreduce::ring(&mut self.t, &call, dtype, op, data).await,
+            Algorithm::TwoLevel => {
+                let nodes = self.nodes.clone();
+                let mut leaders = nodes.clone();
+                leaders.sort_unstable();
+                leaders.dedup();
+                let inner = select(Collective::Allreduce, data.len(), leaders.len());
+                algo::allreduce::two_level(&mut self.t, &call, dtype, op, data, &nodes, inner).await
+            }
+            a => Err(CollError::Unsupported {
+                call: call.name,
+                algorithm: a,
+            }),
+        };
+        self.finish(r)
+    }
+
+    /// Concatenate `data` of every member (all pass the same length), in member order.
+    pub async fn allgather<T: Element>(&mut self, data: &[T], alg: Algorithm) -> Result<Vec<T>, CollError> {
+        if alg == Algorithm::RecursiveDoubling && !self.size().is_power_of_two() {
+            return Err(CollError::AlgorithmLimit {
+                call: "allgather",
+                algorithm: alg,
+                reason: format!(
+                    "needs a power-of-two number of members, the communicator has {}",
+                    self.size()
+                ),
+            });
+        }
+        let bytes = to_bytes(data);
+        let (call, alg) = self
+            .begin(Collective::Allgather, Some(T::DATATYPE), None, alg, bytes.len())
+            .await?;
+        let r = match alg {
+            Algorithm::Ring => algo::allgather::ring(&mut self.t, &call, &bytes).await,
+            Algorithm::Bruck => algo::allgather::bruck(&mut self.t, &call, &bytes).await,
+            Algorithm::RecursiveDoubling => algo::allgather::recursive_doubling(&mut self.t, &call, &bytes).await,
+            a => Err(CollError::Unsupported {
+                call: call.name,
+                algorithm: a,
+            }),
+        };
+        Ok(from_bytes(&self.finish(r)?))
+    }
+
+    /// Personalised exchange: `data` is `size` equal blocks, block j for member j; the result
+    /// holds, at block i, what member i sent to this member.
+    pub async fn alltoall<T: Element>(&mut self, data: &[T], alg: Algorithm) -> Result<Vec<T>, CollError> {
+        if !data.len().is_multiple_of(self.size()) {
+            return Err(CollError::BadBuffer {
+                call: "alltoall",
+                reason: format!("{} elements do not split into {} equal blocks", data.len(), self.size()),
+            });
+        }
+        let bytes = to_bytes(data);
+        let (call, alg) = self
+            .begin(Collective::Alltoall, Some(T::DATATYPE), None, alg, bytes.len())
+            .await?;
+        let r = match alg {
+            Algorithm::Pairwise => algo::alltoall::pairwise(&mut self.t, &call, &bytes).await,
+            Algorithm::Bruck => algo::alltoall::bruck(&mut self.t, &call, &bytes).await,
+            a => Err(CollError::Unsupported {
+                call: call.name,
+                algorithm: a,
+            }),
+        };
+        Ok(from_bytes(&self.finish(r)?))
+    }
+
+    /// Reduce `data` (`size` equal blocks) of all members element-wise with `op` and return
+    /// block i of the result to member i (`MPI_Reduce_scatter_block`).
+    pub async fn reduce_scatter<T: Element>(
+        &mut self,
+        data: &[T],
+        op: ReduceOp,
+        alg: Algorithm,
+    ) -> Result<Vec<T>, CollError> {
+        check_op("reduce_scatter", T::DATATYPE, op)?;
+        if !data.len().is_multiple_of(self.size()) {
+            return Err(CollError::BadBuffer {
+                call: "reduce_scatter",
+                reason: format!("{} elements do not split into {} equal blocks", data.len(), self.size()),
+            });
+        }
+        let bytes = to_bytes(data);
+        let (call, alg) = self
+            .begin(Collective::ReduceScatter, Some(T::DATATYPE), Some(op), alg, bytes.len())
+            .await?;
+        let r = match alg {
+            Algorithm::Ring => algo::reduce_scatter::ring(&mut self.t, &call, T::DATATYPE, op, bytes).await,
+            a => Err(CollError::Unsupported {
+                call: call.name,
+                algorithm: a,
+            }),
+        };
+        Ok(from_bytes(&self.finish(r)?))
+    }
+}

@@ -1,0 +1,219 @@
+//! Datatypes and reduction operators, applied to little-endian bytes as they lie in memory.
+//!
+//! Integer sums wrap (two's complement), as `MPI_SUM` on fixed-width integers does in practice.
+//! Floating-point `max`/`min` follow IEEE 754 `maxNum`/`minNum` (`f64::max`): a NaN operand loses
+//! to a number. The order of operands is fixed by each algorithm, so a floating-point result is
+//! bit-identical from run to run for a given algorithm and communicator size.
+
+use crate::CollError;
+
+/// Element type of a reduction buffer.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Datatype {
+    F32,
+    F64,
+    I32,
+    I64,
+}
+
+impl Datatype {
+    /// Size of one element in bytes.
+    pub fn size(self) -> usize {
+        match self {
+            Datatype::F32 | Datatype::I32 => 4,
+            Datatype::F64 | Datatype::I64 => 8,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Datatype::F32 => "f32",
+            Datatype::F64 => "f64",
+            Datatype::I32 => "i32",
+            Datatype::I64 => "i64",
+        }
+    }
+    fn is_float(self) -> bool {
+        matches!(self, Datatype::F32 | Datatype::F64)
+    }
+    pub(crate) fn code(self) -> u32 {
+        self as u32
+    }
+}
+
+/// Reduction operator.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+    Min,
+    /// Bitwise and (integers only).
+    Band,
+    /// Bitwise or (integers only).
+    Bor,
+    /// Bitwise exclusive or (integers only).
+    Bxor,
+}
+
+impl ReduceOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+            ReduceOp::Band => "band",
+            ReduceOp::Bor => "bor",
+            ReduceOp::Bxor => "bxor",
+        }
+    }
+    fn is_bitwise(self) -> bool {
+        matches!(self, ReduceOp::Band | ReduceOp::Bor | ReduceOp::Bxor)
+    }
+    pub(crate) fn code(self) -> u32 {
+        self as u32
+    }
+}
+
+/// An element type rank programs pass to the typed collectives.
+pub trait Element: Copy + 'static {
+    const DATATYPE: Datatype;
+    fn put(self, out: &mut Vec<u8>);
+    fn get(b: &[u8]) -> Self;
+}
+
+macro_rules! element {
+    ($t:ty, $d:expr) => {
+        impl Element for $t {
+            const DATATYPE: Datatype = $d;
+            fn put(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+            fn get(b: &[u8]) -> Self {
+                let mut a = [0u8; std::mem::size_of::<$t>()];
+                a.copy_from_slice(b);
+                <$t>::from_le_bytes(a)
+            }
+        }
+    };
+}
+element!(f32, Datatype::F32);
+element!(f64, Datatype::F64);
+element!(i32, Datatype::I32);
+element!(i64, Datatype::I64);
+
+/// Little-endian bytes of a slice of elements.
+pub fn to_bytes<T: Element>(v: &[T]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.len() * T::DATATYPE.size());
+    for &x in v {
+        x.put(&mut out);
+    }
+    out
+}
+
+/// Elements from little-endian bytes (a trailing partial element is ignored; callers check).
+pub fn from_bytes<T: Element>(b: &[u8]) -> Vec<T> {
+    b.chunks_exact(T::DATATYPE.size()).map(T::get).collect()
+}
+
+/// Check that `op` is defined on `dtype`.
+pub fn check_op(call: &'static str, dtype: Datatype, op: ReduceOp) -> Result<(), CollError> {
+    if op.is_bitwise() && dtype.is_float() {
+        return Err(CollError::OpOnType {
+            call,
+            op: op.name(),
+            dtype: dtype.name(),
+        });
+    }
+    Ok(())
+}
+
+/// Check that `len` bytes are a whole number of `dtype` elements.
+pub(crate) fn check_len(call: &'static str, dtype: Datatype, len: usize) -> Result<(), CollError> {
+    if !len.is_multiple_of(dtype.size()) {
+        return Err(CollError::BadBuffer {
+            call,
+            reason: format!("{len} bytes is not a whole number of {} elements", dtype.name()),
+        });
+    }
+    Ok(())
+}
+
+macro_rules! fold {
+    ($t:ty, $a:expr, $b:expr, $f:expr) => {{
+        const S: usize = std::mem::size_of::<$t>();
+        for (x, y) in $a.chunks_exact_mut(S).zip($b.chunks_exact(S)) {
+            let l = <$t>::from_le_bytes(x[..].try_into().expect("element"));
+            let r = <$t>::from_le_bytes(y[..].try_into().expect("element"));
+            let f: fn($t, $t) -> $t = $f;
+            x.copy_from_slice(&f(l, r).to_le_bytes());
+        }
+    }};
+}
+
+/// `left[i] = left[i] op right[i]` over little-endian elements; `left` is the first operand.
+/// Both slices must have the same length, a whole number of elements, and `op` must be defined on
+/// `dtype` ([`check_op`]); the collectives check this before they reduce.
+pub fn reduce_into(dtype: Datatype, op: ReduceOp, left: &mut [u8], right: &[u8]) -> Result<(), CollError> {
+    check_op("reduce", dtype, op)?;
+    if left.len() != right.len() {
+        return Err(CollError::BadBuffer {
+            call: "reduce",
+            reason: format!("operands of {} and {} bytes", left.len(), right.len()),
+        });
+    }
+    check_len("reduce", dtype, left.len())?;
+    use ReduceOp::*;
+    match (dtype, op) {
+        (Datatype::F32, Sum) => fold!(f32, left, right, |a, b| a + b),
+        (Datatype::F32, Max) => fold!(f32, left, right, f32::max),
+        (Datatype::F32, Min) => fold!(f32, left, right, f32::min),
+        (Datatype::F64, Sum) => fold!(f64, left, right, |a, b| a + b),
+        (Datatype::F64, Max) => fold!(f64, left, right, f64::max),
+        (Datatype::F64, Min) => fold!(f64, left, right, f64::min),
+        (Datatype::I32, Sum) => fold!(i32, left, right, i32::wrapping_add),
+        (Datatype::I32, Max) => fold!(i32, left, right, std::cmp::max),
+        (Datatype::I32, Min) => fold!(i32, left, right, std::cmp::min),
+        (Datatype::I32, Band) => fold!(i32, left, right, |a, b| a & b),
+        (Datatype::I32, Bor) => fold!(i32, left, right, |a, b| a | b),
+        (Datatype::I32, Bxor) => fold!(i32, left, right, |a, b| a ^ b),
+        (Datatype::I64, Sum) => fold!(i64, left, right, i64::wrapping_add),
+        (Datatype::I64, Max) => fold!(i64, left, right, std::cmp::max),
+        (Datatype::I64, Min) => fold!(i64, left, right, std::cmp::min),
+        (Datatype::I64, Band) => fold!(i64, left, right, |a, b| a & b),
+        (Datatype::I64, Bor) => fold!(i64, left, right, |a, b| a | b),
+        (Datatype::I64, Bxor) => fold!(i64, left, right, |a, b| a ^ b),
+        (Datatype::F32 | Datatype::F64, Band | Bor | Bxor) => {
+            return Err(CollError::OpOnType {
+                call: "reduce",
+                op: op.name(),
+                dtype: dtype.name(),
+            })
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integer_ops_on_bytes() {
+        let mut a = to_bytes(&[5i32, -3, i32::MAX]);
+        let b = to_bytes(&[7i32, 2, 1]);
+        reduce_into(Datatype::I32, ReduceOp::Sum, &mut a, &b).unwrap();
+        assert_eq!(from_bytes::<i32>(&a), vec![12, -1, i32::MIN]);
+        let mut a = to_bytes(&[0b1100i64, 9]);
+        reduce_into(Datatype::I64, ReduceOp::Bxor, &mut a, &to_bytes(&[0b1010i64, 9])).unwrap();
+        assert_eq!(from_bytes::<i64>(&a), vec![0b0110, 0]);
+    }
+
+    #[test]
+    fn float_ops_and_bitwise_refused() {
+        let mut a = to_bytes(&[1.5f64, -2.0]);
+        reduce_into(Datatype::F64, ReduceOp::Max, &mut a, &to_bytes(&[1.0f64, 3.0])).unwrap();
+        assert_eq!(from_bytes::<f64>(&a), vec![1.5, 3.0]);
+        let mut a = to_bytes(&[1.0f32]);
+        let e = reduce_into(Datatype::F32, ReduceOp::Bor, &mut a, &to_bytes(&[2.0f32])).unwrap_err();
+        assert!(matches!(e, CollError::OpOnType { dtype: "f32", .. }));
+    }
+}

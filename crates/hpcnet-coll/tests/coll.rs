@@ -1,0 +1,835 @@
+//! Collectives on a simulated 8×8 torus: every result equals a reference computed here, outside
+//! the simulated data path (integers exactly, floating point bit for bit with the algorithm's
+//! order of operations); barriers hold every member until the last one entered; runs are
+//! deterministic; bad calls return errors.
+
+use hpcnet_coll::{
+    from_bytes, select, to_bytes, Algorithm, CollError, Collective, Comm, CommConfig, Datatype, HostCosts, ReduceOp,
+    TransportConfig,
+};
+use hpcnet_des::SimTime;
+use hpcnet_msg::verbs::{Machine, RunEnd};
+use hpcnet_nic::Rank;
+use hpcnet_workloads::Scenario;
+use std::cell::RefCell;
+use std::future::Future;
+use std::path::Path;
+use std::rc::Rc;
+
+fn machine() -> Machine {
+    machine_with(&[])
+}
+
+fn machine_with(overrides: &[String]) -> Machine {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/torus-8x8.toml");
+    let s = Scenario::load(&path, overrides).expect("scenario");
+    Machine::new(s.world().expect("world"))
+}
+
+/// `n` ranks spread over the torus (stride 5 is coprime with 64).
+fn spread(n: usize) -> Vec<Rank> {
+    (0..n).map(|i| Rank(((i * 5) % 64) as u32)).collect()
+}
+
+/// Run `prog` on every member of a communicator of `ranks`; per-member outputs and the run's end.
+fn run<T: 'static, Fut: Future<Output = T> + 'static>(
+    ranks: &[Rank],
+    cfg: &CommConfig,
+    prog: impl Fn(Comm) -> Fut,
+) -> (Vec<Option<T>>, RunEnd) {
+    let mut m = machine();
+    let comms = Comm::create(&m, ranks, cfg).expect("communicator");
+    let out: Rc<RefCell<Vec<Option<T>>>> = Rc::new(RefCell::new((0..ranks.len()).map(|_| None).collect()));
+    for (i, c) in comms.into_iter().enumerate() {
+        let o = out.clone();
+        let fut = prog(c);
+        m.spawn(async move {
+            let v = fut.await;
+            o.borrow_mut()[i] = Some(v);
+        });
+    }
+    let end = m.run();
+    let v = std::mem::take(&mut *out.borrow_mut());
+    (v, end)
+}
+
+fn run_ok<T: 'static, Fut: Future<Output = T> + 'static>(
+    ranks: &[Rank],
+    cfg: &CommConfig,
+    prog: impl Fn(Comm) -> Fut,
+) -> (Vec<T>, RunEnd) {
+    let (v, end) = run(ranks, cfg, prog);
+    assert_eq!(end.stuck_tasks, 0, "rank programs left waiting");
+    assert!(!end.deadlock);
+    (v.into_iter().map(|x| x.expect("finished")).collect(), end)
+}
+
+/// Deterministic pseudo-random words.
+fn mix(a: u64, b: u64) -> u64 {
+    let mut x = a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_add(0xD1B5_4A32_D192_ED03);
+    x ^= x >> 31;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^ (x >> 29)
+}
+
+/// Input bytes of member `m` for `count` elements of `dt` (floats of varied magnitude and sign,
+/// so the order of additions shows in the bits).
+fn input(dt: Datatype, m: usize, count: usize, salt: u64) -> Vec<u8> {
+    let w = |j: usize| mix(m as u64 * 7919 + salt, j as u64);
+    match dt {
+        Datatype::I32 => to_bytes(&(0..count).map(|j| w(j) as i32).collect::<Vec<_>>()),
+        Datatype::I64 => to_bytes(&(0..count).map(|j| w(j) as i64).collect::<Vec<_>>()),
+        Datatype::F32 => to_bytes(
+            &(0..count)
+                .map(|j| ((w(j) % 2_000_001) as f32 - 1e6) * 10f32.powi((w(j) >> 40) as i32 % 7 - 3))
+                .collect::<Vec<_>>(),
+        ),
+        Datatype::F64 => to_bytes(
+            &(0..count)
+                .map(|j| ((w(j) % 2_000_001) as f64 - 1e6) * 10f64.powi((w(j) >> 40) as i32 % 13 - 6))
+                .collect::<Vec<_>>(),
+        ),
+    }
+}
+
+/// `a op b` by the reference implementation (independent of the crate's).
+fn op2(dt: Datatype, op: ReduceOp, a: &[u8], b: &[u8]) -> Vec<u8> {
+    macro_rules! go {
+        ($t:ty, $f:expr) => {{
+            let f: fn($t, $t) -> $t = $f;
+            let x = from_bytes::<$t>(a);
+            let y = from_bytes::<$t>(b);
+            to_bytes(&x.iter().zip(&y).map(|(&p, &q)| f(p, q)).collect::<Vec<$t>>())
+        }};
+    }
+    use ReduceOp::*;
+    match (dt, op) {
+        (Datatype::F32, Sum) => go!(f32, |p, q| p + q),
+        (Datatype::F32, Max) => go!(f32, |p, q| if q > p { q } else { p }),
+        (Datatype::F32, Min) => go!(f32, |p, q| if q < p { q } else { p }),
+        (Datatype::F64, Sum) => go!(f64, |p, q| p + q),
+        (Datatype::F64, Max) => go!(f64, |p, q| if q > p { q } else { p }),
+        (Datatype::F64, Min) => go!(f64, |p, q| if q < p { q } else { p }),
+        (Datatype::I32, Sum) => go!(i32, |p, q| p.wrapping_add(q)),
+        (Datatype::I32, Max) => go!(i32, |p, q| p.max(q)),
+        (Datatype::I32, Min) => go!(i32, |p, q| p.min(q)),
+        (Datatype::I32, Band) => go!(i32, |p, q| p & q),
+        (Datatype::I32, Bor) => go!(i32, |p, q| p | q),
+        (Datatype::I32, Bxor) => go!(i32, |p, q| p ^ q),
+        (Datatype::I64, Sum) => go!(i64, |p, q| p.wrapping_add(q)),
+        (Datatype::I64, Max) => go!(i64, |p, q| p.max(q)),
+        (Datatype::I64, Min) => go!(i64, |p, q| p.min(q)),
+        (Datatype::I64, Band) => go!(i64, |p, q| p & q),
+        (Datatype::I64, Bor) => go!(i64, |p, q| p | q),
+        (Datatype::I64, Bxor) => go!(i64, |p, q| p ^ q),
+        _ => unreachable!("bitwise on floats is not a reference case"),
+    }
+}
+
+/// Reference of recursive doubling: fold pairs (2i, 2i+1) of the first 2r members, then a
+/// balanced tree over the remaining power of two, lower half on the left.
+fn ref_recursive_doubling(dt: Datatype, op: ReduceOp, xs: &[Vec<u8>]) -> Vec<u8> {
+    let n = xs.len();
+    let mut pof2 = 1;
+    while pof2 * 2 <= n {
+        pof2 *= 2;
+    }
+    let rem = n - pof2;
+    let ys: Vec<Vec<u8>> = (0..pof2)
+        .map(|j| {
+            if j < rem {
+                op2(dt, op, &xs[2 * j], &xs[2 * j + 1])
+            } else {
+                xs[j + rem].clone()
+            }
+        })
+        .collect();
+    fn tree(dt: Datatype, op: ReduceOp, ys: &[Vec<u8>]) -> Vec<u8> {
+        if ys.len() == 1 {
+            return ys[0].clone();
+        }
+        let h = ys.len() / 2;
+        op2(dt, op, &tree(dt, op, &ys[..h]), &tree(dt, op, &ys[h..]))
+    }
+    tree(dt, op, &ys)
+}
+
+/// Reference of the ring: block b (p nearly equal blocks of elements) is x_{b+1} op x_{b+2} op
+/// ... op x_b, left to right.
+fn ref_ring(dt: Datatype, op: ReduceOp, xs: &[Vec<u8>]) -> Vec<u8> {
+    let n = xs.len();
+    let es = dt.size();
+    let count = xs[0].len() / es;
+    let mut out = Vec::new();
+    let mut start = 0;
+    for b in 0..n {
+        let c = count / n + usize::from(b < count % n);
+        let r = start * es..(start + c) * es;
+        let mut acc = xs[(b + 1) % n][r.clone()].to_vec();
+        for k in 2..=n {
+            acc = op2(dt, op, &acc, &xs[(b + k) % n][r.clone()]);
+        }
+        out.extend(acc);
+        start += c;
+    }
+    out
+}
+
+/// Reference of the binomial reduce: the subtree of relative rank v folds in the subtrees of
+/// v + 1, v + 2, v + 4, ... (below v's lowest set bit), left to right.
+fn ref_binomial(dt: Datatype, op: ReduceOp, xs: &[Vec<u8>], root: usize) -> Vec<u8> {
+    let n = xs.len();
+    fn sub(dt: Datatype, op: ReduceOp, xs: &[Vec<u8>], root: usize, v: usize) -> Vec<u8> {
+        let n = xs.len();
+        let mut acc = xs[(v + root) % n].clone();
+        let mut mask = 1;
+        while mask < n && v & mask == 0 {
+            if v + mask < n {
+                acc = op2(dt, op, &acc, &sub(dt, op, xs, root, v + mask));
+            }
+            mask <<= 1;
+        }
+        acc
+    }
+    let _ = n;
+    sub(dt, op, xs, root, 0)
+}
+
+const ALL_CASES: &[(Datatype, ReduceOp)] = &[
+    (Datatype::I32, ReduceOp::Sum),
+    (Datatype::I32, ReduceOp::Max),
+    (Datatype::I32, ReduceOp::Min),
+    (Datatype::I32, ReduceOp::Band),
+    (Datatype::I32, ReduceOp::Bor),
+    (Datatype::I32, ReduceOp::Bxor),
+    (Datatype::I64, ReduceOp::Sum),
+    (Datatype::I64, ReduceOp::Max),
+    (Datatype::I64, ReduceOp::Min),
+    (Datatype::I64, ReduceOp::Band),
+    (Datatype::I64, ReduceOp::Bor),
+    (Datatype::I64, ReduceOp::Bxor),
+    (Datatype::F32, ReduceOp::Sum),
+    (Datatype::F32, ReduceOp::Max),
+    (Datatype::F32, ReduceOp::Min),
+    (Datatype::F64, ReduceOp::Sum),
+    (Datatype::F64, ReduceOp::Max),
+    (Datatype::F64, ReduceOp::Min),
+];
+
+/// Every datatype and operator, every allreduce algorithm (Rabenseifner combines operands as
+/// recursive doubling does, so it has the same reference), communicators of 1 to 13 members,
+/// vectors shorter than the communicator, and longer than one chunk (several chunks per message).
+#[test]
+fn allreduce_matches_reference_bit_for_bit() {
+    for n in [1usize, 2, 5, 7, 8, 13] {
+        for alg in [Algorithm::RecursiveDoubling, Algorithm::Rabenseifner, Algorithm::Ring] {
+            let counts = [1usize, 3, 37, 1100];
+            let (outs, _) = run_ok(&spread(n), &CommConfig::default(), |mut c| async move {
+                let me = c.rank();
+                let mut res = Vec::new();
+                for &count in &counts {
+                    for (k, &(dt, op)) in ALL_CASES.iter().enumerate() {
+                        let x = input(dt, me, count, k as u64);
+                        res.push(c.allreduce_bytes(dt, op, x, alg).await.expect("allreduce"));
+                    }
+                }
+                res
+            });
+            let mut i = 0;
+            for &count in &counts {
+                for (k, &(dt, op)) in ALL_CASES.iter().enumerate() {
+                    let xs: Vec<Vec<u8>> = (0..n).map(|m| input(dt, m, count, k as u64)).collect();
+                    let want = match alg {
+                        Algorithm::Ring => ref_ring(dt, op, &xs),
+                        _ => ref_recursive_doubling(dt, op, &xs),
+                    };
+                    for (m, o) in outs.iter().enumerate() {
+                        assert!(
+                            o[i] == want,
+                            "{alg:?} n={n} count={count} {dt:?} {op:?}: member {m} differs from the reference"
+                        );
+                    }
+                    i += 1;
+                }
+            }
+        }
+    }
+}
+
+/// Integer sums in any order are exact: the default selection over sizes gives the plain sum.
+#[test]
+fn allreduce_auto_integer_sum_is_exact() {
+    let n = 7;
+    let (outs, _) = run_ok(&spread(n), &CommConfig::default(), |mut c| async move {
+        let me = c.rank() as i64;
+        let mut res = Vec::new();
+        for count in [2usize, 300, 2000] {
+            let x: Vec<i64> = (0..count as i64).map(|j| j * 1000 + me).collect();
+            res.push(c.allreduce(&x, ReduceOp::Sum, Algorithm::Auto).await.unwrap());
+        }
+        res
+    });
+    for o in outs {
+        for (k, count) in [2usize, 300, 2000].into_iter().enumerate() {
+            let want: Vec<i64> = (0..count as i64).map(|j| 7 * j * 1000 + 21).collect();
+            assert_eq!(o[k], want);
+        }
+    }
+}
+
+const BCAST: [Algorithm; 4] = [
+    Algorithm::Binomial,
+    Algorithm::ScatterAllgather,
+    Algorithm::DoubleBinaryTree,
+    Algorithm::Chain,
+];
+
+/// Broadcast by every algorithm and reduce (binomial: own reference order; Rabenseifner: the
+/// recursive-doubling order) from the first, a middle and the last member as root.
+#[test]
+fn broadcast_and_reduce_from_every_kind_of_root() {
+    for n in [1usize, 2, 3, 5, 8, 13] {
+        let roots: Vec<usize> = vec![0, n / 2, n - 1];
+        let r2 = roots.clone();
+        let (outs, _) = run_ok(&spread(n), &CommConfig::default(), move |mut c| {
+            let roots = r2.clone();
+            async move {
+                let me = c.rank();
+                let mut bc = Vec::new();
+                let mut rd = Vec::new();
+                for &root in &roots {
+                    for count in [0usize, 5, 1500] {
+                        for alg in BCAST {
+                            let mut buf: Vec<i64> = if me == root {
+                                (0..count as i64).map(|j| j * 31 + root as i64).collect()
+                            } else {
+                                vec![-1; count]
+                            };
+                            c.broadcast(&mut buf, root, alg).await.unwrap();
+                            bc.push(buf);
+                        }
+                    }
+                    let x = from_bytes::<f64>(&input(Datatype::F64, me, 600, 99));
+                    rd.push(c.reduce(&x, ReduceOp::Sum, root, Algorithm::Binomial).await.unwrap());
+                    let y = from_bytes::<i32>(&input(Datatype::I32, me, 9, 98));
+                    let r = c.reduce(&y, ReduceOp::Bxor, root, Algorithm::Auto).await.unwrap();
+                    rd.push(r.map(|v| v.iter().map(|&z| z as f64).collect()));
+                    rd.push(
+                        c.reduce(&x, ReduceOp::Sum, root, Algorithm::Rabenseifner)
+                            .await
+                            .unwrap(),
+                    );
+                }
+                (bc, rd)
+            }
+        });
+        for (m, (bc, rd)) in outs.iter().enumerate() {
+            let mut i = 0;
+            for (ri, &root) in roots.iter().enumerate() {
+                for count in [0usize, 5, 1500] {
+                    let want: Vec<i64> = (0..count as i64).map(|j| j * 31 + root as i64).collect();
+                    for alg in BCAST {
+                        assert_eq!(
+                            bc[i], want,
+                            "{alg:?} broadcast n={n} root={root} count={count} member {m}"
+                        );
+                        i += 1;
+                    }
+                }
+                let (f, b, rab) = (&rd[3 * ri], &rd[3 * ri + 1], &rd[3 * ri + 2]);
+                if m == root {
+                    let xs: Vec<Vec<u8>> = (0..n).map(|k| input(Datatype::F64, k, 600, 99)).collect();
+                    let want = ref_binomial(Datatype::F64, ReduceOp::Sum, &xs, root);
+                    assert!(to_bytes(f.as_ref().unwrap()) == want, "reduce f64 n={n} root={root}");
+                    let ys: Vec<Vec<u8>> = (0..n).map(|k| input(Datatype::I32, k, 9, 98)).collect();
+                    let want = ref_binomial(Datatype::I32, ReduceOp::Bxor, &ys, root);
+                    let got: Vec<i32> = b.as_ref().unwrap().iter().map(|&z| z as i32).collect();
+                    assert_eq!(to_bytes(&got), want, "reduce bxor n={n} root={root}");
+                    let want = ref_recursive_doubling(Datatype::F64, ReduceOp::Sum, &xs);
+                    assert!(
+                        to_bytes(rab.as_ref().unwrap()) == want,
+                        "Rabenseifner reduce n={n} root={root}"
+                    );
+                } else {
+                    assert!(
+                        f.is_none() && b.is_none() && rab.is_none(),
+                        "only the root gets the reduction"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn allgather_and_alltoall_place_every_block() {
+    for n in [1usize, 2, 5, 7, 8, 13, 16] {
+        let (outs, _) = run_ok(&spread(n), &CommConfig::default(), move |mut c| async move {
+            let me = c.rank() as i32;
+            let mut res = Vec::new();
+            for b in [1usize, 3, 700] {
+                let x: Vec<i32> = (0..b as i32).map(|j| me * 100_000 + j).collect();
+                res.push(c.allgather(&x, Algorithm::Ring).await.unwrap());
+                res.push(c.allgather(&x, Algorithm::Bruck).await.unwrap());
+                let rd = c.allgather(&x, Algorithm::RecursiveDoubling).await;
+                if n.is_power_of_two() {
+                    res.push(rd.unwrap());
+                } else {
+                    assert!(matches!(rd, Err(CollError::AlgorithmLimit { .. })));
+                    res.push(res[res.len() - 1].clone());
+                }
+                let y: Vec<i32> = (0..(n * b) as i32).map(|j| me * 100_000 + j).collect();
+                res.push(c.alltoall(&y, Algorithm::Pairwise).await.unwrap());
+                res.push(c.alltoall(&y, Algorithm::Bruck).await.unwrap());
+            }
+            res
+        });
+        for (m, o) in outs.iter().enumerate() {
+            for (k, b) in [1usize, 3, 700].into_iter().enumerate() {
+                let gather: Vec<i32> = (0..n)
+                    .flat_map(|s| (0..b as i32).map(move |j| s as i32 * 100_000 + j))
+                    .collect();
+                assert_eq!(o[5 * k], gather, "ring allgather n={n} b={b} member {m}");
+                assert_eq!(o[5 * k + 1], gather, "Bruck allgather n={n} b={b} member {m}");
+                assert_eq!(
+                    o[5 * k + 2],
+                    gather,
+                    "recursive-doubling allgather n={n} b={b} member {m}"
+                );
+                // Block s of the result is block m of member s's input.
+                let a2a: Vec<i32> = (0..n)
+                    .flat_map(|s| (0..b as i32).map(move |j| s as i32 * 100_000 + (m * b) as i32 + j))
+                    .collect();
+                assert_eq!(o[5 * k + 3], a2a, "pairwise alltoall n={n} b={b} member {m}");
+                assert_eq!(o[5 * k + 4], a2a, "Bruck alltoall n={n} b={b} member {m}");
+            }
+        }
+    }
+}
+
+/// Split 16 ranks by colour (index mod 3), ordered by descending key: each part reduces over its
+/// own members only, and a member's index follows the key.
+#[test]
+fn split_communicators_reduce_over_their_members() {
+    let mut m = machine();
+    let parent = spread(16);
+    let colours: Vec<(Option<u32>, i64)> = (0..16)
+        .map(|i| (if i == 15 { None } else { Some((i % 3) as u32) }, -(i as i64)))
+        .collect();
+    let subs = Comm::split(&m, &parent, &colours, &CommConfig::default()).unwrap();
+    assert!(subs[15].is_none());
+    let out = Rc::new(RefCell::new(Vec::new()));
+    for (i, c) in subs.into_iter().enumerate() {
+        let Some(mut c) = c else { continue };
+        let o = out.clone();
+        m.spawn(async move {
+            let idx = c.rank();
+            let size = c.size();
+            let s = c
+                .allreduce(&[i as i64, 1], ReduceOp::Sum, Algorithm::Auto)
+                .await
+                .unwrap();
+            let g = c.allgather(&[i as i64], Algorithm::Ring).await.unwrap();
+            o.borrow_mut().push((i, idx, size, s, g));
+        });
+    }
+    let end = m.run();
+    assert_eq!(end.stuck_tasks, 0);
+    let out = out.borrow();
+    assert_eq!(out.len(), 15);
+    for (i, idx, size, s, g) in out.iter() {
+        let members: Vec<i64> = (0..15).filter(|j| j % 3 == i % 3).rev().map(|j| j as i64).collect();
+        assert_eq!(*size, members.len());
+        assert_eq!(members[*idx], *i as i64, "index follows the descending key");
+        assert_eq!(s, &vec![members.iter().sum::<i64>(), members.len() as i64]);
+        assert_eq!(g, &members);
+    }
+}
+
+/// Members arrive at the barrier at very different times; none leaves before the last arrived.
+#[test]
+fn barrier_holds_everyone_until_the_last_arrives() {
+    for (n, alg) in [2usize, 5, 8, 13]
+        .into_iter()
+        .flat_map(|n| [(n, Algorithm::Dissemination), (n, Algorithm::BinomialTree)])
+    {
+        let (outs, _) = run_ok(&spread(n), &CommConfig::default(), move |mut c| async move {
+            let mut times = Vec::new();
+            for round in 0..3u64 {
+                let skew = mix(c.rank() as u64, round) % 20_000;
+                c.context().sleep(SimTime::from_ns(skew)).await;
+                let enter = c.context().now();
+                c.barrier(alg).await.unwrap();
+                times.push((enter, c.context().now()));
+            }
+            times
+        });
+        for round in 0..3 {
+            let last_in = outs.iter().map(|t| t[round].0).max().unwrap();
+            let first_out = outs.iter().map(|t| t[round].1).min().unwrap();
+            assert!(
+                first_out > last_in,
+                "{alg:?} n={n} round {round}: a member left at {first_out} before the last entered at {last_in}"
+            );
+        }
+    }
+}
+
+/// Two runs of the same program give the same times and results, to the picosecond.
+#[test]
+fn runs_are_deterministic() {
+    let prog = |mut c: Comm| async move {
+        let me = c.rank();
+        let x = input(Datatype::F64, me, 2000, 5);
+        let a = c
+            .allreduce_bytes(Datatype::F64, ReduceOp::Sum, x, Algorithm::Auto)
+            .await
+            .unwrap();
+        c.barrier(Algorithm::Auto).await.unwrap();
+        let t1 = c.context().now();
+        let y: Vec<i64> = (0..(13 * 40)).collect();
+        let b = c.alltoall(&y, Algorithm::Auto).await.unwrap();
+        (a, b, t1, c.context().now())
+    };
+    let (r1, e1) = run_ok(&spread(13), &CommConfig::default(), prog);
+    let (r2, e2) = run_ok(&spread(13), &CommConfig::default(), prog);
+    assert_eq!(r1, r2);
+    assert_eq!(e1.time, e2.time);
+    assert_eq!(e1.events, e2.events);
+}
+
+/// A small window and chunk force many credit round trips; results stay correct.
+#[test]
+fn tiny_chunks_and_window_still_deliver() {
+    let cfg = CommConfig {
+        transport: TransportConfig { chunk: 64, window: 1 },
+        costs: HostCosts::default(),
+    };
+    let (outs, _) = run_ok(&spread(6), &cfg, |mut c| async move {
+        let x: Vec<i64> = (0..500).map(|j| j * (c.rank() as i64 + 1)).collect();
+        let a = c.allreduce(&x, ReduceOp::Sum, Algorithm::Ring).await.unwrap();
+        let b = c
+            .allreduce(&x, ReduceOp::Max, Algorithm::RecursiveDoubling)
+            .await
+            .unwrap();
+        (a, b)
+    });
+    for (a, b) in outs {
+        assert_eq!(a, (0..500).map(|j| j * 21).collect::<Vec<i64>>());
+        assert_eq!(b, (0..500).map(|j| j * 6).collect::<Vec<i64>>());
+    }
+}
+
+/// Host costs are charged in simulated time: a per-call cost of 10 us makes two calls take at
+/// least 20 us, and the default model is slower than no host cost at all.
+#[test]
+fn host_costs_take_simulated_time() {
+    let timed = |costs: HostCosts| {
+        let cfg = CommConfig {
+            transport: TransportConfig::default(),
+            costs,
+        };
+        let (outs, _) = run_ok(&spread(8), &cfg, |mut c| async move {
+            let t0 = c.context().now();
+            c.barrier(Algorithm::Auto).await.unwrap();
+            let x = vec![1.0f64; 4096];
+            c.allreduce(&x, ReduceOp::Sum, Algorithm::Ring).await.unwrap();
+            c.context().now() - t0
+        });
+        outs.into_iter().max().unwrap()
+    };
+    let zero = timed(HostCosts::zero());
+    let default = timed(HostCosts::default());
+    let slow = timed(HostCosts {
+        per_call: SimTime::from_us(10),
+        ..HostCosts::zero()
+    });
+    assert!(default > zero, "default {default} vs zero {zero}");
+    // Every member spends its own 2 × 10 us; at least one call's cost is on the critical path.
+    assert!(slow >= SimTime::from_us(20), "two calls of 10 us: {slow}");
+    assert!(
+        slow >= zero + SimTime::from_us(10),
+        "two calls of 10 us: {slow} vs {zero}"
+    );
+}
+
+#[test]
+fn bad_calls_are_errors_not_panics() {
+    // Bitwise operator on floats, root outside, ragged alltoall, algorithm that does not fit:
+    // refused locally, before any message.
+    let (outs, _) = run_ok(&spread(4), &CommConfig::default(), |mut c| async move {
+        let a = c
+            .allreduce(&[1.0f32], ReduceOp::Bor, Algorithm::Auto)
+            .await
+            .unwrap_err();
+        let b = c.reduce(&[1i32], ReduceOp::Sum, 4, Algorithm::Auto).await.unwrap_err();
+        let d = c.alltoall(&[1i64, 2, 3], Algorithm::Auto).await.unwrap_err();
+        let e = c.barrier(Algorithm::Ring).await.unwrap_err();
+        let f = c
+            .allreduce(&[1.5f64], ReduceOp::Bxor, Algorithm::Auto)
+            .await
+            .unwrap_err();
+        // The communicator still works after local refusals.
+        let ok = c.allreduce(&[2i32], ReduceOp::Sum, Algorithm::Auto).await.unwrap();
+        (a, b, d, e, f, ok)
+    });
+    for (a, b, d, e, f, ok) in outs {
+        assert!(
+            matches!(
+                a,
+                CollError::OpOnType {
+                    call: "allreduce",
+                    op: "bor",
+                    dtype: "f32"
+                }
+            ),
+            "{a}"
+        );
+        assert!(matches!(b, CollError::RankOutside { index: 4, size: 4, .. }), "{b}");
+        assert!(matches!(d, CollError::BadBuffer { call: "alltoall", .. }), "{d}");
+        assert!(matches!(e, CollError::Unsupported { call: "barrier", .. }), "{e}");
+        assert!(matches!(f, CollError::OpOnType { dtype: "f64", .. }), "{f}");
+        assert_eq!(ok, vec![8]);
+    }
+}
+
+/// Members that disagree on the length or the datatype: the disagreement is found when a message
+/// arrives, the member that found it reports it and aborts the communicator, and every other
+/// member returns an error too (none is left waiting, nothing panics). Later calls are refused.
+#[test]
+fn mismatched_calls_across_members_are_errors() {
+    for alg in [Algorithm::RecursiveDoubling, Algorithm::Rabenseifner, Algorithm::Ring] {
+        let (outs, end) = run(&spread(5), &CommConfig::default(), move |mut c| async move {
+            let len = if c.rank() == 2 { 4 } else { 5 };
+            let r = c.allreduce(&vec![1i64; len], ReduceOp::Sum, alg).await;
+            let again = c.barrier(Algorithm::Auto).await;
+            (r, again)
+        });
+        assert_eq!(end.stuck_tasks, 0, "{alg:?}: members left waiting");
+        let outs: Vec<_> = outs.into_iter().map(|o| o.expect("finished")).collect();
+        assert!(
+            outs.iter()
+                .any(|(r, _)| matches!(r, Err(CollError::Mismatch { call: "allreduce", .. }))),
+            "{alg:?}: no member saw the mismatch"
+        );
+        for (r, again) in &outs {
+            let e = r.as_ref().expect_err("every member fails");
+            assert!(
+                matches!(e, CollError::Mismatch { .. } | CollError::Aborted { .. }),
+                "{e}"
+            );
+            assert!(matches!(again, Err(CollError::Poisoned { .. })));
+        }
+    }
+    let (outs, end) = run(&spread(3), &CommConfig::default(), |mut c| async move {
+        if c.rank() == 0 {
+            c.allreduce(&[1i64, 2], ReduceOp::Sum, Algorithm::RecursiveDoubling)
+                .await
+                .map(|_| ())
+        } else {
+            c.allreduce(&[1.0f64, 2.0], ReduceOp::Sum, Algorithm::RecursiveDoubling)
+                .await
+                .map(|_| ())
+        }
+    });
+    assert_eq!(end.stuck_tasks, 0);
+    let errs: Vec<String> = outs
+        .iter()
+        .flatten()
+        .filter_map(|r| r.as_ref().err())
+        .map(|e| e.to_string())
+        .collect();
+    assert_eq!(errs.len(), 3, "{errs:?}");
+    assert!(
+        errs.iter().any(|e| e.contains("disagrees") && e.contains("i64")),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn bad_communicators_are_errors() {
+    let m = machine();
+    assert!(matches!(
+        Comm::create(&m, &[], &CommConfig::default()),
+        Err(CollError::BadComm(_))
+    ));
+    assert!(matches!(
+        Comm::create(&m, &[Rank(1), Rank(1)], &CommConfig::default()),
+        Err(CollError::BadComm(_))
+    ));
+    assert!(matches!(
+        Comm::create(&m, &[Rank(0), Rank(64)], &CommConfig::default()),
+        Err(CollError::BadComm(_))
+    ));
+    let cfg = CommConfig {
+        transport: TransportConfig { chunk: 0, window: 1 },
+        ..CommConfig::default()
+    };
+    assert!(matches!(Comm::create(&m, &[Rank(0)], &cfg), Err(CollError::BadComm(_))));
+}
+
+#[test]
+fn default_table() {
+    assert_eq!(select(Collective::Barrier, 0, 64), Algorithm::Dissemination);
+    assert_eq!(select(Collective::Allreduce, 8, 64), Algorithm::RecursiveDoubling);
+    assert_eq!(select(Collective::Allreduce, 64 << 10, 64), Algorithm::Rabenseifner);
+    assert_eq!(select(Collective::Allreduce, 1 << 20, 64), Algorithm::Ring);
+    assert_eq!(select(Collective::Allgather, 100, 5), Algorithm::Bruck);
+    assert_eq!(select(Collective::Allgather, 100, 8), Algorithm::RecursiveDoubling);
+    assert_eq!(select(Collective::Broadcast, 64 << 10, 64), Algorithm::ScatterAllgather);
+    assert_eq!(select(Collective::Reduce, 64 << 10, 64), Algorithm::Rabenseifner);
+    assert_eq!(select(Collective::Allgather, 1 << 20, 5), Algorithm::Ring);
+    assert_eq!(select(Collective::Broadcast, 100, 64), Algorithm::Binomial);
+    assert_eq!(select(Collective::Broadcast, 1 << 20, 64), Algorithm::Chain);
+    assert_eq!(select(Collective::Alltoall, 100, 5), Algorithm::Pairwise);
+    for c in [
+        Collective::Barrier,
+        Collective::Broadcast,
+        Collective::Reduce,
+        Collective::Allreduce,
+        Collective::Allgather,
+        Collective::Alltoall,
+        Collective::ReduceScatter,
+    ] {
+        for bytes in [0, 8, 4096, 1 << 22] {
+            for size in [1, 2, 7, 64, 1000] {
+                assert!(hpcnet_coll::implements(select(c, bytes, size), c));
+            }
+        }
+    }
+}
+
+/// Reduce-scatter (ring): member i gets block i of the reduction, integers exactly and f64 bit
+/// for bit with the ring's order (block b reduced as x_{b+1}, ..., x_b).
+#[test]
+fn reduce_scatter_matches_reference() {
+    for n in [1usize, 5, 8, 13] {
+        let (outs, _) = run_ok(&spread(n), &CommConfig::default(), move |mut c| async move {
+            let me = c.rank();
+            let x = from_bytes::<f64>(&input(Datatype::F64, me, n * 300, 7));
+            let a = c.reduce_scatter(&x, ReduceOp::Sum, Algorithm::Ring).await.unwrap();
+            let y = from_bytes::<i32>(&input(Datatype::I32, me, n * 3, 8));
+            let b = c.reduce_scatter(&y, ReduceOp::Min, Algorithm::Auto).await.unwrap();
+            (a, b)
+        });
+        let xs: Vec<Vec<u8>> = (0..n).map(|k| input(Datatype::F64, k, n * 300, 7)).collect();
+        let fx = ref_ring(Datatype::F64, ReduceOp::Sum, &xs);
+        let ys: Vec<Vec<u8>> = (0..n).map(|k| input(Datatype::I32, k, n * 3, 8)).collect();
+        let fy = ref_ring(Datatype::I32, ReduceOp::Min, &ys);
+        for (m, (a, b)) in outs.iter().enumerate() {
+            assert!(to_bytes(a) == fx[m * 2400..(m + 1) * 2400], "f64 n={n} member {m}");
+            assert_eq!(to_bytes(b), fy[m * 12..(m + 1) * 12], "i32 n={n} member {m}");
+        }
+    }
+}
+
+/// Two processes per NIC (`nic.hosts = 2`: rank r on node r / 2): the two-level allreduce folds
+/// each node's members into its leader (member order, leader on the left), runs the default
+/// algorithm among the leaders (recursive doubling for short vectors, Rabenseifner for long,
+/// same operand order), and hands the result back; bit for bit against that reference.
+#[test]
+fn two_level_allreduce_with_two_processes_per_nic() {
+    let mut m = machine_with(&["nic.hosts=2".to_string()]);
+    assert_eq!(m.world().placement().hosts(), 2);
+    // Nodes 0, 0, 5, 5, 10, 15, 20, 20, 31: three nodes with two members, three with one.
+    let ranks: Vec<Rank> = [0u32, 1, 10, 11, 20, 31, 40, 41, 63].into_iter().map(Rank).collect();
+    let place = m.world().placement();
+    let comms = Comm::create_on_nodes(&m, &ranks, |r| place.node_of(r).0, &CommConfig::default()).unwrap();
+    let out = Rc::new(RefCell::new(vec![Vec::new(); ranks.len()]));
+    const COUNTS: [usize; 2] = [3, 1100];
+    for mut c in comms {
+        let o = out.clone();
+        m.spawn(async move {
+            let me = c.rank();
+            for count in COUNTS {
+                let x = input(Datatype::F64, me, count, 31);
+                let r = c
+                    .allreduce_bytes(Datatype::F64, ReduceOp::Sum, x, Algorithm::TwoLevel)
+                    .await
+                    .unwrap();
+                o.borrow_mut()[me].push(r);
+                let y = input(Datatype::I64, me, count, 32);
+                let r = c
+                    .allreduce_bytes(Datatype::I64, ReduceOp::Bxor, y, Algorithm::TwoLevel)
+                    .await
+                    .unwrap();
+                o.borrow_mut()[me].push(r);
+            }
+        });
+    }
+    let end = m.run();
+    assert_eq!(end.stuck_tasks, 0);
+    let groups: [&[usize]; 6] = [&[0, 1], &[2, 3], &[4], &[5], &[6, 7], &[8]];
+    let out = out.borrow();
+    for (k, count) in COUNTS.into_iter().enumerate() {
+        for (j, (dt, op, salt)) in [(Datatype::F64, ReduceOp::Sum, 31), (Datatype::I64, ReduceOp::Bxor, 32)]
+            .into_iter()
+            .enumerate()
+        {
+            let ys: Vec<Vec<u8>> = groups
+                .iter()
+                .map(|g| {
+                    g[1..].iter().fold(input(dt, g[0], count, salt), |acc, &o| {
+                        op2(dt, op, &acc, &input(dt, o, count, salt))
+                    })
+                })
+                .collect();
+            let want = ref_recursive_doubling(dt, op, &ys);
+            if dt == Datatype::F64 && count > 3 {
+                // The grouping shows in the bits: a flat recursive doubling gives another sum.
+                let xs: Vec<Vec<u8>> = (0..ranks.len()).map(|mem| input(dt, mem, count, salt)).collect();
+                assert!(ref_recursive_doubling(dt, op, &xs) != want);
+            }
+            for (mem, o) in out.iter().enumerate() {
+                assert!(o[2 * k + j] == want, "two-level {dt:?} count={count} member {mem}");
+            }
+        }
+    }
+}
+
+/// The model reproduces the trade-off the default table encodes (Thakur et al. 2005): on 16
+/// members of the torus, recursive doubling beats the ring for an 8-byte allreduce (fewer
+/// rounds), and the ring and Rabenseifner beat recursive doubling for a 64 KiB one (fewer
+/// bytes per member).
+#[test]
+fn latency_and_bandwidth_algorithms_trade_places() {
+    let time = |alg: Algorithm, count: usize| {
+        let (outs, _) = run_ok(&spread(16), &CommConfig::default(), move |mut c| async move {
+            let x = vec![1.0f64; count];
+            let t0 = c.context().now();
+            c.allreduce(&x, ReduceOp::Sum, alg).await.unwrap();
+            c.context().now() - t0
+        });
+        outs.into_iter().max().unwrap()
+    };
+    assert!(time(Algorithm::RecursiveDoubling, 1) < time(Algorithm::Ring, 1));
+    let rd = time(Algorithm::RecursiveDoubling, 8192);
+    assert!(time(Algorithm::Ring, 8192) < rd);
+    assert!(time(Algorithm::Rabenseifner, 8192) < rd);
+}
+
+/// A split keeps the node placement: two halves of 16 ranks on a machine with two processes per
+/// NIC each run a two-level allreduce over their own members.
+#[test]
+fn split_on_nodes_keeps_the_placement_for_two_level() {
+    let mut m = machine_with(&["nic.hosts=2".to_string()]);
+    let place = m.world().placement();
+    let parent: Vec<Rank> = (0..16).map(Rank).collect();
+    let colours: Vec<(Option<u32>, i64)> = (0..16).map(|i| (Some(u32::from(i >= 8)), i)).collect();
+    let subs = Comm::split_on_nodes(&m, &parent, &colours, |r| place.node_of(r).0, &CommConfig::default()).unwrap();
+    let out = Rc::new(RefCell::new(Vec::new()));
+    for c in subs {
+        let mut c = c.expect("every rank has a colour");
+        let o = out.clone();
+        m.spawn(async move {
+            let me = c.ranks()[c.rank()].0 as i64;
+            let s = c.allreduce(&[me, 1], ReduceOp::Sum, Algorithm::TwoLevel).await.unwrap();
+            o.borrow_mut().push((me, s));
+        });
+    }
+    assert_eq!(m.run().stuck_tasks, 0);
+    for (me, s) in out.borrow().iter() {
+        let want = if *me < 8 { 28 } else { 92 };
+        assert_eq!(s, &vec![want, 8], "rank {me}");
+    }
+}
