@@ -2,6 +2,7 @@
 //! describing machine and workload), synthetic traffic (patterns, injection processes, packet
 //! sizes, warm-up/measurement/drain phases) and the drivers that run them and report results.
 
+pub mod coll;
 pub mod msgload;
 pub mod p2p;
 pub mod scenario;

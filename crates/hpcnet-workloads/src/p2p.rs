@@ -32,7 +32,7 @@ pub enum P2pError {
 }
 
 /// One line saying what is stuck at the end of an unfinished run.
-fn describe_stuck(end: &RunEnd) -> String {
+pub(crate) fn describe_stuck(end: &RunEnd) -> String {
     let at = end.time.as_us_f64();
     let mut s = if end.stuck_tasks > 0 {
         format!(
