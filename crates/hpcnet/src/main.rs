@@ -15,6 +15,7 @@ macro_rules! outln {
 }
 
 mod bench;
+mod coll;
 mod p2p;
 mod reproduce;
 mod run;
@@ -155,6 +156,32 @@ enum Cmd {
         #[command(flatten)]
         common: Common,
     },
+    /// Collective benchmark (IMB style) on the scenario's ranks: time per call of one collective.
+    Coll {
+        scenario: PathBuf,
+        /// The collective.
+        #[arg(long, value_enum)]
+        op: coll::OpArg,
+        /// The algorithm (auto: the default selection table, per size).
+        #[arg(long, value_enum, default_value = "auto")]
+        algorithm: coll::AlgArg,
+        /// Message sizes per rank MIN:MAX in bytes (powers of two in between), multiples of 8:
+        /// the vector (bcast, reduce, allreduce), each rank's block (allgather, reduce-scatter
+        /// result), the block to each rank (alltoall); ignored for barrier.
+        #[arg(long, default_value = coll::DEFAULT_SIZES)]
+        sizes: String,
+        /// Ranks of the communicator: N (ranks 0..N-1) or A-B [default: every rank]
+        #[arg(long)]
+        ranks: Option<String>,
+        /// Timed calls per size.
+        #[arg(long, default_value_t = 20)]
+        iterations: u64,
+        /// Untimed calls before them.
+        #[arg(long, default_value_t = 2)]
+        warmup: u64,
+        #[command(flatten)]
+        common: Common,
+    },
     /// (internal) run one bench case in this process and print its JSON line.
     #[command(hide = true)]
     BenchOne {
@@ -274,6 +301,25 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             window,
             messages,
             qps,
+            common: &common,
+        }),
+        Cmd::Coll {
+            scenario,
+            op,
+            algorithm,
+            sizes,
+            ranks,
+            iterations,
+            warmup,
+            common,
+        } => coll::coll(&coll::Args {
+            scenario: &scenario,
+            op,
+            algorithm,
+            sizes: &sizes,
+            ranks: ranks.as_deref(),
+            iterations,
+            warmup,
             common: &common,
         }),
         Cmd::Reproduce {

@@ -60,7 +60,7 @@ pub struct Args<'a> {
 pub const DEFAULT_SIZES: &str = "1:4M";
 
 /// `--sizes MIN:MAX` as (MIN, MAX), both within 1 B ..= [`MAX_MESSAGE_SIZE`].
-fn parse_range(spec: &str) -> Result<(u64, u64), Failure> {
+pub(crate) fn parse_range(spec: &str) -> Result<(u64, u64), Failure> {
     let bad = |why: String| {
         Failure::input(format!(
             "--sizes {spec}: {why} (expected MIN:MAX, e.g. 1:4M, powers of two in between; see hpcnet --help)"
@@ -82,7 +82,7 @@ fn parse_range(spec: &str) -> Result<(u64, u64), Failure> {
 }
 
 /// MIN, the powers of two between, and MAX.
-fn sizes_between(min: u64, max: u64) -> Vec<u64> {
+pub(crate) fn sizes_between(min: u64, max: u64) -> Vec<u64> {
     let mut v: Vec<u64> = sizes_up_to(max).into_iter().filter(|&s| s >= min).collect();
     if v.first() != Some(&min) {
         v.insert(0, min);

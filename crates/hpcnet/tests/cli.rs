@@ -1325,3 +1325,57 @@ fn reproduce_sensitivity_prints_one_column_pair_per_fitted_parameter() {
     // Lane rate −10 %: the 1 MB bandwidth falls by about 10 %.
     assert!(row.contains("-10.0"), "{row}");
 }
+
+#[test]
+fn coll_reports_time_per_call_and_refuses_bad_input() {
+    let v = json(&hpcnet(&[
+        "coll",
+        &torus(),
+        "--op",
+        "allreduce",
+        "--ranks",
+        "8",
+        "--sizes",
+        "8:4K",
+        "--iterations",
+        "3",
+        "--json",
+    ]));
+    assert_eq!((v["op"].as_str(), v["ranks"].as_u64()), (Some("allreduce"), Some(8)));
+    let pts = v["points"].as_array().expect("points");
+    assert_eq!(pts.len(), 10, "8 B to 4 KiB, powers of two");
+    for p in pts {
+        let (mean, min, max) = (
+            p["mean_us"].as_f64().unwrap(),
+            p["min_us"].as_f64().unwrap(),
+            p["max_us"].as_f64().unwrap(),
+        );
+        assert!(0.0 < min && min <= mean && mean <= max, "{p}");
+        assert!(p["checked_elements"].as_u64().unwrap() > 0, "results compared: {p}");
+    }
+    assert_eq!(
+        pts[0]["algorithm"], "recursive-doubling",
+        "auto resolved through the table"
+    );
+    assert_eq!(pts[9]["algorithm"], "rabenseifner");
+    assert!(v.get("resolved_scenario").is_some() && v.get("seed").is_some());
+
+    let t = torus();
+    for (args, says) in [
+        (
+            vec!["--op", "allreduce", "--algorithm", "pairwise"],
+            vec!["--algorithm pairwise", "allreduce"],
+        ),
+        (
+            vec!["--op", "allreduce", "--ranks", "65"],
+            vec!["--ranks 65", "64 ranks"],
+        ),
+        (vec!["--op", "allreduce", "--iterations", "0"], vec!["--iterations 0"]),
+        (vec!["--op", "gossip"], vec!["--op"]),
+        (vec!["--op", "allreduce", "--sizes", "12:16"], vec!["--sizes 12:16"]),
+    ] {
+        let mut a = vec!["coll", t.as_str()];
+        a.extend(args);
+        one_error_line(&hpcnet(&a), 2, &says);
+    }
+}
