@@ -1379,3 +1379,24 @@ fn coll_reports_time_per_call_and_refuses_bad_input() {
         one_error_line(&hpcnet(&a), 2, &says);
     }
 }
+
+#[test]
+fn coll_runs_that_do_not_finish_exit_1() {
+    // Node 0's cable down: the collective never completes, and no time is reported.
+    let chpp = chpp();
+    one_error_line(
+        &hpcnet(&[
+            "coll",
+            &chpp,
+            "--op",
+            "allreduce",
+            "--sizes",
+            "64:64",
+            "--json",
+            "--set",
+            "faults.failed_links=[{router=0, port=2}]",
+        ]),
+        1,
+        &["coll allreduce", "64 B per rank", "the run did not finish"],
+    );
+}
