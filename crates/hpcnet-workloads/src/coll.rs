@@ -243,6 +243,41 @@ struct Record {
     error: Option<CollError>,
 }
 
+/// Compare every member's result of the last iteration (`None`: the member did not finish it)
+/// with [`expected`]; the number of elements compared, or the first difference.
+fn compare(
+    op: CollOp,
+    ranks: &[Rank],
+    n: usize,
+    results: Vec<Option<Option<Vec<i64>>>>,
+) -> Result<u64, CollBenchError> {
+    let p = ranks.len();
+    let mut checked = 0u64;
+    for (me, got) in results.into_iter().enumerate() {
+        let rank = ranks[me];
+        let got = got.ok_or_else(|| CollBenchError::WrongResult {
+            member: me,
+            rank,
+            what: "no result".into(),
+        })?;
+        let want = expected(op, me, p, n);
+        if got != want {
+            let what = match (&got, &want) {
+                (Some(g), Some(w)) if g.len() != w.len() => format!("{} elements, expected {}", g.len(), w.len()),
+                (Some(g), Some(w)) => {
+                    let k = g.iter().zip(w).position(|(a, b)| a != b).unwrap_or(0);
+                    format!("element {k} is {}, expected {}", g[k], w[k])
+                }
+                (None, _) => "no result, expected one".into(),
+                (_, None) => "a result where none was expected".into(),
+            };
+            return Err(CollBenchError::WrongResult { member: me, rank, what });
+        }
+        checked += want.map_or(0, |w| w.len() as u64);
+    }
+    Ok(checked)
+}
+
 /// Run `op` with `algorithm` on a communicator of `ranks` of `world` (see the module
 /// documentation for the conventions) and report the timed iterations.
 ///
@@ -336,29 +371,7 @@ pub fn run_collective(
     if end.stuck_tasks > 0 || end.deadlock || end.net_in_flight > 0 {
         return Err(CollBenchError::Stuck(end));
     }
-    let mut checked = 0u64;
-    for (me, got) in rec.results.into_iter().enumerate() {
-        let rank = ranks[me];
-        let got = got.ok_or_else(|| CollBenchError::WrongResult {
-            member: me,
-            rank,
-            what: "no result".into(),
-        })?;
-        let want = expected(op, me, p, n);
-        if got != want {
-            let what = match (&got, &want) {
-                (Some(g), Some(w)) if g.len() != w.len() => format!("{} elements, expected {}", g.len(), w.len()),
-                (Some(g), Some(w)) => {
-                    let k = g.iter().zip(w).position(|(a, b)| a != b).unwrap_or(0);
-                    format!("element {k} is {}, expected {}", g[k], w[k])
-                }
-                (None, _) => "no result, expected one".into(),
-                (_, None) => "a result where none was expected".into(),
-            };
-            return Err(CollBenchError::WrongResult { member: me, rank, what });
-        }
-        checked += want.map_or(0, |w| w.len() as u64);
-    }
+    let checked = compare(op, ranks, n, rec.results)?;
     let times: Vec<f64> = (warmup as usize..total)
         .map(|i| (rec.ends[i] - rec.starts[i]).as_us_f64())
         .collect();
@@ -438,6 +451,26 @@ mod tests {
             expected(CollOp::Alltoall, 1, 2, 1),
             Some(vec![value(0, 1), value(1, 1)])
         );
+    }
+
+    #[test]
+    fn a_wrong_result_is_an_error_not_a_figure() {
+        let ranks: Vec<Rank> = (0..4).map(Rank).collect();
+        let good: Vec<_> = (0..4).map(|me| Some(expected(CollOp::Allreduce, me, 4, 3))).collect();
+        assert_eq!(compare(CollOp::Allreduce, &ranks, 3, good.clone()).unwrap(), 12);
+        let mut bad = good.clone();
+        if let Some(Some(v)) = &mut bad[2] {
+            v[1] += 1;
+        }
+        let e = compare(CollOp::Allreduce, &ranks, 3, bad).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("wrong result at member 2 (rank 2): element 1 is"),
+            "{e}"
+        );
+        let mut missing = good;
+        missing[3] = None;
+        assert!(compare(CollOp::Allreduce, &ranks, 3, missing).is_err());
     }
 
     #[test]
