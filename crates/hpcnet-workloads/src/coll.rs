@@ -287,6 +287,7 @@ fn compare(
 /// fails (e.g. recursive-doubling allgather on a communicator whose size is not a power of two);
 /// [`CollBenchError::WrongResult`] when a result differs from the reference;
 /// [`CollBenchError::Stuck`] when the run does not finish.
+#[allow(clippy::too_many_arguments)]
 pub fn run_collective(
     world: World,
     ranks: &[Rank],
@@ -295,6 +296,7 @@ pub fn run_collective(
     bytes: u64,
     iterations: u64,
     warmup: u64,
+    config: &CommConfig,
 ) -> Result<CollPoint, CollBenchError> {
     if iterations == 0 {
         return Err(CollBenchError::BadInput("iterations: needs at least 1".into()));
@@ -322,8 +324,7 @@ pub fn run_collective(
     };
     let mut m = Machine::new(world);
     let place = m.world().placement();
-    let comms = Comm::create_on_nodes(&m, ranks, |r| place.node_of(r).0, &CommConfig::default())
-        .map_err(CollBenchError::Call)?;
+    let comms = Comm::create_on_nodes(&m, ranks, |r| place.node_of(r).0, config).map_err(CollBenchError::Call)?;
     let total = (warmup + iterations) as usize;
     let rec = Rc::new(RefCell::new(Record {
         starts: vec![SimTime::ZERO; total],
@@ -409,14 +410,44 @@ mod tests {
 
     #[test]
     fn allreduce_is_timed_checked_and_deterministic() {
-        let a = run_collective(world(), &eight(), CollOp::Allreduce, Algorithm::Auto, 64, 3, 1).unwrap();
+        let a = run_collective(
+            world(),
+            &eight(),
+            CollOp::Allreduce,
+            Algorithm::Auto,
+            64,
+            3,
+            1,
+            &CommConfig::default(),
+        )
+        .unwrap();
         assert!(a.mean_us > 0.0 && a.min_us > 0.0 && a.min_us <= a.mean_us && a.mean_us <= a.max_us);
         assert_eq!(a.algorithm, "recursive-doubling");
         assert_eq!((a.ranks, a.bytes, a.iterations), (8, 64, 3));
         assert_eq!(a.checked_elements, 8 * 8, "every member's 8 elements compared");
-        let b = run_collective(world(), &eight(), CollOp::Allreduce, Algorithm::Auto, 64, 3, 1).unwrap();
+        let b = run_collective(
+            world(),
+            &eight(),
+            CollOp::Allreduce,
+            Algorithm::Auto,
+            64,
+            3,
+            1,
+            &CommConfig::default(),
+        )
+        .unwrap();
         assert_eq!(a, b, "runs are deterministic");
-        let big = run_collective(world(), &eight(), CollOp::Allreduce, Algorithm::Auto, 16 << 10, 3, 1).unwrap();
+        let big = run_collective(
+            world(),
+            &eight(),
+            CollOp::Allreduce,
+            Algorithm::Auto,
+            16 << 10,
+            3,
+            1,
+            &CommConfig::default(),
+        )
+        .unwrap();
         assert!(big.mean_us > a.mean_us, "{} us vs {} us", big.mean_us, a.mean_us);
         assert_eq!(big.algorithm, "rabenseifner");
     }
@@ -425,7 +456,7 @@ mod tests {
     fn every_op_matches_its_reference() {
         let ranks: Vec<Rank> = (0..6).map(|i| Rank(i * 5)).collect();
         for op in CollOp::ALL {
-            let pt = run_collective(world(), &ranks, op, Algorithm::Auto, 32, 1, 0)
+            let pt = run_collective(world(), &ranks, op, Algorithm::Auto, 32, 1, 0, &CommConfig::default())
                 .unwrap_or_else(|e| panic!("{}: {e}", op.name()));
             let per_member = match op {
                 CollOp::Barrier => 0,
@@ -436,7 +467,17 @@ mod tests {
             let root = if op == CollOp::Reduce { 4 } else { 0 };
             assert_eq!(pt.checked_elements, 6 * per_member + root, "{}", op.name());
         }
-        let pt = run_collective(world(), &ranks, CollOp::Bcast, Algorithm::Chain, 256, 2, 0).unwrap();
+        let pt = run_collective(
+            world(),
+            &ranks,
+            CollOp::Bcast,
+            Algorithm::Chain,
+            256,
+            2,
+            0,
+            &CommConfig::default(),
+        )
+        .unwrap();
         assert_eq!(pt.algorithm, "chain");
     }
 
@@ -475,7 +516,7 @@ mod tests {
 
     #[test]
     fn bad_requests_are_errors() {
-        let r = |op, alg, bytes, it| run_collective(world(), &eight(), op, alg, bytes, it, 0);
+        let r = |op, alg, bytes, it| run_collective(world(), &eight(), op, alg, bytes, it, 0, &CommConfig::default());
         let e = r(CollOp::Allreduce, Algorithm::Auto, 64, 0).unwrap_err();
         assert!(e.is_bad_input() && e.to_string().contains("iterations"), "{e}");
         let e = r(CollOp::Alltoall, Algorithm::Ring, 64, 1).unwrap_err();
@@ -486,7 +527,59 @@ mod tests {
         let e = r(CollOp::Allreduce, Algorithm::Auto, 12, 1).unwrap_err();
         assert!(e.is_bad_input(), "{e}");
         let odd: Vec<Rank> = (0..6).map(Rank).collect();
-        let e = run_collective(world(), &odd, CollOp::Allgather, Algorithm::RecursiveDoubling, 64, 1, 0).unwrap_err();
+        let e = run_collective(
+            world(),
+            &odd,
+            CollOp::Allgather,
+            Algorithm::RecursiveDoubling,
+            64,
+            1,
+            0,
+            &CommConfig::default(),
+        )
+        .unwrap_err();
         assert!(e.is_bad_input(), "{e}");
+    }
+
+    #[test]
+    fn the_scenario_coll_section_sets_host_costs_and_refuses_bad_values() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/torus-8x8.toml");
+        let load = |sets: &[&str]| {
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            Scenario::load(&path, &sets)
+        };
+        let time = |sc: Scenario| {
+            let cfg = sc.coll.comm_config();
+            let w = sc.world().expect("world");
+            run_collective(
+                w,
+                &eight(),
+                CollOp::Allreduce,
+                Algorithm::RecursiveDoubling,
+                64,
+                2,
+                0,
+                &cfg,
+            )
+            .expect("runs")
+            .mean_us
+        };
+        let base = load(&[]).expect("loads");
+        assert_eq!(base.coll.comm_config(), CommConfig::default());
+        let slow = load(&["coll.per_call=\"5 us\""]).expect("loads");
+        assert_eq!(slow.coll.per_call, SimTime::from_us(5));
+        // Every rank pays the per-call cost once per call (partly hidden behind the others'
+        // waits): 4.8 us more per call shows as most of that.
+        let (t0, t1) = (time(base), time(slow));
+        assert!(t1 > t0 + 3.0 && t1 < t0 + 10.0, "{t0} -> {t1}");
+        for (set, key) in [
+            ("coll.window=0", "coll.window"),
+            ("coll.chunk=\"12 B\"", "coll.chunk"),
+            ("coll.reduce_rate.f64=\"0 Gb/s\"", "coll.reduce_rate.f64"),
+            ("coll.bogus=1", "coll"),
+        ] {
+            let e = load(&[set]).expect_err(set);
+            assert!(e.to_string().contains(key), "{set}: {e}");
+        }
     }
 }

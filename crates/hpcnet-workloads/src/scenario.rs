@@ -6,7 +6,7 @@
 //! Every failure becomes one [`ScenarioError`] naming the file, the key path and the reason.
 
 use crate::traffic::TrafficConfig;
-use hpcnet_des::SimTime;
+use hpcnet_des::{BitsPerSec, Bytes, SimTime};
 use hpcnet_fabric::config::{
     FaultConfig, LinkConfig, LinkOverride, PacketConfig, RouterConfig, RoutingConfig, VcSelect,
 };
@@ -61,6 +61,143 @@ impl Default for SimConfig {
     }
 }
 
+/// `[coll]`: host software costs and transport settings of the collectives library
+/// (`hpcnet-coll`). Defaults and their sources: [`hpcnet_coll::HostCosts`],
+/// [`hpcnet_coll::TransportConfig`].
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CollSettings {
+    /// Entering a collective (default 200 ns).
+    #[serde(default = "d_per_call")]
+    pub per_call: SimTime,
+    /// Building and posting one work request (default 100 ns).
+    #[serde(default = "d_per_post")]
+    pub per_post: SimTime,
+    /// Taking one completion (default 50 ns).
+    #[serde(default = "d_per_poll")]
+    pub per_poll: SimTime,
+    /// Copying bytes to and from the registered buffers (default 80 Gb/s).
+    #[serde(default = "d_copy_rate")]
+    pub copy_rate: BitsPerSec,
+    /// Reduction rate per datatype, in bits of one operand per second (default 32 Gb/s each).
+    #[serde(default)]
+    pub reduce_rate: ReduceRates,
+    /// Largest payload of one transport chunk (default 4 KiB).
+    #[serde(default = "d_chunk")]
+    pub chunk: Bytes,
+    /// Chunks in flight per ordered pair of members (default 4).
+    #[serde(default = "d_window")]
+    pub window: u32,
+}
+
+/// `[coll.reduce_rate]`: reduction rate per datatype.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ReduceRates {
+    #[serde(default = "d_reduce_rate")]
+    pub f32: BitsPerSec,
+    #[serde(default = "d_reduce_rate")]
+    pub f64: BitsPerSec,
+    #[serde(default = "d_reduce_rate")]
+    pub i32: BitsPerSec,
+    #[serde(default = "d_reduce_rate")]
+    pub i64: BitsPerSec,
+}
+
+fn d_per_call() -> SimTime {
+    hpcnet_coll::HostCosts::default().per_call
+}
+fn d_per_post() -> SimTime {
+    hpcnet_coll::HostCosts::default().per_post
+}
+fn d_per_poll() -> SimTime {
+    hpcnet_coll::HostCosts::default().per_poll
+}
+fn d_copy_rate() -> BitsPerSec {
+    hpcnet_coll::HostCosts::default().copy_rate
+}
+fn d_reduce_rate() -> BitsPerSec {
+    hpcnet_coll::HostCosts::default().reduce_rate[0]
+}
+fn d_chunk() -> Bytes {
+    Bytes(hpcnet_coll::TransportConfig::default().chunk as u64)
+}
+fn d_window() -> u32 {
+    hpcnet_coll::TransportConfig::default().window as u32
+}
+
+impl Default for ReduceRates {
+    fn default() -> Self {
+        let r = d_reduce_rate();
+        ReduceRates {
+            f32: r,
+            f64: r,
+            i32: r,
+            i64: r,
+        }
+    }
+}
+
+impl Default for CollSettings {
+    fn default() -> Self {
+        CollSettings {
+            per_call: d_per_call(),
+            per_post: d_per_post(),
+            per_poll: d_per_poll(),
+            copy_rate: d_copy_rate(),
+            reduce_rate: ReduceRates::default(),
+            chunk: d_chunk(),
+            window: d_window(),
+        }
+    }
+}
+
+impl CollSettings {
+    /// Reject settings the library cannot run with: (key, reason).
+    fn validate(&self) -> Result<(), (String, String)> {
+        let rates = [
+            ("coll.copy_rate", self.copy_rate),
+            ("coll.reduce_rate.f32", self.reduce_rate.f32),
+            ("coll.reduce_rate.f64", self.reduce_rate.f64),
+            ("coll.reduce_rate.i32", self.reduce_rate.i32),
+            ("coll.reduce_rate.i64", self.reduce_rate.i64),
+        ];
+        for (k, r) in rates {
+            if r.0 == 0 {
+                return Err((k.into(), "must be faster than 0 b/s".into()));
+            }
+        }
+        if !(8..=(1 << 20)).contains(&self.chunk.0) || !self.chunk.0.is_multiple_of(8) {
+            return Err((
+                "coll.chunk".into(),
+                format!("must be a multiple of 8 B from 8 B to 1 MiB, got {}", self.chunk),
+            ));
+        }
+        if !(1..=1024).contains(&self.window) {
+            return Err(("coll.window".into(), format!("must be 1 to 1024, got {}", self.window)));
+        }
+        Ok(())
+    }
+
+    /// The communicator configuration these settings describe.
+    pub fn comm_config(&self) -> hpcnet_coll::CommConfig {
+        let r = &self.reduce_rate;
+        hpcnet_coll::CommConfig {
+            transport: hpcnet_coll::TransportConfig {
+                chunk: self.chunk.0 as usize,
+                window: self.window as usize,
+            },
+            costs: hpcnet_coll::HostCosts {
+                per_call: self.per_call,
+                per_post: self.per_post,
+                per_poll: self.per_poll,
+                copy_rate: self.copy_rate,
+                reduce_rate: [r.f32, r.f64, r.i32, r.i64],
+            },
+        }
+    }
+}
+
 /// The scenario file as written.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -91,6 +228,9 @@ pub struct ScenarioFile {
     /// NIC of every node (point-to-point benchmarks, message library); defaults apply if absent.
     #[serde(default)]
     pub nic: Option<NicConfig>,
+    /// Collectives library (host software costs, transport); defaults apply if absent.
+    #[serde(default)]
+    pub coll: Option<CollSettings>,
     #[serde(default)]
     pub sim: SimConfig,
 }
@@ -105,6 +245,7 @@ pub struct Scenario {
     pub fabric: FabricConfig,
     pub traffic: TrafficConfig,
     pub nic: NicConfig,
+    pub coll: CollSettings,
 }
 
 /// A scenario problem: where (file and key) and why. Displays as one line.
@@ -295,6 +436,8 @@ impl Scenario {
                 ));
             }
         }
+        let coll = parsed.coll.clone().unwrap_or_default();
+        coll.validate().map_err(|(k, r)| ScenarioError::new(file, k, r))?;
         let sim = &parsed.sim;
         if sim.measure == SimTime::ZERO {
             return Err(ScenarioError::new(file, "sim.measure", "must be longer than 0"));
@@ -323,6 +466,7 @@ impl Scenario {
             fabric,
             traffic,
             nic,
+            coll,
         })
     }
 
@@ -352,6 +496,7 @@ impl Scenario {
         f.routing = Some(self.fabric.routing.clone());
         f.traffic = Some(self.traffic.clone());
         f.nic = Some(self.nic.clone());
+        f.coll = Some(self.coll.clone());
         serde_json::to_value(&f).expect("scenario serialises")
     }
 }

@@ -168,6 +168,7 @@ pub fn coll(args: &Args) -> Result<(), Failure> {
     };
     let sc = load(args.scenario, args.common)?;
     let probe = sc.world().map_err(Failure::input)?;
+    let config = sc.coll.comm_config();
     let ranks = parse_ranks(args.ranks, probe.ranks() as u32)?;
     // The model moves real bytes: every member holds its input and its result.
     let p = ranks.len() as u64;
@@ -188,7 +189,7 @@ pub fn coll(args: &Args) -> Result<(), Failure> {
     let mut points: Vec<CollPoint> = Vec::new();
     for &bytes in &sizes {
         let world = sc.world().map_err(Failure::input)?;
-        let p = run_collective(world, &ranks, op, alg, bytes, args.iterations, args.warmup).map_err(|e| {
+        let p = run_collective(world, &ranks, op, alg, bytes, args.iterations, args.warmup, &config).map_err(|e| {
             let what = format!(
                 "{}: coll {} --algorithm {}, {} per rank, {} ranks: {e}",
                 sc.source,
