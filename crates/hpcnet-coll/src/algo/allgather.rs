@@ -2,6 +2,7 @@
 
 use crate::transport::{Call, Transport};
 use crate::CollError;
+use std::ops::Range;
 
 /// Ring allgather: in step s member i forwards block i − s to i + 1 and receives block
 /// i − s − 1 from i − 1; p − 1 steps of one block each.
@@ -10,17 +11,36 @@ pub(crate) async fn ring(t: &mut Transport, call: &Call, mine: &[u8]) -> Result<
     let b = mine.len();
     let mut out = vec![0u8; n * b];
     out[me * b..(me + 1) * b].copy_from_slice(mine);
-    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    let ranges: Vec<Range<usize>> = (0..n).map(|k| k * b..(k + 1) * b).collect();
+    ring_pass(t, call, &mut out, &ranges, me, (me + 1) % n, (me + n - 1) % n).await?;
+    Ok(out)
+}
+
+/// The ring pass of an allgather, shared by the ring allgather, the ring allreduce's second
+/// half and the scatter + allgather broadcast: the member at ring position `pos` holds block
+/// `pos` of `buf` (blocks `ranges`, indexed by ring position); in step s it forwards block
+/// pos − s to `right` and receives block pos − s − 1 from `left`. After p − 1 steps every block
+/// is in place.
+pub(crate) async fn ring_pass(
+    t: &mut Transport,
+    call: &Call,
+    buf: &mut [u8],
+    ranges: &[Range<usize>],
+    pos: usize,
+    right: usize,
+    left: usize,
+) -> Result<(), CollError> {
+    let n = ranges.len();
     for s in 0..n.saturating_sub(1) {
-        let sb = (me + n - s) % n;
-        let rb = (me + 2 * n - s - 1) % n;
+        let sb = (pos + n - s) % n;
+        let rb = (pos + 2 * n - s - 1) % n;
         let got = t
-            .exchange(call, &[(right, &out[sb * b..(sb + 1) * b])], &[(left, b)])
+            .exchange(call, &[(right, &buf[ranges[sb].clone()])], &[(left, ranges[rb].len())])
             .await?
             .remove(0);
-        out[rb * b..(rb + 1) * b].copy_from_slice(&got);
+        buf[ranges[rb].clone()].copy_from_slice(&got);
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Bruck's allgather (Bruck et al., IEEE TPDS 1997; Thakur et al. 2005, section 4.1): member i

@@ -204,16 +204,7 @@ pub(crate) async fn ring(
     let (n, me) = (t.size(), t.me());
     let ranges = block_ranges(dtype, acc.len(), n);
     ring_phase(t, call, dtype, op, &mut acc, &ranges).await?;
-    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
-    for s in 0..n.saturating_sub(1) {
-        let sb = (me + n - s) % n;
-        let rb = (me + 2 * n - s - 1) % n;
-        let got = t
-            .exchange(call, &[(right, &acc[ranges[sb].clone()])], &[(left, ranges[rb].len())])
-            .await?
-            .remove(0);
-        acc[ranges[rb].clone()].copy_from_slice(&got);
-    }
+    super::allgather::ring_pass(t, call, &mut acc, &ranges, me, (me + 1) % n, (me + n - 1) % n).await?;
     Ok(acc)
 }
 

@@ -100,21 +100,8 @@ pub(crate) async fn scatter_allgather(
     }
     let sends: Vec<(usize, &[u8])> = children.iter().map(|(c, r)| (*c, &buf[r.clone()])).collect();
     t.exchange(call, &sends, &[]).await?;
-    let (right, left) = (abs(v + 1), abs(v + n - 1));
-    for s in 0..n.saturating_sub(1) {
-        let sb = (v + n - s) % n;
-        let rb = (v + 2 * n - s - 1) % n;
-        let got = t
-            .exchange(
-                call,
-                &[(right, &buf[span(sb, sb + 1)])],
-                &[(left, span(rb, rb + 1).len())],
-            )
-            .await?
-            .remove(0);
-        buf[span(rb, rb + 1)].copy_from_slice(&got);
-    }
-    Ok(())
+    let ranges: Vec<_> = (0..n).map(|k| span(k, k + 1)).collect();
+    super::allgather::ring_pass(t, call, buf, &ranges, v, abs(v + 1), abs(v + n - 1)).await
 }
 
 /// Parent and children of positions 1..=m in a balanced in-order binary tree (the root is the
