@@ -408,46 +408,37 @@ mod tests {
         (0..8).map(Rank).collect()
     }
 
-    #[test]
-    fn allreduce_is_timed_checked_and_deterministic() {
-        let a = run_collective(
+    /// `run_collective` on a fresh torus-8x8 world with the default library settings.
+    fn run(
+        ranks: &[Rank],
+        op: CollOp,
+        alg: Algorithm,
+        bytes: u64,
+        iterations: u64,
+        warmup: u64,
+    ) -> Result<CollPoint, CollBenchError> {
+        run_collective(
             world(),
-            &eight(),
-            CollOp::Allreduce,
-            Algorithm::Auto,
-            64,
-            3,
-            1,
+            ranks,
+            op,
+            alg,
+            bytes,
+            iterations,
+            warmup,
             &CommConfig::default(),
         )
-        .unwrap();
+    }
+
+    #[test]
+    fn allreduce_is_timed_checked_and_deterministic() {
+        let a = run(&eight(), CollOp::Allreduce, Algorithm::Auto, 64, 3, 1).unwrap();
         assert!(a.mean_us > 0.0 && a.min_us > 0.0 && a.min_us <= a.mean_us && a.mean_us <= a.max_us);
         assert_eq!(a.algorithm, "recursive-doubling");
         assert_eq!((a.ranks, a.bytes, a.iterations), (8, 64, 3));
         assert_eq!(a.checked_elements, 8 * 8, "every member's 8 elements compared");
-        let b = run_collective(
-            world(),
-            &eight(),
-            CollOp::Allreduce,
-            Algorithm::Auto,
-            64,
-            3,
-            1,
-            &CommConfig::default(),
-        )
-        .unwrap();
+        let b = run(&eight(), CollOp::Allreduce, Algorithm::Auto, 64, 3, 1).unwrap();
         assert_eq!(a, b, "runs are deterministic");
-        let big = run_collective(
-            world(),
-            &eight(),
-            CollOp::Allreduce,
-            Algorithm::Auto,
-            16 << 10,
-            3,
-            1,
-            &CommConfig::default(),
-        )
-        .unwrap();
+        let big = run(&eight(), CollOp::Allreduce, Algorithm::Auto, 16 << 10, 3, 1).unwrap();
         assert!(big.mean_us > a.mean_us, "{} us vs {} us", big.mean_us, a.mean_us);
         assert_eq!(big.algorithm, "rabenseifner");
     }
@@ -456,8 +447,7 @@ mod tests {
     fn every_op_matches_its_reference() {
         let ranks: Vec<Rank> = (0..6).map(|i| Rank(i * 5)).collect();
         for op in CollOp::ALL {
-            let pt = run_collective(world(), &ranks, op, Algorithm::Auto, 32, 1, 0, &CommConfig::default())
-                .unwrap_or_else(|e| panic!("{}: {e}", op.name()));
+            let pt = run(&ranks, op, Algorithm::Auto, 32, 1, 0).unwrap_or_else(|e| panic!("{}: {e}", op.name()));
             let per_member = match op {
                 CollOp::Barrier => 0,
                 CollOp::Reduce => 0,
@@ -467,17 +457,7 @@ mod tests {
             let root = if op == CollOp::Reduce { 4 } else { 0 };
             assert_eq!(pt.checked_elements, 6 * per_member + root, "{}", op.name());
         }
-        let pt = run_collective(
-            world(),
-            &ranks,
-            CollOp::Bcast,
-            Algorithm::Chain,
-            256,
-            2,
-            0,
-            &CommConfig::default(),
-        )
-        .unwrap();
+        let pt = run(&ranks, CollOp::Bcast, Algorithm::Chain, 256, 2, 0).unwrap();
         assert_eq!(pt.algorithm, "chain");
     }
 
@@ -516,7 +496,7 @@ mod tests {
 
     #[test]
     fn bad_requests_are_errors() {
-        let r = |op, alg, bytes, it| run_collective(world(), &eight(), op, alg, bytes, it, 0, &CommConfig::default());
+        let r = |op, alg, bytes, it| run(&eight(), op, alg, bytes, it, 0);
         let e = r(CollOp::Allreduce, Algorithm::Auto, 64, 0).unwrap_err();
         assert!(e.is_bad_input() && e.to_string().contains("iterations"), "{e}");
         let e = r(CollOp::Alltoall, Algorithm::Ring, 64, 1).unwrap_err();
@@ -527,17 +507,7 @@ mod tests {
         let e = r(CollOp::Allreduce, Algorithm::Auto, 12, 1).unwrap_err();
         assert!(e.is_bad_input(), "{e}");
         let odd: Vec<Rank> = (0..6).map(Rank).collect();
-        let e = run_collective(
-            world(),
-            &odd,
-            CollOp::Allgather,
-            Algorithm::RecursiveDoubling,
-            64,
-            1,
-            0,
-            &CommConfig::default(),
-        )
-        .unwrap_err();
+        let e = run(&odd, CollOp::Allgather, Algorithm::RecursiveDoubling, 64, 1, 0).unwrap_err();
         assert!(e.is_bad_input(), "{e}");
     }
 
