@@ -50,6 +50,7 @@ pub mod loggp;
 pub mod plot;
 pub mod report;
 pub mod sensitivity;
+pub mod sunway_coll;
 pub mod sunway_rdma_bandwidth;
 
 pub use report::{Fitted, Role, Row, StudyFailure, StudyReport};
@@ -137,6 +138,9 @@ pub fn all() -> Vec<&'static dyn Study> {
         &chpp_latency::ChppLatency,
         &chpp_bandwidth::ChppBandwidth,
         &chpp_vf_fairness::ChppVfFairness,
+        &sunway_coll::BARRIER,
+        &sunway_coll::ALLREDUCE,
+        &sunway_coll::BCAST,
     ]
 }
 
@@ -392,10 +396,11 @@ mod tests {
     fn unknown_study_lists_the_known_ones() {
         let err = find("nope").err().expect("unknown");
         assert!(matches!(err, StudyError::Unknown { .. }));
+        let names: Vec<_> = all().iter().map(|s| s.name()).collect();
+        assert!(names.len() >= 9 && names.contains(&"sunway-bcast"), "{names:?}");
         assert_eq!(
             err.to_string(),
-            "unknown study 'nope'; known studies: loggp, chpp-crossbar, sunway-rdma-bandwidth, chpp-latency, \
-             chpp-bandwidth, chpp-vf-fairness"
+            format!("unknown study 'nope'; known studies: {}", names.join(", "))
         );
     }
 }
