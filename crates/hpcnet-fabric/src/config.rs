@@ -262,6 +262,29 @@ pub enum Selection {
     Deterministic,
     /// The candidate with most downstream credits.
     Adaptive,
+    /// Oblivious: a port drawn per packet and hop from the packet's random bits (drawn at
+    /// injection from the run's seeded stream), whatever the destination or the load.
+    Random,
+}
+
+/// Direction of a dimension-order step in a ring of even size `k` when the destination is
+/// exactly `k/2` away (both ways are minimal).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum TieRule {
+    /// Always the plus way. Uniform traffic then loads the plus links (k+2)/8 per unit of
+    /// injected load and the minus links (k−2)/8, instead of k/8 each: the throughput bound
+    /// falls by k/(k+2), to 0.8 on an 8-ary ring.
+    Positive,
+    /// Per packet and dimension, from the packet's random bits (seeded stream): balanced on
+    /// average, but packets of one source–destination pair may take different ways (and
+    /// arrive out of order).
+    Random,
+    /// By a fixed rule: the plus way from an even coordinate, the minus way from an odd one.
+    /// For every ring, half the sources at each distance `k/2` go each way, so uniform traffic
+    /// loads both directions equally, and all packets of one pair take one path (in order).
+    #[default]
+    Balanced,
 }
 
 /// `[routing]`: the routing algorithm; which ones apply depends on the topology.
@@ -272,11 +295,17 @@ pub enum RoutingConfig {
     DimensionOrder {
         #[serde(default)]
         deadlock: DeadlockAvoidance,
+        /// Direction at a distance of exactly k/2 (default `balanced`).
+        #[serde(default)]
+        tie: TieRule,
     },
     /// Torus/mesh: minimal adaptive on VCs ≥ 1 (≥ 2 with dateline) with a dimension-order escape.
     MinimalAdaptive {
         #[serde(default)]
         deadlock: DeadlockAvoidance,
+        /// Direction of the dimension-order escape at a distance of exactly k/2.
+        #[serde(default)]
+        tie: TieRule,
     },
     /// Trees (fat tree, leaf–spine, generalized fat tree): up*/down* with deterministic or
     /// adaptive choice of the up port.
@@ -303,6 +332,7 @@ impl RoutingConfig {
         match shape {
             Shape::Torus { .. } | Shape::Hypercube { .. } => RoutingConfig::DimensionOrder {
                 deadlock: DeadlockAvoidance::Bubble,
+                tie: TieRule::default(),
             },
             Shape::FatTree { .. } | Shape::LeafSpine { .. } | Shape::GeneralizedFatTree { .. } => {
                 RoutingConfig::UpDown {
@@ -316,6 +346,7 @@ impl RoutingConfig {
             // needs no tables; with one router there is no cycle, hence no deadlock scheme.
             Shape::Crossbar { .. } => RoutingConfig::DimensionOrder {
                 deadlock: DeadlockAvoidance::None,
+                tie: TieRule::default(),
             },
         }
     }
@@ -485,9 +516,11 @@ impl FabricConfig {
         let need_vcs = match &self.routing {
             RoutingConfig::DimensionOrder {
                 deadlock: DeadlockAvoidance::Dateline,
+                ..
             } if wrap => 2,
             RoutingConfig::MinimalAdaptive {
                 deadlock: DeadlockAvoidance::Dateline,
+                ..
             } => 3,
             RoutingConfig::MinimalAdaptive { .. } => 2,
             RoutingConfig::Minimal => 3,
@@ -507,9 +540,11 @@ impl FabricConfig {
         }
         if let RoutingConfig::DimensionOrder {
             deadlock: DeadlockAvoidance::Bubble,
+            ..
         }
         | RoutingConfig::MinimalAdaptive {
             deadlock: DeadlockAvoidance::Bubble,
+            ..
         } = &self.routing
         {
             if wrap && u64::from(r.private_credits) < 2 * need {

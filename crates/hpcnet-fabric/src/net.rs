@@ -247,6 +247,11 @@ pub struct Network {
     bubble_credits: u32,
     /// Round-robin VC class of the next injection (`vc_select = "round_robin"`), in 0..251.
     next_class: u64,
+    /// Key of the packets' random bits (from the run's seed, [`Network::set_seed`]) and the
+    /// injections of each node so far: a packet's bits are a hash of (key, source, count), a
+    /// stream per source, so they do not depend on the order in which sources inject.
+    salt_key: u64,
+    injections: Vec<u32>,
     stats: NetStats,
     /// Time of the last packet movement (watchdog).
     last_progress: SimTime,
@@ -439,6 +444,8 @@ impl Network {
             free_ids: Vec::new(),
             bubble_credits,
             next_class: 0,
+            salt_key: salt_key(0),
+            injections: Vec::new(),
             stats: NetStats::default(),
             last_progress: SimTime::ZERO,
             drops: Vec::new(),
@@ -447,6 +454,24 @@ impl Network {
 
     pub fn config(&self) -> &FabricConfig {
         &self.cfg
+    }
+
+    /// Seed the packets' random bits ([`Packet::salt`], used by oblivious routing choices) from
+    /// the run's seed. Without it the seed is 0.
+    pub fn set_seed(&mut self, seed: u64) {
+        self.salt_key = salt_key(seed);
+    }
+
+    /// The next random bits of a packet from `src`.
+    #[cold]
+    fn draw_salt(&mut self, src: NodeId) -> u8 {
+        if self.injections.len() != self.topo.nodes.len() {
+            self.injections.resize(self.topo.nodes.len(), 0);
+        }
+        let count = &mut self.injections[src.index()];
+        *count = count.wrapping_add(1);
+        let z = mix64(self.salt_key ^ ((src.0 as u64) << 32 | *count as u64));
+        (z >> 56) as u8
     }
 
     pub fn rails(&self) -> u8 {
@@ -620,6 +645,9 @@ impl Network {
         // Injections modulo 251 (a prime, so classes spread over any VC count), counted without
         // a division per packet.
         self.next_class = if self.next_class == 250 { 0 } else { self.next_class + 1 };
+        if self.routing.needs_salt() {
+            pkt.salt = self.draw_salt(pkt.src);
+        }
         if let Err(reason) = self.routing.on_inject(&self.topo, &mut pkt, class) {
             // A node whose cable is down loses what it sends, like any dropped packet (counted
             // as injected and dropped, so `injected = delivered + dropped + in flight` holds).
@@ -1353,6 +1381,19 @@ impl Queues {
         Some(h)
     }
 }
+/// Key of a run's packet random bits: SplitMix64 of the seed and a constant naming the stream.
+fn salt_key(seed: u64) -> u64 {
+    mix64(seed ^ 0x5A17_0F0B_110A_u64)
+}
+
+/// SplitMix64 finaliser.
+fn mix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 #[cfg(test)]
 #[path = "net_tests.rs"]
 mod tests;

@@ -9,7 +9,7 @@
 use super::*;
 use crate::config::{
     DeadlockAvoidance, Encoding, FailedLink, FaultConfig, LinkConfig, NodeInjection, PacketConfig, RouterConfig,
-    RoutingConfig, VcSelect,
+    RoutingConfig, TieRule, VcSelect,
 };
 use crate::topology::{build, CrossbarConfig, GridConfig, TopologyConfig};
 use hpcnet_des::Bytes;
@@ -54,7 +54,10 @@ fn fabric(routing: RoutingConfig, vcs: u8, private_credits: u32) -> FabricConfig
 }
 
 fn dor(deadlock: DeadlockAvoidance) -> RoutingConfig {
-    RoutingConfig::DimensionOrder { deadlock }
+    RoutingConfig::DimensionOrder {
+        deadlock,
+        tie: TieRule::Positive,
+    }
 }
 
 fn grid(k: &[u32], concentration: u32, wrap: bool) -> Topology {

@@ -39,6 +39,10 @@ pub struct Packet {
     /// Router traversals so far.
     pub hops: u16,
     pub(crate) last_dim: u8,
+    /// Random bits for oblivious routing choices (the direction of a k/2 tie under the
+    /// `random` tie rule, the start of a `random` port selection), drawn by the network at
+    /// injection from the run's seeded stream when the routing uses them; 0 otherwise.
+    pub salt: u8,
     pub(crate) flags: u8,
     /// Credits the packet occupies in a buffer.
     pub(crate) credits: u16,
@@ -71,6 +75,7 @@ impl Packet {
             vc: 0,
             hops: 0,
             last_dim: NO_DIM,
+            salt: 0,
             flags: 0,
             credits: 0,
             shared_used: 0,

@@ -19,7 +19,7 @@
 //!   so far, which is deadlock-free when VCs ≥ diameter.
 //! - **Source**: the deterministic path is computed at injection and carried in the packet.
 
-use crate::config::{ConfigError, DeadlockAvoidance, RoutingConfig, Selection};
+use crate::config::{ConfigError, DeadlockAvoidance, RoutingConfig, Selection, TieRule};
 use crate::packet::{Packet, F_CROSSED, F_ESCAPE, NO_DIM};
 use crate::topology::{NodeId, Peer, PortIdx, PortKind, RouterId, Shape, Topology};
 use serde::Serialize;
@@ -67,8 +67,8 @@ impl CreditView for Idle {
 
 #[derive(Clone, Debug)]
 enum Algo {
-    Dor { deadlock: DeadlockAvoidance },
-    Adaptive { deadlock: DeadlockAvoidance },
+    Dor { deadlock: DeadlockAvoidance, tie: TieRule },
+    Adaptive { deadlock: DeadlockAvoidance, tie: TieRule },
     Tree { selection: Selection },
     Minimal,
 }
@@ -125,10 +125,11 @@ impl Grid {
         }
     }
 
-    /// Dimension-order step from coordinate `c` toward `t` (c ≠ t) in dimension `d`:
-    /// (direction plus, crosses the wrap-around link).
+    /// Dimension-order step from coordinate `c` toward `t` (c ≠ t) in a dimension of size `k`:
+    /// (direction plus, crosses the wrap-around link). `minus_on_tie` decides a distance of
+    /// exactly k/2 (k even); it runs only then.
     #[inline(always)]
-    fn step(&self, c: u32, t: u32, k: u32) -> (bool, bool) {
+    fn step(&self, c: u32, t: u32, k: u32, minus_on_tie: impl FnOnce() -> bool) -> (bool, bool) {
         if !self.wrap {
             return (t > c, false);
         }
@@ -137,11 +138,34 @@ impl Grid {
         if fwd >= k {
             fwd -= k;
         }
-        // Ties (k even, distance k/2) go the plus way.
-        let plus = fwd <= k / 2;
+        let plus = match (2 * fwd).cmp(&k) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Greater => false,
+            std::cmp::Ordering::Equal => !minus_on_tie(),
+        };
         let crosses = if plus { c == k - 1 } else { c == 0 };
         (plus, crosses)
     }
+}
+
+/// Whether a dimension-order step at a distance of exactly k/2 goes the minus way, in
+/// dimension `d` from coordinate `c`, for a packet with random bits `salt` (see [`TieRule`]).
+#[inline]
+fn minus_on_tie(tie: TieRule, salt: u8, d: usize, c: u32) -> bool {
+    match tie {
+        TieRule::Positive => false,
+        TieRule::Random => (salt >> (d % 8)) & 1 == 1,
+        TieRule::Balanced => c & 1 == 1,
+    }
+}
+
+/// Start of the scan of an oblivious random port choice at hop `hops` of a packet with random
+/// bits `salt`: a SplitMix-style mix, so the draws of successive hops are unrelated.
+#[inline]
+fn random_start(salt: u8, hops: u16) -> usize {
+    let mut z = (salt as u64) << 16 | hops as u64;
+    z = (z ^ (z >> 7)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (z >> 32) as usize
 }
 
 /// Per-leaf down-port tables of a tree.
@@ -255,8 +279,8 @@ impl Routing {
             c => (false, c.clone()),
         };
         let algo = match base {
-            RoutingConfig::DimensionOrder { deadlock } => Algo::Dor { deadlock },
-            RoutingConfig::MinimalAdaptive { deadlock } => Algo::Adaptive { deadlock },
+            RoutingConfig::DimensionOrder { deadlock, tie } => Algo::Dor { deadlock, tie },
+            RoutingConfig::MinimalAdaptive { deadlock, tie } => Algo::Adaptive { deadlock, tie },
             RoutingConfig::UpDown { selection } | RoutingConfig::Table { selection } => Algo::Tree { selection },
             RoutingConfig::Minimal => Algo::Minimal,
             RoutingConfig::Source => unreachable!("default_for never returns Source"),
@@ -328,9 +352,42 @@ impl Routing {
         match &self.algo {
             Algo::Dor {
                 deadlock: DeadlockAvoidance::Dateline,
+                ..
             } => (self.vcs / 2).max(1),
             Algo::Adaptive { .. } | Algo::Minimal => 1,
             _ => self.vcs,
+        }
+    }
+
+    /// Whether routing reads the packets' random bits ([`Packet::salt`]): a `random` tie rule
+    /// or oblivious random port selection. The network draws them at injection only then.
+    pub fn needs_salt(&self) -> bool {
+        matches!(
+            self.algo,
+            Algo::Dor {
+                tie: TieRule::Random,
+                ..
+            } | Algo::Adaptive {
+                tie: TieRule::Random,
+                ..
+            } | Algo::Tree {
+                selection: Selection::Random
+            }
+        )
+    }
+
+    /// Random bits to average a traced flow over, each with an equal share, so that a traced
+    /// load is the expected load: under the `random` tie rule a tie goes either way with
+    /// probability ½ in each dimension independently, and the link a packet uses in a
+    /// dimension depends on that dimension's draw only, so all-plus (0) and all-minus (0xFF)
+    /// give the expectation. Oblivious random up ports on trees are traced with salt 0, one
+    /// draw per hop like any other.
+    pub fn expectation_salts(&self) -> &'static [u8] {
+        match self.algo {
+            Algo::Dor {
+                tie: TieRule::Random, ..
+            } => &[0, 0xFF],
+            _ => &[0],
         }
     }
 
@@ -344,9 +401,11 @@ impl Routing {
         matches!(
             self.algo,
             Algo::Dor {
-                deadlock: DeadlockAvoidance::Bubble
+                deadlock: DeadlockAvoidance::Bubble,
+                ..
             } | Algo::Adaptive {
-                deadlock: DeadlockAvoidance::Bubble
+                deadlock: DeadlockAvoidance::Bubble,
+                ..
             }
         ) && self.grid.as_ref().is_some_and(|g| g.wrap)
     }
@@ -364,7 +423,13 @@ impl Routing {
             Shape::Hypercube { .. } => true,
             _ => false,
         };
-        shape && matches!(self.algo, Algo::Dor { .. }) && !self.any_dead && topo.rails == 1
+        // A tie rule other than `positive` breaks the symmetry on even rings (`balanced` turns
+        // with the coordinate's parity, `random` per packet).
+        let ties = match (&self.algo, &self.grid) {
+            (Algo::Dor { tie, .. }, Some(g)) => *tie == TieRule::Positive || g.k.iter().all(|k| k % 2 == 1),
+            _ => true,
+        };
+        shape && ties && matches!(self.algo, Algo::Dor { .. }) && !self.any_dead && topo.rails == 1
     }
 
     /// Where node `n`'s rail `rail` is attached.
@@ -453,10 +518,26 @@ impl Routing {
         dst: NodeId,
         rail: u8,
         class: u8,
+        visit: impl FnMut(RouterId, PortIdx, u8),
+    ) -> Result<(), RouteError> {
+        self.walk_salted(topo, src, dst, rail, class, 0, visit)
+    }
+
+    /// [`Routing::walk`] for a packet whose random bits ([`Packet::salt`]) are `salt`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn walk_salted(
+        &self,
+        topo: &Topology,
+        src: NodeId,
+        dst: NodeId,
+        rail: u8,
+        class: u8,
+        salt: u8,
         mut visit: impl FnMut(RouterId, PortIdx, u8),
     ) -> Result<(), RouteError> {
         let mut pkt = Packet::new(0, src, dst, 0, 0, hpcnet_des::SimTime::ZERO);
         pkt.rail = rail;
+        pkt.salt = salt;
         self.on_inject(topo, &mut pkt, class)?;
         let (mut r, mut in_port) = self.attach(src, rail);
         let limit = 2 * self.nrouters + 4;
@@ -492,6 +573,7 @@ impl Routing {
         match &self.algo {
             Algo::Dor {
                 deadlock: DeadlockAvoidance::Dateline,
+                ..
             } => 2 * class,
             Algo::Minimal | Algo::Adaptive { .. } => 0,
             _ => class,
@@ -556,8 +638,8 @@ impl Routing {
             });
         }
         match &self.algo {
-            Algo::Dor { deadlock } => self.dor(r, dr, pkt, *deadlock, pkt.class),
-            Algo::Adaptive { deadlock } => self.adaptive(r, dr, pkt, *deadlock, credits),
+            Algo::Dor { deadlock, tie } => self.dor(r, dr, pkt, *deadlock, *tie, pkt.class),
+            Algo::Adaptive { deadlock, tie } => self.adaptive(r, dr, pkt, *deadlock, *tie, credits),
             Algo::Tree { selection } => self.tree(topo, r, in_port, dr, pkt, *selection, credits),
             Algo::Minimal => self.minimal(topo, r, dr, pkt),
         }
@@ -569,7 +651,7 @@ impl Routing {
     /// Next dimension and direction toward `dr` in dimension order, and whether that step crosses
     /// the dimension's wrap-around link; None if arrived.
     #[inline(always)]
-    fn dor_step(&self, r: RouterId, dr: RouterId) -> Option<(usize, bool, bool)> {
+    fn dor_step(&self, r: RouterId, dr: RouterId, tie: TieRule, salt: u8) -> Option<(usize, bool, bool)> {
         match &self.grid {
             Some(g) => {
                 if !g.packed.is_empty() {
@@ -581,7 +663,7 @@ impl Routing {
                     let d = g.dim_of_bit[diff.trailing_zeros() as usize] as usize;
                     let (shift, mask) = (d as u32 * g.width, (1u64 << g.width) - 1);
                     let (c, t) = (((a >> shift) & mask) as u32, ((b >> shift) & mask) as u32);
-                    let (plus, crosses) = g.step(c, t, g.k[d]);
+                    let (plus, crosses) = g.step(c, t, g.k[d], || minus_on_tie(tie, salt, d, c));
                     return Some((d, plus, crosses));
                 }
                 let n = g.k.len();
@@ -589,7 +671,7 @@ impl Routing {
                 let dst = &g.coords[dr.index() * n..(dr.index() + 1) * n];
                 for (d, ((&c, &t), &k)) in cur.iter().zip(dst).zip(&g.k).enumerate() {
                     if c != t {
-                        let (plus, crosses) = g.step(c, t, k);
+                        let (plus, crosses) = g.step(c, t, k, || minus_on_tie(tie, salt, d, c));
                         return Some((d, plus, crosses));
                     }
                 }
@@ -625,9 +707,10 @@ impl Routing {
         dr: RouterId,
         pkt: &mut Packet,
         deadlock: DeadlockAvoidance,
+        tie: TieRule,
         class: u8,
     ) -> Result<Choice, RouteError> {
-        let Some((d, plus, crosses)) = self.dor_step(r, dr) else {
+        let Some((d, plus, crosses)) = self.dor_step(r, dr, tie, pkt.salt) else {
             return Err(RouteError::Unreachable {
                 router: r,
                 dst: pkt.dst,
@@ -667,6 +750,7 @@ impl Routing {
         dr: RouterId,
         pkt: &mut Packet,
         deadlock: DeadlockAvoidance,
+        tie: TieRule,
         credits: &mut impl CreditView,
     ) -> Result<Choice, RouteError> {
         let g = self
@@ -728,7 +812,7 @@ impl Routing {
             pkt.last_dim = NO_DIM;
         }
         pkt.flags |= F_ESCAPE;
-        self.dor(r, dr, pkt, deadlock, 0)
+        self.dor(r, dr, pkt, deadlock, tie, 0)
     }
 
     // ---------------------------------------------------------------------------------------
@@ -761,7 +845,7 @@ impl Routing {
             }
             let start = rot % n;
             return Some(match sel {
-                Selection::Deterministic => ports[start],
+                Selection::Deterministic | Selection::Random => ports[start],
                 Selection::Adaptive => credits.most_free(ports, start, vc),
             });
         }
@@ -792,7 +876,7 @@ impl Routing {
                 continue;
             }
             match sel {
-                Selection::Deterministic => return Some(p),
+                Selection::Deterministic | Selection::Random => return Some(p),
                 Selection::Adaptive => {
                     let f = credits.free(p, vc);
                     if best.is_none_or(|(bf, _)| f > bf) {
@@ -824,7 +908,15 @@ impl Routing {
             router: r,
             dst: pkt.dst,
         };
-        let rot = pkt.dst.index();
+        // Oblivious random selection: a start drawn from the packet's random bits and its hop
+        // count (a different draw at each level), instead of the destination's digits.
+        let random = sel == Selection::Random;
+        let rot = if random {
+            random_start(pkt.salt, pkt.hops)
+        } else {
+            pkt.dst.index()
+        };
+        let up_rot = if random { rot } else { rot / t.up_div[r.index()] };
         let ups = &t.ups[r.index()];
         let mut pick = |ports: &[PortIdx], rot: usize| self.pick(r, ports, rot, sel, vc, credits);
         let choose = |p: PortIdx| {
@@ -864,7 +956,7 @@ impl Routing {
         }
         // 3. Up, D-mod-k ordered: at tree level l the first port is digit l of the destination
         //    in base (up ports).
-        if let Some(p) = pick(ups, rot / t.up_div[r.index()]) {
+        if let Some(p) = pick(ups, up_rot) {
             return choose(p);
         }
         // 4. All up links dead: leave through the sibling leaf (not back where we came from).

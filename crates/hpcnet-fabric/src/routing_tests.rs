@@ -17,7 +17,10 @@ fn torus(k: &[u32]) -> Topology {
 }
 
 fn dor(deadlock: DeadlockAvoidance) -> RoutingConfig {
-    RoutingConfig::DimensionOrder { deadlock }
+    RoutingConfig::DimensionOrder {
+        deadlock,
+        tie: TieRule::Positive,
+    }
 }
 
 /// A packet injected at `src` for `dst`, as the network prepares it, ready to be routed at its
@@ -50,31 +53,34 @@ fn dimension_order_corrects_the_first_differing_dimension() {
     let id = |x: u32, y: u32, z: u32| x + 4 * y + 16 * z;
     // (dimension, plus, crosses the wrap-around link)
     assert_eq!(
-        r.dor_step(RouterId(id(1, 2, 3)), RouterId(id(1, 3, 0))),
+        r.dor_step(RouterId(id(1, 2, 3)), RouterId(id(1, 3, 0)), TieRule::Positive, 0),
         Some((1, true, false))
     );
     assert_eq!(
-        r.dor_step(RouterId(id(1, 2, 3)), RouterId(id(1, 1, 0))),
+        r.dor_step(RouterId(id(1, 2, 3)), RouterId(id(1, 1, 0)), TieRule::Positive, 0),
         Some((1, false, false))
     );
     assert_eq!(
-        r.dor_step(RouterId(id(1, 2, 3)), RouterId(id(0, 3, 0))),
+        r.dor_step(RouterId(id(1, 2, 3)), RouterId(id(0, 3, 0)), TieRule::Positive, 0),
         Some((0, false, false))
     );
     assert_eq!(
-        r.dor_step(RouterId(id(3, 2, 3)), RouterId(id(0, 3, 0))),
+        r.dor_step(RouterId(id(3, 2, 3)), RouterId(id(0, 3, 0)), TieRule::Positive, 0),
         Some((0, true, true))
     );
     assert_eq!(
-        r.dor_step(RouterId(id(1, 2, 3)), RouterId(id(1, 2, 0))),
+        r.dor_step(RouterId(id(1, 2, 3)), RouterId(id(1, 2, 0)), TieRule::Positive, 0),
         Some((2, true, true))
     );
     // Half way round (k even) goes the plus way.
     assert_eq!(
-        r.dor_step(RouterId(id(0, 1, 0)), RouterId(id(0, 3, 0))),
+        r.dor_step(RouterId(id(0, 1, 0)), RouterId(id(0, 3, 0)), TieRule::Positive, 0),
         Some((1, true, false))
     );
-    assert_eq!(r.dor_step(RouterId(id(1, 2, 3)), RouterId(id(1, 2, 3))), None);
+    assert_eq!(
+        r.dor_step(RouterId(id(1, 2, 3)), RouterId(id(1, 2, 3)), TieRule::Positive, 0),
+        None
+    );
     // The whole path: y first, then z over the wrap-around link, then ejection on port 6; each
     // new dimension enters a ring (bubble).
     let hops = r.trace(&t, NodeId(id(1, 2, 3)), NodeId(id(1, 3, 0)), 0, 0).unwrap();
@@ -132,7 +138,10 @@ fn hypercube_routes_the_lowest_differing_bit_first() {
     .unwrap();
     let r = Routing::new(&t, &dor(DeadlockAvoidance::Bubble), 1, &[]).unwrap();
     // 101 → 011: bit 1 (set), then bit 2 (clear), then the node on port 3.
-    assert_eq!(r.dor_step(RouterId(5), RouterId(3)), Some((1, true, false)));
+    assert_eq!(
+        r.dor_step(RouterId(5), RouterId(3), TieRule::Positive, 0),
+        Some((1, true, false))
+    );
     assert_eq!(
         r.trace(&t, NodeId(5), NodeId(3), 0, 0).unwrap(),
         vec![hop(5, 1, 0), hop(7, 2, 0), hop(3, 3, 0)]
@@ -363,6 +372,7 @@ fn minimal_adaptive_takes_the_roomiest_productive_vc_and_escapes_when_none_fits(
         &t,
         &RoutingConfig::MinimalAdaptive {
             deadlock: DeadlockAvoidance::Bubble,
+            tie: TieRule::Positive,
         },
         3,
         &[],
@@ -410,4 +420,86 @@ fn minimal_adaptive_takes_the_roomiest_productive_vc_and_escapes_when_none_fits(
             enters_ring: true
         }
     );
+}
+
+/// On an 8-ring every destination 4 away is a tie: `positive` always goes plus, `balanced`
+/// plus from even and minus from odd coordinates (4 of the 8 sources each way), `random` by
+/// bit d of the packet's random bits; other distances are never affected.
+#[test]
+fn tie_rules_split_half_way_traffic_as_specified() {
+    let t = torus(&[8]);
+    let rule = |tie| {
+        Routing::new(
+            &t,
+            &RoutingConfig::DimensionOrder {
+                deadlock: DeadlockAvoidance::Bubble,
+                tie,
+            },
+            1,
+            &[],
+        )
+        .unwrap()
+    };
+    let (pos, bal, rnd) = (rule(TieRule::Positive), rule(TieRule::Balanced), rule(TieRule::Random));
+    let mut balanced_plus = 0;
+    for c in 0..8u32 {
+        let d = (c + 4) % 8;
+        assert!(pos.dor_step(RouterId(c), RouterId(d), TieRule::Positive, 0).unwrap().1);
+        let b = bal.dor_step(RouterId(c), RouterId(d), TieRule::Balanced, 0).unwrap().1;
+        assert_eq!(b, c % 2 == 0, "balanced from {c}");
+        balanced_plus += usize::from(b);
+        for salt in [0u8, 1, 2, 0xFE, 0xFF] {
+            let x = rnd.dor_step(RouterId(c), RouterId(d), TieRule::Random, salt).unwrap().1;
+            assert_eq!(x, salt & 1 == 0, "random from {c}, salt {salt}");
+        }
+        // Not a tie: every rule takes the shorter way.
+        for rule in [TieRule::Positive, TieRule::Balanced, TieRule::Random] {
+            assert!(bal.dor_step(RouterId(c), RouterId((c + 3) % 8), rule, 0xFF).unwrap().1);
+            assert!(!bal.dor_step(RouterId(c), RouterId((c + 5) % 8), rule, 0xFF).unwrap().1);
+        }
+    }
+    assert_eq!(balanced_plus, 4);
+    // The whole path keeps its direction after the first step: 4 hops the minus way from 1
+    // (odd) under `balanced`, the plus way under `positive`.
+    let hops = bal.trace(&t, NodeId(1), NodeId(5), 0, 0).unwrap();
+    assert_eq!(hops.len(), 5, "{hops:?}");
+    assert!(hops[..4].iter().all(|h| h.1 == PortIdx(1)), "{hops:?}");
+    let hops = pos.trace(&t, NodeId(1), NodeId(5), 0, 0).unwrap();
+    assert!(hops[..4].iter().all(|h| h.1 == PortIdx(0)), "{hops:?}");
+    assert!(rnd.needs_salt() && !bal.needs_salt() && !pos.needs_salt());
+    assert_eq!(rnd.expectation_salts(), &[0, 0xFF]);
+}
+
+/// Oblivious random up ports: the port a packet takes up from a leaf depends on its random
+/// bits, not on its destination, and the draws reach every up port.
+#[test]
+fn random_selection_spreads_up_ports_whatever_the_destination() {
+    let t = fat_tree(3, 3);
+    let r = Routing::new(
+        &t,
+        &RoutingConfig::UpDown {
+            selection: Selection::Random,
+        },
+        1,
+        &[],
+    )
+    .unwrap();
+    assert!(r.needs_salt());
+    let mut seen = std::collections::BTreeSet::new();
+    for salt in 0..=255u8 {
+        let mut first = None;
+        for dst in [9u32, 13, 26] {
+            let mut hops = Vec::new();
+            r.walk_salted(&t, NodeId(0), NodeId(dst), 0, 0, salt, |rr, p, vc| {
+                hops.push((rr, p, vc))
+            })
+            .unwrap();
+            assert_eq!(hops.len(), 5, "up 2, down 2, eject: dst {dst}");
+            assert!((3..6).contains(&hops[0].1 .0), "{hops:?}");
+            // Same salt, same first up port, whatever the destination.
+            assert_eq!(*first.get_or_insert(hops[0].1), hops[0].1, "salt {salt}");
+        }
+        seen.insert(first.unwrap());
+    }
+    assert_eq!(seen.len(), 3, "{seen:?}");
 }

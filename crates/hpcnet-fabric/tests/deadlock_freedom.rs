@@ -264,15 +264,16 @@ enum Claim {
 fn claim(topo: &Topology, routing: &RoutingConfig) -> Claim {
     let wrap = matches!(topo.shape, Shape::Torus { wrap: true, .. });
     match routing {
-        RoutingConfig::DimensionOrder { deadlock } if wrap => match deadlock {
+        RoutingConfig::DimensionOrder { deadlock, .. } if wrap => match deadlock {
             DeadlockAvoidance::Bubble => Claim::Bubble,
             DeadlockAvoidance::Dateline => Claim::Acyclic,
             DeadlockAvoidance::None => Claim::Nothing,
         },
         RoutingConfig::MinimalAdaptive {
             deadlock: DeadlockAvoidance::None,
+            ..
         } if wrap => Claim::Nothing,
-        RoutingConfig::MinimalAdaptive { deadlock } => Claim::Escape {
+        RoutingConfig::MinimalAdaptive { deadlock, .. } => Claim::Escape {
             first_adaptive: if *deadlock == DeadlockAvoidance::Dateline { 2 } else { 1 },
             bubble: wrap && *deadlock == DeadlockAvoidance::Bubble,
         },
@@ -321,9 +322,10 @@ fn all_routings() -> Vec<RoutingConfig> {
     use DeadlockAvoidance::*;
     use Selection::*;
     let mut v = Vec::new();
+    let tie = TieRule::default();
     for deadlock in [Bubble, Dateline, None] {
-        v.push(RoutingConfig::DimensionOrder { deadlock });
-        v.push(RoutingConfig::MinimalAdaptive { deadlock });
+        v.push(RoutingConfig::DimensionOrder { deadlock, tie });
+        v.push(RoutingConfig::MinimalAdaptive { deadlock, tie });
     }
     for selection in [Deterministic, Adaptive] {
         v.push(RoutingConfig::UpDown { selection });
@@ -331,6 +333,26 @@ fn all_routings() -> Vec<RoutingConfig> {
     }
     v.push(RoutingConfig::Minimal);
     v.push(RoutingConfig::Source);
+    v
+}
+
+/// The routing choices besides the defaults of [`all_routings`]: the other tie rules of
+/// dimension-order and minimal adaptive routing, and oblivious random up ports on trees.
+fn oblivious_routings() -> Vec<RoutingConfig> {
+    use DeadlockAvoidance::*;
+    let mut v = Vec::new();
+    for deadlock in [Bubble, Dateline, None] {
+        for tie in [TieRule::Positive, TieRule::Random] {
+            v.push(RoutingConfig::DimensionOrder { deadlock, tie });
+            v.push(RoutingConfig::MinimalAdaptive { deadlock, tie });
+        }
+    }
+    v.push(RoutingConfig::UpDown {
+        selection: Selection::Random,
+    });
+    v.push(RoutingConfig::Table {
+        selection: Selection::Random,
+    });
     v
 }
 
@@ -419,17 +441,26 @@ fn explore(
         .max()
         .unwrap_or(0) as usize;
     let bound = 2 * diameter + 1 + slack;
+    // Random bits: every combination of tie directions over up to three dimensions (random
+    // tie rule), or 16 draws, which reach every up port of the small trees checked (random
+    // selection).
+    let salts: Vec<u8> = match (routing.needs_salt(), routing.expectation_salts().len()) {
+        (false, _) => vec![0],
+        (true, 2) => (0..8).collect(),
+        (true, _) => (0..16).collect(),
+    };
     let mut cdg = Cdg::default();
     let mut states = 0;
     for src in 0..nodes {
         for dst in (0..nodes).filter(|&d| d != src) {
             for rail in 0..rails {
-                for class in 0..routing.classes().max(1) {
+                for (class, salt) in (0..routing.classes().max(1)).flat_map(|c| salts.iter().map(move |&s| (c, s))) {
                     let mut pkt = template.clone();
                     pkt.src = NodeId(src);
                     pkt.dst = NodeId(dst);
                     pkt.rail = rail;
                     pkt.hops = 0;
+                    pkt.salt = salt;
                     match routing.on_inject(topo, &mut pkt, class) {
                         Ok(()) => {}
                         Err(RouteError::Unreachable { .. } | RouteError::SourceCableDown { .. })
@@ -595,6 +626,7 @@ fn check(topo: &Topology, routing: &RoutingConfig, vcs: u8, dead: &[(RouterId, P
         let first_adaptive = match routing {
             RoutingConfig::MinimalAdaptive {
                 deadlock: DeadlockAvoidance::Dateline,
+                ..
             } => 2,
             RoutingConfig::MinimalAdaptive { .. } => 1,
             _ => u8::MAX,
@@ -754,6 +786,7 @@ fn cycle_detector_finds_a_hand_made_cycle_and_accepts_a_dag() {
 fn torus_without_deadlock_scheme_is_caught() {
     let none = RoutingConfig::DimensionOrder {
         deadlock: DeadlockAvoidance::None,
+        tie: TieRule::Positive,
     };
     for k in [vec![4], vec![5], vec![4, 4], vec![3, 5]] {
         let topo = build(&grid(&k, 1, true)).unwrap();
@@ -788,6 +821,7 @@ fn schemes_on_a_4x4_torus() {
         &topo,
         &RoutingConfig::DimensionOrder {
             deadlock: DeadlockAvoidance::Dateline,
+            tie: TieRule::default(),
         },
         2,
         &[],
@@ -797,6 +831,7 @@ fn schemes_on_a_4x4_torus() {
         &topo,
         &RoutingConfig::MinimalAdaptive {
             deadlock: DeadlockAvoidance::Dateline,
+            tie: TieRule::default(),
         },
         3,
         &[],
@@ -811,6 +846,7 @@ fn schemes_on_a_4x4_torus() {
         &topo,
         &RoutingConfig::DimensionOrder {
             deadlock: DeadlockAvoidance::Dateline,
+            tie: TieRule::default(),
         },
         2,
         &[],
@@ -819,6 +855,7 @@ fn schemes_on_a_4x4_torus() {
     let cfg = fabric(
         RoutingConfig::DimensionOrder {
             deadlock: DeadlockAvoidance::Dateline,
+            tie: TieRule::default(),
         },
         2,
     );
@@ -920,4 +957,38 @@ proptest! {
     ) {
         check_all(&tc, &failed).map_err(TestCaseError::fail)?;
     }
+}
+
+/// The tie rules other than the default on even rings (both directions at k/2, every
+/// combination over the dimensions) and oblivious random up ports on trees keep the claims of
+/// their schemes, with and without a failed link.
+#[test]
+fn tie_rules_and_random_up_ports_are_deadlock_free() {
+    let instances = [
+        grid(&[4], 1, true),
+        grid(&[4, 2], 1, true),
+        TopologyConfig::FatTree(FatTreeConfig {
+            k: 2,
+            n: 2,
+            radix: None,
+        }),
+        gft(1, 2, 2, 2, 1),
+    ];
+    let mut checked = 0;
+    for tc in &instances {
+        let topo = build(tc).unwrap();
+        let links: Vec<_> = topo.links().collect();
+        for dead in [Vec::new(), vec![links[links.len() / 2].a]] {
+            for routing in oblivious_routings() {
+                for vcs in 1..=2 {
+                    if let Outcome::Checked(..) =
+                        check(&topo, &routing, vcs, &dead).unwrap_or_else(|e| panic!("{tc:?} {routing:?}: {e}"))
+                    {
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked >= 20, "{checked} configurations checked");
 }

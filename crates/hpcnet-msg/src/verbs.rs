@@ -930,6 +930,7 @@ pub fn doc_world() -> World {
         packet: PacketConfig::default(),
         routing: RoutingConfig::DimensionOrder {
             deadlock: DeadlockAvoidance::Bubble,
+            tie: hpcnet_fabric::config::TieRule::Positive,
         },
         faults: FaultConfig::default(),
     };

@@ -53,6 +53,7 @@ fn torus_world(nic: NicConfig) -> World {
         fabric(
             RoutingConfig::DimensionOrder {
                 deadlock: DeadlockAvoidance::Bubble,
+                tie: hpcnet_fabric::config::TieRule::Positive,
             },
             256,
         ),
@@ -1132,6 +1133,7 @@ fn in_order_world(nic: NicConfig) -> World {
     let mut f = fabric(
         RoutingConfig::DimensionOrder {
             deadlock: DeadlockAvoidance::Bubble,
+            tie: hpcnet_fabric::config::TieRule::Positive,
         },
         256,
     );

@@ -262,7 +262,8 @@ impl Study for SunwayColl {
             let (bytes, published) = table[0];
             rows.push(
                 Row::info(
-                    kind.label(bytes, 256).replace("256 participants", "256 participants one per NIC"),
+                    kind.label(bytes, 256)
+                        .replace("256 participants", "256 participants one per NIC"),
                     Some(published[0]),
                     out[k],
                     "µs",

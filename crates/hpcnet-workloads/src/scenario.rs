@@ -472,8 +472,9 @@ impl Scenario {
 
     /// A fresh world (network + NICs) of this scenario, for message-level workloads.
     pub fn world(&self) -> Result<World, ScenarioError> {
-        let net = Network::new(self.topology.clone(), self.fabric.clone())
+        let mut net = Network::new(self.topology.clone(), self.fabric.clone())
             .map_err(|e| ScenarioError::new(&self.source, e.key, e.reason))?;
+        net.set_seed(self.file.seed);
         if let Some(c) = self.nic.get_vc {
             let classes = net.routing.classes();
             if c >= classes {

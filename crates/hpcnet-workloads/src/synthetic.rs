@@ -302,7 +302,7 @@ fn gap(tc: &TrafficConfig, slot_ps: f64, period_ps: f64, ln_idle: f64, rng: &mut
 
 impl Generator<'_> {
     /// Node `node`'s source fires at `now`: the packet it creates (None when the pattern sends
-    /// this one to the node itself), and its next firing.
+    /// this one to the node itself and `traffic.allow_self` is false), and its next firing.
     fn fire(&mut self, node: NodeId, now: SimTime, net: &Network) -> (Option<Packet>, Option<SimTime>) {
         let (tc, rails) = (self.tc, self.rails);
         let s = &mut self.sources[node.index()];
@@ -310,7 +310,7 @@ impl Generator<'_> {
         let payload = tc.size.sample(&mut s.rng);
         s.seq += 1;
         let mut pkt = None;
-        if dst != node {
+        if dst != node || tc.allow_self {
             let mut p = Packet::new(self.generated, node, dst, payload as u32, self.header, now);
             p.rail = match tc.rails {
                 RailChoice::Fixed => 0,
@@ -420,8 +420,9 @@ pub struct LinkRecord {
 pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, RunError> {
     let mut progress = opts.progress;
     let wall = Instant::now();
-    let net = Network::new(sc.topology.clone(), sc.fabric.clone())
+    let mut net = Network::new(sc.topology.clone(), sc.fabric.clone())
         .map_err(|e| RunError::Config(format!("{}: {e}", sc.source)))?;
+    net.set_seed(sc.file.seed);
     let tc: &TrafficConfig = &sc.traffic;
     let streams = RngStreams::new(sc.file.seed);
     let mut pattern_rng = streams.stream("pattern", 0);
@@ -720,7 +721,7 @@ fn channel_load_bound(
         tc.pattern,
         crate::traffic::Pattern::Uniform | crate::traffic::Pattern::AllToAll
     );
-    if n > BOUND_SOURCES && uniform && net.routing.translation_invariant(&net.topo) {
+    if n > BOUND_SOURCES && uniform && !tc.allow_self && net.routing.translation_invariant(&net.topo) {
         return Ok(symmetric_bound(net, rails, node_bps));
     }
     traced_bound(net, dests, tc, rails, node_bps, streams, BOUND_HOP_BUDGET)
@@ -729,6 +730,9 @@ fn channel_load_bound(
 /// The flows of `src`: (destination, fraction of its traffic).
 fn flows_of(src: NodeId, n: usize, dests: &Destinations, tc: &TrafficConfig, rng: &mut SimRng) -> Vec<(NodeId, f64)> {
     match tc.pattern {
+        crate::traffic::Pattern::Uniform if tc.allow_self => {
+            (0..n as u32).map(NodeId).map(|d| (d, 1.0 / n as f64)).collect()
+        }
         crate::traffic::Pattern::Uniform | crate::traffic::Pattern::AllToAll => (0..n as u32)
             .map(NodeId)
             .filter(|&d| d != src)
@@ -753,7 +757,7 @@ fn flows_of(src: NodeId, n: usize, dests: &Destinations, tc: &TrafficConfig, rng
         }
         _ => {
             let d = dests.next(src, 0, rng);
-            if d == src {
+            if d == src && !tc.allow_self {
                 Vec::new()
             } else {
                 vec![(d, 1.0)]
@@ -794,15 +798,18 @@ fn traced_bound(
     for src in (0..n).step_by(step) {
         traced += 1;
         for (dst, w) in flows_of(NodeId(src as u32), n, dests, tc, &mut rng) {
+            let salts = net.routing.expectation_salts();
             for rail in 0..rails {
-                let share = w * node_bps / rails as f64;
-                // Unroutable pairs are reported by the run itself (dropped packets).
-                let _ = net
-                    .routing
-                    .walk(&net.topo, NodeId(src as u32), dst, rail, 0, |r, p, _| {
-                        load[base[r.index()] + p.index()] += share;
-                        hops += 1;
-                    });
+                let share = w * node_bps / rails as f64 / salts.len() as f64;
+                for &salt in salts {
+                    // Unroutable pairs are reported by the run itself (dropped packets).
+                    let _ = net
+                        .routing
+                        .walk_salted(&net.topo, NodeId(src as u32), dst, rail, 0, salt, |r, p, _| {
+                            load[base[r.index()] + p.index()] += share;
+                            hops += 1;
+                        });
+                }
             }
         }
         let projected = hops.saturating_mul(sources as u64);
@@ -920,15 +927,17 @@ mod tests {
     #[test]
     fn one_router_of_a_torus_or_hypercube_gives_the_exact_uniform_bound() {
         for topology in [
-            // Even radices: distance k/2 ties go the plus way, so + and − channels differ.
+            // Even radices: distance k/2 ties go the plus way (tie = "positive"), so + and −
+            // channels differ.
             "kind = \"torus\"\nk = [4, 6]\nconcentration = 2",
+            "kind = \"torus\"\nk = [3, 5]\nconcentration = 2",
             "kind = \"torus\"\nk = [3, 4, 5]",
             "kind = \"torus\"\nk = [2, 5]\nconcentration = 3",
             "kind = \"hypercube\"\nn = 5\nconcentration = 2",
         ] {
             for routing in [
-                format!("{DOR}\ndeadlock = \"bubble\""),
-                format!("{DOR}\ndeadlock = \"dateline\""),
+                format!("{DOR}\ndeadlock = \"bubble\"\ntie = \"positive\""),
+                format!("{DOR}\ndeadlock = \"dateline\"\ntie = \"positive\""),
                 "algorithm = \"source\"".to_string(),
             ] {
                 if topology.contains("hypercube") && routing.contains("deadlock") {
@@ -936,6 +945,13 @@ mod tests {
                 }
                 let sc = scenario(topology, &routing, "");
                 let net = network(&sc);
+                // Source routes follow the default tie rule (`balanced`), which turns with the
+                // coordinate's parity: no symmetry on rings of even size.
+                let even = topology.contains('4') || topology.contains('6') || topology.contains("[2");
+                if routing.contains("source") && even && !topology.contains("hypercube") {
+                    assert!(!net.routing.translation_invariant(&net.topo), "{topology} {routing}");
+                    continue;
+                }
                 assert!(net.routing.translation_invariant(&net.topo), "{topology} {routing}");
                 let all = traced(&sc, &net);
                 let rate = net.injection_rate(NodeId(0), 0).0 as f64;
@@ -961,7 +977,8 @@ mod tests {
         // traffic to each other node. The + link of router 0 carries the flows that reach
         // forward distance 1..4 (4 included: ties go plus) through it: 4 from router 0, 3 from
         // router 7, 2 from router 6 and 1 from router 5, so 10 flows of 1/7.
-        let sc = scenario("kind = \"torus\"\nk = [8]", DOR, "");
+        let positive = format!("{DOR}\ntie = \"positive\"");
+        let sc = scenario("kind = \"torus\"\nk = [8]", &positive, "");
         let net = network(&sc);
         let rate = net.injection_rate(NodeId(0), 0).0 as f64;
         let sym = symmetric_bound(&net, 1, rate).expect("bound");
@@ -972,6 +989,18 @@ mod tests {
         );
         assert_eq!(sym.channel, "r0.p0");
         assert!((traced(&sc, &net).max_channel_load - 10.0 / 7.0).abs() < 1e-12);
+        // Balanced ties (the default): each link carries the 6 flows of distance 1..3 through
+        // it plus 2 of the 4 half-way flows that could use it (from the even sources on the
+        // plus links, the odd ones on the minus links): 8 flows of 1/7 everywhere.
+        let sc = scenario("kind = \"torus\"\nk = [8]", DOR, "");
+        let net = network(&sc);
+        assert!(!net.routing.translation_invariant(&net.topo));
+        assert!((traced(&sc, &net).max_channel_load - 8.0 / 7.0).abs() < 1e-12);
+        // Random ties: the expectation, 6 + 4 · ½ flows.
+        let random = format!("{DOR}\ntie = \"random\"");
+        let sc = scenario("kind = \"torus\"\nk = [8]", &random, "");
+        let net = network(&sc);
+        assert!((traced(&sc, &net).max_channel_load - 8.0 / 7.0).abs() < 1e-12);
     }
 
     #[test]

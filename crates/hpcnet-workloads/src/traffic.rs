@@ -210,6 +210,13 @@ pub struct TrafficConfig {
     /// Hotspot pattern: fraction of packets sent to hot nodes (default 0.1).
     #[serde(default = "d_fraction")]
     pub hotspot_fraction: f64,
+    /// Whether a node may send to itself (default false). When true, uniform traffic draws the
+    /// destination from all nodes, the source included (as BookSim's uniform pattern does),
+    /// and a packet of any pattern whose destination is its source crosses the source's router
+    /// and comes back; when false, uniform traffic draws among the other nodes and a pattern's
+    /// fixed points (e.g. transpose's diagonal) send nothing.
+    #[serde(default)]
+    pub allow_self: bool,
 }
 
 impl Default for TrafficConfig {
@@ -222,6 +229,7 @@ impl Default for TrafficConfig {
             rails: RailChoice::Adaptive,
             hotspot_nodes: Vec::new(),
             hotspot_fraction: d_fraction(),
+            allow_self: false,
         }
     }
 }
@@ -337,6 +345,7 @@ pub struct Destinations {
     perm: Vec<NodeId>,
     hot: Vec<NodeId>,
     hot_fraction: f64,
+    allow_self: bool,
 }
 
 impl Destinations {
@@ -364,6 +373,7 @@ impl Destinations {
             perm,
             hot,
             hot_fraction: cfg.hotspot_fraction,
+            allow_self: cfg.allow_self,
         }
     }
 
@@ -380,6 +390,7 @@ impl Destinations {
         // Patterns are arithmetic on node numbers.
         let src = src.0;
         NodeId(match self.pattern {
+            Pattern::Uniform if self.allow_self => rng.gen_range(0..n),
             Pattern::Uniform => uniform_other(src, n, rng),
             Pattern::Transpose => {
                 let h = b / 2;
@@ -467,6 +478,7 @@ mod tests {
             perm: Vec::new(),
             hot: vec![NodeId(0)],
             hot_fraction: 0.5,
+            allow_self: false,
         }
     }
 

@@ -490,3 +490,44 @@ mod properties {
         }
     }
 }
+
+/// `traffic.allow_self`: uniform traffic then also picks the source (about 1/n of the packets
+/// on a 16-node torus), such packets cross the source's router and come back, and every packet
+/// is still delivered. Without it no packet goes to its source.
+#[test]
+fn allow_self_sends_through_the_source_router_and_conserves_packets() {
+    let text = torus("[4, 4]", "algorithm = \"dimension_order\"", 2);
+    let with = run(&load(&text, &["traffic.allow_self=true"]));
+    let without = run(&load(&text, &[]));
+    for rep in [&with, &without] {
+        assert!(rep.drained && rep.conservation_ok && rep.deadlock.is_none());
+        assert_eq!(rep.packets_injected, rep.packets_delivered);
+        assert_eq!(rep.packets_generated, rep.packets_injected);
+    }
+    // With self traffic the mean hop count falls: 1/16 of the packets take one router.
+    assert!(
+        with.mean_hops < without.mean_hops - 0.1,
+        "{} vs {}",
+        with.mean_hops,
+        without.mean_hops
+    );
+    let bound = |r: &RunReport| r.channel_load_bound.as_ref().map(|b| b.max_channel_load);
+    assert_ne!(bound(&with), bound(&without));
+}
+
+/// The tie rule of dimension order on an even ring moves the channel-load bound: `positive`
+/// loads the plus links with the half-way flows, `balanced` and `random` split them.
+#[test]
+fn tie_rules_move_the_uniform_bound_on_an_even_torus() {
+    let text = torus("[8, 8]", "algorithm = \"dimension_order\"", 2);
+    let bound = |tie: &str| {
+        let rep = run(&load(&text, &[&format!("routing.tie=\"{tie}\"")]));
+        assert!(rep.drained && rep.conservation_ok, "{tie}");
+        rep.channel_load_bound.expect("bound").saturation_bound
+    };
+    let (p, b, r) = (bound("positive"), bound("balanced"), bound("random"));
+    // 8-ary: the busiest links carry (k+2)/8 instead of k/8 per unit load (×64/63 without self).
+    assert!((p - 0.7875).abs() < 1e-9, "{p}");
+    assert!((b - 0.984375).abs() < 1e-9, "{b}");
+    assert!((r - b).abs() < 1e-9, "{r}");
+}
