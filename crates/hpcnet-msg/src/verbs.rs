@@ -926,6 +926,7 @@ pub fn doc_world() -> World {
             arbitration: Arbitration::RoundRobin,
             vc_select: VcSelect::RoundRobin,
             node_injection: NodeInjection::PerVc,
+            multicast_tables: 32,
         },
         packet: PacketConfig::default(),
         routing: RoutingConfig::DimensionOrder {
