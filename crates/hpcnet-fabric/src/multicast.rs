@@ -77,10 +77,7 @@ impl Tables {
     /// The output mask of `group` at global input port `gport`.
     #[inline]
     pub(crate) fn lookup(&self, gport: u32, group: u32) -> Option<u64> {
-        self.per_port[gport as usize]
-            .iter()
-            .find(|e| e.0 == group)
-            .map(|e| e.1)
+        self.per_port[gport as usize].iter().find(|e| e.0 == group).map(|e| e.1)
     }
 
     /// Tables in use at global input port `gport`.
@@ -121,7 +118,11 @@ impl Tables {
         }
         let (rr, rport) = attach(root, rail);
         if !live(rr, rport) {
-            return Err(MulticastError::Unreachable { group, node: root, rail });
+            return Err(MulticastError::Unreachable {
+                group,
+                node: root,
+                rail,
+            });
         }
         // Breadth-first search from the root's router: parent edge of every router reached.
         let nr = topo.routers.len();
@@ -154,7 +155,11 @@ impl Tables {
         let bit = |r: RouterId, p: PortIdx| -> Result<u64, MulticastError> {
             let ports = topo.routers[r.index()].ports.len();
             if ports > 64 {
-                return Err(MulticastError::TooManyPorts { group, router: r, ports });
+                return Err(MulticastError::TooManyPorts {
+                    group,
+                    router: r,
+                    ports,
+                });
             }
             Ok(1u64 << p.0)
         };

@@ -746,7 +746,13 @@ impl Network {
     /// `in_port` of `router`): the lowest port of its table not served yet.
     #[cold]
     #[inline(never)]
-    fn multicast_route(&mut self, qi: u32, router: RouterId, in_port: PortIdx, id: PacketId) -> Result<Choice, RouteError> {
+    fn multicast_route(
+        &mut self,
+        qi: u32,
+        router: RouterId,
+        in_port: PortIdx,
+        id: PacketId,
+    ) -> Result<Choice, RouteError> {
         let p = &self.packets[id as usize];
         let left = &mut self.mc_left[qi as usize];
         if *left == 0 {

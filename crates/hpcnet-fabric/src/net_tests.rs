@@ -346,15 +346,17 @@ fn blocked_report_shows_free_ejection_credits() {
 
 /// A small dual-rail generalized fat tree (8 leaves of 4 nodes, 4 spines, 2 sibling links).
 fn small_gft() -> Topology {
-    build(&TopologyConfig::GeneralizedFatTree(crate::topology::GeneralizedFatTreeConfig {
-        planes: 2,
-        leaves: 8,
-        spines: 4,
-        nodes_per_leaf: 4,
-        sibling_links: 2,
-        nodes: None,
-        radix: None,
-    }))
+    build(&TopologyConfig::GeneralizedFatTree(
+        crate::topology::GeneralizedFatTreeConfig {
+            planes: 2,
+            leaves: 8,
+            spines: 4,
+            nodes_per_leaf: 4,
+            sibling_links: 2,
+            nodes: None,
+            radix: None,
+        },
+    ))
     .unwrap()
 }
 
@@ -387,7 +389,9 @@ fn multicast_reaches_exactly_the_members_once_each() {
         let mut got: Vec<NodeId> = d.iter().map(|x| x.packet.dst).collect();
         got.sort();
         assert_eq!(got, members, "rail {rail}: every member once, nobody else");
-        assert!(d.iter().all(|x| x.packet.tag == 7 && x.packet.is_multicast() && x.packet.rail == rail));
+        assert!(d
+            .iter()
+            .all(|x| x.packet.tag == 7 && x.packet.is_multicast() && x.packet.rail == rail));
     }
     let c = net.counters();
     // Conservation with copies: injected + copies = delivered (nothing in flight, no drops).
@@ -445,7 +449,10 @@ fn multicast_table_overflow_is_an_error_and_writes_nothing() {
     // A packet of a group without tables is dropped with the reason, not lost silently.
     let d = multicast_once(&mut net, 2, NodeId(0), 0);
     assert!(d.is_empty());
-    assert!(matches!(dropped(&net)[0].1, RouteError::NoMulticastTable { group: 2, .. }));
+    assert!(matches!(
+        dropped(&net)[0].1,
+        RouteError::NoMulticastTable { group: 2, .. }
+    ));
     // Freed tables can be reused.
     net.clear_multicast(0);
     net.program_multicast(2, 0, NodeId(0), &members).unwrap();
