@@ -733,80 +733,63 @@ impl World {
         }
     }
 
-    /// The result of `seq` is at `slot`'s NIC: write it to each local member.
+    /// The result of `seq` is at `slot`'s NIC: write it to each local member. (The result
+    /// stays in the root's operation state, which outlives every member's: the broadcast
+    /// carried a copy of it.)
     fn deliver_local(&mut self, group: u32, slot: u32, seq: u64) {
         let now = self.q.now();
         let g = &self.coll.groups[group as usize];
+        let nslots = g.slots.len() as u32;
+        let root = &g.slots[0].ops[&seq];
+        let len = if root.bad {
+            0
+        } else {
+            root.result.as_ref().map_or(0, Vec::len) as u64
+        };
         let s = &g.slots[slot as usize];
         let node = s.node;
-        // The root's result (the broadcast carried it to the other member NICs).
-        let root = &g.slots[0].ops[&seq];
-        let (result, bad) = (root.result.clone().unwrap_or_default(), root.bad);
-        let nslots = g.slots.len() as u32;
-        let op = &s.ops[&seq];
-        let targets: Vec<(u32, bool)> = op
-            .locals
-            .iter()
-            .enumerate()
-            .map(|(i, l)| (i as u32, l.as_ref().is_some_and(|l| l.dst != u64::MAX)))
-            .collect();
         let by = self.net.node_origin(node);
-        for (local, writes) in targets {
-            let done = if writes && !bad && !result.is_empty() {
-                let d = self.timing.write_time(result.len() as u64);
+        for local in 0..s.local.len() as u32 {
+            let op = &self.coll.groups[group as usize].slots[slot as usize].ops[&seq];
+            let writes = op.locals[local as usize].as_ref().is_some_and(|l| l.dst != u64::MAX);
+            let done = if writes && len > 0 {
+                let d = self.timing.write_time(len);
                 self.nics[node.index()].host.write(now, d)
             } else {
                 now
             };
-            self.q.schedule_by(
-                by,
-                done,
-                WorldEvent::Coll(CollEvent::Delivered {
-                    group,
-                    slot,
-                    seq,
-                    local,
-                }),
-            );
+            let ev = CollEvent::Delivered {
+                group,
+                slot,
+                seq,
+                local,
+            };
+            self.q.schedule_by(by, done, WorldEvent::Coll(ev));
         }
-        let op = self.op_mut(group, slot, seq);
-        op.result = Some(result);
-        op.bad = bad;
         if slot == 0 {
-            op.slots_left = nslots;
+            self.op_mut(group, slot, seq).slots_left = nslots;
         }
     }
 
     /// The result is in local member `local`'s memory: its completion.
     fn delivered(&mut self, group: u32, slot: u32, seq: u64, local: u32) {
         let now = self.q.now();
-        let op = self.op_mut(group, slot, seq);
-        let l = op.locals[local as usize].clone().expect("posted");
-        let bad = op.bad;
-        let result = op.result.clone().unwrap_or_default();
+        let slots = &mut self.coll.groups[group as usize].slots;
+        let op = slots[slot as usize].ops.get_mut(&seq).expect("collective in progress");
         op.delivered += 1;
         let last = op.delivered == op.locals.len();
-        if !bad && l.dst != u64::MAX && !result.is_empty() {
+        let l = op.locals[local as usize].as_ref().expect("posted");
+        let (rank, dst, cq, wr_id) = (l.rank, l.dst, l.cq, l.wr_id);
+        let root = &slots[0].ops[&seq];
+        let bad = root.bad;
+        let result: &[u8] = root.result.as_deref().unwrap_or(&[]);
+        let bytes = result.len() as u64;
+        if !bad && dst != u64::MAX && !result.is_empty() {
             // The range was checked at post time.
-            let _ = self.mem[l.rank.index()].write(l.dst, &result);
+            let _ = self.mem[rank.index()].write(dst, result);
         }
-        self.coll.stats[0] += 1;
-        self.push_cqe(
-            l.cq,
-            Cqe {
-                wr_id: l.wr_id,
-                kind: CqeKind::Coll,
-                status: if bad { CqeStatus::CollMismatch } else { CqeStatus::Ok },
-                bytes: result.len() as u64,
-                peer: l.rank,
-                addr: 0,
-                value: 0,
-                at: now,
-            },
-        );
         if last {
             // The root keeps its operation state (the result) until every member NIC is done.
-            let slots = &mut self.coll.groups[group as usize].slots;
             if slot != 0 {
                 slots[slot as usize].ops.remove(&seq);
             }
@@ -816,6 +799,20 @@ impl World {
                 slots[0].ops.remove(&seq);
             }
         }
+        self.coll.stats[0] += 1;
+        self.push_cqe(
+            cq,
+            Cqe {
+                wr_id,
+                kind: CqeKind::Coll,
+                status: if bad { CqeStatus::CollMismatch } else { CqeStatus::Ok },
+                bytes: if bad { 0 } else { bytes },
+                peer: rank,
+                addr: 0,
+                value: 0,
+                at: now,
+            },
+        );
     }
 }
 
