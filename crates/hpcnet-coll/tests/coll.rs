@@ -529,6 +529,7 @@ fn host_costs_take_simulated_time() {
         let cfg = CommConfig {
             transport: TransportConfig::default(),
             costs,
+            ..CommConfig::default()
         };
         let (outs, _) = run_ok(&spread(8), &cfg, |mut c| async move {
             let t0 = c.context().now();

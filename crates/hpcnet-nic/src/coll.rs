@@ -312,9 +312,9 @@ impl World {
         }
         let f = self.cfg.coll.fanout.max(1) as usize;
         let ns = slots.len();
-        for i in 0..ns {
-            slots[i].parent = (i > 0).then(|| ((i - 1) / f) as u32);
-            slots[i].children = (f * i + 1..(f * i + f + 1).min(ns)).map(|c| c as u32).collect();
+        for (i, s) in slots.iter_mut().enumerate() {
+            s.parent = (i > 0).then(|| ((i - 1) / f) as u32);
+            s.children = (f * i + 1..(f * i + f + 1).min(ns)).map(|c| c as u32).collect();
         }
         let id = self.coll.groups.len() as u32;
         if id >= 1 << 30 {
