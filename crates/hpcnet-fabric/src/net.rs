@@ -279,6 +279,9 @@ pub struct Network {
     /// Per router input queue: output ports its head multicast packet still has to be copied
     /// to (0: none yet looked up).
     mc_left: Vec<u64>,
+    /// A multicast packet was injected at some point: only then do the router paths look at
+    /// packets' multicast flag (unicast-only runs skip the load).
+    mcast_seen: bool,
 }
 
 struct PortCredits<'a> {
@@ -473,6 +476,7 @@ impl Network {
             drops: Vec::new(),
             mcast,
             mc_left: vec![0; node_q0 as usize],
+            mcast_seen: false,
         })
     }
 
@@ -693,6 +697,7 @@ impl Network {
         // a division per packet.
         self.next_class = if self.next_class == 250 { 0 } else { self.next_class + 1 };
         let prepared = if pkt.flags & F_MCAST != 0 {
+            self.mcast_seen = true;
             self.multicast_on_inject(&mut pkt, class)
         } else {
             self.routing.on_inject(&self.topo, &mut pkt, class)
@@ -776,13 +781,17 @@ impl Network {
         })
     }
 
-    /// Output `oi` serves the multicast packet `head` of input queue `qi`: the packet to send
-    /// (a copy while other ports remain, else the packet itself, taken off the queue) and
-    /// whether it is the last (then the input buffer is freed). A copy leaving into a node gets
-    /// that node as destination.
-    #[cold]
+    /// Output `oi` serves the head of router input queue `qi` (once multicast is in use): the
+    /// packet to send and whether it leaves the queue (then its input buffer is freed). A
+    /// unicast packet is taken off the queue; a multicast packet is copied while other ports of
+    /// its table remain, and taken off for its last port. A copy leaving into a node gets that
+    /// node as destination.
     #[inline(never)]
-    fn multicast_take(&mut self, qi: u32, oi: u32, head: PacketId) -> (PacketId, bool) {
+    fn multicast_take_or_pop(&mut self, qi: u32, oi: u32) -> (PacketId, bool) {
+        let head = self.inq.q[qi as usize].head;
+        if self.packets[head as usize].flags & F_MCAST == 0 {
+            return (self.inq.pop_front(qi).expect("head"), true);
+        }
         let router = self.router_of[oi as usize];
         let port = (oi - self.port_base[router.index()]) as u16;
         let left = self.mc_left[qi as usize] & !(1u64 << port);
@@ -846,7 +855,7 @@ impl Network {
         let in_port = PortIdx(((qi >> self.vc_shift) - base) as u16);
         loop {
             let id = self.inq.front(qi)?;
-            let routed = if self.packets[id as usize].flags & F_MCAST != 0 {
+            let routed = if self.mcast_seen && self.packets[id as usize].flags & F_MCAST != 0 {
                 self.multicast_route(qi, router, in_port, id)
             } else {
                 let mut view = PortCredits {
@@ -1118,9 +1127,8 @@ impl Network {
             o.rr_q = next;
             (qi, vc)
         };
-        let head = self.inq.q[qi as usize].head;
-        let (id, last) = if !is_node && self.packets[head as usize].flags & F_MCAST != 0 {
-            self.multicast_take(qi, oi, head)
+        let (id, last) = if self.mcast_seen && !is_node {
+            self.multicast_take_or_pop(qi, oi)
         } else {
             (self.inq.pop_front(qi).expect("head"), true)
         };
