@@ -1,7 +1,8 @@
 //! The narrow interface between the message library and a NIC model.
 //!
 //! Everything the verbs layer asks of a NIC goes through [`NicBackend`]: register and touch host
-//! memory, create queues, post work, poll completions, set timers, and advance the model one
+//! memory, create queues, post work (and hardware collective groups and descriptors), poll
+//! completions, set timers, and advance the model one
 //! event at a time, collecting [`Notice`]s (a completion queue got an entry, a timer expired)
 //! that the library turns into task wake-ups. [`World`] is the simulated implementation; a test
 //! can drive the library against a stub, and another backend (real shared memory, a real

@@ -39,7 +39,9 @@
 //! the message engines, the transmit queue bound or the receive dispatcher with ordinary
 //! messages (its packets take `nic.rx_overhead` each at arrival and release their receive
 //! buffer at once); a reduce broadcasts its result like an allreduce (members other than the
-//! root only complete); data is read from host memory when the descriptor is posted.
+//! root only complete); data is read from host memory when the descriptor is posted; a NIC
+//! combines and forwards a contribution only when it is whole (no segment pipelining through
+//! the tree, which matters for long vectors only).
 //!
 //! Cost: creating a group is O(routers + ports) (the multicast tree); a collective on p members
 //! over n nodes sends n − 1 gather messages and one multicast, each of ⌈bytes / max_payload⌉
