@@ -9,9 +9,9 @@ use crate::algo::{self, implements, select, Algorithm, Collective};
 use crate::transport::{Call, Transport, TransportConfig};
 use crate::types::{check_len, check_op, from_bytes, to_bytes};
 use crate::{CollError, Datatype, Element, HostCosts, ReduceOp};
-use hpcnet_msg::verbs::{Context, Machine};
+use hpcnet_msg::verbs::{Context, Cq, Machine, Mr};
 use hpcnet_msg::NicBackend;
-use hpcnet_nic::Rank;
+use hpcnet_nic::{CollDesc, CollKind, CollOp, CollType, CqeStatus, GroupId, Rank};
 use std::collections::{BTreeMap, HashSet};
 
 /// How communicators are built: transport parameters and host costs.
@@ -19,11 +19,24 @@ use std::collections::{BTreeMap, HashSet};
 pub struct CommConfig {
     pub transport: TransportConfig,
     pub costs: HostCosts,
+    /// Create a hardware collective group for the communicator ([`Algorithm::Hardware`]): the
+    /// NICs' logical tree and the routers' multicast tables are set up at creation; a multicast
+    /// table overflow makes creation fail with [`CollError::BadComm`].
+    pub hardware: bool,
+}
+
+/// A member's end of the communicator's hardware collective group.
+struct Hw {
+    group: GroupId,
+    cq: Cq,
+    /// Contribution and result buffer, grown to the largest call.
+    mr: Option<Mr>,
 }
 
 /// One member's handle on a communicator.
 pub struct Comm {
     t: Transport,
+    hw: Option<Hw>,
     /// The node (NIC) of each member, for the two-level algorithms.
     nodes: Vec<u32>,
     /// Collective calls started on this communicator (numbers the messages of each call).
@@ -73,9 +86,19 @@ impl Comm {
             )));
         }
         let nodes: Vec<u32> = ranks.iter().map(|&r| node_of(r)).collect();
+        let group = if cfg.hardware {
+            Some(m.coll_group(ranks).map_err(CollError::BadComm)?)
+        } else {
+            None
+        };
         Ok(Transport::group(m, ranks, tc, &cfg.costs)
             .into_iter()
             .map(|t| Comm {
+                hw: group.map(|group| Hw {
+                    group,
+                    cq: t.ctx.create_cq(),
+                    mr: None,
+                }),
                 t,
                 nodes: nodes.clone(),
                 calls: 0,
@@ -195,7 +218,8 @@ impl Comm {
     fn finish<T>(&mut self, r: Result<T, CollError>) -> Result<T, CollError> {
         if let Err(e) = &r {
             self.poisoned = true;
-            if !matches!(e, CollError::Aborted { .. }) {
+            // Every member of a hardware collective learns of a mismatch from its NIC.
+            if !matches!(e, CollError::Aborted { .. } | CollError::HardwareMismatch { .. }) {
                 self.t.abort();
             }
         }
@@ -219,6 +243,20 @@ impl Comm {
         let r = match alg {
             Algorithm::Dissemination => algo::barrier::dissemination(&mut self.t, &call).await,
             Algorithm::BinomialTree => algo::barrier::binomial_tree(&mut self.t, &call).await,
+            Algorithm::Hardware => {
+                let k = CollKind::Barrier;
+                hardware(
+                    &mut self.hw,
+                    &self.t,
+                    &call,
+                    k,
+                    Datatype::I64,
+                    ReduceOp::Sum,
+                    Vec::new(),
+                )
+                .await
+                .map(drop)
+            }
             a => Err(CollError::Unsupported {
                 call: call.name,
                 algorithm: a,
@@ -244,6 +282,13 @@ impl Comm {
             Algorithm::Chain => {
                 let segment = self.t.chunk();
                 algo::bcast::chain(&mut self.t, &call, &mut bytes, root, segment).await
+            }
+            Algorithm::Hardware => {
+                let k = CollKind::Broadcast { root: root as u32 };
+                let data = std::mem::take(&mut bytes);
+                hardware(&mut self.hw, &self.t, &call, k, T::DATATYPE, ReduceOp::Sum, data)
+                    .await
+                    .map(|out| bytes = out)
             }
             a => Err(CollError::Unsupported {
                 call: call.name,
@@ -275,6 +320,13 @@ impl Comm {
             Algorithm::Binomial => algo::reduce::binomial(&mut self.t, &call, T::DATATYPE, op, bytes, root).await,
             Algorithm::Rabenseifner => {
                 algo::reduce::rabenseifner(&mut self.t, &call, T::DATATYPE, op, bytes, root).await
+            }
+            Algorithm::Hardware => {
+                let k = CollKind::Reduce { root: root as u32 };
+                let me = self.rank();
+                hardware(&mut self.hw, &self.t, &call, k, T::DATATYPE, op, bytes)
+                    .await
+                    .map(|out| (me == root).then_some(out))
             }
             a => Err(CollError::Unsupported {
                 call: call.name,
@@ -322,6 +374,7 @@ impl Comm {
                 let inner = select(Collective::Allreduce, data.len(), leaders.len());
                 algo::allreduce::two_level(&mut self.t, &call, dtype, op, data, &nodes, inner).await
             }
+            Algorithm::Hardware => hardware(&mut self.hw, &self.t, &call, CollKind::Allreduce, dtype, op, data).await,
             a => Err(CollError::Unsupported {
                 call: call.name,
                 algorithm: a,
@@ -410,4 +463,75 @@ impl Comm {
         };
         Ok(from_bytes(&self.finish(r)?))
     }
+}
+
+/// One hardware collective: write the contribution, post the descriptor, wait for the NIC's
+/// completion, read the result (host costs: one post, one poll).
+async fn hardware(
+    hw: &mut Option<Hw>,
+    t: &Transport,
+    call: &Call,
+    kind: CollKind,
+    dtype: Datatype,
+    op: ReduceOp,
+    data: Vec<u8>,
+) -> Result<Vec<u8>, CollError> {
+    let Some(hw) = hw.as_mut() else {
+        return Err(CollError::AlgorithmLimit {
+            call: call.name,
+            algorithm: Algorithm::Hardware,
+            reason: "needs a communicator created with hardware collectives (CommConfig::hardware)".into(),
+        });
+    };
+    let ctx = &t.ctx;
+    let len = data.len() as u64;
+    // Contribution at offset 0, result at `len` (a broadcast uses one buffer).
+    let bcast = matches!(kind, CollKind::Broadcast { .. });
+    let need = if bcast { len } else { 2 * len }.max(8);
+    if hw.mr.as_ref().is_none_or(|m| m.len < need) {
+        hw.mr = Some(ctx.reg_mr(need));
+    }
+    let mr = hw.mr.as_ref().expect("registered");
+    ctx.write_local(mr, 0, &data)
+        .map_err(|e| CollError::verbs(call.name, e))?;
+    let dst = if bcast { mr.addr } else { mr.addr + len };
+    let desc = CollDesc {
+        group: hw.group,
+        kind,
+        dtype: match dtype {
+            Datatype::F32 => CollType::F32,
+            Datatype::F64 => CollType::F64,
+            Datatype::I32 => CollType::I32,
+            Datatype::I64 => CollType::I64,
+        },
+        op: match op {
+            ReduceOp::Sum => CollOp::Sum,
+            ReduceOp::Max => CollOp::Max,
+            ReduceOp::Min => CollOp::Min,
+            ReduceOp::Band => CollOp::Band,
+            ReduceOp::Bor => CollOp::Bor,
+            ReduceOp::Bxor => CollOp::Bxor,
+        },
+        count: len / dtype.size() as u64,
+        src: mr.addr,
+        dst,
+        cq: hw.cq.id(),
+        wr_id: call.number as u64,
+    };
+    t.spend(t.costs.per_post).await;
+    ctx.post_coll(desc).map_err(|e| CollError::verbs(call.name, e))?;
+    let cqe = hw.cq.next().await;
+    t.spend(t.costs.per_poll).await;
+    if cqe.status == CqeStatus::CollMismatch {
+        return Err(CollError::HardwareMismatch { call: call.name });
+    }
+    if cqe.status != CqeStatus::Ok {
+        return Err(CollError::Transport {
+            call: call.name,
+            reason: format!("hardware collective completed with {:?}", cqe.status),
+        });
+    }
+    let mr = hw.mr.as_ref().expect("registered");
+    let off = if bcast { 0 } else { len };
+    ctx.read_local(mr, off, len).map_err(|e| CollError::verbs(call.name, e))
 }

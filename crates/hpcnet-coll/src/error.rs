@@ -53,6 +53,10 @@ pub enum CollError {
     /// A verbs call was refused or a transfer completed with an error.
     #[error("{call}: transport: {reason}")]
     Transport { call: &'static str, reason: String },
+    /// Members posted hardware collective descriptors that disagree; the NICs found it where
+    /// the descriptors met in the tree and every member's call failed.
+    #[error("{call}: members posted hardware collective descriptors that disagree (collective, root, datatype, operator or size)")]
+    HardwareMismatch { call: &'static str },
     /// An earlier call on this communicator failed; its message state is no longer consistent.
     #[error("{call}: the communicator failed in an earlier call and cannot be used")]
     Poisoned { call: &'static str },

@@ -8,7 +8,10 @@
 //!   binomial tree), broadcast (binomial, scatter + ring allgather, double binary tree,
 //!   pipelined chain), reduce (binomial, Rabenseifner), allreduce (recursive doubling,
 //!   Rabenseifner, ring, two-level per node), allgather (ring, recursive doubling, Bruck),
-//!   reduce-scatter (ring), alltoall (pairwise, Bruck);
+//!   reduce-scatter (ring), alltoall (pairwise, Bruck); and [`Algorithm::Hardware`] for barrier,
+//!   broadcast, reduce and allreduce — the NICs' hardware collective unit and router multicast
+//!   (`hpcnet_nic::coll`) on communicators created with [`CommConfig::hardware`] (one
+//!   descriptor per member per call: cost O(1) host work per member);
 //! - [`Datatype`] / [`ReduceOp`]: `f32`, `f64`, `i32`, `i64` with sum, max, min and (integers
 //!   only) bitwise and, or, xor, applied to little-endian bytes;
 //! - [`HostCosts`]: the host software cost model (per call, per post, per poll, copy and

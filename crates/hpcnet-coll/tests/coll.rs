@@ -504,6 +504,7 @@ fn tiny_chunks_and_window_still_deliver() {
     let cfg = CommConfig {
         transport: TransportConfig { chunk: 64, window: 1 },
         costs: HostCosts::default(),
+        ..CommConfig::default()
     };
     let (outs, _) = run_ok(&spread(6), &cfg, |mut c| async move {
         let x: Vec<i64> = (0..500).map(|j| j * (c.rank() as i64 + 1)).collect();
@@ -528,6 +529,7 @@ fn host_costs_take_simulated_time() {
         let cfg = CommConfig {
             transport: TransportConfig::default(),
             costs,
+            ..CommConfig::default()
         };
         let (outs, _) = run_ok(&spread(8), &cfg, |mut c| async move {
             let t0 = c.context().now();

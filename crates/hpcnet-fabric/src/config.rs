@@ -185,6 +185,14 @@ pub struct RouterConfig {
     /// for credits on one VC does not hold back another VC's; or one FIFO for all VCs.
     #[serde(default)]
     pub node_injection: NodeInjection,
+    /// Multicast routing tables per input port (default 32, spec 01 SWHRC: "per port 32
+    /// multicast routing tables, each replicating to any subset of the 40 ports").
+    #[serde(default = "d_multicast_tables")]
+    pub multicast_tables: u32,
+}
+
+fn d_multicast_tables() -> u32 {
+    32
 }
 
 /// How a node's packets queue for its link.

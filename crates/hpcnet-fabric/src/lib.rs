@@ -8,16 +8,19 @@
 //! - [`arbiter`]: output arbitration policies;
 //! - [`net`]: the packet-level simulator (input-buffered routers, credits, links) and the
 //!   [`Endpoints`] seam through which it hands packets to NICs or traffic collectors;
-//! - [`packet`]: the packet record.
+//! - [`packet`]: the packet record;
+//! - [`multicast`]: the routers' multicast tables and how a group's tables are computed.
 
 pub mod arbiter;
 pub mod config;
+pub mod multicast;
 pub mod net;
 pub mod packet;
 pub mod routing;
 pub mod topology;
 
 pub use config::{ConfigError, FabricConfig};
+pub use multicast::{MulticastError, MulticastRoute};
 pub use net::{Collect, Endpoints, NetEvent, Network};
 pub use packet::{Packet, PacketId};
 pub use routing::{RouteError, Routing};

@@ -21,11 +21,19 @@
 //!   packet has at most one pending event (arrival or delivery).
 //! - **Endpoints**: each node rail has an injection queue without limit and an output port with
 //!   credits into its router; ejection into the node never blocks (the NIC drains at link rate).
+//! - **Multicast** ([`crate::multicast`]): a multicast packet at the head of an input queue is
+//!   sent to the ports of its group's table one after another, lowest port first: each copy is
+//!   arbitrated and takes credits on its output like a unicast packet, and the packet stays at
+//!   the head (holding its input buffer) until its last copy has left. Copies keep the VC they
+//!   arrived on; multicast is meant for tree topologies (no bubble or dateline rule applies to
+//!   it). Each extra copy counts in `net.multicast_copies`, so the conservation law reads
+//!   `injected + copies = delivered + dropped + in_flight`.
 
 use crate::arbiter::{Age, OutputArbiter, Request as ArbRequest, RoundRobin};
 use crate::config::{Arbitration, FabricConfig, Switching, MAX_VCS};
-use crate::packet::{Packet, PacketId};
-use crate::routing::{CreditView, RouteError, Routing};
+use crate::multicast::{MulticastError, MulticastRoute, Tables};
+use crate::packet::{Packet, PacketId, F_MCAST};
+use crate::routing::{Choice, CreditView, RouteError, Routing};
 use crate::topology::{NodeId, Peer, PortIdx, RouterId, Topology};
 use hpcnet_des::stats::{Registry, StatRecord};
 use hpcnet_des::{BitsPerSec, EventQueue, Origin, SimTime};
@@ -160,6 +168,13 @@ pub struct NetCounters {
     pub dropped: u64,
     /// Router traversals of delivered packets.
     pub hops: u64,
+    /// Extra copies made by multicast replication in routers.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub multicast_copies: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A counter of the network; [`NET_STATS`] gives each its name, unit and description.
@@ -169,6 +184,7 @@ enum NetStat {
     Delivered,
     Dropped,
     Hops,
+    Copies,
 }
 
 /// Name, unit and description of each [`NetStat`], in its order.
@@ -191,9 +207,16 @@ const NET_STATS: [(&str, &str, &str); 4] = [
     ("net.router_hops", "routers", "router traversals of delivered packets"),
 ];
 
+/// The multicast counter, reported only when multicast was used.
+const NET_MCAST_STATS: [(&str, &str, &str); 1] = [(
+    "net.multicast_copies",
+    "packets",
+    "extra packet copies made by multicast replication in routers",
+)];
+
 /// The network's counter values (a fixed array: the hot path indexes it with constants).
 #[derive(Default)]
-struct NetStats([u64; 4]);
+struct NetStats([u64; 5]);
 
 impl NetStats {
     #[inline(always)]
@@ -256,6 +279,14 @@ pub struct Network {
     /// Time of the last packet movement (watchdog).
     last_progress: SimTime,
     drops: Vec<Drop>,
+    /// Multicast tables of the router input ports.
+    mcast: Tables,
+    /// Per router input queue: output ports its head multicast packet still has to be copied
+    /// to (0: none yet looked up).
+    mc_left: Vec<u64>,
+    /// A multicast packet was injected at some point: only then do the router paths look at
+    /// packets' multicast flag (unicast-only runs skip the load).
+    mcast_seen: bool,
 }
 
 struct PortCredits<'a> {
@@ -425,6 +456,7 @@ impl Network {
                 ),
             ));
         }
+        let mcast = Tables::new(total as usize, cfg.router.multicast_tables);
         Ok(Network {
             topo,
             routing,
@@ -449,6 +481,9 @@ impl Network {
             stats: NetStats::default(),
             last_progress: SimTime::ZERO,
             drops: Vec::new(),
+            mcast,
+            mc_left: vec![0; node_q0 as usize],
+            mcast_seen: false,
         })
     }
 
@@ -487,12 +522,53 @@ impl Network {
             delivered: s.get(NetStat::Delivered),
             dropped: s.get(NetStat::Dropped),
             hops: s.get(NetStat::Hops),
+            multicast_copies: s.get(NetStat::Copies),
         }
     }
 
     /// The network's statistics (names, units, descriptions and values), in registration order.
     pub fn statistics(&self) -> Vec<StatRecord> {
-        Registry::of_counters(&NET_STATS, &self.stats.0).report()
+        let mut v = Registry::of_counters(&NET_STATS, &self.stats.0[..4]).report();
+        let copies = self.stats.get(NetStat::Copies);
+        if copies > 0 {
+            v.extend(Registry::of_counters(&NET_MCAST_STATS, &[copies]).report());
+        }
+        v
+    }
+
+    /// Program the multicast tables of `group` on `rail`: a tree from `root`'s router to every
+    /// node of `members` (see [`crate::multicast`]). Replaces the group's earlier tables;
+    /// refused as a whole when a table does not fit (`router.multicast_tables` per input port).
+    pub fn program_multicast(
+        &mut self,
+        group: u32,
+        rail: u8,
+        root: NodeId,
+        members: &[NodeId],
+    ) -> Result<MulticastRoute, MulticastError> {
+        let routing = &self.routing;
+        let out = &self.out;
+        let base = &self.port_base;
+        self.mcast.program(
+            &self.topo,
+            &self.port_base,
+            |n, r| routing.attach(n, r),
+            |r, p| out[(base[r.index()] + p.0 as u32) as usize].to != Dest::None,
+            group,
+            rail,
+            root,
+            members,
+        )
+    }
+
+    /// Remove every multicast table of `group`.
+    pub fn clear_multicast(&mut self, group: u32) {
+        self.mcast.clear(group);
+    }
+
+    /// Multicast tables in use at input port `port` of router `router`.
+    pub fn multicast_tables_used(&self, router: RouterId, port: PortIdx) -> usize {
+        self.mcast.used(self.port_base[router.index()] + port.0 as u32)
     }
 
     /// Time of the last packet movement (the deadlock watchdog compares it with now).
@@ -532,7 +608,7 @@ impl Network {
     #[inline]
     pub fn in_flight(&self) -> u64 {
         let s = &self.stats;
-        s.get(NetStat::Injected) - s.get(NetStat::Delivered) - s.get(NetStat::Dropped)
+        s.get(NetStat::Injected) + s.get(NetStat::Copies) - s.get(NetStat::Delivered) - s.get(NetStat::Dropped)
     }
 
     /// Packets waiting in node injection queues.
@@ -648,7 +724,13 @@ impl Network {
         if self.routing.needs_salt() {
             pkt.salt = self.draw_salt(pkt.src);
         }
-        if let Err(reason) = self.routing.on_inject(&self.topo, &mut pkt, class) {
+        let prepared = if pkt.flags & F_MCAST != 0 {
+            self.mcast_seen = true;
+            self.multicast_on_inject(&mut pkt, class)
+        } else {
+            self.routing.on_inject(&self.topo, &mut pkt, class)
+        };
+        if let Err(reason) = prepared {
             // A node whose cable is down loses what it sends, like any dropped packet (counted
             // as injected and dropped, so `injected = delivered + dropped + in flight` holds).
             if let RouteError::SourceCableDown { .. } = reason {
@@ -675,6 +757,84 @@ impl Network {
             self.run_arbitrations(q, Some(self.node_oport(node, rail)), ep);
         }
         Ok(())
+    }
+
+    /// Prepare a multicast packet at injection: its source cable must be up; it takes the VC of
+    /// its class and keeps it (no source route, no dimension state).
+    #[cold]
+    fn multicast_on_inject(&self, pkt: &mut Packet, class: u8) -> Result<(), RouteError> {
+        let (r, p) = self.routing.attach(pkt.src, pkt.rail);
+        if self.routing.is_dead(r, p) {
+            return Err(RouteError::SourceCableDown {
+                node: pkt.src,
+                router: r,
+            });
+        }
+        pkt.class = class % self.routing.classes().max(1);
+        pkt.vc = self.routing.injection_vc(pkt.class);
+        Ok(())
+    }
+
+    /// The next output of the multicast packet at the head of input queue `qi` (entered by
+    /// `in_port` of `router`): the lowest port of its table not served yet.
+    #[cold]
+    #[inline(never)]
+    fn multicast_route(
+        &mut self,
+        qi: u32,
+        router: RouterId,
+        in_port: PortIdx,
+        id: PacketId,
+    ) -> Result<Choice, RouteError> {
+        let p = &self.packets[id as usize];
+        let left = &mut self.mc_left[qi as usize];
+        if *left == 0 {
+            let g = self.port_base[router.index()] + in_port.0 as u32;
+            let group = p.dst.0;
+            match self.mcast.lookup(g, group) {
+                Some(m) if m != 0 => *left = m,
+                _ => {
+                    return Err(RouteError::NoMulticastTable {
+                        router,
+                        port: in_port,
+                        group,
+                    })
+                }
+            }
+        }
+        Ok(Choice {
+            port: PortIdx(left.trailing_zeros() as u16),
+            vc: p.vc,
+            enters_ring: false,
+        })
+    }
+
+    /// Output `oi` serves the head of router input queue `qi` (once multicast is in use): the
+    /// packet to send and whether it leaves the queue (then its input buffer is freed). A
+    /// unicast packet is taken off the queue; a multicast packet is copied while other ports of
+    /// its table remain, and taken off for its last port. A copy leaving into a node gets that
+    /// node as destination.
+    #[inline(never)]
+    fn multicast_take_or_pop(&mut self, qi: u32, oi: u32) -> (PacketId, bool) {
+        let head = self.inq.q[qi as usize].head;
+        if self.packets[head as usize].flags & F_MCAST == 0 {
+            return (self.inq.pop_front(qi).expect("head"), true);
+        }
+        let router = self.router_of[oi as usize];
+        let port = (oi - self.port_base[router.index()]) as u16;
+        let left = self.mc_left[qi as usize] & !(1u64 << port);
+        self.mc_left[qi as usize] = left;
+        let id = if left == 0 {
+            self.inq.pop_front(qi).expect("head")
+        } else {
+            let copy = self.packets[head as usize].clone();
+            self.stats.add(NetStat::Copies, 1);
+            self.alloc(copy)
+        };
+        if let Peer::Node { node, .. } = self.topo.routers[router.index()].ports[port as usize] {
+            self.packets[id as usize].dst = node;
+        }
+        (id, left == 0)
     }
 
     /// Input queue of `vc` at global router port `gport`.
@@ -723,14 +883,19 @@ impl Network {
         let in_port = PortIdx(((qi >> self.vc_shift) - base) as u16);
         loop {
             let id = self.inq.front(qi)?;
-            let mut view = PortCredits {
-                out: &mut self.out[base as usize..end as usize],
-                now: q.now(),
+            let routed = if self.mcast_seen && self.packets[id as usize].flags & F_MCAST != 0 {
+                self.multicast_route(qi, router, in_port, id)
+            } else {
+                let mut view = PortCredits {
+                    out: &mut self.out[base as usize..end as usize],
+                    now: q.now(),
+                };
+                let p = &mut self.packets[id as usize];
+                self.routing.route(&self.topo, router, in_port, p, &mut view)
             };
-            let p = &mut self.packets[id as usize];
-            match self.routing.route(&self.topo, router, in_port, p, &mut view) {
+            match routed {
                 Ok(c) => {
-                    let credits = p.credits as u32;
+                    let credits = self.packets[id as usize].credits as u32;
                     let oi = base + c.port.0 as u32;
                     let o = &mut self.out[oi as usize];
                     // The bubble applies to ring channels only (never to an ejection port).
@@ -990,7 +1155,11 @@ impl Network {
             o.rr_q = next;
             (qi, vc)
         };
-        let id = self.inq.pop_front(qi).expect("head");
+        let (id, last) = if self.mcast_seen && !is_node {
+            self.multicast_take_or_pop(qi, oi)
+        } else {
+            (self.inq.pop_front(qi).expect("head"), true)
+        };
         let o = &mut self.out[oi as usize];
         o.starved = false;
         // Timing.
@@ -1005,7 +1174,9 @@ impl Network {
         };
         let start = now.max(tail_at.saturating_sub(ser));
         // Free the buffer the packet leaves, when its tail is out.
-        self.release_input(q, qi, id, start + ser);
+        if last {
+            self.release_input(q, qi, id, start + ser);
+        }
         // Take credits downstream.
         let o = &mut self.out[oi as usize];
         o.busy_until = start + ser;

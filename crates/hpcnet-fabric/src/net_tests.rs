@@ -43,6 +43,7 @@ fn fabric(routing: RoutingConfig, vcs: u8, private_credits: u32) -> FabricConfig
             arbitration: Arbitration::RoundRobin,
             vc_select: VcSelect::RoundRobin,
             node_injection: NodeInjection::PerVc,
+            multicast_tables: 32,
         },
         packet: PacketConfig {
             header: Bytes(16),
@@ -344,4 +345,128 @@ fn blocked_report_shows_free_ejection_credits() {
     assert_eq!(run_until_idle(&mut net, &mut q).len(), 1);
     let blocked = net.blocked(10);
     assert_eq!((blocked[0].credits_needed, blocked[0].credits_free), (5, 0));
+}
+
+/// A small dual-rail generalized fat tree (8 leaves of 4 nodes, 4 spines, 2 sibling links).
+fn small_gft() -> Topology {
+    build(&TopologyConfig::GeneralizedFatTree(
+        crate::topology::GeneralizedFatTreeConfig {
+            planes: 2,
+            leaves: 8,
+            spines: 4,
+            nodes_per_leaf: 4,
+            sibling_links: 2,
+            nodes: None,
+            radix: None,
+        },
+    ))
+    .unwrap()
+}
+
+fn updown() -> RoutingConfig {
+    RoutingConfig::UpDown {
+        selection: crate::config::Selection::Deterministic,
+    }
+}
+
+/// Injects one multicast packet of `group` from `root` on `rail` and runs to the end.
+fn multicast_once(net: &mut Network, group: u32, root: NodeId, rail: u8) -> Vec<Delivery> {
+    let mut q = EventQueue::new();
+    let mut p = Packet::multicast(7, root, group, 256, 16, SimTime::ZERO);
+    p.rail = rail;
+    net.inject(&mut q, p, &mut Collect::default()).unwrap();
+    run_until_idle(net, &mut q)
+}
+
+#[test]
+fn multicast_reaches_exactly_the_members_once_each() {
+    let topo = small_gft();
+    let mut net = Network::new(topo, fabric(updown(), 2, 8)).unwrap();
+    // Members on the root's leaf, its sibling and three other leaves, both rails.
+    let members: Vec<NodeId> = [1u32, 3, 5, 6, 13, 20, 31].iter().map(|&n| NodeId(n)).collect();
+    for rail in 0..2u8 {
+        let group = 5 + rail as u32;
+        let route = net.program_multicast(group, rail, NodeId(0), &members).unwrap();
+        assert_eq!(route.reached, members);
+        let d = multicast_once(&mut net, group, NodeId(0), rail);
+        let mut got: Vec<NodeId> = d.iter().map(|x| x.packet.dst).collect();
+        got.sort();
+        assert_eq!(got, members, "rail {rail}: every member once, nobody else");
+        assert!(d
+            .iter()
+            .all(|x| x.packet.tag == 7 && x.packet.is_multicast() && x.packet.rail == rail));
+    }
+    let c = net.counters();
+    // Conservation with copies: injected + copies = delivered (nothing in flight, no drops).
+    assert_eq!(c.injected + c.multicast_copies, c.delivered);
+    assert_eq!(c.delivered, 2 * members.len() as u64);
+    assert_eq!(net.in_flight(), 0);
+    assert!(net.statistics().iter().any(|s| s.name == "net.multicast_copies"));
+}
+
+#[test]
+fn multicast_copies_obey_credits_and_arrive_in_hops_order() {
+    // Two packets back to back with one packet of credits per VC: every copy still arrives,
+    // and a member on the root's leaf (one router) is reached before one across the spine.
+    let topo = small_gft();
+    let mut net = Network::new(topo, fabric(updown(), 1, 5)).unwrap();
+    let members = [NodeId(1), NodeId(30)];
+    net.program_multicast(0, 0, NodeId(0), &members).unwrap();
+    let mut q = EventQueue::new();
+    for tag in 0..2 {
+        net.inject(
+            &mut q,
+            Packet::multicast(tag, NodeId(0), 0, 256, 16, SimTime::ZERO),
+            &mut Collect::default(),
+        )
+        .unwrap();
+    }
+    let d = run_until_idle(&mut net, &mut q);
+    assert_eq!(d.len(), 4);
+    let near: Vec<_> = d.iter().filter(|x| x.packet.dst == NodeId(1)).collect();
+    let far: Vec<_> = d.iter().filter(|x| x.packet.dst == NodeId(30)).collect();
+    assert_eq!((near.len(), far.len()), (2, 2));
+    assert_eq!(near[0].packet.hops, 1);
+    assert_eq!(far[0].packet.hops, 3);
+    assert!(near[0].at < far[0].at);
+    assert_eq!(near[0].at, ns(2 * L + R + SER));
+}
+
+#[test]
+fn multicast_table_overflow_is_an_error_and_writes_nothing() {
+    let topo = small_gft();
+    let mut cfg = fabric(updown(), 1, 8);
+    cfg.router.multicast_tables = 2;
+    let mut net = Network::new(topo, cfg).unwrap();
+    let members = [NodeId(1), NodeId(20)];
+    net.program_multicast(0, 0, NodeId(0), &members).unwrap();
+    net.program_multicast(1, 0, NodeId(0), &members).unwrap();
+    // Reprogramming a group replaces its tables (no new table taken).
+    net.program_multicast(1, 0, NodeId(0), &members).unwrap();
+    let (r, p) = net.routing.attach(NodeId(0), 0);
+    assert_eq!(net.multicast_tables_used(r, p), 2);
+    let e = net.program_multicast(2, 0, NodeId(0), &members).unwrap_err();
+    assert!(matches!(e, crate::MulticastError::TableFull { capacity: 2, .. }), "{e}");
+    assert!(e.to_string().contains("router.multicast_tables"));
+    assert_eq!(net.multicast_tables_used(r, p), 2);
+    // A packet of a group without tables is dropped with the reason, not lost silently.
+    let d = multicast_once(&mut net, 2, NodeId(0), 0);
+    assert!(d.is_empty());
+    assert!(matches!(
+        dropped(&net)[0].1,
+        RouteError::NoMulticastTable { group: 2, .. }
+    ));
+    // Freed tables can be reused.
+    net.clear_multicast(0);
+    net.program_multicast(2, 0, NodeId(0), &members).unwrap();
+    assert_eq!(multicast_once(&mut net, 2, NodeId(0), 0).len(), 2);
+    // Bad nodes and rails are errors.
+    assert!(matches!(
+        net.program_multicast(3, 0, NodeId(0), &[NodeId(999)]),
+        Err(crate::MulticastError::NoSuchNode { .. })
+    ));
+    assert!(matches!(
+        net.program_multicast(3, 5, NodeId(0), &members),
+        Err(crate::MulticastError::NoSuchRail { .. })
+    ));
 }

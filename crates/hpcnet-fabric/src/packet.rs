@@ -14,6 +14,7 @@ pub type PacketId = u32;
 pub(crate) const F_CROSSED: u8 = 1; // crossed the dateline of the current dimension
 pub(crate) const F_ESCAPE: u8 = 2; // travelling on the escape VC (minimal adaptive)
 pub(crate) const F_MEASURED: u8 = 4; // generated inside the measurement window
+pub(crate) const F_MCAST: u8 = 8; // multicast: `dst` holds the group until ejection
 
 /// No dimension yet (just injected).
 pub(crate) const NO_DIM: u8 = u8::MAX;
@@ -84,6 +85,20 @@ impl Packet {
             tail_at: SimTime::ZERO,
             path: None,
         }
+    }
+
+    /// A multicast packet of `group` ([`crate::multicast`]): routers copy it along the group's
+    /// tables. Until a copy leaves the fabric its `dst` holds the group number; each delivered
+    /// copy has `dst` set to the node it reached.
+    pub fn multicast(tag: u64, src: NodeId, group: u32, payload: u32, header: u32, created: SimTime) -> Self {
+        let mut p = Packet::new(tag, src, NodeId(group), payload, header, created);
+        p.flags |= F_MCAST;
+        p
+    }
+
+    /// Whether this is a multicast packet (or a copy of one).
+    pub fn is_multicast(&self) -> bool {
+        self.flags & F_MCAST != 0
     }
 
     pub fn measured(&self) -> bool {

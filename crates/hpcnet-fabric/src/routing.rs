@@ -1010,6 +1010,12 @@ pub enum RouteError {
     Loop { router: RouterId, dst: NodeId },
     #[error("node {node}'s cable to router {router} is down")]
     SourceCableDown { node: NodeId, router: RouterId },
+    #[error("no multicast table for group {group} at input port {port} of router {router}")]
+    NoMulticastTable {
+        router: RouterId,
+        port: PortIdx,
+        group: u32,
+    },
 }
 
 fn bfs(topo: &Topology, s: usize, dead: &[bool], base: &[u32], out: &mut [u16]) {

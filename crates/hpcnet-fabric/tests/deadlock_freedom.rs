@@ -307,6 +307,7 @@ fn fabric(routing: RoutingConfig, vcs: u8) -> FabricConfig {
             arbitration: Arbitration::RoundRobin,
             vc_select: VcSelect::RoundRobin,
             node_injection: NodeInjection::PerVc,
+            multicast_tables: 32,
         },
         packet: PacketConfig {
             header: Bytes(16),

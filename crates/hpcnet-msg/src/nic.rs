@@ -1,7 +1,8 @@
 //! The narrow interface between the message library and a NIC model.
 //!
 //! Everything the verbs layer asks of a NIC goes through [`NicBackend`]: register and touch host
-//! memory, create queues, post work, poll completions, set timers, and advance the model one
+//! memory, create queues, post work (and hardware collective groups and descriptors), poll
+//! completions, set timers, and advance the model one
 //! event at a time, collecting [`Notice`]s (a completion queue got an entry, a timer expired)
 //! that the library turns into task wake-ups. [`World`] is the simulated implementation; a test
 //! can drive the library against a stub, and another backend (real shared memory, a real
@@ -9,7 +10,9 @@
 
 use hpcnet_des::SimTime;
 use hpcnet_fabric::net::Blocked;
-use hpcnet_nic::{CqId, Cqe, MemoryError, Notice, PostError, QpNum, Rank, Request, RqId, TimerId, World};
+use hpcnet_nic::{
+    CollDesc, CqId, Cqe, GroupId, MemoryError, Notice, PostError, QpNum, Rank, Request, RqId, TimerId, World,
+};
 
 /// What the message library needs of a NIC model.
 pub trait NicBackend {
@@ -65,6 +68,17 @@ pub trait NicBackend {
     fn blocked(&self, limit: usize) -> Vec<Blocked> {
         let _ = limit;
         Vec::new()
+    }
+    /// Create a hardware collective group of `members` (in communicator order), programming
+    /// the routers' multicast tables; a model without a collective unit refuses.
+    fn coll_group(&mut self, members: &[Rank]) -> Result<GroupId, String> {
+        let _ = members;
+        Err("this NIC model has no hardware collective unit".into())
+    }
+    /// Post `rank`'s descriptor of its next hardware collective on `desc.group`.
+    fn post_coll(&mut self, rank: Rank, desc: CollDesc) -> Result<(), PostError> {
+        let _ = (rank, desc);
+        Err(PostError::NoCollectiveUnit)
     }
 }
 
@@ -137,5 +151,11 @@ impl NicBackend for World {
     }
     fn blocked(&self, limit: usize) -> Vec<Blocked> {
         World::blocked(self, limit)
+    }
+    fn coll_group(&mut self, members: &[Rank]) -> Result<GroupId, String> {
+        World::coll_group(self, members).map_err(|e| e.to_string())
+    }
+    fn post_coll(&mut self, rank: Rank, desc: CollDesc) -> Result<(), PostError> {
+        World::post_coll(self, rank, desc)
     }
 }

@@ -228,6 +228,12 @@ impl<B: NicBackend + 'static> Machine<B> {
         }
     }
 
+    /// Create a hardware collective group of `members` (communicator order): the library
+    /// programs the routers' multicast tables here, before the rank programs start.
+    pub fn coll_group(&self, members: &[Rank]) -> Result<hpcnet_nic::GroupId, String> {
+        self.host.borrow_mut().nic.coll_group(members)
+    }
+
     /// Read access to the NIC model (counters, configuration, memory) between runs.
     pub fn world(&self) -> Ref<'_, B> {
         Ref::map(self.host.borrow(), |h| &h.nic)
@@ -300,6 +306,16 @@ impl Context {
 
     pub fn now(&self) -> SimTime {
         self.host.borrow().nic.now()
+    }
+
+    /// Post this rank's descriptor of its next hardware collective on `desc.group`; the NIC
+    /// writes a completion of kind `Coll` to `desc.cq` when the result is in this rank's memory.
+    pub fn post_coll(&self, desc: hpcnet_nic::CollDesc) -> Result<(), VerbsError> {
+        self.host
+            .borrow_mut()
+            .nic
+            .post_coll(self.rank, desc)
+            .map_err(VerbsError::Post)
     }
 
     /// Register `len` zeroed bytes of this rank's memory.
@@ -926,6 +942,7 @@ pub fn doc_world() -> World {
             arbitration: Arbitration::RoundRobin,
             vc_select: VcSelect::RoundRobin,
             node_injection: NodeInjection::PerVc,
+            multicast_tables: 32,
         },
         packet: PacketConfig::default(),
         routing: RoutingConfig::DimensionOrder {

@@ -31,6 +31,7 @@ fn fabric(routing: RoutingConfig, max_payload: u64) -> FabricConfig {
             arbitration: Arbitration::RoundRobin,
             vc_select: VcSelect::RoundRobin,
             node_injection: NodeInjection::PerVc,
+            multicast_tables: 32,
         },
         packet: PacketConfig {
             header: Bytes(24),

@@ -283,6 +283,55 @@ pub struct NicConfig {
     pub get_vc: Option<u8>,
     #[serde(default)]
     pub host: HostConfig,
+    /// The hardware collective unit ([`crate::coll`]).
+    #[serde(default)]
+    pub coll: CollUnitConfig,
+}
+
+fn d_fanout() -> u32 {
+    8
+}
+fn d_reduce_rate() -> BitsPerSec {
+    BitsPerSec::gbps(64.0)
+}
+
+/// `[nic.coll]`: the hardware collective unit (spec 01, "hardware collectives"). The paper gives
+/// neither the tree fan-out nor the NIC's reduction rate: the defaults are assumptions.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CollUnitConfig {
+    /// Children per NIC in the logical tree the library writes into the descriptor (default 8,
+    /// an assumption).
+    #[serde(default = "d_fanout")]
+    pub fanout: u32,
+    /// Processing of one collective step in the NIC (a descriptor taken, contributions combined
+    /// and the result sent on); default `nic.message_overhead`, the engine's processing of one
+    /// message.
+    #[serde(default)]
+    pub step_overhead: Option<SimTime>,
+    /// Reduction rate in operand bytes per second, per type (default 64 Gb/s = 8 B/ns for every
+    /// type: one 8-byte operand per cycle of a 1 GHz reduction unit, an assumption).
+    #[serde(default = "d_reduce_rate")]
+    pub rate_f32: BitsPerSec,
+    #[serde(default = "d_reduce_rate")]
+    pub rate_f64: BitsPerSec,
+    #[serde(default = "d_reduce_rate")]
+    pub rate_i32: BitsPerSec,
+    #[serde(default = "d_reduce_rate")]
+    pub rate_i64: BitsPerSec,
+}
+
+impl Default for CollUnitConfig {
+    fn default() -> Self {
+        CollUnitConfig {
+            fanout: d_fanout(),
+            step_overhead: None,
+            rate_f32: d_reduce_rate(),
+            rate_f64: d_reduce_rate(),
+            rate_i32: d_reduce_rate(),
+            rate_i64: d_reduce_rate(),
+        }
+    }
 }
 
 fn d_functions() -> u32 {
@@ -337,6 +386,7 @@ impl Default for NicConfig {
             get_queue: 0,
             get_vc: None,
             host: HostConfig::default(),
+            coll: CollUnitConfig::default(),
         }
     }
 }
@@ -381,6 +431,20 @@ impl NicConfig {
                     self.max_in_flight, self.descriptor_prefetch
                 ),
             ));
+        }
+        let c = &self.coll;
+        if c.fanout == 0 || c.fanout > 64 {
+            return Err(("nic.coll.fanout".into(), format!("must be 1 to 64, got {}", c.fanout)));
+        }
+        for (k, r) in [
+            ("rate_f32", c.rate_f32),
+            ("rate_f64", c.rate_f64),
+            ("rate_i32", c.rate_i32),
+            ("rate_i64", c.rate_i64),
+        ] {
+            if r.0 == 0 {
+                return Err((format!("nic.coll.{k}"), "must be positive".into()));
+            }
         }
         self.host.validate("nic.host")
     }

@@ -23,6 +23,9 @@ pub enum CqeStatus {
     NoBuffer,
     /// The posted receive buffer is smaller than the message.
     BufferTooSmall,
+    /// Members of a hardware collective posted descriptors that disagree (kind, root, type,
+    /// operator or size); no result was written.
+    CollMismatch,
 }
 
 /// What completed.
@@ -42,6 +45,8 @@ pub enum CqeKind {
     Send,
     /// A queue message landed in a posted receive buffer (`wr_id` is the receive's).
     Recv,
+    /// A hardware collective completed at this member.
+    Coll,
 }
 
 /// A completion queue entry.

@@ -12,6 +12,8 @@
 //! - [`rx`]: receive — dispatch, protection check, landing in host memory in any order,
 //!   acknowledgements, write-backs and atomics at the target;
 //! - [`cq`]: completion and receive queues, NAP pools, completion at the initiator;
+//! - [`coll`]: the hardware collective unit (logical-tree gather with in-NIC reduction,
+//!   broadcast by router multicast);
 //! - [`pkt`]: packet kinds and their sizes on the wire; [`ids`]: typed identities and where
 //!   ranks live; [`memory`]: host memories with registered, key-protected regions.
 //!
@@ -20,6 +22,7 @@
 //! [`World::poll_cq`], memory registration, [`World::set_timer`], [`World::step`] and
 //! [`World::take_notices`]; nothing here knows about tasks or wakers.
 
+pub mod coll;
 pub mod config;
 pub mod cq;
 pub mod engine;
@@ -32,7 +35,8 @@ pub mod rx;
 pub mod tx;
 pub mod world;
 
-pub use config::{HostConfig, NicConfig, PortSelect};
+pub use coll::{CollDesc, CollKind, CollOp, CollSetupError, CollType, GroupId};
+pub use config::{CollUnitConfig, HostConfig, NicConfig, PortSelect};
 pub use cq::{Cqe, CqeKind, CqeStatus};
 pub use ids::{CqId, Placement, QpNum, Rank, RqId, Seg, TimerId};
 pub use memory::{Memory, MemoryError, Region};

@@ -199,6 +199,14 @@ pub enum PostError {
     NoSuchFunction { function: u8, functions: u32 },
     #[error("the doorbell FIFO of function {function} is full ({depth} messages outstanding)")]
     DoorbellFifoFull { function: u8, depth: u32 },
+    #[error("collective group {0} does not exist")]
+    NoSuchGroup(u32),
+    #[error("rank {rank} is not a member of collective group {group}")]
+    NotMember { rank: Rank, group: u32 },
+    #[error("collective: {0}")]
+    BadCollective(String),
+    #[error("this NIC model has no hardware collective unit")]
+    NoCollectiveUnit,
 }
 
 impl World {

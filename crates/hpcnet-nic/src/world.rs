@@ -13,6 +13,8 @@
 //!
 //! New NIC hardware plugs in at two named points: [`World::next_message`] (where an engine takes
 //! its next message) and [`World::landed`] (where a packet's data has landed in host memory).
+//! The hardware collective unit ([`crate::coll`]) has its own descriptors and packets: its
+//! packets are told apart by their tag where the network delivers them, next to those points.
 //!
 //! Message path (spec 01 SWHNI, spec 02 cHPP send/receive engines):
 //! 1. **Doorbell**: the CPU posts a descriptor and rings the doorbell; it reaches the NIC
@@ -59,6 +61,7 @@
 //! its descriptor stage starts (a later full transmit queue delays the packets, not the
 //! schedule); acknowledgements are header-only packets on the request's rail.
 
+use crate::coll::{is_coll_tag, CollEvent, CollUnit};
 use crate::config::NicConfig;
 use crate::cq::{Cq, CqeStatus, Rq};
 use crate::engine::Engine;
@@ -103,6 +106,8 @@ pub enum WorldEvent {
     Timer {
         id: TimerId,
     },
+    /// A step of the hardware collective unit.
+    Coll(CollEvent),
 }
 
 impl From<NetEvent> for WorldEvent {
@@ -258,6 +263,8 @@ pub struct World {
     pub(crate) arrivals: Arrivals,
     pub(crate) notices: Vec<Notice>,
     pub(crate) stats: NicStats,
+    /// The hardware collective unit of every NIC.
+    pub(crate) coll: CollUnit,
 }
 
 impl World {
@@ -311,6 +318,7 @@ impl World {
             unreliable_sent: Vec::new(),
             notices: Vec::new(),
             stats: NicStats::default(),
+            coll: CollUnit::default(),
             timing: HostTiming::new(&cfg.host),
             cfg,
         }
@@ -358,6 +366,7 @@ impl World {
     /// The NICs' and the network's statistics (names, units, descriptions, values).
     pub fn statistics(&self) -> Vec<StatRecord> {
         let mut v = Registry::of_counters(&NIC_STATS, &self.stats.0).report();
+        v.extend(self.coll_statistics());
         v.extend(self.net.statistics());
         v
     }
@@ -445,6 +454,10 @@ impl World {
                     let mut ds = std::mem::take(&mut self.arrivals.delivered);
                     let limited = self.cfg.rx_buffer.is_some();
                     for p in ds.drain(..) {
+                        if is_coll_tag(p.tag) {
+                            self.coll_packet(p);
+                            continue;
+                        }
                         let pid = p.tag as u32;
                         if limited {
                             let held = (p.dst, p.rail, Network::buffer_credits(&p));
@@ -476,6 +489,7 @@ impl World {
             }
             WorldEvent::Landed { pkt } => self.landed(pkt),
             WorldEvent::Timer { id } => self.notices.push(Notice::Timer(id)),
+            WorldEvent::Coll(e) => self.coll_event(e),
         }
     }
 

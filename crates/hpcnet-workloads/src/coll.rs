@@ -1,7 +1,8 @@
 //! Collective benchmark in the manner of IMB: every member of a communicator calls one
 //! collective (`hpcnet-coll`) `warmup + iterations` times; each call is preceded by a barrier so
-//! that all members start together, and the timed iterations are reported as mean, minimum and
-//! maximum.
+//! that all members start together (dissemination; the hardware barrier when the algorithm is
+//! `hardware`, whose communicator is then created with a hardware collective group), and the
+//! timed iterations are reported as mean, minimum and maximum.
 //!
 //! Conventions:
 //! - datatype `i64`, reduction operator sum (integer sums are exact, so results are compared
@@ -89,7 +90,7 @@ impl CollOp {
 }
 
 /// Every algorithm with its command-line name.
-pub const ALGORITHMS: [(Algorithm, &str); 13] = [
+pub const ALGORITHMS: [(Algorithm, &str); 14] = [
     (Algorithm::Auto, "auto"),
     (Algorithm::Dissemination, "dissemination"),
     (Algorithm::BinomialTree, "binomial-tree"),
@@ -103,6 +104,7 @@ pub const ALGORITHMS: [(Algorithm, &str); 13] = [
     (Algorithm::Bruck, "bruck"),
     (Algorithm::Ring, "ring"),
     (Algorithm::Pairwise, "pairwise"),
+    (Algorithm::Hardware, "hardware"),
 ];
 
 /// Command-line name of an algorithm.
@@ -324,8 +326,20 @@ pub fn run_collective(
     };
     let mut m = Machine::new(world);
     let place = m.world().placement();
+    // The hardware algorithm needs the communicator's hardware group (multicast tables).
+    let config = &CommConfig {
+        hardware: config.hardware || algorithm == Algorithm::Hardware,
+        ..config.clone()
+    };
     let comms = Comm::create_on_nodes(&m, ranks, |r| place.node_of(r).0, config).map_err(CollBenchError::Call)?;
     let total = (warmup + iterations) as usize;
+    // Iterations start together after a barrier: the hardware barrier for the hardware
+    // algorithm (no software connections are set up then), dissemination otherwise.
+    let sync = if algorithm == Algorithm::Hardware {
+        Algorithm::Hardware
+    } else {
+        Algorithm::Dissemination
+    };
     let rec = Rc::new(RefCell::new(Record {
         starts: vec![SimTime::ZERO; total],
         ends: vec![SimTime::ZERO; total],
@@ -337,7 +351,7 @@ pub fn run_collective(
         m.spawn(async move {
             let mut last = None;
             for it in 0..total {
-                let r = match c.barrier(Algorithm::Dissemination).await {
+                let r = match c.barrier(sync).await {
                     Ok(()) => {
                         let t0 = c.context().now();
                         let r = call(&mut c, op, algorithm, me, n).await;

@@ -194,6 +194,7 @@ impl CollSettings {
                 copy_rate: self.copy_rate,
                 reduce_rate: [r.f32, r.f64, r.i32, r.i64],
             },
+            hardware: false,
         }
     }
 }

@@ -621,6 +621,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
             hpcnet_fabric::RouteError::Unreachable { .. } => "unreachable",
             hpcnet_fabric::RouteError::Loop { .. } => "routing_loop",
             hpcnet_fabric::RouteError::SourceCableDown { .. } => "source_cable_down",
+            hpcnet_fabric::RouteError::NoMulticastTable { .. } => "no_multicast_table",
         };
         *drops_by_reason.entry(key.to_string()).or_insert(0) += 1;
     }

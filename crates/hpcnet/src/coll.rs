@@ -52,6 +52,9 @@ pub enum AlgArg {
     Bruck,
     Ring,
     Pairwise,
+    // The NICs' hardware collective unit with router multicast (barrier, bcast, reduce,
+    // allreduce).
+    Hardware,
 }
 
 impl AlgArg {
@@ -70,6 +73,7 @@ impl AlgArg {
             AlgArg::Bruck => Algorithm::Bruck,
             AlgArg::Ring => Algorithm::Ring,
             AlgArg::Pairwise => Algorithm::Pairwise,
+            AlgArg::Hardware => Algorithm::Hardware,
         }
     }
 }

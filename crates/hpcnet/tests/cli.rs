@@ -1401,3 +1401,79 @@ fn coll_runs_that_do_not_finish_exit_1() {
         &["coll allreduce", "64 B per rank", "the run did not finish"],
     );
 }
+
+#[test]
+fn coll_hardware_algorithm_runs_and_refuses_what_it_cannot_do() {
+    let sunway = path_str(&scenarios_dir().join("sunway-prototype.toml"));
+    let v = json(&hpcnet(&[
+        "coll",
+        &sunway,
+        "--op",
+        "allreduce",
+        "--algorithm",
+        "hardware",
+        "--ranks",
+        "64",
+        "--sizes",
+        "8:2K",
+        "--iterations",
+        "2",
+        "--json",
+    ]));
+    let pts = v["points"].as_array().expect("points");
+    assert_eq!(pts.len(), 9);
+    for p in pts {
+        assert_eq!(p["algorithm"], "hardware");
+        assert!(p["checked_elements"].as_u64().unwrap() > 0, "results compared: {p}");
+        assert!(p["mean_us"].as_f64().unwrap() > 0.0);
+    }
+    // Larger vectors take longer (more packets per tree edge, more bytes to reduce).
+    assert!(pts[8]["mean_us"].as_f64() > pts[0]["mean_us"].as_f64());
+    for op in ["barrier", "bcast", "reduce"] {
+        ok(&hpcnet(&[
+            "coll",
+            &sunway,
+            "--op",
+            op,
+            "--algorithm",
+            "hardware",
+            "--ranks",
+            "10-40",
+            "--sizes",
+            "8:64",
+            "--iterations",
+            "1",
+        ]));
+    }
+    one_error_line(
+        &hpcnet(&[
+            "coll",
+            &sunway,
+            "--op",
+            "allgather",
+            "--algorithm",
+            "hardware",
+            "--ranks",
+            "8",
+        ]),
+        2,
+        &["--algorithm hardware", "allgather"],
+    );
+    // No multicast table at all: the communicator cannot be created.
+    one_error_line(
+        &hpcnet(&[
+            "coll",
+            &sunway,
+            "--op",
+            "barrier",
+            "--algorithm",
+            "hardware",
+            "--ranks",
+            "8",
+            "--set",
+            "router.multicast_tables=0",
+        ]),
+        2,
+        &["router.multicast_tables"],
+    );
+}

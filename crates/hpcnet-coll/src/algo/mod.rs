@@ -83,6 +83,11 @@ pub enum Algorithm {
     /// Alltoall: pairwise exchange (Thakur et al. 2005, section 4.6): p − 1 rounds; in round k
     /// member i sends to i + k and receives from i − k.
     Pairwise,
+    /// Barrier, broadcast, reduce and allreduce by the NICs' hardware collective unit (spec 01):
+    /// one descriptor per member; gather up the NICs' logical tree with in-NIC reduction, then
+    /// broadcast by router multicast. Needs a communicator created with
+    /// [`crate::CommConfig::hardware`].
+    Hardware,
 }
 
 /// The default algorithm for a collective on `bytes` bytes per member (the buffer each member
@@ -116,10 +121,13 @@ pub fn select(c: Collective, bytes: usize, size: usize) -> Algorithm {
 pub fn implements(a: Algorithm, c: Collective) -> bool {
     use Algorithm::*;
     match c {
-        Collective::Barrier => matches!(a, Auto | Dissemination | BinomialTree),
-        Collective::Broadcast => matches!(a, Auto | Binomial | ScatterAllgather | DoubleBinaryTree | Chain),
-        Collective::Reduce => matches!(a, Auto | Binomial | Rabenseifner),
-        Collective::Allreduce => matches!(a, Auto | RecursiveDoubling | Rabenseifner | Ring | TwoLevel),
+        Collective::Barrier => matches!(a, Auto | Dissemination | BinomialTree | Hardware),
+        Collective::Broadcast => matches!(
+            a,
+            Auto | Binomial | ScatterAllgather | DoubleBinaryTree | Chain | Hardware
+        ),
+        Collective::Reduce => matches!(a, Auto | Binomial | Rabenseifner | Hardware),
+        Collective::Allreduce => matches!(a, Auto | RecursiveDoubling | Rabenseifner | Ring | TwoLevel | Hardware),
         Collective::Allgather => matches!(a, Auto | Ring | Bruck | RecursiveDoubling),
         Collective::Alltoall => matches!(a, Auto | Pairwise | Bruck),
         Collective::ReduceScatter => matches!(a, Auto | Ring),

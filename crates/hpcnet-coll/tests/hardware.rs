@@ -1,0 +1,439 @@
+//! Hardware collectives (NIC logical tree + router multicast) on the Sunway prototype scenario
+//! (dual-rail generalized fat tree, two processes per NIC): results equal a reference computed
+//! here, outside the simulated data path, in the tree's fixed combine order (integers exactly,
+//! floating point bit for bit, whatever the arrival order); barriers release nobody before the
+//! last member entered; the multicast reaches each member NIC once and non-members drop it;
+//! bad calls return errors.
+
+use hpcnet_coll::{from_bytes, to_bytes, Algorithm, CollError, Comm, CommConfig, Datatype, ReduceOp};
+use hpcnet_des::SimTime;
+use hpcnet_msg::verbs::{Machine, RunEnd};
+use hpcnet_nic::{CollDesc, CollKind, CollOp, CollType, CqeKind, CqeStatus, Rank, World};
+use hpcnet_workloads::Scenario;
+use std::cell::RefCell;
+use std::future::Future;
+use std::path::Path;
+use std::rc::Rc;
+
+fn world(overrides: &[&str]) -> World {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/sunway-prototype.toml");
+    let o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    Scenario::load(&path, &o).expect("scenario").world().expect("world")
+}
+
+fn hw_cfg() -> CommConfig {
+    CommConfig {
+        hardware: true,
+        ..CommConfig::default()
+    }
+}
+
+/// `n` ranks over the machine: some NICs with both processes, some with one, in a scattered
+/// communicator order.
+fn members(n: usize) -> Vec<Rank> {
+    (0..n).map(|i| Rank(((i * 37 + 5) % 1024) as u32)).collect()
+}
+
+fn run<T: 'static, Fut: Future<Output = T> + 'static>(
+    m: &mut Machine,
+    ranks: &[Rank],
+    cfg: &CommConfig,
+    prog: impl Fn(Comm) -> Fut,
+) -> (Vec<T>, RunEnd) {
+    let comms = Comm::create(m, ranks, cfg).expect("communicator");
+    let out: Rc<RefCell<Vec<Option<T>>>> = Rc::new(RefCell::new((0..ranks.len()).map(|_| None).collect()));
+    for (i, c) in comms.into_iter().enumerate() {
+        let o = out.clone();
+        let fut = prog(c);
+        m.spawn(async move {
+            let v = fut.await;
+            o.borrow_mut()[i] = Some(v);
+        });
+    }
+    let end = m.run();
+    assert_eq!(end.stuck_tasks, 0, "rank programs left waiting");
+    assert!(!end.deadlock);
+    let v = std::mem::take(&mut *out.borrow_mut());
+    (v.into_iter().map(|x| x.expect("finished")).collect(), end)
+}
+
+fn mix(a: u64, b: u64) -> u64 {
+    let mut x = a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_add(0xD1B5_4A32_D192_ED03);
+    x ^= x >> 31;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^ (x >> 29)
+}
+
+/// Member `m`'s input: floats of varied magnitude and sign, so the order of additions shows.
+fn input(dt: Datatype, m: usize, count: usize) -> Vec<u8> {
+    let w = |j: usize| mix(m as u64 * 7919 + 3, j as u64);
+    match dt {
+        Datatype::I32 => to_bytes(&(0..count).map(|j| w(j) as i32).collect::<Vec<_>>()),
+        Datatype::I64 => to_bytes(&(0..count).map(|j| w(j) as i64).collect::<Vec<_>>()),
+        Datatype::F32 => to_bytes(
+            &(0..count)
+                .map(|j| ((w(j) % 2_000_001) as f32 - 1e6) * 10f32.powi((w(j) >> 40) as i32 % 7 - 3))
+                .collect::<Vec<_>>(),
+        ),
+        Datatype::F64 => to_bytes(
+            &(0..count)
+                .map(|j| ((w(j) % 2_000_001) as f64 - 1e6) * 10f64.powi((w(j) >> 40) as i32 % 13 - 6))
+                .collect::<Vec<_>>(),
+        ),
+    }
+}
+
+/// `a op b`, element-wise (the reference, independent of the NIC's).
+fn op2(dt: Datatype, op: ReduceOp, a: &[u8], b: &[u8]) -> Vec<u8> {
+    macro_rules! go {
+        ($t:ty, $f:expr) => {{
+            let f: fn($t, $t) -> $t = $f;
+            let x = from_bytes::<$t>(a);
+            let y = from_bytes::<$t>(b);
+            to_bytes(&x.iter().zip(&y).map(|(&p, &q)| f(p, q)).collect::<Vec<$t>>())
+        }};
+    }
+    use ReduceOp::*;
+    match (dt, op) {
+        (Datatype::F32, Sum) => go!(f32, |p, q| p + q),
+        (Datatype::F32, Max) => go!(f32, |p, q| if q > p { q } else { p }),
+        (Datatype::F64, Sum) => go!(f64, |p, q| p + q),
+        (Datatype::F64, Min) => go!(f64, |p, q| if q < p { q } else { p }),
+        (Datatype::I32, Bxor) => go!(i32, |p, q| p ^ q),
+        (Datatype::I32, Sum) => go!(i32, |p, q| p.wrapping_add(q)),
+        (Datatype::I64, Sum) => go!(i64, |p, q| p.wrapping_add(q)),
+        (Datatype::I64, Max) => go!(i64, |p, q| p.max(q)),
+        (Datatype::I64, Band) => go!(i64, |p, q| p & q),
+        _ => unreachable!("not used by these tests"),
+    }
+}
+
+/// The reduction in the hardware tree's order: nodes in order of first appearance among the
+/// members, node i's children f·i + 1 … f·i + f; at each node its members in communicator order,
+/// then its children in order (spec 01: "fixed combine order"). Node of rank r: r / 2.
+fn tree_reference(ranks: &[Rank], inputs: &[Vec<u8>], dt: Datatype, op: ReduceOp, fanout: usize) -> Vec<u8> {
+    let mut nodes: Vec<u32> = Vec::new();
+    let mut local: Vec<Vec<usize>> = Vec::new();
+    for (i, r) in ranks.iter().enumerate() {
+        let n = r.0 / 2;
+        let s = match nodes.iter().position(|&x| x == n) {
+            Some(s) => s,
+            None => {
+                nodes.push(n);
+                local.push(Vec::new());
+                nodes.len() - 1
+            }
+        };
+        local[s].push(i);
+    }
+    fn value(s: usize, local: &[Vec<usize>], inputs: &[Vec<u8>], dt: Datatype, op: ReduceOp, f: usize) -> Vec<u8> {
+        let mut acc: Option<Vec<u8>> = None;
+        let children = (f * s + 1..(f * s + f + 1).min(local.len())).map(|c| value(c, local, inputs, dt, op, f));
+        for x in local[s].iter().map(|&m| inputs[m].clone()).chain(children) {
+            acc = Some(match acc {
+                None => x,
+                Some(a) => op2(dt, op, &a, &x),
+            });
+        }
+        acc.expect("a node has members")
+    }
+    value(0, &local, inputs, dt, op, fanout)
+}
+
+#[test]
+fn allreduce_equals_the_tree_order_reference_for_every_type() {
+    let ranks = members(100);
+    for (dt, op) in [
+        (Datatype::F64, ReduceOp::Sum),
+        (Datatype::F32, ReduceOp::Sum),
+        (Datatype::F32, ReduceOp::Max),
+        (Datatype::F64, ReduceOp::Min),
+        (Datatype::I64, ReduceOp::Sum),
+        (Datatype::I64, ReduceOp::Band),
+        (Datatype::I32, ReduceOp::Bxor),
+    ] {
+        // 300 elements: several packets per message for the 8-byte types.
+        let count = 300;
+        let inputs: Vec<Vec<u8>> = (0..ranks.len()).map(|m| input(dt, m, count)).collect();
+        let want = tree_reference(&ranks, &inputs, dt, op, 8);
+        let mut m = Machine::new(world(&[]));
+        let ins = inputs.clone();
+        let (outs, _) = run(&mut m, &ranks, &hw_cfg(), move |mut c| {
+            let x = ins[c.rank()].clone();
+            async move { c.allreduce_bytes(dt, op, x, Algorithm::Hardware).await.unwrap() }
+        });
+        for (i, o) in outs.iter().enumerate() {
+            assert_eq!(o, &want, "{dt:?} {op:?}: member {i}");
+        }
+        let w = m.world();
+        let [ops, _, _, dropped] = w.coll_counters();
+        assert_eq!(ops, ranks.len() as u64);
+        assert_eq!(dropped, 0);
+    }
+}
+
+#[test]
+fn float_sums_are_bit_identical_under_skewed_arrival_and_fanouts_differ_only_by_tree() {
+    let ranks = members(64);
+    let dt = Datatype::F64;
+    let inputs: Vec<Vec<u8>> = (0..ranks.len()).map(|m| input(dt, m, 16)).collect();
+    let mut results = Vec::new();
+    for skew in 0..4u64 {
+        let mut m = Machine::new(world(&[]));
+        let ins = inputs.clone();
+        let (outs, _) = run(&mut m, &ranks, &hw_cfg(), move |mut c| {
+            let x = ins[c.rank()].clone();
+            async move {
+                // Skewed arrival: each member enters after a different delay in each run (up to
+                // 20 µs, a different permutation per skew).
+                let d = mix(skew, c.rank() as u64) % 20_000;
+                c.context().sleep(SimTime::from_ns(d)).await;
+                c.allreduce_bytes(dt, ReduceOp::Sum, x, Algorithm::Hardware)
+                    .await
+                    .unwrap()
+            }
+        });
+        assert!(outs.iter().all(|o| o == &outs[0]));
+        results.push(outs[0].clone());
+    }
+    assert!(
+        results.iter().all(|r| r == &results[0]),
+        "arrival order changed the bits"
+    );
+    assert_eq!(results[0], tree_reference(&ranks, &inputs, dt, ReduceOp::Sum, 8));
+    // Another fan-out is another (fixed) tree, with its own reference.
+    let mut m = Machine::new(world(&["nic.coll.fanout=2"]));
+    let ins = inputs.clone();
+    let (outs, _) = run(&mut m, &ranks, &hw_cfg(), move |mut c| {
+        let x = ins[c.rank()].clone();
+        async move {
+            c.allreduce_bytes(dt, ReduceOp::Sum, x, Algorithm::Hardware)
+                .await
+                .unwrap()
+        }
+    });
+    assert_eq!(outs[5], tree_reference(&ranks, &inputs, dt, ReduceOp::Sum, 2));
+}
+
+#[test]
+fn barrier_releases_nobody_before_the_last_member_entered() {
+    let ranks = members(200);
+    let mut m = Machine::new(world(&[]));
+    let (times, _) = run(&mut m, &ranks, &hw_cfg(), |mut c| async move {
+        let mut v = Vec::new();
+        for round in 0..3u64 {
+            let d = mix(round, c.rank() as u64) % 15_000;
+            c.context().sleep(SimTime::from_ns(d)).await;
+            let entered = c.context().now();
+            c.barrier(Algorithm::Hardware).await.unwrap();
+            v.push((entered, c.context().now()));
+        }
+        v
+    });
+    for round in 0..3 {
+        let last_in = times.iter().map(|t| t[round].0).max().unwrap();
+        let first_out = times.iter().map(|t| t[round].1).min().unwrap();
+        assert!(
+            first_out > last_in,
+            "round {round}: released at {first_out} before {last_in}"
+        );
+    }
+}
+
+#[test]
+fn broadcast_and_reduce_with_roots_away_from_the_tree_root() {
+    let ranks = members(50);
+    let mut m = Machine::new(world(&[]));
+    let (outs, _) = run(&mut m, &ranks, &hw_cfg(), |mut c| async move {
+        let me = c.rank();
+        // Broadcast of 3000 bytes (three packets) from member 17.
+        let mut buf: Vec<i64> = if me == 17 {
+            (0..375).map(|j| j * 3 + 1).collect()
+        } else {
+            vec![0; 375]
+        };
+        c.broadcast(&mut buf, 17, Algorithm::Hardware).await.unwrap();
+        let r = c
+            .reduce(&[me as i64, 1], ReduceOp::Sum, 33, Algorithm::Hardware)
+            .await
+            .unwrap();
+        let mut small = [if me == 49 { 2.5f32 } else { 0.0 }];
+        c.broadcast(&mut small, 49, Algorithm::Hardware).await.unwrap();
+        (buf, r, small[0])
+    });
+    let n = ranks.len() as i64;
+    for (i, (buf, r, s)) in outs.iter().enumerate() {
+        assert_eq!(buf, &(0..375).map(|j| j * 3 + 1).collect::<Vec<i64>>());
+        assert_eq!(*s, 2.5);
+        if i == 33 {
+            assert_eq!(r.as_deref(), Some(&[n * (n - 1) / 2, n][..]));
+        } else {
+            assert_eq!(r, &None);
+        }
+    }
+}
+
+/// Descriptors posted directly (no communicator): each member NIC gets every multicast packet
+/// once; a node the tables wrongly include drops what it receives and counts it.
+#[test]
+fn multicast_reaches_each_member_once_and_non_members_drop_it() {
+    let mut w = world(&[]);
+    // Members on 6 nodes (both processes of nodes 3 and 40, one of 100, 200, 300, 511).
+    let ranks: Vec<Rank> = [6u32, 7, 80, 81, 200, 400, 600, 1023]
+        .iter()
+        .map(|&r| Rank(r))
+        .collect();
+    let g = w.coll_group(&ranks).unwrap();
+    let mut m = Machine::new(w);
+    let run_once = |m: &mut Machine, count: u64| {
+        for (i, &r) in ranks.iter().enumerate() {
+            let ctx = m.context(r);
+            m.spawn(async move {
+                let mr = ctx.reg_mr(16 * count.max(1));
+                let cq = ctx.create_cq();
+                ctx.write_local(&mr, 0, &to_bytes(&vec![i as i64 + 1; count as usize]))
+                    .unwrap();
+                ctx.post_coll(CollDesc {
+                    group: g,
+                    kind: CollKind::Allreduce,
+                    dtype: CollType::I64,
+                    op: CollOp::Sum,
+                    count,
+                    src: mr.addr,
+                    dst: mr.addr + 8 * count,
+                    cq: cq.id(),
+                    wr_id: 9,
+                })
+                .unwrap();
+                let e = cq.next().await;
+                assert_eq!((e.kind, e.status, e.wr_id), (CqeKind::Coll, CqeStatus::Ok, 9));
+                let got: Vec<i64> = from_bytes(&ctx.read_local(&mr, 8 * count, 8 * count).unwrap());
+                assert_eq!(got, vec![36; count as usize]);
+            });
+        }
+        let end = m.run();
+        assert_eq!(end.stuck_tasks, 0);
+    };
+    // 200 elements = 1600 B = two multicast packets of 1 KiB payload at most.
+    run_once(&mut m, 200);
+    {
+        let w = m.world();
+        let [ops, gather, mcast, dropped] = w.coll_counters();
+        assert_eq!((ops, gather, mcast, dropped), (8, 5 * 2, 2, 0));
+        // Each multicast packet reached the 5 other member nodes, once each.
+        let c = w.network().counters();
+        assert_eq!(c.injected + c.multicast_copies, c.delivered);
+        assert_eq!(c.multicast_copies, 2 * 5 - 2);
+    }
+    drop(m);
+    // Tables that also reach nodes 5 and 6 (not members): they drop the packets.
+    let mut w = world(&[]);
+    let g2 = w.coll_group(&ranks).unwrap();
+    assert_eq!(g2, g);
+    let nodes: Vec<_> = [40u32, 100, 200, 300, 511, 5, 6]
+        .iter()
+        .map(|&n| hpcnet_fabric::topology::NodeId(n))
+        .collect();
+    w.program_multicast_nodes(g, hpcnet_fabric::topology::NodeId(3), &nodes)
+        .unwrap();
+    let mut m = Machine::new(w);
+    run_once(&mut m, 200);
+    let [ops, _, mcast, dropped] = m.world().coll_counters();
+    assert_eq!((ops, mcast, dropped), (8, 2, 2 * 2));
+}
+
+#[test]
+fn bad_calls_are_errors() {
+    // Mismatched sizes, datatypes or collectives: every member's call fails.
+    let ranks = members(20);
+    let mut m = Machine::new(world(&[]));
+    let (outs, _) = run(&mut m, &ranks, &hw_cfg(), |mut c| async move {
+        let me = c.rank();
+        let n = if me == 7 { 2 } else { 1 };
+        let a = c.allreduce(&vec![1i64; n], ReduceOp::Sum, Algorithm::Hardware).await;
+        a.err()
+    });
+    assert!(outs
+        .iter()
+        .all(|e| matches!(e, Some(CollError::HardwareMismatch { call: "allreduce" }))));
+    let mut m = Machine::new(world(&[]));
+    let (outs, _) = run(&mut m, &ranks, &hw_cfg(), |mut c| async move {
+        let r = if c.rank() == 3 {
+            c.allreduce(&[1f64], ReduceOp::Sum, Algorithm::Hardware).await.err()
+        } else {
+            c.allreduce(&[1i64], ReduceOp::Sum, Algorithm::Hardware).await.err()
+        };
+        r.map(|e| e.to_string())
+    });
+    assert!(outs
+        .iter()
+        .all(|e| e.as_deref().is_some_and(|s| s.contains("disagree"))));
+    // Local errors: root outside, bitwise on floats, no hardware group.
+    let mut m = Machine::new(world(&[]));
+    let (outs, _) = run(&mut m, &ranks, &hw_cfg(), |mut c| async move {
+        let a = c.broadcast(&mut [0i32; 4], 20, Algorithm::Hardware).await;
+        let b = c.allreduce(&[1.0f32], ReduceOp::Bxor, Algorithm::Hardware).await;
+        (a, b)
+    });
+    for (a, b) in outs {
+        assert!(matches!(
+            a,
+            Err(CollError::RankOutside {
+                index: 20,
+                size: 20,
+                ..
+            })
+        ));
+        assert!(matches!(b, Err(CollError::OpOnType { .. })));
+    }
+    let mut m = Machine::new(world(&[]));
+    let (outs, _) = run(&mut m, &ranks[..4], &CommConfig::default(), |mut c| async move {
+        c.barrier(Algorithm::Hardware).await
+    });
+    assert!(outs.iter().all(|e| matches!(e, Err(CollError::AlgorithmLimit { .. }))));
+    // Hardware on a collective it does not implement.
+    let mut m = Machine::new(world(&[]));
+    let (outs, _) = run(&mut m, &ranks[..2], &hw_cfg(), |mut c| async move {
+        c.allgather(&[1i32], Algorithm::Hardware).await
+    });
+    assert!(outs.iter().all(|e| matches!(e, Err(CollError::Unsupported { .. }))));
+}
+
+#[test]
+fn multicast_table_overflow_refuses_the_communicator() {
+    let m = Machine::new(world(&["router.multicast_tables=2"]));
+    let ranks = members(8);
+    // Groups alternate rails; on each rail the port from the root's NIC into its leaf holds a
+    // table of every group rooted there (the other tables spread over different spines).
+    for _ in 0..4 {
+        assert!(Comm::create(&m, &ranks, &hw_cfg()).is_ok()); // groups 0 … 3
+    }
+    match Comm::create(&m, &ranks, &hw_cfg()) {
+        Err(CollError::BadComm(e)) => assert!(e.contains("router.multicast_tables"), "{e}"),
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("a third group on rail 0 cannot fit two tables per port"),
+    }
+    // Software communicators take no tables.
+    assert!(Comm::create(&m, &ranks, &CommConfig::default()).is_ok());
+}
+
+#[test]
+fn full_prototype_allreduce_of_1024_participants_is_exact_and_deterministic() {
+    let ranks: Vec<Rank> = (0..1024).map(Rank).collect();
+    let mut ends = Vec::new();
+    for _ in 0..2 {
+        let mut m = Machine::new(world(&[]));
+        let (outs, end) = run(&mut m, &ranks, &hw_cfg(), |mut c| async move {
+            let me = c.rank() as i64;
+            let t0 = c.context().now();
+            let s = c.allreduce(&[me, 1], ReduceOp::Sum, Algorithm::Hardware).await.unwrap();
+            (s, c.context().now() - t0)
+        });
+        assert!(outs.iter().all(|(s, _)| s == &vec![1023 * 1024 / 2, 1024]));
+        let [_, gather, mcast, dropped] = m.world().coll_counters();
+        assert_eq!((gather, mcast, dropped), (511, 1, 0));
+        assert_eq!(m.world().network().counters().multicast_copies, 511 - 1);
+        ends.push((end.time, end.events, outs.iter().map(|o| o.1).max()));
+    }
+    assert_eq!(ends[0], ends[1]);
+}
