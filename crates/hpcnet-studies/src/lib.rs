@@ -50,6 +50,7 @@ pub mod loggp;
 pub mod plot;
 pub mod report;
 pub mod sensitivity;
+pub mod sunway_allreduce_crossover;
 pub mod sunway_coll;
 pub mod sunway_rdma_bandwidth;
 
@@ -141,6 +142,7 @@ pub fn all() -> Vec<&'static dyn Study> {
         &sunway_coll::BARRIER,
         &sunway_coll::ALLREDUCE,
         &sunway_coll::BCAST,
+        &sunway_allreduce_crossover::SunwayAllreduceCrossover,
     ]
 }
 
