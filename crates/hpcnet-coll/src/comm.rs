@@ -251,8 +251,8 @@ impl Comm {
             }),
         };
         self.finish(r)?;
-        for (x, y) in buf.iter_mut().zip(from_bytes::<T>(&bytes)) {
-            *x = y;
+        for (x, b) in buf.iter_mut().zip(bytes.chunks_exact(T::DATATYPE.size())) {
+            *x = T::get(b);
         }
         Ok(())
     }
