@@ -845,4 +845,85 @@ mod tests {
             assert!(e.to_string().contains(key), "{set}: {e}");
         }
     }
+    #[test]
+    fn every_type_and_operator_is_checked_against_its_reference() {
+        let ranks: Vec<Rank> = (0..7).map(Rank).collect();
+        let ops = [
+            ReduceOp::Sum,
+            ReduceOp::Max,
+            ReduceOp::Min,
+            ReduceOp::Band,
+            ReduceOp::Bor,
+            ReduceOp::Bxor,
+        ];
+        for dtype in [Datatype::F32, Datatype::F64, Datatype::I32, Datatype::I64] {
+            for &reduce_op in &ops {
+                for op in [CollOp::Reduce, CollOp::Allreduce, CollOp::ReduceScatter] {
+                    let spec = CollSpec {
+                        op,
+                        algorithm: Algorithm::Auto,
+                        dtype,
+                        reduce_op,
+                        root: 3,
+                    };
+                    let r = run_concurrent(world(), &[ranks.clone()], &spec, 64, 1, 0, &CommConfig::default());
+                    if check_op("x", dtype, reduce_op).is_err() {
+                        let e = r.unwrap_err();
+                        assert!(e.is_bad_input() && e.to_string().contains("integers only"), "{e}");
+                    } else {
+                        let pt = r.unwrap_or_else(|e| panic!("{op:?} {dtype:?} {reduce_op:?}: {e}"));
+                        assert!(pt[0].checked_elements > 0);
+                    }
+                }
+            }
+        }
+        let spec = CollSpec {
+            root: 7,
+            ..CollSpec::new(CollOp::Bcast, Algorithm::Auto)
+        };
+        let e = run_concurrent(world(), &[ranks], &spec, 64, 1, 0, &CommConfig::default()).unwrap_err();
+        assert!(e.is_bad_input() && e.to_string().contains("root 7"), "{e}");
+    }
+
+    #[test]
+    fn concurrent_communicators_disjoint_and_overlapping() {
+        let all: Vec<Rank> = (0..16).map(Rank).collect();
+        let blocks: Vec<Vec<Rank>> = all.chunks(4).map(<[Rank]>::to_vec).collect();
+        let rows = blocks.clone();
+        let cols: Vec<Vec<Rank>> = (0..4).map(|j| (0..4).map(|i| Rank(i * 4 + j)).collect()).collect();
+        let spec = CollSpec::new(CollOp::Allreduce, Algorithm::Auto);
+        let cfg = CommConfig::default();
+        let alone = run_collective(
+            world(),
+            &blocks[0],
+            CollOp::Allreduce,
+            Algorithm::Auto,
+            4096,
+            2,
+            1,
+            &cfg,
+        )
+        .unwrap();
+        let disjoint = run_concurrent(world(), &blocks, &spec, 4096, 2, 1, &cfg).unwrap();
+        assert_eq!(disjoint.len(), 4);
+        for p in &disjoint {
+            assert_eq!((p.ranks, p.checked_elements), (4, 4 * 512));
+            assert!(p.mean_us > 0.0);
+        }
+        let mut grid = rows.clone();
+        grid.extend(cols);
+        let both = run_concurrent(world(), &grid, &spec, 4096, 2, 1, &cfg).unwrap();
+        assert_eq!(both.len(), 8);
+        assert!(both.iter().all(|p| p.checked_elements == 4 * 512));
+        // Overlapping communicators share every rank's NIC and host: a row is no faster than
+        // alone.
+        assert!(
+            both[0].mean_us >= alone.mean_us,
+            "{} vs {}",
+            both[0].mean_us,
+            alone.mean_us
+        );
+        let again = run_concurrent(world(), &grid, &spec, 4096, 2, 1, &cfg).unwrap();
+        assert_eq!(both, again, "deterministic");
+    }
 }
