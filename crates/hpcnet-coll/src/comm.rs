@@ -332,16 +332,6 @@ impl Comm {
 
     /// Concatenate `data` of every member (all pass the same length), in member order.
     pub async fn allgather<T: Element>(&mut self, data: &[T], alg: Algorithm) -> Result<Vec<T>, CollError> {
-        if alg == Algorithm::RecursiveDoubling && !self.size().is_power_of_two() {
-            return Err(CollError::AlgorithmLimit {
-                call: "allgather",
-                algorithm: alg,
-                reason: format!(
-                    "needs a power-of-two number of members, the communicator has {}",
-                    self.size()
-                ),
-            });
-        }
         let bytes = to_bytes(data);
         let (call, alg) = self
             .begin(Collective::Allgather, Some(T::DATATYPE), None, alg, bytes.len())
@@ -397,12 +387,26 @@ impl Comm {
                 reason: format!("{} elements do not split into {} equal blocks", data.len(), self.size()),
             });
         }
+        if alg == Algorithm::RecursiveHalving && !self.size().is_power_of_two() {
+            return Err(CollError::AlgorithmLimit {
+                call: "reduce_scatter",
+                algorithm: alg,
+                reason: format!(
+                    "needs a power-of-two number of members, the communicator has {}",
+                    self.size()
+                ),
+            });
+        }
         let bytes = to_bytes(data);
         let (call, alg) = self
             .begin(Collective::ReduceScatter, Some(T::DATATYPE), Some(op), alg, bytes.len())
             .await?;
         let r = match alg {
             Algorithm::Ring => algo::reduce_scatter::ring(&mut self.t, &call, T::DATATYPE, op, bytes).await,
+            Algorithm::RecursiveHalving => {
+                algo::reduce_scatter::recursive_halving(&mut self.t, &call, T::DATATYPE, op, bytes).await
+            }
+            Algorithm::Pairwise => algo::reduce_scatter::pairwise(&mut self.t, &call, T::DATATYPE, op, bytes).await,
             a => Err(CollError::Unsupported {
                 call: call.name,
                 algorithm: a,

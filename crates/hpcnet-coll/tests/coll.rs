@@ -363,7 +363,7 @@ fn broadcast_and_reduce_from_every_kind_of_root() {
 
 #[test]
 fn allgather_and_alltoall_place_every_block() {
-    for n in [1usize, 2, 5, 7, 8, 13, 16] {
+    for n in [1usize, 2, 3, 5, 6, 7, 8, 12, 13, 16] {
         let (outs, _) = run_ok(&spread(n), &CommConfig::default(), move |mut c| async move {
             let me = c.rank() as i32;
             let mut res = Vec::new();
@@ -371,13 +371,8 @@ fn allgather_and_alltoall_place_every_block() {
                 let x: Vec<i32> = (0..b as i32).map(|j| me * 100_000 + j).collect();
                 res.push(c.allgather(&x, Algorithm::Ring).await.unwrap());
                 res.push(c.allgather(&x, Algorithm::Bruck).await.unwrap());
-                let rd = c.allgather(&x, Algorithm::RecursiveDoubling).await;
-                if n.is_power_of_two() {
-                    res.push(rd.unwrap());
-                } else {
-                    assert!(matches!(rd, Err(CollError::AlgorithmLimit { .. })));
-                    res.push(res[res.len() - 1].clone());
-                }
+                // Any size: non-powers of two fold first.
+                res.push(c.allgather(&x, Algorithm::RecursiveDoubling).await.unwrap());
                 let y: Vec<i32> = (0..(n * b) as i32).map(|j| me * 100_000 + j).collect();
                 res.push(c.alltoall(&y, Algorithm::Pairwise).await.unwrap());
                 res.push(c.alltoall(&y, Algorithm::Bruck).await.unwrap());
@@ -719,6 +714,105 @@ fn reduce_scatter_matches_reference() {
         for (m, (a, b)) in outs.iter().enumerate() {
             assert!(to_bytes(a) == fx[m * 2400..(m + 1) * 2400], "f64 n={n} member {m}");
             assert_eq!(to_bytes(b), fy[m * 12..(m + 1) * 12], "i32 n={n} member {m}");
+        }
+    }
+}
+
+/// Every reduce-scatter algorithm, every type and operator, communicator sizes with and without
+/// a power of two: member i gets block i of the reduction, bit for bit against a reference that
+/// combines the operands in the algorithm's order (pairwise: x_i, x_{i−1}, ...; recursive
+/// halving: partners at distance p/2, p/4, ..., lower member on the left). Recursive halving on
+/// a size that is not a power of two is an error, not a panic.
+#[test]
+fn every_reduce_scatter_algorithm_type_and_operator() {
+    let cases: Vec<(Datatype, ReduceOp)> = [Datatype::F32, Datatype::F64, Datatype::I32, Datatype::I64]
+        .into_iter()
+        .flat_map(|dt| {
+            let ops: &[ReduceOp] = match dt {
+                Datatype::F32 | Datatype::F64 => &[ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min],
+                _ => &[
+                    ReduceOp::Sum,
+                    ReduceOp::Max,
+                    ReduceOp::Min,
+                    ReduceOp::Band,
+                    ReduceOp::Bor,
+                    ReduceOp::Bxor,
+                ],
+            };
+            ops.iter().map(move |&op| (dt, op))
+        })
+        .collect();
+    const B: usize = 37;
+    for n in [1usize, 2, 3, 5, 8, 13, 16] {
+        let cs = std::rc::Rc::new(cases.clone());
+        let (outs, _) = run_ok(&spread(n), &CommConfig::default(), move |mut c| {
+            let cs = cs.clone();
+            async move {
+                let me = c.rank();
+                let mut res = Vec::new();
+                for &(dt, op) in cs.iter() {
+                    for alg in [
+                        Algorithm::Ring,
+                        Algorithm::Pairwise,
+                        Algorithm::RecursiveHalving,
+                        Algorithm::Auto,
+                    ] {
+                        let x = input(dt, me, n * B, 11);
+                        macro_rules! rs {
+                            ($t:ty) => {
+                                c.reduce_scatter(&from_bytes::<$t>(&x), op, alg)
+                                    .await
+                                    .map(|v| to_bytes(&v))
+                            };
+                        }
+                        let r = match dt {
+                            Datatype::F32 => rs!(f32),
+                            Datatype::F64 => rs!(f64),
+                            Datatype::I32 => rs!(i32),
+                            Datatype::I64 => rs!(i64),
+                        };
+                        if alg == Algorithm::RecursiveHalving && !n.is_power_of_two() {
+                            assert!(matches!(r, Err(CollError::AlgorithmLimit { .. })), "{r:?}");
+                            res.push(None);
+                        } else {
+                            res.push(Some(r.unwrap()));
+                        }
+                    }
+                }
+                res
+            }
+        });
+        for (k, &(dt, op)) in cases.iter().enumerate() {
+            let es = dt.size();
+            let xs: Vec<Vec<u8>> = (0..n).map(|m| input(dt, m, n * B, 11)).collect();
+            let ring = ref_ring(dt, op, &xs);
+            // Recursive halving: partners at distance p/2, p/4, ..., lower member on the left.
+            let mut acc = xs.clone();
+            let mut mask = n / 2;
+            while n.is_power_of_two() && mask > 0 {
+                for i in (0..n).filter(|i| i & mask == 0) {
+                    let r = op2(dt, op, &acc[i], &acc[i | mask]);
+                    acc[i] = r.clone();
+                    acc[i | mask] = r;
+                }
+                mask >>= 1;
+            }
+            for (m, o) in outs.iter().enumerate() {
+                let blk = |v: &[u8]| v[m * B * es..(m + 1) * B * es].to_vec();
+                let mut pw = blk(&xs[m]);
+                for j in 1..n {
+                    pw = op2(dt, op, &pw, &blk(&xs[(m + n - j) % n]));
+                }
+                let what = format!("n={n} {dt:?} {op:?} member {m}");
+                assert_eq!(o[4 * k].as_deref(), Some(&blk(&ring)[..]), "ring {what}");
+                assert_eq!(o[4 * k + 1].as_deref(), Some(&pw[..]), "pairwise {what}");
+                if n.is_power_of_two() {
+                    assert_eq!(o[4 * k + 2].as_deref(), Some(&blk(&acc[m])[..]), "halving {what}");
+                    assert_eq!(o[4 * k + 3], o[4 * k + 2], "auto picks recursive halving {what}");
+                } else {
+                    assert_eq!(o[4 * k + 3], o[4 * k], "auto picks the ring {what}");
+                }
+            }
         }
     }
 }

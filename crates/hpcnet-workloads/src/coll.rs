@@ -101,7 +101,7 @@ impl CollOp {
 }
 
 /// Every algorithm with its command-line name.
-pub const ALGORITHMS: [(Algorithm, &str); 13] = [
+pub const ALGORITHMS: [(Algorithm, &str); 14] = [
     (Algorithm::Auto, "auto"),
     (Algorithm::Dissemination, "dissemination"),
     (Algorithm::BinomialTree, "binomial-tree"),
@@ -115,6 +115,7 @@ pub const ALGORITHMS: [(Algorithm, &str); 13] = [
     (Algorithm::Bruck, "bruck"),
     (Algorithm::Ring, "ring"),
     (Algorithm::Pairwise, "pairwise"),
+    (Algorithm::RecursiveHalving, "recursive-halving"),
 ];
 
 /// Command-line name of an algorithm.
@@ -800,8 +801,8 @@ mod tests {
         let e = r(CollOp::Allreduce, Algorithm::Auto, 12, 1).unwrap_err();
         assert!(e.is_bad_input(), "{e}");
         let odd: Vec<Rank> = (0..6).map(Rank).collect();
-        let e = run(&odd, CollOp::Allgather, Algorithm::RecursiveDoubling, 64, 1, 0).unwrap_err();
-        assert!(e.is_bad_input(), "{e}");
+        let e = run(&odd, CollOp::ReduceScatter, Algorithm::RecursiveHalving, 64, 1, 0).unwrap_err();
+        assert!(e.is_bad_input() && e.to_string().contains("power-of-two"), "{e}");
     }
 
     #[test]

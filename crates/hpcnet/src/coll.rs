@@ -52,6 +52,7 @@ pub enum AlgArg {
     Bruck,
     Ring,
     Pairwise,
+    RecursiveHalving,
 }
 
 impl AlgArg {
@@ -70,6 +71,7 @@ impl AlgArg {
             AlgArg::Bruck => Algorithm::Bruck,
             AlgArg::Ring => Algorithm::Ring,
             AlgArg::Pairwise => Algorithm::Pairwise,
+            AlgArg::RecursiveHalving => Algorithm::RecursiveHalving,
         }
     }
 }
