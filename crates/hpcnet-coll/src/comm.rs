@@ -5,7 +5,7 @@
 //! ([`Comm::create`], [`Comm::split`]), the way a job launcher exchanges connection data before
 //! the program starts; every member's handle is then moved into its rank program.
 
-use crate::algo::{self, implements, select, Algorithm, Collective};
+use crate::algo::{self, implements, select, select_on_nodes, Algorithm, Collective};
 use crate::transport::{Call, Transport, TransportConfig};
 use crate::types::{check_len, check_op, from_bytes, to_bytes};
 use crate::{CollError, Datatype, Element, HostCosts, ReduceOp};
@@ -13,6 +13,18 @@ use hpcnet_msg::verbs::{Context, Machine};
 use hpcnet_msg::NicBackend;
 use hpcnet_nic::Rank;
 use std::collections::{BTreeMap, HashSet};
+use std::rc::Rc;
+
+/// Members per node when every node in `nodes` appears equally often, else 1.
+pub(crate) fn per_node(nodes: &[u32]) -> usize {
+    let mut sorted = nodes.to_vec();
+    sorted.sort_unstable();
+    let counts: Vec<usize> = sorted.chunk_by(|a, b| a == b).map(<[u32]>::len).collect();
+    match counts.first() {
+        Some(&k) if counts.iter().all(|&c| c == k) => k,
+        _ => 1,
+    }
+}
 
 /// How communicators are built: transport parameters and host costs.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -25,7 +37,9 @@ pub struct CommConfig {
 pub struct Comm {
     t: Transport,
     /// The node (NIC) of each member, for the two-level algorithms.
-    nodes: Vec<u32>,
+    nodes: Rc<[u32]>,
+    /// Members per node (see [`Comm::per_node`]).
+    per_node: usize,
     /// Collective calls started on this communicator (numbers the messages of each call).
     calls: u32,
     poisoned: bool,
@@ -72,12 +86,14 @@ impl Comm {
                 tc.chunk, tc.window
             )));
         }
-        let nodes: Vec<u32> = ranks.iter().map(|&r| node_of(r)).collect();
+        let nodes: Rc<[u32]> = ranks.iter().map(|&r| node_of(r)).collect();
+        let k = per_node(&nodes);
         Ok(Transport::group(m, ranks, tc, &cfg.costs)
             .into_iter()
             .map(|t| Comm {
                 t,
                 nodes: nodes.clone(),
+                per_node: k,
                 calls: 0,
                 poisoned: false,
             })
@@ -134,6 +150,12 @@ impl Comm {
         Ok(out)
     }
 
+    /// Members per node when every node of the communicator holds the same number of them, else
+    /// 1 (what [`select_on_nodes`] is given).
+    pub fn per_node(&self) -> usize {
+        self.per_node
+    }
+
     /// Number of members.
     pub fn size(&self) -> usize {
         self.t.members()
@@ -175,7 +197,7 @@ impl Comm {
             });
         }
         let alg = match alg {
-            Algorithm::Auto => select(c, bytes, self.size()),
+            Algorithm::Auto => select_on_nodes(c, bytes, self.size(), self.per_node()),
             a => a,
         };
         let signature = (c as u32) << 16 | dtype.map_or(0xff, Datatype::code) << 8 | op.map_or(0xff, ReduceOp::code);
@@ -316,7 +338,7 @@ impl Comm {
             Algorithm::Ring => algo::allreduce::ring(&mut self.t, &call, dtype, op, data).await,
             Algorithm::TwoLevel => {
                 let nodes = self.nodes.clone();
-                let mut leaders = nodes.clone();
+                let mut leaders = nodes.to_vec();
                 leaders.sort_unstable();
                 leaders.dedup();
                 let inner = select(Collective::Allreduce, data.len(), leaders.len());

@@ -677,6 +677,15 @@ fn default_table() {
     assert_eq!(select(Collective::Broadcast, 100, 64), Algorithm::Binomial);
     assert_eq!(select(Collective::Broadcast, 1 << 20, 64), Algorithm::Chain);
     assert_eq!(select(Collective::Alltoall, 100, 5), Algorithm::Pairwise);
+    assert_eq!(select(Collective::ReduceScatter, 4096, 8), Algorithm::RecursiveHalving);
+    assert_eq!(select(Collective::ReduceScatter, 4096, 6), Algorithm::Ring);
+    assert_eq!(select(Collective::ReduceScatter, 1 << 20, 8), Algorithm::Ring);
+    // Two members per node: short allreduces go through the node leaders.
+    let on = hpcnet_coll::select_on_nodes;
+    assert_eq!(on(Collective::Allreduce, 256, 64, 2), Algorithm::TwoLevel);
+    assert_eq!(on(Collective::Allreduce, 512, 64, 2), Algorithm::RecursiveDoubling);
+    assert_eq!(on(Collective::Allreduce, 8, 64, 1), Algorithm::RecursiveDoubling);
+    assert_eq!(on(Collective::Broadcast, 8, 64, 2), Algorithm::Binomial);
     for c in [
         Collective::Barrier,
         Collective::Broadcast,
@@ -689,6 +698,12 @@ fn default_table() {
         for bytes in [0, 8, 4096, 1 << 22] {
             for size in [1, 2, 7, 64, 1000] {
                 assert!(hpcnet_coll::implements(select(c, bytes, size), c));
+                for per_node in [1, 2, 3] {
+                    assert!(hpcnet_coll::implements(
+                        hpcnet_coll::select_on_nodes(c, bytes, size, per_node),
+                        c
+                    ));
+                }
             }
         }
     }

@@ -20,7 +20,8 @@
 
 use crate::p2p::describe_stuck;
 use hpcnet_coll::{
-    check_op, implements, select, Algorithm, CollError, Collective, Comm, CommConfig, Datatype, Element, ReduceOp,
+    check_op, implements, select_on_nodes, Algorithm, CollError, Collective, Comm, CommConfig, Datatype, Element,
+    ReduceOp,
 };
 use hpcnet_des::SimTime;
 use hpcnet_msg::verbs::{Machine, RunEnd};
@@ -193,9 +194,16 @@ impl CollBenchError {
     }
 }
 
-/// Element `k` of the input of member `m` (small enough that sums over any machine are exact).
+/// Element `k` of the `i64` input of member `m` (small enough that sums over any machine are
+/// exact).
+#[cfg(test)]
 fn value(m: usize, k: usize) -> i64 {
-    (m as i64 + 1) * 1_048_576 + (k as i64 * 7919) % 1_048_573
+    (m as i64 + 1) * 1_048_576 + base(k)
+}
+
+/// The part of element `k` of every member's input that does not depend on the member.
+fn base(k: usize) -> i64 {
+    (k as i64 * 7919) % 1_048_573
 }
 
 /// The element types the benchmark runs on: how inputs are made and combined for the reference.
@@ -203,10 +211,14 @@ fn value(m: usize, k: usize) -> i64 {
 /// Inputs are chosen so that every reduction is exact whatever the order of operations (the
 /// algorithms combine operands in different orders): integers wrap identically in any order;
 /// `f64` inputs are integers below 2^31 (sums exact up to 2^22 members); `f32` inputs are
-/// integers in −2046 … 2046 (sums exact up to 8 192 members, [`MAX_F32_SUM_MEMBERS`]).
+/// integers in −2048 … 2047 (sums exact up to 8 192 members, [`MAX_F32_SUM_MEMBERS`]).
 pub trait BenchElement: Element + Default + PartialEq + std::fmt::Debug {
+    /// Element `k` of member `m`'s input, from `base(k)`.
+    fn from_base(m: usize, base: i64) -> Self;
     /// Element `k` of member `m`'s input.
-    fn input_value(m: usize, k: usize) -> Self;
+    fn input_value(m: usize, k: usize) -> Self {
+        Self::from_base(m, base(k))
+    }
     /// `a op b`, computed here, outside the simulated data path.
     fn combine(op: ReduceOp, a: Self, b: Self) -> Self;
 }
@@ -214,41 +226,31 @@ pub trait BenchElement: Element + Default + PartialEq + std::fmt::Debug {
 /// Most members an `f32` sum is exact for with the benchmark's inputs.
 pub const MAX_F32_SUM_MEMBERS: usize = 8192;
 
-impl BenchElement for i64 {
-    fn input_value(m: usize, k: usize) -> Self {
-        value(m, k)
-    }
-    fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
-        match op {
-            ReduceOp::Sum => a.wrapping_add(b),
-            ReduceOp::Max => a.max(b),
-            ReduceOp::Min => a.min(b),
-            ReduceOp::Band => a & b,
-            ReduceOp::Bor => a | b,
-            ReduceOp::Bxor => a ^ b,
+macro_rules! int_element {
+    ($t:ty) => {
+        impl BenchElement for $t {
+            fn from_base(m: usize, base: i64) -> Self {
+                ((m as i64 + 1) * 1_048_576 + base) as $t
+            }
+            fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
+                match op {
+                    ReduceOp::Sum => a.wrapping_add(b),
+                    ReduceOp::Max => a.max(b),
+                    ReduceOp::Min => a.min(b),
+                    ReduceOp::Band => a & b,
+                    ReduceOp::Bor => a | b,
+                    ReduceOp::Bxor => a ^ b,
+                }
+            }
         }
-    }
+    };
 }
-
-impl BenchElement for i32 {
-    fn input_value(m: usize, k: usize) -> Self {
-        value(m, k) as i32
-    }
-    fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
-        match op {
-            ReduceOp::Sum => a.wrapping_add(b),
-            ReduceOp::Max => a.max(b),
-            ReduceOp::Min => a.min(b),
-            ReduceOp::Band => a & b,
-            ReduceOp::Bor => a | b,
-            ReduceOp::Bxor => a ^ b,
-        }
-    }
-}
+int_element!(i64);
+int_element!(i32);
 
 impl BenchElement for f64 {
-    fn input_value(m: usize, k: usize) -> Self {
-        (value(m, k) & 0x7fff_ffff) as f64
+    fn from_base(m: usize, base: i64) -> Self {
+        (((m as i64 + 1) * 1_048_576 + base) & 0x7fff_ffff) as f64
     }
     fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
         match op {
@@ -262,8 +264,8 @@ impl BenchElement for f64 {
 }
 
 impl BenchElement for f32 {
-    fn input_value(m: usize, k: usize) -> Self {
-        ((m * 37 + k * 7919) % 4093) as f32 - 2046.0
+    fn from_base(m: usize, base: i64) -> Self {
+        ((base + m as i64 * 37) & 4095) as f32 - 2048.0
     }
     fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
         match op {
@@ -275,16 +277,23 @@ impl BenchElement for f32 {
     }
 }
 
-fn input<T: BenchElement>(m: usize, count: usize) -> Vec<T> {
-    (0..count).map(|k| T::input_value(m, k)).collect()
+/// `base(k)` for k in 0..count.
+fn bases(count: usize) -> Vec<i64> {
+    (0..count).map(base).collect()
+}
+
+/// Member `m`'s input, from the member-independent part `bases`.
+fn input_from<T: BenchElement>(m: usize, bases: &[i64]) -> Vec<T> {
+    bases.iter().map(|&b| T::from_base(m, b)).collect()
 }
 
 /// The element-wise reduction of every member's input of `count` elements, members in order.
 fn reduce_inputs<T: BenchElement>(op: ReduceOp, p: usize, count: usize) -> Vec<T> {
-    let mut acc = input::<T>(0, count);
+    let b = bases(count);
+    let mut acc = input_from::<T>(0, &b);
     for m in 1..p {
-        for (k, a) in acc.iter_mut().enumerate() {
-            *a = T::combine(op, *a, T::input_value(m, k));
+        for (a, &x) in acc.iter_mut().zip(&b) {
+            *a = T::combine(op, *a, T::from_base(m, x));
         }
     }
     acc
@@ -330,7 +339,7 @@ struct Reference<T> {
 impl<T: BenchElement> Reference<T> {
     fn new(spec: &CollSpec, p: usize, n: usize) -> Reference<T> {
         let whole = match spec.op {
-            CollOp::Bcast => input(spec.root, n),
+            CollOp::Bcast => input_from(spec.root, &bases(n)),
             CollOp::Reduce | CollOp::Allreduce => reduce_inputs(spec.reduce_op, p, n),
             CollOp::ReduceScatter => reduce_inputs(spec.reduce_op, p, p * n),
             CollOp::Barrier | CollOp::Allgather | CollOp::Alltoall => Vec::new(),
@@ -574,9 +583,11 @@ fn run_typed<T: BenchElement>(
     let total = (warmup + iterations) as usize;
     let error: Rc<RefCell<Option<CollError>>> = Rc::new(RefCell::new(None));
     let mut records = Vec::new();
+    let mut per_node = Vec::new();
     for ranks in groups {
         let p = ranks.len();
         let comms = Comm::create_on_nodes(&m, ranks, |r| place.node_of(r).0, config).map_err(CollBenchError::Call)?;
+        per_node.push(comms.first().map_or(1, Comm::per_node));
         let rec = Rc::new(RefCell::new(Record::<T> {
             starts: vec![SimTime::ZERO; total],
             ends: vec![SimTime::ZERO; total],
@@ -584,12 +595,15 @@ fn run_typed<T: BenchElement>(
         }));
         records.push(rec.clone());
         let per_member = op.buffer_bytes(bytes, p) as usize / spec.dtype.size();
+        let shared = Rc::new(bases(per_member));
         for (me, mut c) in comms.into_iter().enumerate() {
             let rec = rec.clone();
             let error = error.clone();
             let spec = *spec;
+            let shared = shared.clone();
             m.spawn(async move {
-                let mine: Vec<T> = input(me, per_member);
+                let mine: Vec<T> = input_from(me, &shared);
+                drop(shared);
                 let mut last = None;
                 for it in 0..total {
                     let r = match c.barrier(Algorithm::Dissemination).await {
@@ -628,7 +642,7 @@ fn run_typed<T: BenchElement>(
         return Err(CollBenchError::Stuck(end));
     }
     let mut points = Vec::new();
-    for (ranks, rec) in groups.iter().zip(records) {
+    for ((ranks, rec), per_node) in groups.iter().zip(records).zip(per_node) {
         let p = ranks.len();
         let rec = std::mem::replace(
             &mut *rec.borrow_mut(),
@@ -647,7 +661,7 @@ fn run_typed<T: BenchElement>(
         let min = times.iter().copied().fold(f64::INFINITY, f64::min);
         let max = times.iter().copied().fold(0.0, f64::max);
         let used = match spec.algorithm {
-            Algorithm::Auto => select(op.collective(), op.buffer_bytes(bytes, p) as usize, p),
+            Algorithm::Auto => select_on_nodes(op.collective(), op.buffer_bytes(bytes, p) as usize, p, per_node),
             a => a,
         };
         points.push(CollPoint {
