@@ -324,6 +324,9 @@ impl CollSpec {
     }
 }
 
+/// A reference result: its length and its element k.
+type Expected<'a, T> = (usize, Box<dyn Fn(usize) -> T + 'a>);
+
 /// The reference results of one communicator of `p` members (`n` elements per member, as
 /// [`CollOp::buffer_bytes`] counts), computed once, outside the simulated data path.
 struct Reference<T> {
@@ -366,9 +369,9 @@ impl<T: BenchElement> Reference<T> {
 
     /// What member `me` must hold after the last iteration (`None`: no result, as at a non-root
     /// member of reduce), as a length and element by element.
-    fn expected(&self, me: usize) -> Option<(usize, Box<dyn Fn(usize) -> T + '_>)> {
+    fn expected(&self, me: usize) -> Option<Expected<'_, T>> {
         let (p, n) = (self.p, self.n);
-        let whole = |r: std::ops::Range<usize>| -> Option<(usize, Box<dyn Fn(usize) -> T + '_>)> {
+        let whole = |r: std::ops::Range<usize>| -> Option<Expected<'_, T>> {
             let s = &self.whole[r];
             Some((s.len(), Box::new(move |k| s[k])))
         };
@@ -881,7 +884,15 @@ mod tests {
                         reduce_op,
                         root: 3,
                     };
-                    let r = run_concurrent(world(), &[ranks.clone()], &spec, 64, 1, 0, &CommConfig::default());
+                    let r = run_concurrent(
+                        world(),
+                        std::slice::from_ref(&ranks),
+                        &spec,
+                        64,
+                        1,
+                        0,
+                        &CommConfig::default(),
+                    );
                     if check_op("x", dtype, reduce_op).is_err() {
                         let e = r.unwrap_err();
                         assert!(e.is_bad_input() && e.to_string().contains("integers only"), "{e}");
