@@ -361,6 +361,56 @@ fn broadcast_and_reduce_from_every_kind_of_root() {
     }
 }
 
+/// Reduce by binomial tree and by Rabenseifner, every type and operator, sizes with and without a
+/// power of two, roots first and last: the root's result bit for bit against the algorithm's
+/// operand order (binomial tree relative to the root; Rabenseifner as recursive doubling), the
+/// others get none.
+#[test]
+fn reduce_matches_reference_for_every_type_and_operator() {
+    for n in [1usize, 3, 6, 8] {
+        for root in [0, n - 1] {
+            let (outs, _) = run_ok(&spread(n), &CommConfig::default(), move |mut c| async move {
+                let me = c.rank();
+                let mut res = Vec::new();
+                for (k, &(dt, op)) in ALL_CASES.iter().enumerate() {
+                    for alg in [Algorithm::Binomial, Algorithm::Rabenseifner] {
+                        let x = input(dt, me, 41, 200 + k as u64);
+                        macro_rules! red {
+                            ($t:ty) => {
+                                c.reduce(&from_bytes::<$t>(&x), op, root, alg)
+                                    .await
+                                    .unwrap()
+                                    .map(|v| to_bytes(&v))
+                            };
+                        }
+                        res.push(match dt {
+                            Datatype::F32 => red!(f32),
+                            Datatype::F64 => red!(f64),
+                            Datatype::I32 => red!(i32),
+                            Datatype::I64 => red!(i64),
+                        });
+                    }
+                }
+                res
+            });
+            for (k, &(dt, op)) in ALL_CASES.iter().enumerate() {
+                let xs: Vec<Vec<u8>> = (0..n).map(|m| input(dt, m, 41, 200 + k as u64)).collect();
+                let bin = ref_binomial(dt, op, &xs, root);
+                let rab = ref_recursive_doubling(dt, op, &xs);
+                for (m, o) in outs.iter().enumerate() {
+                    let what = format!("n={n} root={root} {dt:?} {op:?} member {m}");
+                    if m == root {
+                        assert_eq!(o[2 * k].as_deref(), Some(&bin[..]), "binomial {what}");
+                        assert_eq!(o[2 * k + 1].as_deref(), Some(&rab[..]), "Rabenseifner {what}");
+                    } else {
+                        assert!(o[2 * k].is_none() && o[2 * k + 1].is_none(), "{what}");
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn allgather_and_alltoall_place_every_block() {
     for n in [1usize, 2, 3, 5, 6, 7, 8, 12, 13, 16] {
@@ -844,6 +894,11 @@ fn two_level_allreduce_with_two_processes_per_nic() {
     let ranks: Vec<Rank> = [0u32, 1, 10, 11, 20, 31, 40, 41, 63].into_iter().map(Rank).collect();
     let place = m.world().placement();
     let comms = Comm::create_on_nodes(&m, &ranks, |r| place.node_of(r).0, &CommConfig::default()).unwrap();
+    assert_eq!(comms[0].per_node(), 1, "uneven placement: no two-level default");
+    let even: Vec<Rank> = (0..8).map(Rank).collect();
+    let pairs = Comm::create_on_nodes(&m, &even, |r| place.node_of(r).0, &CommConfig::default()).unwrap();
+    assert_eq!(pairs[0].per_node(), 2);
+    drop(pairs);
     let out = Rc::new(RefCell::new(vec![Vec::new(); ranks.len()]));
     const COUNTS: [usize; 2] = [3, 1100];
     for mut c in comms {
