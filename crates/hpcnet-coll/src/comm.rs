@@ -5,7 +5,7 @@
 //! ([`Comm::create`], [`Comm::split`]), the way a job launcher exchanges connection data before
 //! the program starts; every member's handle is then moved into its rank program.
 
-use crate::algo::{self, implements, select, Algorithm, Collective};
+use crate::algo::{self, implements, select, select_on_nodes, Algorithm, Collective};
 use crate::transport::{Call, Transport, TransportConfig};
 use crate::types::{check_len, check_op, from_bytes, to_bytes};
 use crate::{CollError, Datatype, Element, HostCosts, ReduceOp};
@@ -13,6 +13,18 @@ use hpcnet_msg::verbs::{Context, Cq, Machine, Mr};
 use hpcnet_msg::NicBackend;
 use hpcnet_nic::{CollDesc, CollKind, CollOp, CollType, CqeStatus, GroupId, Rank};
 use std::collections::{BTreeMap, HashSet};
+use std::rc::Rc;
+
+/// Members per node when every node in `nodes` appears equally often, else 1.
+pub(crate) fn per_node(nodes: &[u32]) -> usize {
+    let mut sorted = nodes.to_vec();
+    sorted.sort_unstable();
+    let counts: Vec<usize> = sorted.chunk_by(|a, b| a == b).map(<[u32]>::len).collect();
+    match counts.first() {
+        Some(&k) if counts.iter().all(|&c| c == k) => k,
+        _ => 1,
+    }
+}
 
 /// How communicators are built: transport parameters and host costs.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -38,7 +50,9 @@ pub struct Comm {
     t: Transport,
     hw: Option<Hw>,
     /// The node (NIC) of each member, for the two-level algorithms.
-    nodes: Vec<u32>,
+    nodes: Rc<[u32]>,
+    /// Members per node (see [`Comm::per_node`]).
+    per_node: usize,
     /// Collective calls started on this communicator (numbers the messages of each call).
     calls: u32,
     poisoned: bool,
@@ -85,7 +99,8 @@ impl Comm {
                 tc.chunk, tc.window
             )));
         }
-        let nodes: Vec<u32> = ranks.iter().map(|&r| node_of(r)).collect();
+        let nodes: Rc<[u32]> = ranks.iter().map(|&r| node_of(r)).collect();
+        let k = per_node(&nodes);
         let group = if cfg.hardware {
             Some(m.coll_group(ranks).map_err(CollError::BadComm)?)
         } else {
@@ -101,6 +116,7 @@ impl Comm {
                 }),
                 t,
                 nodes: nodes.clone(),
+                per_node: k,
                 calls: 0,
                 poisoned: false,
             })
@@ -157,6 +173,12 @@ impl Comm {
         Ok(out)
     }
 
+    /// Members per node when every node of the communicator holds the same number of them, else
+    /// 1 (what [`select_on_nodes`] is given).
+    pub fn per_node(&self) -> usize {
+        self.per_node
+    }
+
     /// Number of members.
     pub fn size(&self) -> usize {
         self.t.members()
@@ -198,7 +220,7 @@ impl Comm {
             });
         }
         let alg = match alg {
-            Algorithm::Auto => select(c, bytes, self.size()),
+            Algorithm::Auto => select_on_nodes(c, bytes, self.size(), self.per_node()),
             a => a,
         };
         let signature = (c as u32) << 16 | dtype.map_or(0xff, Datatype::code) << 8 | op.map_or(0xff, ReduceOp::code);
@@ -296,8 +318,8 @@ impl Comm {
             }),
         };
         self.finish(r)?;
-        for (x, y) in buf.iter_mut().zip(from_bytes::<T>(&bytes)) {
-            *x = y;
+        for (x, b) in buf.iter_mut().zip(bytes.chunks_exact(T::DATATYPE.size())) {
+            *x = T::get(b);
         }
         Ok(())
     }
@@ -368,7 +390,7 @@ impl Comm {
             Algorithm::Ring => algo::allreduce::ring(&mut self.t, &call, dtype, op, data).await,
             Algorithm::TwoLevel => {
                 let nodes = self.nodes.clone();
-                let mut leaders = nodes.clone();
+                let mut leaders = nodes.to_vec();
                 leaders.sort_unstable();
                 leaders.dedup();
                 let inner = select(Collective::Allreduce, data.len(), leaders.len());
@@ -385,16 +407,6 @@ impl Comm {
 
     /// Concatenate `data` of every member (all pass the same length), in member order.
     pub async fn allgather<T: Element>(&mut self, data: &[T], alg: Algorithm) -> Result<Vec<T>, CollError> {
-        if alg == Algorithm::RecursiveDoubling && !self.size().is_power_of_two() {
-            return Err(CollError::AlgorithmLimit {
-                call: "allgather",
-                algorithm: alg,
-                reason: format!(
-                    "needs a power-of-two number of members, the communicator has {}",
-                    self.size()
-                ),
-            });
-        }
         let bytes = to_bytes(data);
         let (call, alg) = self
             .begin(Collective::Allgather, Some(T::DATATYPE), None, alg, bytes.len())
@@ -450,12 +462,26 @@ impl Comm {
                 reason: format!("{} elements do not split into {} equal blocks", data.len(), self.size()),
             });
         }
+        if alg == Algorithm::RecursiveHalving && !self.size().is_power_of_two() {
+            return Err(CollError::AlgorithmLimit {
+                call: "reduce_scatter",
+                algorithm: alg,
+                reason: format!(
+                    "needs a power-of-two number of members, the communicator has {}",
+                    self.size()
+                ),
+            });
+        }
         let bytes = to_bytes(data);
         let (call, alg) = self
             .begin(Collective::ReduceScatter, Some(T::DATATYPE), Some(op), alg, bytes.len())
             .await?;
         let r = match alg {
             Algorithm::Ring => algo::reduce_scatter::ring(&mut self.t, &call, T::DATATYPE, op, bytes).await,
+            Algorithm::RecursiveHalving => {
+                algo::reduce_scatter::recursive_halving(&mut self.t, &call, T::DATATYPE, op, bytes).await
+            }
+            Algorithm::Pairwise => algo::reduce_scatter::pairwise(&mut self.t, &call, T::DATATYPE, op, bytes).await,
             a => Err(CollError::Unsupported {
                 call: call.name,
                 algorithm: a,

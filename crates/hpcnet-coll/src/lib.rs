@@ -4,27 +4,35 @@
 //!
 //! - [`Comm`]: a communicator (any ordered subset of ranks, or a [`Comm::split`] by colour and
 //!   key) and its typed calls;
-//! - [`Algorithm`] chosen per call, with the default table [`select`]: barrier (dissemination,
-//!   binomial tree), broadcast (binomial, scatter + ring allgather, double binary tree,
-//!   pipelined chain), reduce (binomial, Rabenseifner), allreduce (recursive doubling,
-//!   Rabenseifner, ring, two-level per node), allgather (ring, recursive doubling, Bruck),
-//!   reduce-scatter (ring), alltoall (pairwise, Bruck); and [`Algorithm::Hardware`] for barrier,
-//!   broadcast, reduce and allreduce — the NICs' hardware collective unit and router multicast
-//!   (`hpcnet_nic::coll`) on communicators created with [`CommConfig::hardware`] (one
-//!   descriptor per member per call: cost O(1) host work per member);
+//! - [`Algorithm`] chosen per call, with the default table [`select`] ([`select_on_nodes`] when
+//!   the placement is known: two members per NIC send short allreduces through node leaders):
+//!   barrier (dissemination, binomial tree), broadcast (binomial, scatter + ring allgather,
+//!   double binary tree on two complementary trees, pipelined chain), reduce (binomial,
+//!   Rabenseifner), allreduce (recursive doubling, Rabenseifner, ring, two-level per node),
+//!   allgather (ring, recursive doubling for any size, Bruck), reduce-scatter (ring, recursive
+//!   halving, pairwise), alltoall (pairwise, Bruck); and [`Algorithm::Hardware`] for barrier, broadcast, reduce and
+//!   allreduce — the NICs' hardware collective unit and router multicast (`hpcnet_nic::coll`) on
+//!   communicators created with [`CommConfig::hardware`] (one descriptor per member per call:
+//!   cost O(1) host work per member);
 //! - [`Datatype`] / [`ReduceOp`]: `f32`, `f64`, `i32`, `i64` with sum, max, min and (integers
 //!   only) bitwise and, or, xor, applied to little-endian bytes;
 //! - [`HostCosts`]: the host software cost model (per call, per post, per poll, copy and
 //!   reduction rates);
 //! - the transport: eager RDMA writes with notification and credits (see `transport.rs`).
 //!
-//! Cost: a member registers `8 · p` bytes of credit words, and for each peer it exchanges data
-//! with (about log2 p peers for the tree and doubling algorithms, 2 for rings, p − 1 for
-//! alltoall) one queue pair and `2 · window · (32 B + chunk)` bytes of staging and landing
-//! slots, on first use. A call moves the bytes its algorithm prescribes (e.g. allreduce by
+//! Cost. Memory: a member registers `8 · p` bytes of credit words and keeps one 4-byte slot per
+//! member; for each peer it actually exchanges data with (about log2 p peers for the tree and
+//! doubling algorithms, 2 for rings, p − 1 for alltoall) it keeps one queue pair, a small state
+//! record and `2 · window · (32 B + chunk)` bytes of staging and landing slots, made on first
+//! use. Time to simulate: a call moves the bytes its algorithm prescribes (e.g. allreduce by
 //! recursive doubling: ⌈log2 p⌉ rounds of the whole vector; ring: 2(p − 1)/p of it) in chunks
-//! of at most `chunk` bytes, each one RDMA write and one credit write, and the simulator's work
-//! grows with the packets those writes make.
+//! of at most `chunk` bytes. Each chunk costs one RDMA write and one 8-byte credit write — their
+//! packets through the NIC and network models, about six host-time waits (post, completion
+//! polls, copy), one wake-up of each rank program per completion — plus copies and reductions
+//! linear in its bytes. So the simulator's work grows with the number of chunks (for a ring
+//! allreduce about 2p² chunks of n/p bytes when n/p fits a chunk, 2p²·⌈n/(p·chunk)⌉ in general;
+//! for recursive doubling p·⌈log2 p⌉·⌈n/chunk⌉) and with the bytes (p·n per pass over the data).
+//! Figures: docs/PERFORMANCE.md.
 //!
 //! ```
 //! use hpcnet_coll::{Algorithm, Comm, CommConfig, ReduceOp};
@@ -53,7 +61,7 @@ mod error;
 mod transport;
 mod types;
 
-pub use algo::{implements, select, Algorithm, Collective};
+pub use algo::{implements, select, select_on_nodes, Algorithm, Collective};
 pub use comm::{Comm, CommConfig};
 pub use cost::HostCosts;
 pub use error::CollError;

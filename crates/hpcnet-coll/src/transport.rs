@@ -39,7 +39,7 @@ use hpcnet_msg::verbs::{Context, Cq, Machine, Mr, Qp, RemoteBuf, WriteWr};
 use hpcnet_msg::NicBackend;
 use hpcnet_nic::{Cqe, CqeKind, CqeStatus, Rank};
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
 /// Bytes of the header in front of every chunk.
@@ -82,13 +82,17 @@ struct Link {
 }
 
 /// What the members of a group share from the set-up: how to reach each other's completion
-/// queues and credit words, and the landing areas registered so far, `land[receiver][sender]`
-/// (the exchange of keys a job launcher or a connection handshake does out of band).
+/// queues and credit words, the landing areas registered so far (keyed by (receiver, sender)),
+/// and which member each rank is (the exchange of keys a job launcher or a connection handshake
+/// does out of band).
 struct Directory {
     contexts: Vec<Context>,
     cqs: Vec<Cq>,
     credit_land: Vec<Mr>,
-    land: RefCell<Vec<Vec<Option<Mr>>>>,
+    land: RefCell<BTreeMap<(usize, usize), Mr>>,
+    ranks: Rc<[Rank]>,
+    /// Communicator index of each member's rank, ordered by rank (binary search).
+    rank_index: Vec<(Rank, usize)>,
 }
 
 /// A chunk copied out of its landing slot, waiting to be matched.
@@ -110,6 +114,22 @@ pub(crate) struct Call {
     pub signature: u32,
 }
 
+/// This member's state towards one peer it has exchanged messages with (made on first use, so
+/// a member keeps state for its actual peers only, not for every member).
+struct Peer {
+    link: Option<Link>,
+    /// Next chunk sequence number to the peer.
+    send_seq: u64,
+    /// Staging/landing slots towards the peer still waiting for their credit.
+    busy: Vec<bool>,
+    /// Next chunk sequence number expected from the peer.
+    recv_next: u64,
+    /// Chunks from the peer not yet matched, at index `seq − recv_next` (a gap: not arrived).
+    inbox: VecDeque<Option<Chunk>>,
+    /// The peer's landing slots in this member's memory, once its first chunk arrived.
+    land_here: Option<Mr>,
+}
+
 /// One member's end of the transport.
 pub(crate) struct Transport {
     pub(crate) ctx: Context,
@@ -117,24 +137,21 @@ pub(crate) struct Transport {
     pos: usize,
     /// The members the algorithms currently see, as communicator indices (all members, or a
     /// subgroup such as the node leaders of a two-level algorithm), and this member's place in
-    /// it. Algorithms number peers in this view.
-    view: Vec<usize>,
+    /// it. Algorithms number peers in this view; `None`: every member, in order.
+    view: Option<Vec<usize>>,
     view_me: usize,
-    pub(crate) ranks: Vec<Rank>,
-    /// Communicator index of each member's rank.
-    rank_index: HashMap<Rank, usize>,
-    links: Vec<Option<Link>>,
+    pub(crate) ranks: Rc<[Rank]>,
+    /// Index into `peer_state` of each member's state (`u32::MAX`: none yet).
+    peer_slot: Vec<u32>,
+    peer_state: Vec<Peer>,
     dir: Rc<Directory>,
     credit_src: Mr,
     chunk: usize,
     window: usize,
-    /// Next chunk sequence number to each peer.
-    send_seq: Vec<u64>,
-    /// Staging/landing slots towards each peer still waiting for their credit.
-    busy: Vec<Vec<bool>>,
-    /// Next chunk sequence number expected from each peer.
-    recv_next: Vec<u64>,
-    inbox: Vec<BTreeMap<u64, Chunk>>,
+    /// Header and payload of the chunk being posted (reused).
+    scratch: Vec<u8>,
+    /// Emptied chunk buffers, reused for the next arrivals.
+    pool: Vec<Vec<u8>>,
     pub(crate) costs: HostCosts,
     /// The member that aborted the communicator, once one did.
     aborted_by: Option<Rank>,
@@ -151,35 +168,55 @@ impl Transport {
     ) -> Vec<Transport> {
         let n = ranks.len();
         let contexts: Vec<Context> = ranks.iter().map(|&r| m.context(r)).collect();
+        let mut rank_index: Vec<(Rank, usize)> = ranks.iter().enumerate().map(|(i, &r)| (r, i)).collect();
+        rank_index.sort_unstable();
         let dir = Rc::new(Directory {
             cqs: contexts.iter().map(Context::create_cq).collect(),
             credit_land: contexts.iter().map(|c| c.reg_mr(8 * n as u64)).collect(),
-            land: RefCell::new(vec![vec![None; n]; n]),
+            land: RefCell::new(BTreeMap::new()),
             contexts,
+            ranks: ranks.into(),
+            rank_index,
         });
-        let index: HashMap<Rank, usize> = ranks.iter().enumerate().map(|(i, &r)| (r, i)).collect();
         (0..n)
             .map(|i| Transport {
                 ctx: dir.contexts[i].clone(),
                 cq: dir.cqs[i].clone(),
                 pos: i,
-                view: (0..n).collect(),
+                view: None,
                 view_me: i,
-                ranks: ranks.to_vec(),
-                rank_index: index.clone(),
-                links: (0..n).map(|_| None).collect(),
+                ranks: dir.ranks.clone(),
+                peer_slot: vec![u32::MAX; n],
+                peer_state: Vec::new(),
                 credit_src: dir.contexts[i].reg_mr(8),
                 dir: dir.clone(),
                 chunk: cfg.chunk,
                 window: cfg.window,
-                send_seq: vec![0; n],
-                busy: vec![vec![false; cfg.window]; n],
-                recv_next: vec![0; n],
-                inbox: (0..n).map(|_| BTreeMap::new()).collect(),
+                scratch: Vec::new(),
+                pool: Vec::new(),
                 costs: costs.clone(),
                 aborted_by: None,
             })
             .collect()
+    }
+
+    /// This member's state towards `peer` (a valid member other than this one), made on first
+    /// use.
+    fn peer(&mut self, peer: usize) -> &mut Peer {
+        let mut slot = self.peer_slot[peer];
+        if slot == u32::MAX {
+            slot = self.peer_state.len() as u32;
+            self.peer_slot[peer] = slot;
+            self.peer_state.push(Peer {
+                link: None,
+                send_seq: 0,
+                busy: vec![false; self.window],
+                recv_next: 0,
+                inbox: VecDeque::new(),
+                land_here: None,
+            });
+        }
+        &mut self.peer_state[slot as usize]
     }
 
     /// This member's index in the communicator.
@@ -199,7 +236,12 @@ impl Transport {
 
     /// Size of the current view.
     pub(crate) fn size(&self) -> usize {
-        self.view.len()
+        self.view.as_ref().map_or(self.ranks.len(), Vec::len)
+    }
+
+    /// The communicator index of member `p` of the current view.
+    fn in_view(&self, p: usize) -> usize {
+        self.view.as_ref().map_or(p, |v| v[p])
     }
 
     /// Let the algorithms see only `members` (communicator indices, this member among them).
@@ -210,14 +252,14 @@ impl Transport {
                 reason: format!("member {} is not in the subgroup {members:?}", self.pos),
             });
         };
-        self.view = members;
+        self.view = Some(members);
         self.view_me = i;
         Ok(())
     }
 
     /// See all members again.
     pub(crate) fn clear_view(&mut self) {
-        self.view = (0..self.ranks.len()).collect();
+        self.view = None;
         self.view_me = self.pos;
     }
 
@@ -243,18 +285,19 @@ impl Transport {
 
     /// The link to `peer`, made on first use.
     fn link(&mut self, call: &'static str, peer: usize) -> Result<&mut Link, CollError> {
-        if peer >= self.links.len() || peer == self.pos {
+        if peer >= self.peer_slot.len() || peer == self.pos {
             return Err(CollError::Transport {
                 call,
                 reason: format!("member {} has no link to member {peer}", self.pos),
             });
         }
-        let (me, dir) = (self.pos, &self.dir);
-        let cq = &self.cq;
-        let ctx = &self.ctx;
+        let me = self.pos;
+        let dir = self.dir.clone();
+        let cq = self.cq.clone();
+        let ctx = self.ctx.clone();
         let rank = self.ranks[peer];
-        Ok(self.links[peer].get_or_insert_with(|| Link {
-            qp: ctx.create_qp(cq, rank),
+        Ok(self.peer(peer).link.get_or_insert_with(|| Link {
+            qp: ctx.create_qp(&cq, rank),
             land: None,
             stage: None,
             credit: dir.credit_land[peer].remote(8 * me as u64),
@@ -262,31 +305,30 @@ impl Transport {
         }))
     }
 
-    /// The link to `peer` with its staging slots here and landing slots there.
-    fn data_link(&mut self, call: &'static str, peer: usize) -> Result<(RemoteBuf, Mr, Qp, Cq), CollError> {
-        let area = (self.window * self.slot_bytes()) as u64;
-        let (me, dir) = (self.pos, self.dir.clone());
-        let ctx = self.ctx.clone();
-        let link = self.link(call, peer)?;
-        let land = *link.land.get_or_insert_with(|| {
-            let mr = dir.contexts[peer].reg_mr(area);
-            let remote = mr.remote(0);
-            dir.land.borrow_mut()[peer][me] = Some(mr);
-            remote
-        });
-        let stage = link.stage.get_or_insert_with(|| ctx.reg_mr(area)).clone();
-        Ok((land, stage, link.qp.clone(), link.cq.clone()))
-    }
-
     /// Post chunk `part` of `data` to `peer`; its slot is free.
     async fn post_chunk(&mut self, call: &Call, peer: usize, data: &[u8], part: usize) -> Result<(), CollError> {
-        let seq = self.send_seq[peer];
+        let seq = self.peer(peer).send_seq;
         let s = (seq % self.window as u64) as usize;
         let start = part * self.chunk;
         let end = (start + self.chunk).min(data.len());
         let payload = &data[start.min(end)..end];
         let last = part + 1 == self.chunks(data.len());
-        let mut buf = Vec::with_capacity(HEADER + payload.len());
+        self.spend(self.costs.per_post + self.costs.copy(payload.len())).await;
+        let area = (self.window * self.slot_bytes()) as u64;
+        let off = (s * self.slot_bytes()) as u64;
+        let me = self.pos;
+        let dir = self.dir.clone();
+        let ctx = self.ctx.clone();
+        let link = self.link(call.name, peer)?;
+        let land = *link.land.get_or_insert_with(|| {
+            let mr = dir.contexts[peer].reg_mr(area);
+            let remote = mr.remote(0);
+            dir.land.borrow_mut().insert((peer, me), mr);
+            remote
+        });
+        let stage = link.stage.get_or_insert_with(|| ctx.reg_mr(area)).clone();
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
         buf.extend_from_slice(&seq.to_le_bytes());
         buf.extend_from_slice(&call.number.to_le_bytes());
         buf.extend_from_slice(&call.signature.to_le_bytes());
@@ -294,22 +336,21 @@ impl Transport {
         buf.extend_from_slice(&u32::from(last).to_le_bytes());
         buf.extend_from_slice(&(data.len() as u64).to_le_bytes());
         buf.extend_from_slice(payload);
-        let off = (s * self.slot_bytes()) as u64;
-        self.spend(self.costs.per_post + self.costs.copy(payload.len())).await;
-        let (land, stage, qp, cq) = self.data_link(call.name, peer)?;
-        self.ctx
-            .write_local(&stage, off, &buf)
-            .map_err(|e| CollError::verbs(call.name, e))?;
+        let written = ctx.write_local(&stage, off, &buf);
+        let len = buf.len() as u64;
+        self.scratch = buf;
+        written.map_err(|e| CollError::verbs(call.name, e))?;
+        let link = self.peer(peer).link.as_mut().expect("link made above");
+        let stage = link.stage.as_ref().expect("staging registered above");
         let remote = RemoteBuf {
             addr: land.addr + off,
             ..land
         };
-        let wr = WriteWr::new(&stage, off, buf.len() as u64, remote)
-            .notify(&cq)
-            .wr_id(s as u64);
-        qp.post_write(wr).map_err(|e| CollError::verbs(call.name, e))?;
-        self.busy[peer][s] = true;
-        self.send_seq[peer] += 1;
+        let wr = WriteWr::new(stage, off, len, remote).notify(&link.cq).wr_id(s as u64);
+        link.qp.post_write(wr).map_err(|e| CollError::verbs(call.name, e))?;
+        let p = self.peer(peer);
+        p.busy[s] = true;
+        p.send_seq += 1;
         Ok(())
     }
 
@@ -325,10 +366,15 @@ impl Transport {
         if c.kind != CqeKind::Notify {
             return Ok(());
         }
-        let peer = *self.rank_index.get(&c.peer).ok_or_else(|| CollError::Transport {
-            call: name,
-            reason: format!("notification from rank {}, not a member", c.peer),
-        })?;
+        let peer = match self.dir.rank_index.binary_search_by_key(&c.peer, |&(r, _)| r) {
+            Ok(i) => self.dir.rank_index[i].1,
+            Err(_) => {
+                return Err(CollError::Transport {
+                    call: name,
+                    reason: format!("notification from rank {}, not a member", c.peer),
+                })
+            }
+        };
         if c.wr_id == ABORT {
             self.aborted_by = Some(c.peer);
             return Err(CollError::Aborted {
@@ -343,39 +389,59 @@ impl Transport {
                 reason: format!("notification names slot {s} of {}", self.window),
             });
         }
+        if peer == self.pos {
+            return Err(CollError::Transport {
+                call: name,
+                reason: format!("notification from rank {}, this member itself", c.peer),
+            });
+        }
         if c.wr_id & CREDIT != 0 {
-            self.busy[peer][s] = false;
+            self.peer(peer).busy[s] = false;
             return Ok(());
         }
         let off = (s * self.slot_bytes()) as u64;
-        let land = self.dir.land.borrow()[self.pos][peer]
-            .clone()
-            .ok_or_else(|| CollError::Transport {
-                call: name,
-                reason: format!("data from rank {} before its landing slots were registered", c.peer),
-            })?;
-        let h = self
-            .ctx
-            .read_local(&land, off, HEADER as u64)
+        let me = self.pos;
+        let land = match self.peer(peer).land_here.clone() {
+            Some(l) => l,
+            None => {
+                let l = self.dir.land.borrow().get(&(me, peer)).cloned();
+                let l = l.ok_or_else(|| CollError::Transport {
+                    call: name,
+                    reason: format!("data from rank {} before its landing slots were registered", c.peer),
+                })?;
+                self.peer(peer).land_here = Some(l.clone());
+                l
+            }
+        };
+        let mut h = [0u8; HEADER];
+        self.ctx
+            .read_local_into(&land, off, &mut h)
             .map_err(|e| CollError::verbs(name, e))?;
         let word = |a: usize| u32::from_le_bytes(h[a..a + 4].try_into().expect("4 bytes"));
         let seq = u64::from_le_bytes(h[0..8].try_into().expect("8 bytes"));
         let len = (word(16) as usize).min(self.chunk);
-        let data = self
-            .ctx
-            .read_local(&land, off + HEADER as u64, len as u64)
+        let mut data = self.pool.pop().unwrap_or_default();
+        data.clear();
+        self.ctx
+            .read_local_append(&land, off + HEADER as u64, len as u64, &mut data)
             .map_err(|e| CollError::verbs(name, e))?;
         self.spend(self.costs.copy(len)).await;
-        self.inbox[peer].insert(
-            seq,
-            Chunk {
-                call: word(8),
-                signature: word(12),
-                total: u64::from_le_bytes(h[24..32].try_into().expect("8 bytes")),
-                last: word(20) != 0,
-                data,
-            },
-        );
+        let chunk = Chunk {
+            call: word(8),
+            signature: word(12),
+            total: u64::from_le_bytes(h[24..32].try_into().expect("8 bytes")),
+            last: word(20) != 0,
+            data,
+        };
+        let p = self.peer(peer);
+        // A sequence number already matched (a duplicate) is dropped, as the ordered map did.
+        if let Some(i) = seq.checked_sub(p.recv_next) {
+            let i = i as usize;
+            if p.inbox.len() <= i {
+                p.inbox.resize_with(i + 1, || None);
+            }
+            p.inbox[i] = Some(chunk);
+        }
         // The slot has been read: give it back.
         self.spend(self.costs.per_post).await;
         let src = self.credit_src.clone();
@@ -391,15 +457,18 @@ impl Transport {
     /// Move the chunks that arrived in order from `peer` into `acc`; true when the message of
     /// `expect` bytes is complete.
     fn take(&mut self, call: &Call, peer: usize, expect: usize, acc: &mut Vec<u8>) -> Result<bool, CollError> {
+        let rank = self.ranks[peer];
+        self.peer(peer);
+        let p = &mut self.peer_state[self.peer_slot[peer] as usize];
         loop {
-            let seq = self.recv_next[peer];
-            let Some(ch) = self.inbox[peer].remove(&seq) else {
+            let Some(ch) = p.inbox.front_mut().and_then(Option::take) else {
                 return Ok(false);
             };
-            self.recv_next[peer] += 1;
+            p.inbox.pop_front();
+            p.recv_next += 1;
             let mismatch = |reason: String| CollError::Mismatch {
                 call: call.name,
-                peer: self.ranks[peer],
+                peer: rank,
                 reason,
             };
             if ch.call != call.number {
@@ -421,7 +490,21 @@ impl Transport {
                     ch.total
                 )));
             }
-            acc.extend_from_slice(&ch.data);
+            if acc.is_empty() && ch.last {
+                // A message of one chunk: its buffer becomes the message.
+                let old = std::mem::replace(acc, ch.data);
+                if old.capacity() > 0 {
+                    self.pool.push(old);
+                }
+            } else {
+                if acc.is_empty() {
+                    acc.reserve(expect);
+                }
+                acc.extend_from_slice(&ch.data);
+                let mut d = ch.data;
+                d.clear();
+                self.pool.push(d);
+            }
             if ch.last || acc.len() > expect {
                 if acc.len() != expect {
                     return Err(mismatch(format!("received {} bytes, expected {expect}", acc.len())));
@@ -451,23 +534,26 @@ impl Transport {
                 reason: format!("member {} cannot exchange with member {p}", self.view_me),
             });
         }
-        let sends: Vec<(usize, &[u8])> = sends.iter().map(|&(p, d)| (self.view[p], d)).collect();
-        let recvs: Vec<(usize, usize)> = recvs.iter().map(|&(p, l)| (self.view[p], l)).collect();
+        let sends: Vec<(usize, &[u8])> = sends.iter().map(|&(p, d)| (self.in_view(p), d)).collect();
+        let recvs: Vec<(usize, usize)> = recvs.iter().map(|&(p, l)| (self.in_view(p), l)).collect();
         let (sends, recvs) = (&sends[..], &recvs[..]);
         if let Some(peer) = self.aborted_by {
             return Err(CollError::Aborted { call: call.name, peer });
         }
         let mut posted = vec![0usize; sends.len()];
-        let mut got: Vec<Vec<u8>> = recvs.iter().map(|&(_, len)| Vec::with_capacity(len)).collect();
+        let mut got: Vec<Vec<u8>> = recvs.iter().map(|_| Vec::new()).collect();
         let mut done = vec![false; recvs.len()];
         let mut blocked = Vec::new();
         loop {
             blocked.clear();
+            let mut sent = true;
             for (k, &(p, data)) in sends.iter().enumerate() {
                 let total = self.chunks(data.len());
                 while posted[k] < total && !blocked.contains(&p) {
-                    let s = (self.send_seq[p] % self.window as u64) as usize;
-                    if self.busy[p][s] {
+                    let window = self.window as u64;
+                    let ps = self.peer(p);
+                    let s = (ps.send_seq % window) as usize;
+                    if ps.busy[s] {
                         break;
                     }
                     self.post_chunk(call, p, data, posted[k]).await?;
@@ -475,9 +561,11 @@ impl Transport {
                 }
                 if posted[k] < total {
                     blocked.push(p);
+                    sent = false;
                 }
             }
             blocked.clear();
+            let mut all_done = true;
             for (k, &(p, len)) in recvs.iter().enumerate() {
                 if done[k] || blocked.contains(&p) {
                     continue;
@@ -485,13 +573,10 @@ impl Transport {
                 done[k] = self.take(call, p, len, &mut got[k])?;
                 if !done[k] {
                     blocked.push(p);
+                    all_done = false;
                 }
             }
-            let sent = sends
-                .iter()
-                .enumerate()
-                .all(|(k, (_, d))| posted[k] == self.chunks(d.len()));
-            if sent && done.iter().all(|&d| d) {
+            if sent && all_done {
                 return Ok(got);
             }
             let c = self.cq.next().await;

@@ -78,6 +78,12 @@ pub trait Element: Copy + 'static {
     const DATATYPE: Datatype;
     fn put(self, out: &mut Vec<u8>);
     fn get(b: &[u8]) -> Self;
+    /// Write the little-endian bytes into `out` (exactly [`Datatype::size`] bytes).
+    fn put_into(self, out: &mut [u8]) {
+        let mut v = Vec::with_capacity(8);
+        self.put(&mut v);
+        out.copy_from_slice(&v);
+    }
 }
 
 macro_rules! element {
@@ -92,6 +98,10 @@ macro_rules! element {
                 a.copy_from_slice(b);
                 <$t>::from_le_bytes(a)
             }
+            #[inline]
+            fn put_into(self, out: &mut [u8]) {
+                out.copy_from_slice(&self.to_le_bytes());
+            }
         }
     };
 }
@@ -102,9 +112,10 @@ element!(i64, Datatype::I64);
 
 /// Little-endian bytes of a slice of elements.
 pub fn to_bytes<T: Element>(v: &[T]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(v.len() * T::DATATYPE.size());
-    for &x in v {
-        x.put(&mut out);
+    let s = T::DATATYPE.size();
+    let mut out = vec![0u8; v.len() * s];
+    for (&x, b) in v.iter().zip(out.chunks_exact_mut(s)) {
+        x.put_into(b);
     }
     out
 }

@@ -361,9 +361,59 @@ fn broadcast_and_reduce_from_every_kind_of_root() {
     }
 }
 
+/// Reduce by binomial tree and by Rabenseifner, every type and operator, sizes with and without a
+/// power of two, roots first and last: the root's result bit for bit against the algorithm's
+/// operand order (binomial tree relative to the root; Rabenseifner as recursive doubling), the
+/// others get none.
+#[test]
+fn reduce_matches_reference_for_every_type_and_operator() {
+    for n in [1usize, 3, 6, 8] {
+        for root in [0, n - 1] {
+            let (outs, _) = run_ok(&spread(n), &CommConfig::default(), move |mut c| async move {
+                let me = c.rank();
+                let mut res = Vec::new();
+                for (k, &(dt, op)) in ALL_CASES.iter().enumerate() {
+                    for alg in [Algorithm::Binomial, Algorithm::Rabenseifner] {
+                        let x = input(dt, me, 41, 200 + k as u64);
+                        macro_rules! red {
+                            ($t:ty) => {
+                                c.reduce(&from_bytes::<$t>(&x), op, root, alg)
+                                    .await
+                                    .unwrap()
+                                    .map(|v| to_bytes(&v))
+                            };
+                        }
+                        res.push(match dt {
+                            Datatype::F32 => red!(f32),
+                            Datatype::F64 => red!(f64),
+                            Datatype::I32 => red!(i32),
+                            Datatype::I64 => red!(i64),
+                        });
+                    }
+                }
+                res
+            });
+            for (k, &(dt, op)) in ALL_CASES.iter().enumerate() {
+                let xs: Vec<Vec<u8>> = (0..n).map(|m| input(dt, m, 41, 200 + k as u64)).collect();
+                let bin = ref_binomial(dt, op, &xs, root);
+                let rab = ref_recursive_doubling(dt, op, &xs);
+                for (m, o) in outs.iter().enumerate() {
+                    let what = format!("n={n} root={root} {dt:?} {op:?} member {m}");
+                    if m == root {
+                        assert_eq!(o[2 * k].as_deref(), Some(&bin[..]), "binomial {what}");
+                        assert_eq!(o[2 * k + 1].as_deref(), Some(&rab[..]), "Rabenseifner {what}");
+                    } else {
+                        assert!(o[2 * k].is_none() && o[2 * k + 1].is_none(), "{what}");
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn allgather_and_alltoall_place_every_block() {
-    for n in [1usize, 2, 5, 7, 8, 13, 16] {
+    for n in [1usize, 2, 3, 5, 6, 7, 8, 12, 13, 16] {
         let (outs, _) = run_ok(&spread(n), &CommConfig::default(), move |mut c| async move {
             let me = c.rank() as i32;
             let mut res = Vec::new();
@@ -371,13 +421,8 @@ fn allgather_and_alltoall_place_every_block() {
                 let x: Vec<i32> = (0..b as i32).map(|j| me * 100_000 + j).collect();
                 res.push(c.allgather(&x, Algorithm::Ring).await.unwrap());
                 res.push(c.allgather(&x, Algorithm::Bruck).await.unwrap());
-                let rd = c.allgather(&x, Algorithm::RecursiveDoubling).await;
-                if n.is_power_of_two() {
-                    res.push(rd.unwrap());
-                } else {
-                    assert!(matches!(rd, Err(CollError::AlgorithmLimit { .. })));
-                    res.push(res[res.len() - 1].clone());
-                }
+                // Any size: non-powers of two fold first.
+                res.push(c.allgather(&x, Algorithm::RecursiveDoubling).await.unwrap());
                 let y: Vec<i32> = (0..(n * b) as i32).map(|j| me * 100_000 + j).collect();
                 res.push(c.alltoall(&y, Algorithm::Pairwise).await.unwrap());
                 res.push(c.alltoall(&y, Algorithm::Bruck).await.unwrap());
@@ -684,6 +729,15 @@ fn default_table() {
     assert_eq!(select(Collective::Broadcast, 100, 64), Algorithm::Binomial);
     assert_eq!(select(Collective::Broadcast, 1 << 20, 64), Algorithm::Chain);
     assert_eq!(select(Collective::Alltoall, 100, 5), Algorithm::Pairwise);
+    assert_eq!(select(Collective::ReduceScatter, 4096, 8), Algorithm::RecursiveHalving);
+    assert_eq!(select(Collective::ReduceScatter, 4096, 6), Algorithm::Ring);
+    assert_eq!(select(Collective::ReduceScatter, 1 << 20, 8), Algorithm::Ring);
+    // Two members per node: short allreduces go through the node leaders.
+    let on = hpcnet_coll::select_on_nodes;
+    assert_eq!(on(Collective::Allreduce, 256, 64, 2), Algorithm::TwoLevel);
+    assert_eq!(on(Collective::Allreduce, 512, 64, 2), Algorithm::RecursiveDoubling);
+    assert_eq!(on(Collective::Allreduce, 8, 64, 1), Algorithm::RecursiveDoubling);
+    assert_eq!(on(Collective::Broadcast, 8, 64, 2), Algorithm::Binomial);
     for c in [
         Collective::Barrier,
         Collective::Broadcast,
@@ -696,6 +750,12 @@ fn default_table() {
         for bytes in [0, 8, 4096, 1 << 22] {
             for size in [1, 2, 7, 64, 1000] {
                 assert!(hpcnet_coll::implements(select(c, bytes, size), c));
+                for per_node in [1, 2, 3] {
+                    assert!(hpcnet_coll::implements(
+                        hpcnet_coll::select_on_nodes(c, bytes, size, per_node),
+                        c
+                    ));
+                }
             }
         }
     }
@@ -725,6 +785,105 @@ fn reduce_scatter_matches_reference() {
     }
 }
 
+/// Every reduce-scatter algorithm, every type and operator, communicator sizes with and without
+/// a power of two: member i gets block i of the reduction, bit for bit against a reference that
+/// combines the operands in the algorithm's order (pairwise: x_i, x_{i−1}, ...; recursive
+/// halving: partners at distance p/2, p/4, ..., lower member on the left). Recursive halving on
+/// a size that is not a power of two is an error, not a panic.
+#[test]
+fn every_reduce_scatter_algorithm_type_and_operator() {
+    let cases: Vec<(Datatype, ReduceOp)> = [Datatype::F32, Datatype::F64, Datatype::I32, Datatype::I64]
+        .into_iter()
+        .flat_map(|dt| {
+            let ops: &[ReduceOp] = match dt {
+                Datatype::F32 | Datatype::F64 => &[ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min],
+                _ => &[
+                    ReduceOp::Sum,
+                    ReduceOp::Max,
+                    ReduceOp::Min,
+                    ReduceOp::Band,
+                    ReduceOp::Bor,
+                    ReduceOp::Bxor,
+                ],
+            };
+            ops.iter().map(move |&op| (dt, op))
+        })
+        .collect();
+    const B: usize = 37;
+    for n in [1usize, 2, 3, 5, 8, 13, 16] {
+        let cs = std::rc::Rc::new(cases.clone());
+        let (outs, _) = run_ok(&spread(n), &CommConfig::default(), move |mut c| {
+            let cs = cs.clone();
+            async move {
+                let me = c.rank();
+                let mut res = Vec::new();
+                for &(dt, op) in cs.iter() {
+                    for alg in [
+                        Algorithm::Ring,
+                        Algorithm::Pairwise,
+                        Algorithm::RecursiveHalving,
+                        Algorithm::Auto,
+                    ] {
+                        let x = input(dt, me, n * B, 11);
+                        macro_rules! rs {
+                            ($t:ty) => {
+                                c.reduce_scatter(&from_bytes::<$t>(&x), op, alg)
+                                    .await
+                                    .map(|v| to_bytes(&v))
+                            };
+                        }
+                        let r = match dt {
+                            Datatype::F32 => rs!(f32),
+                            Datatype::F64 => rs!(f64),
+                            Datatype::I32 => rs!(i32),
+                            Datatype::I64 => rs!(i64),
+                        };
+                        if alg == Algorithm::RecursiveHalving && !n.is_power_of_two() {
+                            assert!(matches!(r, Err(CollError::AlgorithmLimit { .. })), "{r:?}");
+                            res.push(None);
+                        } else {
+                            res.push(Some(r.unwrap()));
+                        }
+                    }
+                }
+                res
+            }
+        });
+        for (k, &(dt, op)) in cases.iter().enumerate() {
+            let es = dt.size();
+            let xs: Vec<Vec<u8>> = (0..n).map(|m| input(dt, m, n * B, 11)).collect();
+            let ring = ref_ring(dt, op, &xs);
+            // Recursive halving: partners at distance p/2, p/4, ..., lower member on the left.
+            let mut acc = xs.clone();
+            let mut mask = n / 2;
+            while n.is_power_of_two() && mask > 0 {
+                for i in (0..n).filter(|i| i & mask == 0) {
+                    let r = op2(dt, op, &acc[i], &acc[i | mask]);
+                    acc[i] = r.clone();
+                    acc[i | mask] = r;
+                }
+                mask >>= 1;
+            }
+            for (m, o) in outs.iter().enumerate() {
+                let blk = |v: &[u8]| v[m * B * es..(m + 1) * B * es].to_vec();
+                let mut pw = blk(&xs[m]);
+                for j in 1..n {
+                    pw = op2(dt, op, &pw, &blk(&xs[(m + n - j) % n]));
+                }
+                let what = format!("n={n} {dt:?} {op:?} member {m}");
+                assert_eq!(o[4 * k].as_deref(), Some(&blk(&ring)[..]), "ring {what}");
+                assert_eq!(o[4 * k + 1].as_deref(), Some(&pw[..]), "pairwise {what}");
+                if n.is_power_of_two() {
+                    assert_eq!(o[4 * k + 2].as_deref(), Some(&blk(&acc[m])[..]), "halving {what}");
+                    assert_eq!(o[4 * k + 3], o[4 * k + 2], "auto picks recursive halving {what}");
+                } else {
+                    assert_eq!(o[4 * k + 3], o[4 * k], "auto picks the ring {what}");
+                }
+            }
+        }
+    }
+}
+
 /// Two processes per NIC (`nic.hosts = 2`: rank r on node r / 2): the two-level allreduce folds
 /// each node's members into its leader (member order, leader on the left), runs the default
 /// algorithm among the leaders (recursive doubling for short vectors, Rabenseifner for long,
@@ -737,6 +896,11 @@ fn two_level_allreduce_with_two_processes_per_nic() {
     let ranks: Vec<Rank> = [0u32, 1, 10, 11, 20, 31, 40, 41, 63].into_iter().map(Rank).collect();
     let place = m.world().placement();
     let comms = Comm::create_on_nodes(&m, &ranks, |r| place.node_of(r).0, &CommConfig::default()).unwrap();
+    assert_eq!(comms[0].per_node(), 1, "uneven placement: no two-level default");
+    let even: Vec<Rank> = (0..8).map(Rank).collect();
+    let pairs = Comm::create_on_nodes(&m, &even, |r| place.node_of(r).0, &CommConfig::default()).unwrap();
+    assert_eq!(pairs[0].per_node(), 2);
+    drop(pairs);
     let out = Rc::new(RefCell::new(vec![Vec::new(); ranks.len()]));
     const COUNTS: [usize; 2] = [3, 1100];
     for mut c in comms {

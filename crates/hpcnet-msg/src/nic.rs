@@ -24,6 +24,17 @@ pub trait NicBackend {
     fn register(&mut self, rank: Rank, len: u64) -> (u64, u32);
     /// CPU load from `rank`'s memory.
     fn load(&self, rank: Rank, addr: u64, len: u64) -> Result<Vec<u8>, MemoryError>;
+    /// CPU load of `out.len()` bytes from `rank`'s memory into `out` (no allocation).
+    fn load_into(&self, rank: Rank, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
+        let v = self.load(rank, addr, out.len() as u64)?;
+        out.copy_from_slice(&v);
+        Ok(())
+    }
+    /// CPU load of `len` bytes from `rank`'s memory, appended to `out`.
+    fn load_append(&self, rank: Rank, addr: u64, len: u64, out: &mut Vec<u8>) -> Result<(), MemoryError> {
+        out.extend_from_slice(&self.load(rank, addr, len)?);
+        Ok(())
+    }
     /// CPU store into `rank`'s memory.
     fn store(&mut self, rank: Rank, addr: u64, bytes: &[u8]) -> Result<(), MemoryError>;
     /// A new queue-pair number.
@@ -94,6 +105,14 @@ impl NicBackend for World {
     }
     fn load(&self, rank: Rank, addr: u64, len: u64) -> Result<Vec<u8>, MemoryError> {
         self.memory(rank).read(addr, len).map(<[u8]>::to_vec)
+    }
+    fn load_into(&self, rank: Rank, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
+        out.copy_from_slice(self.memory(rank).read(addr, out.len() as u64)?);
+        Ok(())
+    }
+    fn load_append(&self, rank: Rank, addr: u64, len: u64, out: &mut Vec<u8>) -> Result<(), MemoryError> {
+        out.extend_from_slice(self.memory(rank).read(addr, len)?);
+        Ok(())
     }
     fn store(&mut self, rank: Rank, addr: u64, bytes: &[u8]) -> Result<(), MemoryError> {
         self.memory_mut(rank).write(addr, bytes)

@@ -20,7 +20,10 @@
 //!   not finish.
 
 use crate::p2p::describe_stuck;
-use hpcnet_coll::{implements, select, Algorithm, CollError, Collective, Comm, CommConfig, ReduceOp};
+use hpcnet_coll::{
+    check_op, implements, select_on_nodes, Algorithm, CollError, Collective, Comm, CommConfig, Datatype, Element,
+    ReduceOp,
+};
 use hpcnet_des::SimTime;
 use hpcnet_msg::verbs::{Machine, RunEnd};
 use hpcnet_nic::{Rank, World};
@@ -78,6 +81,16 @@ impl CollOp {
         }
     }
 
+    /// Whether the collective reduces (takes an operator).
+    pub fn reduces(self) -> bool {
+        matches!(self, CollOp::Reduce | CollOp::Allreduce | CollOp::ReduceScatter)
+    }
+
+    /// Whether the collective has a root.
+    pub fn rooted(self) -> bool {
+        matches!(self, CollOp::Bcast | CollOp::Reduce)
+    }
+
     /// Bytes of the buffer each member passes for a message size of `bytes` (see the module
     /// documentation), which is also what [`select`] is given.
     pub fn buffer_bytes(self, bytes: u64, p: usize) -> u64 {
@@ -90,7 +103,7 @@ impl CollOp {
 }
 
 /// Every algorithm with its command-line name.
-pub const ALGORITHMS: [(Algorithm, &str); 14] = [
+pub const ALGORITHMS: [(Algorithm, &str); 15] = [
     (Algorithm::Auto, "auto"),
     (Algorithm::Dissemination, "dissemination"),
     (Algorithm::BinomialTree, "binomial-tree"),
@@ -105,6 +118,7 @@ pub const ALGORITHMS: [(Algorithm, &str); 14] = [
     (Algorithm::Ring, "ring"),
     (Algorithm::Pairwise, "pairwise"),
     (Algorithm::Hardware, "hardware"),
+    (Algorithm::RecursiveHalving, "recursive-halving"),
 ];
 
 /// Command-line name of an algorithm.
@@ -182,78 +196,247 @@ impl CollBenchError {
     }
 }
 
-/// Element `k` of the input of member `m` (small enough that sums over any machine are exact).
+/// Element `k` of the `i64` input of member `m` (small enough that sums over any machine are
+/// exact).
+#[cfg(test)]
 fn value(m: usize, k: usize) -> i64 {
-    (m as i64 + 1) * 1_048_576 + (k as i64 * 7919) % 1_048_573
+    (m as i64 + 1) * 1_048_576 + base(k)
 }
 
-fn input(m: usize, count: usize) -> Vec<i64> {
-    (0..count).map(|k| value(m, k)).collect()
+/// The part of element `k` of every member's input that does not depend on the member.
+fn base(k: usize) -> i64 {
+    (k as i64 * 7919) % 1_048_573
 }
 
-/// The element-wise sum of every member's input of `count` elements.
-fn sum_of_inputs(p: usize, count: usize) -> Vec<i64> {
-    (0..count).map(|k| (0..p).map(|m| value(m, k)).sum()).collect()
+/// The element types the benchmark runs on: how inputs are made and combined for the reference.
+///
+/// Inputs are chosen so that every reduction is exact whatever the order of operations (the
+/// algorithms combine operands in different orders): integers wrap identically in any order;
+/// `f64` inputs are integers below 2^31 (sums exact up to 2^22 members); `f32` inputs are
+/// integers in −2048 … 2047 (sums exact up to 8 192 members, [`MAX_F32_SUM_MEMBERS`]).
+pub trait BenchElement: Element + Default + PartialEq + std::fmt::Debug {
+    /// Element `k` of member `m`'s input, from `base(k)`.
+    fn from_base(m: usize, base: i64) -> Self;
+    /// Element `k` of member `m`'s input.
+    fn input_value(m: usize, k: usize) -> Self {
+        Self::from_base(m, base(k))
+    }
+    /// `a op b`, computed here, outside the simulated data path.
+    fn combine(op: ReduceOp, a: Self, b: Self) -> Self;
 }
 
-/// What member `me` of `p` must hold after the last iteration (`None`: no result, as at a
-/// non-root member of reduce). `n` elements per member, as [`CollOp::buffer_bytes`] counts.
-fn expected(op: CollOp, me: usize, p: usize, n: usize) -> Option<Vec<i64>> {
-    match op {
-        CollOp::Barrier => Some(Vec::new()),
-        CollOp::Bcast => Some(input(0, n)),
-        CollOp::Reduce => (me == 0).then(|| sum_of_inputs(p, n)),
-        CollOp::Allreduce => Some(sum_of_inputs(p, n)),
-        CollOp::Allgather => Some((0..p).flat_map(|m| input(m, n)).collect()),
-        CollOp::ReduceScatter => Some(sum_of_inputs(p, p * n)[me * n..(me + 1) * n].to_vec()),
-        // Member s sends its block `me` (elements me·n .. (me+1)·n of its input).
-        CollOp::Alltoall => Some(
-            (0..p)
-                .flat_map(|s| input(s, p * n)[me * n..(me + 1) * n].to_vec())
-                .collect(),
-        ),
+/// Most members an `f32` sum is exact for with the benchmark's inputs.
+pub const MAX_F32_SUM_MEMBERS: usize = 8192;
+
+macro_rules! int_element {
+    ($t:ty) => {
+        impl BenchElement for $t {
+            fn from_base(m: usize, base: i64) -> Self {
+                ((m as i64 + 1) * 1_048_576 + base) as $t
+            }
+            fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
+                match op {
+                    ReduceOp::Sum => a.wrapping_add(b),
+                    ReduceOp::Max => a.max(b),
+                    ReduceOp::Min => a.min(b),
+                    ReduceOp::Band => a & b,
+                    ReduceOp::Bor => a | b,
+                    ReduceOp::Bxor => a ^ b,
+                }
+            }
+        }
+    };
+}
+int_element!(i64);
+int_element!(i32);
+
+impl BenchElement for f64 {
+    fn from_base(m: usize, base: i64) -> Self {
+        (((m as i64 + 1) * 1_048_576 + base) & 0x7fff_ffff) as f64
+    }
+    fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
+        match op {
+            ReduceOp::Sum => a + b,
+            ReduceOp::Max => a.max(b),
+            ReduceOp::Min => a.min(b),
+            // Refused before any run (check_op).
+            ReduceOp::Band | ReduceOp::Bor | ReduceOp::Bxor => f64::NAN,
+        }
     }
 }
 
-/// One call of `op` by member `me` of `c`; its result (see [`expected`]).
-async fn call(c: &mut Comm, op: CollOp, alg: Algorithm, me: usize, n: usize) -> Result<Option<Vec<i64>>, CollError> {
-    let p = c.size();
-    Ok(match op {
+impl BenchElement for f32 {
+    fn from_base(m: usize, base: i64) -> Self {
+        ((base + m as i64 * 37) & 4095) as f32 - 2048.0
+    }
+    fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
+        match op {
+            ReduceOp::Sum => a + b,
+            ReduceOp::Max => a.max(b),
+            ReduceOp::Min => a.min(b),
+            ReduceOp::Band | ReduceOp::Bor | ReduceOp::Bxor => f32::NAN,
+        }
+    }
+}
+
+/// `base(k)` for k in 0..count.
+fn bases(count: usize) -> Vec<i64> {
+    (0..count).map(base).collect()
+}
+
+/// Member `m`'s input, from the member-independent part `bases`.
+fn input_from<T: BenchElement>(m: usize, bases: &[i64]) -> Vec<T> {
+    bases.iter().map(|&b| T::from_base(m, b)).collect()
+}
+
+/// The element-wise reduction of every member's input of `count` elements, members in order.
+fn reduce_inputs<T: BenchElement>(op: ReduceOp, p: usize, count: usize) -> Vec<T> {
+    let b = bases(count);
+    let mut acc = input_from::<T>(0, &b);
+    for m in 1..p {
+        for (a, &x) in acc.iter_mut().zip(&b) {
+            *a = T::combine(op, *a, T::from_base(m, x));
+        }
+    }
+    acc
+}
+
+/// What is measured: one collective, its element type, operator and root.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct CollSpec {
+    pub op: CollOp,
+    pub algorithm: Algorithm,
+    pub dtype: Datatype,
+    /// Operator of reduce, allreduce and reduce-scatter (ignored by the others).
+    pub reduce_op: ReduceOp,
+    /// Root member of broadcast and reduce (ignored by the others).
+    pub root: usize,
+}
+
+impl CollSpec {
+    /// `op` with `algorithm` on `i64` with sum, root 0 (the benchmark's defaults).
+    pub fn new(op: CollOp, algorithm: Algorithm) -> CollSpec {
+        CollSpec {
+            op,
+            algorithm,
+            dtype: Datatype::I64,
+            reduce_op: ReduceOp::Sum,
+            root: 0,
+        }
+    }
+}
+
+/// A reference result: its length and its element k.
+type Expected<'a, T> = (usize, Box<dyn Fn(usize) -> T + 'a>);
+
+/// The reference results of one communicator of `p` members (`n` elements per member, as
+/// [`CollOp::buffer_bytes`] counts), computed once, outside the simulated data path.
+struct Reference<T> {
+    op: CollOp,
+    p: usize,
+    n: usize,
+    root: usize,
+    /// Reduction of all inputs (reduce, allreduce: n elements; reduce-scatter: p·n), or the
+    /// root's input (broadcast).
+    whole: Vec<T>,
+}
+
+impl<T: BenchElement> Reference<T> {
+    fn new(spec: &CollSpec, p: usize, n: usize) -> Reference<T> {
+        let whole = match spec.op {
+            CollOp::Bcast => input_from(spec.root, &bases(n)),
+            CollOp::Reduce | CollOp::Allreduce => reduce_inputs(spec.reduce_op, p, n),
+            CollOp::ReduceScatter => reduce_inputs(spec.reduce_op, p, p * n),
+            CollOp::Barrier | CollOp::Allgather | CollOp::Alltoall => Vec::new(),
+        };
+        Reference {
+            op: spec.op,
+            p,
+            n,
+            root: spec.root,
+            whole,
+        }
+    }
+
+    /// The reference result of member `me` when it is a slice of `whole`.
+    fn slice(&self, me: usize) -> Option<&[T]> {
+        let n = self.n;
+        match self.op {
+            CollOp::Bcast | CollOp::Allreduce => Some(&self.whole),
+            CollOp::Reduce if me == self.root => Some(&self.whole),
+            CollOp::ReduceScatter => Some(&self.whole[me * n..(me + 1) * n]),
+            _ => None,
+        }
+    }
+
+    /// What member `me` must hold after the last iteration (`None`: no result, as at a non-root
+    /// member of reduce), as a length and element by element.
+    fn expected(&self, me: usize) -> Option<Expected<'_, T>> {
+        let (p, n) = (self.p, self.n);
+        let whole = |r: std::ops::Range<usize>| -> Option<Expected<'_, T>> {
+            let s = &self.whole[r];
+            Some((s.len(), Box::new(move |k| s[k])))
+        };
+        match self.op {
+            CollOp::Barrier => Some((0, Box::new(|_| T::default()))),
+            CollOp::Bcast | CollOp::Allreduce => whole(0..self.whole.len()),
+            CollOp::Reduce if me == self.root => whole(0..self.whole.len()),
+            CollOp::Reduce => None,
+            CollOp::ReduceScatter => whole(me * n..(me + 1) * n),
+            CollOp::Allgather => Some((p * n, Box::new(move |k| T::input_value(k / n, k % n)))),
+            // Member s sends its block `me` (elements me·n .. (me+1)·n of its input).
+            CollOp::Alltoall => Some((p * n, Box::new(move |k| T::input_value(k / n, me * n + k % n)))),
+        }
+    }
+}
+
+/// One call of `spec.op` by member `me` of `c`, with its input `mine`; its result (see
+/// [`Reference::expected`]).
+async fn call<T: BenchElement>(
+    c: &mut Comm,
+    spec: &CollSpec,
+    me: usize,
+    mine: &[T],
+) -> Result<Option<Vec<T>>, CollError> {
+    let alg = spec.algorithm;
+    let op = spec.reduce_op;
+    Ok(match spec.op {
         CollOp::Barrier => {
             c.barrier(alg).await?;
             Some(Vec::new())
         }
         CollOp::Bcast => {
-            let mut buf = if me == 0 { input(0, n) } else { vec![0; n] };
-            c.broadcast(&mut buf, 0, alg).await?;
+            let mut buf = if me == spec.root {
+                mine.to_vec()
+            } else {
+                vec![T::default(); mine.len()]
+            };
+            c.broadcast(&mut buf, spec.root, alg).await?;
             Some(buf)
         }
-        CollOp::Reduce => c.reduce(&input(me, n), ReduceOp::Sum, 0, alg).await?,
-        CollOp::Allreduce => Some(c.allreduce(&input(me, n), ReduceOp::Sum, alg).await?),
-        CollOp::Allgather => Some(c.allgather(&input(me, n), alg).await?),
-        CollOp::ReduceScatter => Some(c.reduce_scatter(&input(me, p * n), ReduceOp::Sum, alg).await?),
-        CollOp::Alltoall => Some(c.alltoall(&input(me, p * n), alg).await?),
+        CollOp::Reduce => c.reduce(mine, op, spec.root, alg).await?,
+        CollOp::Allreduce => Some(c.allreduce(mine, op, alg).await?),
+        CollOp::Allgather => Some(c.allgather(mine, alg).await?),
+        CollOp::ReduceScatter => Some(c.reduce_scatter(mine, op, alg).await?),
+        CollOp::Alltoall => Some(c.alltoall(mine, alg).await?),
     })
 }
 
-/// Per-iteration start and end times (maximum over members) and each member's last result.
-#[derive(Default)]
-struct Record {
+/// Per-iteration start and end times (maximum over members) and each member's last result, of
+/// one communicator.
+struct Record<T> {
     starts: Vec<SimTime>,
     ends: Vec<SimTime>,
-    results: Vec<Option<Option<Vec<i64>>>>,
-    error: Option<CollError>,
+    results: Vec<Option<Option<Vec<T>>>>,
 }
 
 /// Compare every member's result of the last iteration (`None`: the member did not finish it)
-/// with [`expected`]; the number of elements compared, or the first difference.
-fn compare(
-    op: CollOp,
+/// with the reference; the number of elements compared, or the first difference.
+fn compare<T: BenchElement>(
+    reference: &Reference<T>,
     ranks: &[Rank],
-    n: usize,
-    results: Vec<Option<Option<Vec<i64>>>>,
+    results: Vec<Option<Option<Vec<T>>>>,
 ) -> Result<u64, CollBenchError> {
-    let p = ranks.len();
     let mut checked = 0u64;
     for (me, got) in results.into_iter().enumerate() {
         let rank = ranks[me];
@@ -262,20 +445,29 @@ fn compare(
             rank,
             what: "no result".into(),
         })?;
-        let want = expected(op, me, p, n);
-        if got != want {
-            let what = match (&got, &want) {
-                (Some(g), Some(w)) if g.len() != w.len() => format!("{} elements, expected {}", g.len(), w.len()),
-                (Some(g), Some(w)) => {
-                    let k = g.iter().zip(w).position(|(a, b)| a != b).unwrap_or(0);
-                    format!("element {k} is {}, expected {}", g[k], w[k])
-                }
-                (None, _) => "no result, expected one".into(),
-                (_, None) => "a result where none was expected".into(),
-            };
+        let want = reference.expected(me);
+        // Fast path: a result equal to a reference held as a slice.
+        if let (Some(g), Some(w)) = (&got, reference.slice(me)) {
+            if g[..] == w[..] {
+                checked += w.len() as u64;
+                continue;
+            }
+        }
+        let what = match (&got, &want) {
+            (Some(g), Some((len, _))) if g.len() != *len => Some(format!("{} elements, expected {len}", g.len())),
+            (Some(g), Some((_, w))) => g
+                .iter()
+                .enumerate()
+                .find(|&(k, x)| *x != w(k))
+                .map(|(k, x)| format!("element {k} is {x:?}, expected {:?}", w(k))),
+            (None, Some(_)) => Some("no result, expected one".into()),
+            (Some(_), None) => Some("a result where none was expected".into()),
+            (None, None) => None,
+        };
+        if let Some(what) = what {
             return Err(CollBenchError::WrongResult { member: me, rank, what });
         }
-        checked += want.map_or(0, |w| w.len() as u64);
+        checked += want.map_or(0, |(len, _)| len as u64);
     }
     Ok(checked)
 }
@@ -300,111 +492,210 @@ pub fn run_collective(
     warmup: u64,
     config: &CommConfig,
 ) -> Result<CollPoint, CollBenchError> {
+    let spec = CollSpec::new(op, algorithm);
+    run_concurrent(world, &[ranks.to_vec()], &spec, bytes, iterations, warmup, config).map(|mut v| v.remove(0))
+}
+
+/// Run `spec` on several communicators at once, one per entry of `groups` (disjoint or
+/// overlapping: a rank in several groups runs one rank program per communicator, concurrently),
+/// each with the conventions of the module documentation; one point per communicator, in the
+/// order of `groups`. Every communicator's results are compared with its reference.
+///
+/// # Errors
+/// As [`run_collective`]; also [`CollBenchError::BadInput`] for no groups, a root outside a
+/// communicator, a bitwise operator on a floating-point type, or an `f32` sum over more than
+/// [`MAX_F32_SUM_MEMBERS`] members.
+pub fn run_concurrent(
+    world: World,
+    groups: &[Vec<Rank>],
+    spec: &CollSpec,
+    bytes: u64,
+    iterations: u64,
+    warmup: u64,
+    config: &CommConfig,
+) -> Result<Vec<CollPoint>, CollBenchError> {
+    match spec.dtype {
+        Datatype::F32 => run_typed::<f32>(world, groups, spec, bytes, iterations, warmup, config),
+        Datatype::F64 => run_typed::<f64>(world, groups, spec, bytes, iterations, warmup, config),
+        Datatype::I32 => run_typed::<i32>(world, groups, spec, bytes, iterations, warmup, config),
+        Datatype::I64 => run_typed::<i64>(world, groups, spec, bytes, iterations, warmup, config),
+    }
+}
+
+/// Check `spec` on communicators of the sizes of `groups`; the elements per member.
+fn validate(groups: &[Vec<Rank>], spec: &CollSpec, bytes: u64, iterations: u64) -> Result<(), CollBenchError> {
+    let op = spec.op;
     if iterations == 0 {
         return Err(CollBenchError::BadInput("iterations: needs at least 1".into()));
     }
-    if !implements(algorithm, op.collective()) {
+    if groups.is_empty() || groups.iter().any(Vec::is_empty) {
+        return Err(CollBenchError::BadInput("no ranks to run on".into()));
+    }
+    if !implements(spec.algorithm, op.collective()) {
         return Err(CollBenchError::BadInput(format!(
             "algorithm {} does not implement {} (it takes: auto, {})",
-            algorithm_name(algorithm),
+            algorithm_name(spec.algorithm),
             op.name(),
             algorithms_for(op).join(", ")
         )));
     }
-    let bytes = if op == CollOp::Barrier { 0 } else { bytes };
-    if op != CollOp::Barrier && (bytes == 0 || !bytes.is_multiple_of(8)) {
+    let es = spec.dtype.size() as u64;
+    if op != CollOp::Barrier && (bytes == 0 || !bytes.is_multiple_of(es)) {
         return Err(CollBenchError::BadInput(format!(
-            "size {bytes} B: {} on i64 needs a positive multiple of 8 bytes",
-            op.name()
+            "size {bytes} B: {} on {} needs a positive multiple of {es} bytes",
+            op.name(),
+            spec.dtype.name()
         )));
     }
-    let p = ranks.len();
-    let n = (bytes / 8) as usize;
-    let used = match algorithm {
-        Algorithm::Auto => select(op.collective(), op.buffer_bytes(bytes, p) as usize, p),
-        a => a,
-    };
+    if op.reduces() {
+        check_op(op.collective().name(), spec.dtype, spec.reduce_op)
+            .map_err(|e| CollBenchError::BadInput(e.to_string()))?;
+        let p = groups.iter().map(Vec::len).max().unwrap_or(0);
+        if spec.dtype == Datatype::F32 && spec.reduce_op == ReduceOp::Sum && p > MAX_F32_SUM_MEMBERS {
+            return Err(CollBenchError::BadInput(format!(
+                "f32 sum over {p} members: the benchmark's inputs keep f32 sums exact for at most {MAX_F32_SUM_MEMBERS} members, so the result could not be checked"
+            )));
+        }
+    }
+    if op.rooted() {
+        if let Some(g) = groups.iter().find(|g| spec.root >= g.len()) {
+            return Err(CollBenchError::BadInput(format!(
+                "root {}: outside a communicator of {} members (roots are member indices 0..{})",
+                spec.root,
+                g.len(),
+                g.len() - 1
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn run_typed<T: BenchElement>(
+    world: World,
+    groups: &[Vec<Rank>],
+    spec: &CollSpec,
+    bytes: u64,
+    iterations: u64,
+    warmup: u64,
+    config: &CommConfig,
+) -> Result<Vec<CollPoint>, CollBenchError> {
+    validate(groups, spec, bytes, iterations)?;
+    let op = spec.op;
+    let bytes = if op == CollOp::Barrier { 0 } else { bytes };
+    let n = (bytes / spec.dtype.size() as u64) as usize;
     let mut m = Machine::new(world);
     let place = m.world().placement();
-    // The hardware algorithm needs the communicator's hardware group (multicast tables).
+    // The hardware algorithm needs each communicator's hardware group (multicast tables), and
+    // its iterations start together after the hardware barrier (no software connections are
+    // set up then); the others after a dissemination barrier.
+    let hardware = spec.algorithm == Algorithm::Hardware;
     let config = &CommConfig {
-        hardware: config.hardware || algorithm == Algorithm::Hardware,
+        hardware: config.hardware || hardware,
         ..config.clone()
     };
-    let comms = Comm::create_on_nodes(&m, ranks, |r| place.node_of(r).0, config).map_err(CollBenchError::Call)?;
-    let total = (warmup + iterations) as usize;
-    // Iterations start together after a barrier: the hardware barrier for the hardware
-    // algorithm (no software connections are set up then), dissemination otherwise.
-    let sync = if algorithm == Algorithm::Hardware {
+    let sync = if hardware {
         Algorithm::Hardware
     } else {
         Algorithm::Dissemination
     };
-    let rec = Rc::new(RefCell::new(Record {
-        starts: vec![SimTime::ZERO; total],
-        ends: vec![SimTime::ZERO; total],
-        results: vec![None; p],
-        error: None,
-    }));
-    for (me, mut c) in comms.into_iter().enumerate() {
-        let rec = rec.clone();
-        m.spawn(async move {
-            let mut last = None;
-            for it in 0..total {
-                let r = match c.barrier(sync).await {
-                    Ok(()) => {
-                        let t0 = c.context().now();
-                        let r = call(&mut c, op, algorithm, me, n).await;
-                        let t1 = c.context().now();
-                        let mut g = rec.borrow_mut();
-                        g.starts[it] = g.starts[it].max(t0);
-                        g.ends[it] = g.ends[it].max(t1);
-                        r
-                    }
-                    Err(e) => Err(e),
-                };
-                match r {
-                    Ok(v) => last = Some(v),
-                    Err(e) => {
-                        let mut g = rec.borrow_mut();
-                        // Keep the first error that is not a consequence of another's.
-                        if g.error.is_none() || matches!(g.error, Some(CollError::Aborted { .. })) {
-                            g.error = Some(e);
+    let total = (warmup + iterations) as usize;
+    let error: Rc<RefCell<Option<CollError>>> = Rc::new(RefCell::new(None));
+    let mut records = Vec::new();
+    let mut per_node = Vec::new();
+    for ranks in groups {
+        let p = ranks.len();
+        let comms = Comm::create_on_nodes(&m, ranks, |r| place.node_of(r).0, config).map_err(CollBenchError::Call)?;
+        per_node.push(comms.first().map_or(1, Comm::per_node));
+        let rec = Rc::new(RefCell::new(Record::<T> {
+            starts: vec![SimTime::ZERO; total],
+            ends: vec![SimTime::ZERO; total],
+            results: (0..p).map(|_| None).collect(),
+        }));
+        records.push(rec.clone());
+        let per_member = op.buffer_bytes(bytes, p) as usize / spec.dtype.size();
+        let shared = Rc::new(bases(per_member));
+        for (me, mut c) in comms.into_iter().enumerate() {
+            let rec = rec.clone();
+            let error = error.clone();
+            let spec = *spec;
+            let shared = shared.clone();
+            m.spawn(async move {
+                let mine: Vec<T> = input_from(me, &shared);
+                drop(shared);
+                let mut last = None;
+                for it in 0..total {
+                    let r = match c.barrier(sync).await {
+                        Ok(()) => {
+                            let t0 = c.context().now();
+                            let r = call(&mut c, &spec, me, &mine).await;
+                            let t1 = c.context().now();
+                            let mut g = rec.borrow_mut();
+                            g.starts[it] = g.starts[it].max(t0);
+                            g.ends[it] = g.ends[it].max(t1);
+                            r
                         }
-                        return;
+                        Err(e) => Err(e),
+                    };
+                    match r {
+                        Ok(v) => last = Some(v),
+                        Err(e) => {
+                            let mut g = error.borrow_mut();
+                            // Keep the first error that is not a consequence of another's.
+                            if g.is_none() || matches!(*g, Some(CollError::Aborted { .. })) {
+                                *g = Some(e);
+                            }
+                            return;
+                        }
                     }
                 }
-            }
-            rec.borrow_mut().results[me] = last;
-        });
+                rec.borrow_mut().results[me] = last;
+            });
+        }
     }
     let end = m.run();
-    let mut rec = std::mem::take(&mut *rec.borrow_mut());
-    if let Some(e) = rec.error.take() {
+    if let Some(e) = error.borrow_mut().take() {
         return Err(CollBenchError::Call(e));
     }
     if end.stuck_tasks > 0 || end.deadlock || end.net_in_flight > 0 {
         return Err(CollBenchError::Stuck(end));
     }
-    let checked = compare(op, ranks, n, rec.results)?;
-    let times: Vec<f64> = (warmup as usize..total)
-        .map(|i| (rec.ends[i] - rec.starts[i]).as_us_f64())
-        .collect();
-    let mean = times.iter().sum::<f64>() / times.len() as f64;
-    let min = times.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = times.iter().copied().fold(0.0, f64::max);
-    Ok(CollPoint {
-        op: op.name(),
-        algorithm: algorithm_name(used),
-        ranks: p,
-        bytes,
-        iterations,
-        warmup,
-        mean_us: mean,
-        min_us: min,
-        max_us: max,
-        checked_elements: checked,
-    })
+    let mut points = Vec::new();
+    for ((ranks, rec), per_node) in groups.iter().zip(records).zip(per_node) {
+        let p = ranks.len();
+        let rec = std::mem::replace(
+            &mut *rec.borrow_mut(),
+            Record {
+                starts: Vec::new(),
+                ends: Vec::new(),
+                results: Vec::new(),
+            },
+        );
+        let reference = Reference::<T>::new(spec, p, n);
+        let checked = compare(&reference, ranks, rec.results)?;
+        let times: Vec<f64> = (warmup as usize..total)
+            .map(|i| (rec.ends[i] - rec.starts[i]).as_us_f64())
+            .collect();
+        let mean = times.iter().sum::<f64>() / times.len() as f64;
+        let min = times.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = times.iter().copied().fold(0.0, f64::max);
+        let used = match spec.algorithm {
+            Algorithm::Auto => select_on_nodes(op.collective(), op.buffer_bytes(bytes, p) as usize, p, per_node),
+            a => a,
+        };
+        points.push(CollPoint {
+            op: op.name(),
+            algorithm: algorithm_name(used),
+            ranks: p,
+            bytes,
+            iterations,
+            warmup,
+            mean_us: mean,
+            min_us: min,
+            max_us: max,
+            checked_elements: checked,
+        });
+    }
+    Ok(points)
 }
 
 #[cfg(test)]
@@ -475,29 +766,50 @@ mod tests {
         assert_eq!(pt.algorithm, "chain");
     }
 
+    /// The reference of member `me` as a vector.
+    fn want<T: BenchElement>(r: &Reference<T>, me: usize) -> Option<Vec<T>> {
+        r.expected(me).map(|(len, f)| (0..len).map(f).collect())
+    }
+
     #[test]
     fn reference_results_per_member() {
         // The references the results are compared with: one element off is a difference.
-        let mut got = expected(CollOp::Allreduce, 1, 4, 3).unwrap();
-        got[2] += 1;
-        assert_ne!(Some(got), expected(CollOp::Allreduce, 1, 4, 3));
-        assert_eq!(expected(CollOp::Reduce, 1, 4, 3), None);
-        assert_eq!(
-            expected(CollOp::Alltoall, 1, 2, 1),
-            Some(vec![value(0, 1), value(1, 1)])
-        );
+        let spec = CollSpec::new(CollOp::Allreduce, Algorithm::Auto);
+        let r = Reference::<i64>::new(&spec, 4, 3);
+        let sum: Vec<i64> = (0..3).map(|k| (0..4).map(|m| value(m, k)).sum()).collect();
+        assert_eq!(want(&r, 1), Some(sum));
+        let spec = CollSpec {
+            root: 2,
+            ..CollSpec::new(CollOp::Reduce, Algorithm::Auto)
+        };
+        let r = Reference::<i64>::new(&spec, 4, 3);
+        assert_eq!(want(&r, 1), None);
+        assert!(want(&r, 2).is_some());
+        let r = Reference::<i64>::new(&CollSpec::new(CollOp::Alltoall, Algorithm::Auto), 2, 1);
+        assert_eq!(want(&r, 1), Some(vec![value(0, 1), value(1, 1)]));
+        let spec = CollSpec {
+            reduce_op: ReduceOp::Max,
+            dtype: Datatype::F32,
+            ..CollSpec::new(CollOp::Allreduce, Algorithm::Auto)
+        };
+        let r = Reference::<f32>::new(&spec, 5, 4);
+        let max: Vec<f32> = (0..4)
+            .map(|k| (0..5).map(|m| f32::input_value(m, k)).fold(f32::MIN, f32::max))
+            .collect();
+        assert_eq!(want(&r, 0), Some(max));
     }
 
     #[test]
     fn a_wrong_result_is_an_error_not_a_figure() {
         let ranks: Vec<Rank> = (0..4).map(Rank).collect();
-        let good: Vec<_> = (0..4).map(|me| Some(expected(CollOp::Allreduce, me, 4, 3))).collect();
-        assert_eq!(compare(CollOp::Allreduce, &ranks, 3, good.clone()).unwrap(), 12);
+        let r = Reference::<i64>::new(&CollSpec::new(CollOp::Allreduce, Algorithm::Auto), 4, 3);
+        let good: Vec<_> = (0..4).map(|me| Some(want(&r, me))).collect();
+        assert_eq!(compare(&r, &ranks, good.clone()).unwrap(), 12);
         let mut bad = good.clone();
         if let Some(Some(v)) = &mut bad[2] {
             v[1] += 1;
         }
-        let e = compare(CollOp::Allreduce, &ranks, 3, bad).unwrap_err();
+        let e = compare(&r, &ranks, bad).unwrap_err();
         assert!(
             e.to_string()
                 .starts_with("wrong result at member 2 (rank 2): element 1 is"),
@@ -505,7 +817,7 @@ mod tests {
         );
         let mut missing = good;
         missing[3] = None;
-        assert!(compare(CollOp::Allreduce, &ranks, 3, missing).is_err());
+        assert!(compare(&r, &ranks, missing).is_err());
     }
 
     #[test]
@@ -521,8 +833,8 @@ mod tests {
         let e = r(CollOp::Allreduce, Algorithm::Auto, 12, 1).unwrap_err();
         assert!(e.is_bad_input(), "{e}");
         let odd: Vec<Rank> = (0..6).map(Rank).collect();
-        let e = run(&odd, CollOp::Allgather, Algorithm::RecursiveDoubling, 64, 1, 0).unwrap_err();
-        assert!(e.is_bad_input(), "{e}");
+        let e = run(&odd, CollOp::ReduceScatter, Algorithm::RecursiveHalving, 64, 1, 0).unwrap_err();
+        assert!(e.is_bad_input() && e.to_string().contains("power-of-two"), "{e}");
     }
 
     #[test]
@@ -565,5 +877,94 @@ mod tests {
             let e = load(&[set]).expect_err(set);
             assert!(e.to_string().contains(key), "{set}: {e}");
         }
+    }
+    #[test]
+    fn every_type_and_operator_is_checked_against_its_reference() {
+        let ranks: Vec<Rank> = (0..7).map(Rank).collect();
+        let ops = [
+            ReduceOp::Sum,
+            ReduceOp::Max,
+            ReduceOp::Min,
+            ReduceOp::Band,
+            ReduceOp::Bor,
+            ReduceOp::Bxor,
+        ];
+        for dtype in [Datatype::F32, Datatype::F64, Datatype::I32, Datatype::I64] {
+            for &reduce_op in &ops {
+                for op in [CollOp::Reduce, CollOp::Allreduce, CollOp::ReduceScatter] {
+                    let spec = CollSpec {
+                        op,
+                        algorithm: Algorithm::Auto,
+                        dtype,
+                        reduce_op,
+                        root: 3,
+                    };
+                    let r = run_concurrent(
+                        world(),
+                        std::slice::from_ref(&ranks),
+                        &spec,
+                        64,
+                        1,
+                        0,
+                        &CommConfig::default(),
+                    );
+                    if check_op("x", dtype, reduce_op).is_err() {
+                        let e = r.unwrap_err();
+                        assert!(e.is_bad_input() && e.to_string().contains("integers only"), "{e}");
+                    } else {
+                        let pt = r.unwrap_or_else(|e| panic!("{op:?} {dtype:?} {reduce_op:?}: {e}"));
+                        assert!(pt[0].checked_elements > 0);
+                    }
+                }
+            }
+        }
+        let spec = CollSpec {
+            root: 7,
+            ..CollSpec::new(CollOp::Bcast, Algorithm::Auto)
+        };
+        let e = run_concurrent(world(), &[ranks], &spec, 64, 1, 0, &CommConfig::default()).unwrap_err();
+        assert!(e.is_bad_input() && e.to_string().contains("root 7"), "{e}");
+    }
+
+    #[test]
+    fn concurrent_communicators_disjoint_and_overlapping() {
+        let all: Vec<Rank> = (0..16).map(Rank).collect();
+        let blocks: Vec<Vec<Rank>> = all.chunks(4).map(<[Rank]>::to_vec).collect();
+        let rows = blocks.clone();
+        let cols: Vec<Vec<Rank>> = (0..4).map(|j| (0..4).map(|i| Rank(i * 4 + j)).collect()).collect();
+        let spec = CollSpec::new(CollOp::Allreduce, Algorithm::Auto);
+        let cfg = CommConfig::default();
+        let alone = run_collective(
+            world(),
+            &blocks[0],
+            CollOp::Allreduce,
+            Algorithm::Auto,
+            4096,
+            2,
+            1,
+            &cfg,
+        )
+        .unwrap();
+        let disjoint = run_concurrent(world(), &blocks, &spec, 4096, 2, 1, &cfg).unwrap();
+        assert_eq!(disjoint.len(), 4);
+        for p in &disjoint {
+            assert_eq!((p.ranks, p.checked_elements), (4, 4 * 512));
+            assert!(p.mean_us > 0.0);
+        }
+        let mut grid = rows.clone();
+        grid.extend(cols);
+        let both = run_concurrent(world(), &grid, &spec, 4096, 2, 1, &cfg).unwrap();
+        assert_eq!(both.len(), 8);
+        assert!(both.iter().all(|p| p.checked_elements == 4 * 512));
+        // Overlapping communicators share every rank's NIC and host: a row is no faster than
+        // alone.
+        assert!(
+            both[0].mean_us >= alone.mean_us,
+            "{} vs {}",
+            both[0].mean_us,
+            alone.mean_us
+        );
+        let again = run_concurrent(world(), &grid, &spec, 4096, 2, 1, &cfg).unwrap();
+        assert_eq!(both, again, "deterministic");
     }
 }

@@ -4,9 +4,9 @@
 
 use crate::p2p::{parse_range, sizes_between};
 use crate::{run::load, Common, Failure};
-use hpcnet_coll::Algorithm;
+use hpcnet_coll::{Algorithm, Datatype, ReduceOp};
 use hpcnet_des::Bytes;
-use hpcnet_workloads::coll::{algorithm_name, run_collective, CollOp, CollPoint};
+use hpcnet_workloads::coll::{algorithm_name, run_concurrent, CollOp, CollPoint, CollSpec};
 use hpcnet_workloads::Rank;
 use std::path::Path;
 
@@ -55,6 +55,7 @@ pub enum AlgArg {
     // The NICs' hardware collective unit with router multicast (barrier, bcast, reduce,
     // allreduce).
     Hardware,
+    RecursiveHalving,
 }
 
 impl AlgArg {
@@ -74,8 +75,103 @@ impl AlgArg {
             AlgArg::Ring => Algorithm::Ring,
             AlgArg::Pairwise => Algorithm::Pairwise,
             AlgArg::Hardware => Algorithm::Hardware,
+            AlgArg::RecursiveHalving => Algorithm::RecursiveHalving,
         }
     }
+}
+
+/// Element type of the buffers.
+#[derive(Copy, Clone, Debug, clap::ValueEnum)]
+pub enum TypeArg {
+    F32,
+    F64,
+    I32,
+    I64,
+}
+
+impl TypeArg {
+    fn datatype(self) -> Datatype {
+        match self {
+            TypeArg::F32 => Datatype::F32,
+            TypeArg::F64 => Datatype::F64,
+            TypeArg::I32 => Datatype::I32,
+            TypeArg::I64 => Datatype::I64,
+        }
+    }
+}
+
+/// Reduction operator.
+#[derive(Copy, Clone, Debug, clap::ValueEnum)]
+pub enum ReduceOpArg {
+    Sum,
+    Max,
+    Min,
+    Band,
+    Bor,
+    Bxor,
+}
+
+impl ReduceOpArg {
+    fn op(self) -> ReduceOp {
+        match self {
+            ReduceOpArg::Sum => ReduceOp::Sum,
+            ReduceOpArg::Max => ReduceOp::Max,
+            ReduceOpArg::Min => ReduceOp::Min,
+            ReduceOpArg::Band => ReduceOp::Band,
+            ReduceOpArg::Bor => ReduceOp::Bor,
+            ReduceOpArg::Bxor => ReduceOp::Bxor,
+        }
+    }
+}
+
+/// One communicator of a run: its name in the output and its ranks.
+struct Group {
+    name: String,
+    ranks: Vec<Rank>,
+}
+
+/// The communicators of a run: all `ranks` in one; `--concurrent K` disjoint blocks;
+/// `--grid R` rows and columns.
+fn layout(ranks: &[Rank], concurrent: Option<usize>, grid: Option<usize>) -> Result<Vec<Group>, Failure> {
+    let p = ranks.len();
+    if let Some(k) = concurrent {
+        if k == 0 || k > p || !p.is_multiple_of(k) {
+            return Err(Failure::input(format!(
+                "--concurrent {k}: needs a divisor of the {p} ranks, so that the communicators have equal sizes (see hpcnet --help)"
+            )));
+        }
+        let size = p / k;
+        return Ok((0..k)
+            .map(|i| Group {
+                name: format!("block {i}"),
+                ranks: ranks[i * size..(i + 1) * size].to_vec(),
+            })
+            .collect());
+    }
+    if let Some(r) = grid {
+        if r < 2 || r >= p || !p.is_multiple_of(r) {
+            return Err(Failure::input(format!(
+                "--grid {r}: needs a divisor of the {p} ranks between 2 and {} (rows of at least two ranks) (see hpcnet --help)",
+                p / 2
+            )));
+        }
+        let cols = p / r;
+        let mut v: Vec<Group> = (0..r)
+            .map(|i| Group {
+                name: format!("row {i}"),
+                ranks: ranks[i * cols..(i + 1) * cols].to_vec(),
+            })
+            .collect();
+        v.extend((0..cols).map(|j| Group {
+            name: format!("column {j}"),
+            ranks: (0..r).map(|i| ranks[i * cols + j]).collect(),
+        }));
+        return Ok(v);
+    }
+    Ok(vec![Group {
+        name: "all".into(),
+        ranks: ranks.to_vec(),
+    }])
 }
 
 /// Options of `hpcnet coll`.
@@ -88,6 +184,11 @@ pub struct Args<'a> {
     pub ranks: Option<&'a str>,
     pub iterations: u64,
     pub warmup: u64,
+    pub dtype: TypeArg,
+    pub reduce_op: ReduceOpArg,
+    pub root: usize,
+    pub concurrent: Option<usize>,
+    pub grid: Option<usize>,
     pub common: &'a Common,
 }
 
@@ -158,14 +259,25 @@ pub fn coll(args: &Args) -> Result<(), Failure> {
             hpcnet_workloads::coll::algorithms_for(op).join(", ")
         )));
     }
+    let dtype = args.dtype.datatype();
+    let reduce_op = args.reduce_op.op();
+    if op.reduces() && hpcnet_coll::check_op(op.collective().name(), dtype, reduce_op).is_err() {
+        return Err(Failure::input(format!(
+            "--reduce-op {}: not defined on --type {} (band, bor and bxor take integer types only) (see hpcnet --help)",
+            reduce_op.name(),
+            dtype.name()
+        )));
+    }
+    let es = dtype.size() as u64;
     let (min, max) = parse_range(args.sizes)?;
     let sizes = if matches!(op, CollOp::Barrier) {
         vec![0]
     } else {
-        if min % 8 != 0 || max % 8 != 0 {
+        if min % es != 0 || max % es != 0 {
             return Err(Failure::input(format!(
-                "--sizes {}: sizes are whole i64 elements, multiples of 8 B (see hpcnet --help)",
-                args.sizes
+                "--sizes {}: sizes are whole {} elements, multiples of {es} B (see hpcnet --help)",
+                args.sizes,
+                dtype.name()
             )));
         }
         sizes_between(min, max)
@@ -174,58 +286,122 @@ pub fn coll(args: &Args) -> Result<(), Failure> {
     let probe = sc.world().map_err(Failure::input)?;
     let config = sc.coll.comm_config();
     let ranks = parse_ranks(args.ranks, probe.ranks() as u32)?;
+    let groups = layout(&ranks, args.concurrent, args.grid)?;
+    if op.rooted() {
+        if let Some(g) = groups.iter().find(|g| args.root >= g.ranks.len()) {
+            return Err(Failure::input(format!(
+                "--root {}: outside the communicator '{}' of {} ranks (roots are member indices 0-{}) (see hpcnet --help)",
+                args.root,
+                g.name,
+                g.ranks.len(),
+                g.ranks.len() - 1
+            )));
+        }
+    }
     // The model moves real bytes: every member holds its input and its result.
-    let p = ranks.len() as u64;
-    let per_member = match op {
-        CollOp::Allgather | CollOp::Alltoall | CollOp::ReduceScatter => max.saturating_mul(p),
-        _ => max,
-    };
-    if !matches!(op, CollOp::Barrier) && per_member.saturating_mul(p) > MAX_FOOTPRINT {
+    let footprint: u64 = groups
+        .iter()
+        .map(|g| {
+            let p = g.ranks.len() as u64;
+            let per_member = match op {
+                CollOp::Allgather | CollOp::Alltoall | CollOp::ReduceScatter => max.saturating_mul(p),
+                _ => max,
+            };
+            per_member.saturating_mul(p)
+        })
+        .fold(0, u64::saturating_add);
+    if !matches!(op, CollOp::Barrier) && footprint > MAX_FOOTPRINT {
         return Err(Failure::input(format!(
-            "--sizes {}: {} of {} per rank on {p} ranks needs about {} of buffers, above {} (the model allocates every buffer) (see hpcnet --help)",
+            "--sizes {}: {} of {} per rank on {} ranks needs about {} of buffers, above {} (the model allocates every buffer) (see hpcnet --help)",
             args.sizes,
             op.name(),
             Bytes(max),
-            Bytes(per_member.saturating_mul(p)),
+            ranks.len(),
+            Bytes(footprint),
             Bytes(MAX_FOOTPRINT)
         )));
     }
-    let mut points: Vec<CollPoint> = Vec::new();
+    let spec = CollSpec {
+        op,
+        algorithm: alg,
+        dtype,
+        reduce_op,
+        root: args.root,
+    };
+    let rank_groups: Vec<Vec<Rank>> = groups.iter().map(|g| g.ranks.clone()).collect();
+    // points[g][size]
+    let mut points: Vec<Vec<CollPoint>> = groups.iter().map(|_| Vec::new()).collect();
     for &bytes in &sizes {
         let world = sc.world().map_err(Failure::input)?;
-        let p = run_collective(world, &ranks, op, alg, bytes, args.iterations, args.warmup, &config).map_err(|e| {
-            let what = format!(
-                "{}: coll {} --algorithm {}, {} per rank, {} ranks: {e}",
-                sc.source,
-                op.name(),
-                algorithm_name(alg),
-                Bytes(bytes),
-                ranks.len()
-            );
-            if e.is_bad_input() {
-                Failure::input(what)
-            } else {
-                Failure::model(what)
-            }
-        })?;
-        points.push(p);
+        let pts =
+            run_concurrent(world, &rank_groups, &spec, bytes, args.iterations, args.warmup, &config).map_err(|e| {
+                let what = format!(
+                    "{}: coll {} --algorithm {}, {} per rank, {} ranks: {e}",
+                    sc.source,
+                    op.name(),
+                    algorithm_name(alg),
+                    Bytes(bytes),
+                    ranks.len()
+                );
+                if e.is_bad_input() {
+                    Failure::input(what)
+                } else {
+                    Failure::model(what)
+                }
+            })?;
+        for (g, p) in pts.into_iter().enumerate() {
+            points[g].push(p);
+        }
     }
     let first = ranks.first().map_or(0, |r| r.0);
     let last = ranks.last().map_or(0, |r| r.0);
+    let concurrent = groups.len() > 1;
     if args.common.json {
-        let v = serde_json::json!({
+        let mut v = serde_json::json!({
             "scenario": sc.name, "version": env!("CARGO_PKG_VERSION"), "seed": sc.file.seed,
             "op": op.name(),
             "algorithm": args.algorithm.to_possible_value().map_or_else(|| format!("{:?}", args.algorithm), |v| v.get_name().to_string()),
             "ranks": ranks.len(), "first_rank": first, "last_rank": last,
-            "datatype": "i64", "iterations": args.iterations, "warmup": args.warmup,
-            "points": points, "resolved_scenario": sc.resolved_json(),
+            "datatype": dtype.name(), "iterations": args.iterations, "warmup": args.warmup,
+            "resolved_scenario": sc.resolved_json(),
         });
+        let o = v.as_object_mut().expect("object");
+        if op.reduces() {
+            o.insert("reduce_op".into(), reduce_op.name().into());
+        }
+        if op.rooted() {
+            o.insert("root".into(), args.root.into());
+        }
+        if concurrent {
+            let layout = if args.grid.is_some() { "grid" } else { "disjoint" };
+            o.insert("layout".into(), layout.into());
+            let comms: Vec<serde_json::Value> = groups
+                .iter()
+                .zip(&points)
+                .map(|(g, pts)| {
+                    serde_json::json!({
+                        "name": g.name,
+                        "ranks": g.ranks.iter().map(|r| r.0).collect::<Vec<u32>>(),
+                        "points": pts,
+                    })
+                })
+                .collect();
+            o.insert("communicators".into(), comms.into());
+        } else {
+            o.insert("points".into(), serde_json::to_value(&points[0]).expect("json"));
+        }
         outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
         return Ok(());
     }
+    let mut what = dtype.name().to_string();
+    if op.reduces() {
+        what += &format!(" {}", reduce_op.name());
+    }
+    if op.rooted() {
+        what += &format!(", root {}", args.root);
+    }
     outln!(
-        "hpcnet {} — coll {} on '{}' (seed {}), {} ranks ({first}-{last}), i64, {} iterations + {} warm-up",
+        "hpcnet {} — coll {} on '{}' (seed {}), {} ranks ({first}-{last}), {what}, {} iterations + {} warm-up",
         env!("CARGO_PKG_VERSION"),
         op.name(),
         sc.name,
@@ -234,23 +410,36 @@ pub fn coll(args: &Args) -> Result<(), Failure> {
         args.iterations,
         args.warmup
     );
-    outln!(
-        "  {:>10} {:>20} {:>12} {:>12} {:>12}",
-        "bytes",
-        "algorithm",
-        "mean us",
-        "min us",
-        "max us"
-    );
-    for p in &points {
+    for (g, pts) in groups.iter().zip(&points) {
+        if concurrent {
+            let shown: Vec<String> = g.ranks.iter().take(8).map(|r| r.0.to_string()).collect();
+            let more = if g.ranks.len() > 8 { ", ..." } else { "" };
+            outln!(
+                "  communicator {} ({} ranks: {}{more}), all {} communicators at once",
+                g.name,
+                g.ranks.len(),
+                shown.join(", "),
+                groups.len()
+            );
+        }
         outln!(
-            "  {:>10} {:>20} {:>12.3} {:>12.3} {:>12.3}",
-            p.bytes,
-            p.algorithm,
-            p.mean_us,
-            p.min_us,
-            p.max_us
+            "  {:>10} {:>20} {:>12} {:>12} {:>12}",
+            "bytes",
+            "algorithm",
+            "mean us",
+            "min us",
+            "max us"
         );
+        for p in pts {
+            outln!(
+                "  {:>10} {:>20} {:>12.3} {:>12.3} {:>12.3}",
+                p.bytes,
+                p.algorithm,
+                p.mean_us,
+                p.min_us,
+                p.max_us
+            );
+        }
     }
     Ok(())
 }

@@ -179,6 +179,25 @@ enum Cmd {
         /// Untimed calls before them.
         #[arg(long, default_value_t = 2)]
         warmup: u64,
+        /// Element type of the buffers.
+        #[arg(long = "type", value_enum, default_value = "i64")]
+        dtype: coll::TypeArg,
+        /// Reduction operator of reduce, allreduce and reduce-scatter (band, bor, bxor: integer
+        /// types only).
+        #[arg(long, value_enum, default_value = "sum")]
+        reduce_op: coll::ReduceOpArg,
+        /// Root of bcast and reduce: a member index of the communicator (0 .. size-1).
+        #[arg(long, default_value_t = 0)]
+        root: usize,
+        /// Split the ranks into K disjoint communicators of consecutive ranks (equal sizes) that
+        /// run the collective at the same time; each communicator's time is reported.
+        #[arg(long, value_name = "K")]
+        concurrent: Option<usize>,
+        /// Lay the ranks out as R rows (consecutive ranks) and run the collective at the same time
+        /// on every row and every column communicator (overlapping: each rank is in two);
+        /// each communicator's time is reported.
+        #[arg(long, value_name = "R", conflicts_with = "concurrent")]
+        grid: Option<usize>,
         #[command(flatten)]
         common: Common,
     },
@@ -311,6 +330,11 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             ranks,
             iterations,
             warmup,
+            dtype,
+            reduce_op,
+            root,
+            concurrent,
+            grid,
             common,
         } => coll::coll(&coll::Args {
             scenario: &scenario,
@@ -320,6 +344,11 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             ranks: ranks.as_deref(),
             iterations,
             warmup,
+            dtype,
+            reduce_op,
+            root,
+            concurrent,
+            grid,
             common: &common,
         }),
         Cmd::Reproduce {

@@ -1382,6 +1382,109 @@ fn coll_reports_time_per_call_and_refuses_bad_input() {
 }
 
 #[test]
+fn coll_types_operators_roots_and_concurrent_communicators() {
+    let t = torus();
+    let v = json(&hpcnet(&[
+        "coll",
+        &t,
+        "--op",
+        "reduce",
+        "--type",
+        "f32",
+        "--reduce-op",
+        "max",
+        "--root",
+        "5",
+        "--ranks",
+        "7",
+        "--sizes",
+        "4:64",
+        "--iterations",
+        "1",
+        "--json",
+    ]));
+    assert_eq!(
+        (v["datatype"].as_str(), v["reduce_op"].as_str()),
+        (Some("f32"), Some("max"))
+    );
+    assert_eq!(v["root"].as_u64(), Some(5));
+    assert_eq!(v["points"].as_array().map(Vec::len), Some(5), "4 B to 64 B");
+    let v = json(&hpcnet(&[
+        "coll",
+        &t,
+        "--op",
+        "allreduce",
+        "--grid",
+        "4",
+        "--ranks",
+        "16",
+        "--sizes",
+        "64:64",
+        "--iterations",
+        "2",
+        "--json",
+    ]));
+    assert_eq!(v["layout"].as_str(), Some("grid"));
+    let comms = v["communicators"].as_array().expect("communicators");
+    assert_eq!(comms.len(), 8, "4 rows and 4 columns");
+    assert_eq!(comms[4]["name"].as_str(), Some("column 0"));
+    assert_eq!(comms[4]["ranks"], serde_json::json!([0, 4, 8, 12]));
+    for c in comms {
+        let p = &c["points"][0];
+        assert!(
+            p["mean_us"].as_f64().unwrap() > 0.0 && p["checked_elements"].as_u64() == Some(4 * 8),
+            "{c}"
+        );
+    }
+    let v = json(&hpcnet(&[
+        "coll",
+        &t,
+        "--op",
+        "bcast",
+        "--concurrent",
+        "4",
+        "--ranks",
+        "16",
+        "--sizes",
+        "64:64",
+        "--iterations",
+        "1",
+        "--json",
+    ]));
+    assert_eq!(v["communicators"].as_array().map(Vec::len), Some(4));
+    for (args, says) in [
+        (
+            vec!["--op", "allreduce", "--type", "f64", "--reduce-op", "bxor"],
+            vec!["--reduce-op bxor", "f64"],
+        ),
+        (
+            vec!["--op", "bcast", "--ranks", "8", "--root", "8"],
+            vec!["--root 8", "8 ranks"],
+        ),
+        (
+            vec!["--op", "reduce", "--ranks", "8", "--concurrent", "3"],
+            vec!["--concurrent 3"],
+        ),
+        (
+            vec!["--op", "reduce", "--ranks", "8", "--concurrent", "4", "--root", "2"],
+            vec!["--root 2"],
+        ),
+        (
+            vec!["--op", "allreduce", "--ranks", "8", "--grid", "3"],
+            vec!["--grid 3"],
+        ),
+        (
+            vec!["--op", "allreduce", "--type", "i32", "--sizes", "2:8"],
+            vec!["--sizes 2:8", "i32"],
+        ),
+    ] {
+        let mut a = vec!["coll", t.as_str()];
+        a.extend(args);
+        one_error_line(&hpcnet(&a), 2, &says);
+    }
+}
+
+#[test]
 fn coll_runs_that_do_not_finish_exit_1() {
     // Node 0's cable down: the collective never completes, and no time is reported.
     let chpp = chpp();

@@ -71,35 +71,47 @@ pub(crate) async fn bruck(t: &mut Transport, call: &Call, mine: &[u8]) -> Result
     Ok(out)
 }
 
-/// Recursive-doubling allgather (Thakur et al. 2005, section 4.1), for a power-of-two number of
-/// members: in round k member i swaps everything it holds (an aligned group of 2^k blocks) with
-/// member i xor 2^k; log2 p rounds.
+/// Recursive-doubling allgather (Thakur et al. 2005, section 4.1): in round k member i swaps
+/// everything it holds (an aligned group of 2^k blocks) with member i xor 2^k; log2 p rounds for
+/// a power-of-two p. Other sizes fold as the recursive-doubling allreduce does: with p' the
+/// largest power of two ≤ p and r = p − p', members 2i (i < r) first hand their block to 2i + 1,
+/// the p' remaining members run the rounds on their folded indices (a folded group of 2^k
+/// indices holds a contiguous range of blocks), and the odd members hand the whole result back:
+/// ⌊log2 p⌋ + 2 rounds.
 pub(crate) async fn recursive_doubling(t: &mut Transport, call: &Call, mine: &[u8]) -> Result<Vec<u8>, CollError> {
+    use super::allreduce::{pof2_rem, unfold};
     let (n, me) = (t.size(), t.me());
-    if !n.is_power_of_two() {
-        return Err(CollError::AlgorithmLimit {
-            call: call.name,
-            algorithm: crate::Algorithm::RecursiveDoubling,
-            reason: format!("needs a power-of-two number of members, the communicator has {n}"),
-        });
-    }
     let b = mine.len();
     let mut out = vec![0u8; n * b];
     out[me * b..(me + 1) * b].copy_from_slice(mine);
+    let (pof2, rem) = pof2_rem(n);
+    // First member (block) of folded index `nr`; `first(pof2)` is p.
+    let first = |nr: usize| if nr < rem { 2 * nr } else { nr + rem };
+    if me < 2 * rem {
+        if me % 2 == 0 {
+            t.exchange(call, &[(me + 1, mine)], &[]).await?;
+            return Ok(t.exchange(call, &[], &[(me + 1, n * b)]).await?.remove(0));
+        }
+        let got = t.exchange(call, &[], &[(me - 1, b)]).await?.remove(0);
+        out[(me - 1) * b..me * b].copy_from_slice(&got);
+    }
+    let nr = if me < 2 * rem { me / 2 } else { me - rem };
     let mut mask = 1;
-    while mask < n {
-        let peer = me ^ mask;
-        let (mine_lo, peer_lo) = (me & !(mask - 1), peer & !(mask - 1));
+    while mask < pof2 {
+        let nd = nr ^ mask;
+        let dst = unfold(nd, rem);
+        let (mine_lo, peer_lo) = (nr & !(mask - 1), nd & !(mask - 1));
+        let mine_r = first(mine_lo) * b..first(mine_lo + mask) * b;
+        let peer_r = first(peer_lo) * b..first(peer_lo + mask) * b;
         let got = t
-            .exchange(
-                call,
-                &[(peer, &out[mine_lo * b..(mine_lo + mask) * b])],
-                &[(peer, mask * b)],
-            )
+            .exchange(call, &[(dst, &out[mine_r])], &[(dst, peer_r.len())])
             .await?
             .remove(0);
-        out[peer_lo * b..(peer_lo + mask) * b].copy_from_slice(&got);
+        out[peer_r].copy_from_slice(&got);
         mask <<= 1;
+    }
+    if me < 2 * rem {
+        t.exchange(call, &[(me - 1, &out)], &[]).await?;
     }
     Ok(out)
 }

@@ -104,37 +104,60 @@ pub(crate) async fn scatter_allgather(
     super::allgather::ring_pass(t, call, buf, &ranges, v, abs(v + 1), abs(v + n - 1)).await
 }
 
-/// Parent and children of positions 1..=m in a balanced in-order binary tree (the root is the
-/// middle position, each subtree the middle of its range); index 0 is unused.
-fn inorder_tree(m: usize) -> (Vec<Option<usize>>, Vec<Vec<usize>>) {
-    let mut parent = vec![None; m + 1];
-    let mut kids = vec![Vec::new(); m + 1];
-    let mut stack = vec![(1usize, m, None::<usize>)];
-    while let Some((lo, hi, up)) = stack.pop() {
-        if lo > hi {
-            continue;
-        }
-        let mid = (lo + hi) / 2;
-        parent[mid] = up;
-        if let Some(u) = up {
-            kids[u].push(mid);
-        }
-        stack.push((mid + 1, hi, Some(mid)));
-        if mid > lo {
-            stack.push((lo, mid - 1, Some(mid)));
+/// A binary tree over positions 0..m: each position's parent and children, and the root.
+pub(crate) struct Tree {
+    pub parent: Vec<Option<usize>>,
+    pub kids: Vec<Vec<usize>>,
+    pub root: usize,
+}
+
+/// A binary tree over positions 0..m whose interior nodes are `inner` (in heap order: `inner[j]`
+/// has the children `inner[2j + 1]`, `inner[2j + 2]`) and whose other positions `leaves` fill the
+/// free child slots of the interior nodes, shallowest first. Needs `leaves.len() ≤ inner.len() + 1`
+/// (a single leaf and no interior node is a one-node tree).
+fn tree_over(m: usize, inner: &[usize], leaves: &[usize]) -> Tree {
+    let mut t = Tree {
+        parent: vec![None; m],
+        kids: vec![Vec::new(); m],
+        root: inner.first().or(leaves.first()).copied().unwrap_or(0),
+    };
+    let k = inner.len();
+    let mut free = Vec::new();
+    for j in 0..k {
+        for c in [2 * j + 1, 2 * j + 2] {
+            if c < k {
+                t.parent[inner[c]] = Some(inner[j]);
+                t.kids[inner[j]].push(inner[c]);
+            } else {
+                free.push(inner[j]);
+            }
         }
     }
-    (parent, kids)
+    for (&leaf, &up) in leaves.iter().zip(&free) {
+        t.parent[leaf] = Some(up);
+        t.kids[up].push(leaf);
+    }
+    t
+}
+
+/// The two trees of the double binary tree broadcast over positions 0..m (Sanders, Speck and
+/// Träff 2009): the even positions are the interior nodes of tree A and the leaves of tree B,
+/// the odd positions the interior nodes of tree B and the leaves of tree A, so every position
+/// forwards data in at most one tree, for any m. Each tree is a heap-ordered binary tree on its
+/// interior nodes with the other half attached as leaves: depth about log2 m + 1.
+pub(crate) fn two_trees(m: usize) -> [Tree; 2] {
+    let even: Vec<usize> = (0..m).step_by(2).collect();
+    let odd: Vec<usize> = (1..m).step_by(2).collect();
+    [tree_over(m, &even, &odd), tree_over(m, &odd, &even)]
 }
 
 /// Double binary tree broadcast (Sanders, Speck and Träff, "Two-tree algorithms for full
-/// bandwidth broadcast, reduction and scan", Parallel Computing 2009; NCCL's trees): the root
-/// sends one half of the message down each of two binary trees over the other members, in
-/// segments of `segment` bytes. Tree A is the in-order tree on relative ranks 1..p−1; tree B
-/// is tree A with every position moved to the next rank (NCCL's shift construction), so interior
-/// members of one tree are leaves of the other — exactly when p − 1 = 2^k − 1; otherwise up to
-/// about a third of the members are interior in both (Sanders et al.'s exact two-tree colouring
-/// is not built) — and both halves flow at once.
+/// bandwidth broadcast, reduction and scan", Parallel Computing 2009): the root sends one half of
+/// the message down each of two binary trees over the other p − 1 members, in segments of
+/// `segment` bytes. The trees are complementary for every p ([`two_trees`]): a member that
+/// forwards in one tree is a leaf of the other, so each member sends at most about the message
+/// once and both halves flow at once. (NCCL builds its second tree by mirroring or shifting the
+/// first, which leaves one member interior in both when p − 1 is odd.)
 /// Each member handles segment i of tree A, then segment i of tree B, then segment i + 1: a
 /// member never waits for tree B's segment i before forwarding tree A's, so the two trees cannot
 /// wait on each other in a cycle.
@@ -152,13 +175,9 @@ pub(crate) async fn double_binary_tree(
     let v = (me + n - root) % n;
     let abs = |rel: usize| (rel + root) % n;
     let m = n - 1;
-    let (parent, kids) = inorder_tree(m);
-    let tree_root = parent.iter().skip(1).position(Option::is_none).map_or(1, |i| i + 1);
-    // Relative rank at position p of tree A, of tree B; and this member's positions.
-    let rel_a = |p: usize| p;
-    let rel_b = |p: usize| p % m + 1;
-    let pos = [v, if v == 1 { m } else { v.saturating_sub(1) }];
-    let rel = |tree: usize, p: usize| if tree == 0 { rel_a(p) } else { rel_b(p) };
+    let trees = two_trees(m);
+    // Position q of a tree is relative rank q + 1; the root (relative 0) feeds both tree roots.
+    let rel = |q: usize| q + 1;
     let half = buf.len() / 2;
     let spans = [0..half, half..buf.len()];
     let segment = segment.max(1);
@@ -168,18 +187,19 @@ pub(crate) async fn double_binary_tree(
         (s.start + i * segment).min(s.end)..(s.start + (i + 1) * segment).min(s.end)
     };
     for i in 0..segs(0).max(segs(1)) {
-        for tree in 0..2 {
+        for (tree, tr) in trees.iter().enumerate() {
             if i >= segs(tree) {
                 continue;
             }
             let r = seg(tree, i);
             let children: Vec<usize> = if v == 0 {
-                vec![abs(rel(tree, tree_root))]
+                vec![abs(rel(tr.root))]
             } else {
-                let up = parent[pos[tree]].map_or(0, |p| rel(tree, p));
+                let q = v - 1;
+                let up = tr.parent[q].map_or(0, rel);
                 let got = t.exchange(call, &[], &[(abs(up), r.len())]).await?;
                 buf[r.clone()].copy_from_slice(&got[0]);
-                kids[pos[tree]].iter().map(|&k| abs(rel(tree, k))).collect()
+                tr.kids[q].iter().map(|&k| abs(rel(k))).collect()
             };
             let sends: Vec<(usize, &[u8])> = children.iter().map(|&c| (c, &buf[r.clone()])).collect();
             t.exchange(call, &sends, &[]).await?;
@@ -190,38 +210,36 @@ pub(crate) async fn double_binary_tree(
 
 #[cfg(test)]
 mod tests {
-    use super::inorder_tree;
+    use super::two_trees;
 
-    /// The in-order tree spans positions 1..=m with one root and at most two children each;
-    /// shifted by one (tree B), most interior positions of tree A are leaves.
+    /// Both trees span positions 0..m with one root and at most two children each, and no
+    /// position has children in both trees, for every m.
     #[test]
-    fn inorder_tree_spans_and_complements() {
-        for m in 1..=40 {
-            let (parent, kids) = inorder_tree(m);
-            assert_eq!((1..=m).filter(|&p| parent[p].is_none()).count(), 1, "m={m}");
-            let root = (1..=m).find(|&p| parent[p].is_none()).unwrap();
-            let mut seen = vec![false; m + 1];
-            let mut stack = vec![root];
-            while let Some(p) = stack.pop() {
-                assert!(!seen[p] && kids[p].len() <= 2);
-                seen[p] = true;
-                stack.extend(&kids[p]);
+    fn two_trees_span_and_complement() {
+        for m in 1..=300 {
+            let trees = two_trees(m);
+            for (i, t) in trees.iter().enumerate() {
+                assert_eq!((0..m).filter(|&p| t.parent[p].is_none()).count(), 1, "m={m} tree {i}");
+                assert!(t.parent[t.root].is_none());
+                let mut seen = vec![false; m];
+                let mut stack = vec![(t.root, 0usize)];
+                let mut depth = 0;
+                while let Some((p, d)) = stack.pop() {
+                    assert!(!seen[p] && t.kids[p].len() <= 2, "m={m} tree {i} position {p}");
+                    seen[p] = true;
+                    depth = depth.max(d);
+                    stack.extend(t.kids[p].iter().map(|&k| (k, d + 1)));
+                }
+                assert!(seen.iter().all(|&s| s), "m={m} tree {i}: does not span");
+                assert!(
+                    depth <= 2 + (m as f64).log2().ceil() as usize,
+                    "m={m} tree {i}: depth {depth}"
+                );
             }
-            assert!(seen[1..].iter().all(|&s| s), "m={m}: tree does not span");
-            // Members interior in both tree A and tree B (positions moved to the next rank):
-            // none when m = 2^k − 1, up to about a third of them otherwise.
-            let interior_a: Vec<usize> = (1..=m).filter(|&p| !kids[p].is_empty()).collect();
-            let both = interior_a
-                .iter()
-                .filter(|&&r| {
-                    let pb = if r == 1 { m } else { r - 1 };
-                    !kids[pb].is_empty()
-                })
+            let both = (0..m)
+                .filter(|&p| !trees[0].kids[p].is_empty() && !trees[1].kids[p].is_empty())
                 .count();
-            if (m + 1).is_power_of_two() {
-                assert_eq!(both, 0, "m={m}");
-            }
-            assert!(both <= m / 3 + 1, "m={m}: {both} members interior in both trees");
+            assert_eq!(both, 0, "m={m}: {both} positions interior in both trees");
         }
     }
 }

@@ -54,8 +54,8 @@ pub enum Algorithm {
     Binomial,
     /// Allreduce: recursive doubling (Thakur, Rabenseifner and Gropp, IJHPCA 2005, section
     /// 4.4) with the excess ranks of a non-power-of-two size folded into their neighbour first:
-    /// ⌊log2 p⌋ + 2 rounds of the whole message. Allgather: recursive doubling, for a
-    /// power-of-two number of members only.
+    /// ⌊log2 p⌋ + 2 rounds of the whole message. Allgather: recursive doubling, log2 p rounds
+    /// for a power-of-two size; other sizes fold the same way (⌊log2 p⌋ + 2 rounds).
     RecursiveDoubling,
     /// Broadcast: binomial scatter of p blocks, then ring allgather (van de Geijn); about 2n
     /// bytes per member.
@@ -81,13 +81,17 @@ pub enum Algorithm {
     /// allgather and reduce-scatter (ring): 2(p − 1) (resp. p − 1) rounds of n/p bytes.
     Ring,
     /// Alltoall: pairwise exchange (Thakur et al. 2005, section 4.6): p − 1 rounds; in round k
-    /// member i sends to i + k and receives from i − k.
+    /// member i sends to i + k and receives from i − k. Reduce-scatter: the same exchange of
+    /// blocks, each folded into the receiver's own (MPICH's long-message reduce-scatter).
     Pairwise,
     /// Barrier, broadcast, reduce and allreduce by the NICs' hardware collective unit (spec 01):
     /// one descriptor per member; gather up the NICs' logical tree with in-NIC reduction, then
     /// broadcast by router multicast. Needs a communicator created with
     /// [`crate::CommConfig::hardware`].
     Hardware,
+    /// Reduce-scatter: recursive halving (Thakur et al. 2005, section 4.5), for a power-of-two
+    /// number of members: log2 p steps, halving the exchanged range each step.
+    RecursiveHalving,
 }
 
 /// The default algorithm for a collective on `bytes` bytes per member (the buffer each member
@@ -113,8 +117,24 @@ pub fn select(c: Collective, bytes: usize, size: usize) -> Algorithm {
         Collective::Allgather if bytes.saturating_mul(size) < 512 * 1024 && size.is_power_of_two() => RecursiveDoubling,
         Collective::Allgather => Ring,
         Collective::Alltoall => Pairwise,
+        Collective::ReduceScatter if size.is_power_of_two() && bytes < 512 * 1024 => RecursiveHalving,
         Collective::ReduceScatter => Ring,
     }
+}
+
+/// [`select`] for a communicator whose members sit `per_node` to a node (NIC) on every node
+/// (pass 1 for one member per node or an uneven placement). With two members per node, short
+/// allreduces (≤ 256 B per member) use [`Algorithm::TwoLevel`]: measured on the Sunway
+/// prototype scenario (two processes per NIC) at 256 and 1024 ranks, it beats recursive doubling
+/// on the sum over 8 B … 256 B at both sizes (by 0.5–2 µs at most sizes, slower at a few), and
+/// not consistently from 512 B on, where moving the whole vector twice more through the node's
+/// leader costs about what the halved number of network rounds saves (docs/model-reference.md,
+/// default table).
+pub fn select_on_nodes(c: Collective, bytes: usize, size: usize, per_node: usize) -> Algorithm {
+    if c == Collective::Allreduce && per_node == 2 && size > 2 && bytes <= 256 {
+        return Algorithm::TwoLevel;
+    }
+    select(c, bytes, size)
 }
 
 /// Whether `a` implements `c`.
@@ -130,7 +150,7 @@ pub fn implements(a: Algorithm, c: Collective) -> bool {
         Collective::Allreduce => matches!(a, Auto | RecursiveDoubling | Rabenseifner | Ring | TwoLevel | Hardware),
         Collective::Allgather => matches!(a, Auto | Ring | Bruck | RecursiveDoubling),
         Collective::Alltoall => matches!(a, Auto | Pairwise | Bruck),
-        Collective::ReduceScatter => matches!(a, Auto | Ring),
+        Collective::ReduceScatter => matches!(a, Auto | Ring | RecursiveHalving | Pairwise),
     }
 }
 

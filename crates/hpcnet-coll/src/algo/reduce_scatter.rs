@@ -59,3 +59,78 @@ pub(crate) async fn ring(
     ring_phase(t, call, dtype, op, &mut acc, &ranges).await?;
     Ok(acc[ranges[me].clone()].to_vec())
 }
+
+/// Reduce-scatter by recursive halving (Thakur, Rabenseifner and Gropp 2005, section 4.5), for a
+/// power-of-two number of members: in the step of distance d = p/2, p/4, ..., 1 a member
+/// exchanges with `me xor d` the half of its current range of blocks the partner keeps and
+/// folds in the half it keeps (the lower-numbered partner's data as the left operand); log2 p
+/// steps, n/2 + n/4 + ... bytes per member.
+pub(crate) async fn recursive_halving(
+    t: &mut Transport,
+    call: &Call,
+    dtype: Datatype,
+    op: ReduceOp,
+    mut acc: Vec<u8>,
+) -> Result<Vec<u8>, CollError> {
+    let (n, me) = (t.size(), t.me());
+    if !n.is_power_of_two() {
+        return Err(CollError::AlgorithmLimit {
+            call: call.name,
+            algorithm: crate::Algorithm::RecursiveHalving,
+            reason: format!("needs a power-of-two number of members, the communicator has {n}"),
+        });
+    }
+    let b = acc.len() / n;
+    let (mut lo, mut hi) = (0, n);
+    let mut mask = n / 2;
+    while mask > 0 {
+        let peer = me ^ mask;
+        let mid = (lo + hi) / 2;
+        let (keep, give) = if me & mask == 0 {
+            ((lo, mid), (mid, hi))
+        } else {
+            ((mid, hi), (lo, mid))
+        };
+        let k = keep.0 * b..keep.1 * b;
+        let mut got = t
+            .exchange(call, &[(peer, &acc[give.0 * b..give.1 * b])], &[(peer, k.len())])
+            .await?
+            .remove(0);
+        if peer < me {
+            t.reduce(dtype, op, &mut got, &acc[k.clone()]).await?;
+            acc[k].copy_from_slice(&got);
+        } else {
+            t.reduce(dtype, op, &mut acc[k], &got).await?;
+        }
+        (lo, hi) = keep;
+        mask >>= 1;
+    }
+    Ok(acc[me * b..(me + 1) * b].to_vec())
+}
+
+/// Pairwise-exchange reduce-scatter (Thakur et al. 2005, section 4.5, MPICH's long-message
+/// algorithm), for any number of members: in step k (1 ≤ k < p) member i sends its block for
+/// i + k to that member and folds in the block member i − k sent it, in the order
+/// x_i, x_{i−1}, x_{i−2}, ...; p − 1 steps of n/p bytes, every pair of members exchanging
+/// directly.
+pub(crate) async fn pairwise(
+    t: &mut Transport,
+    call: &Call,
+    dtype: Datatype,
+    op: ReduceOp,
+    acc: Vec<u8>,
+) -> Result<Vec<u8>, CollError> {
+    let (n, me) = (t.size(), t.me());
+    let b = acc.len() / n;
+    let mut mine = acc[me * b..(me + 1) * b].to_vec();
+    for k in 1..n {
+        let to = (me + k) % n;
+        let from = (me + n - k) % n;
+        let got = t
+            .exchange(call, &[(to, &acc[to * b..(to + 1) * b])], &[(from, b)])
+            .await?
+            .remove(0);
+        t.reduce(dtype, op, &mut mine, &got).await?;
+    }
+    Ok(mine)
+}
