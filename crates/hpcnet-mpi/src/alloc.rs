@@ -110,7 +110,13 @@ pub struct Allocator {
 impl Allocator {
     /// The allocations of process `rank` at start: its completion queue, shared receive queues
     /// and static connections. `record`: keep the [`Action`]s for a simulated layer to execute.
-    pub fn new(policy: Policy, params: ConnParams, layout: Layout, rank: u64, record: bool) -> Result<Allocator, ConnError> {
+    pub fn new(
+        policy: Policy,
+        params: ConnParams,
+        layout: Layout,
+        rank: u64,
+        record: bool,
+    ) -> Result<Allocator, ConnError> {
         policy.check()?;
         params.check()?;
         if rank >= layout.ranks {
@@ -389,7 +395,10 @@ mod tests {
         for n in [2u64, 17, 1000] {
             let a = account(Policy::full(Transport::Rc), n, 4, 1);
             assert_eq!(a.total(), (N5 * S1) * (n - 1) + (SD + RD) * S2 * (n - 1), "N = {n}");
-            assert_eq!((a.qps, a.connections, a.srqs, a.buffers), (n - 1, n - 1, 0, N5 * (n - 1)));
+            assert_eq!(
+                (a.qps, a.connections, a.srqs, a.buffers),
+                (n - 1, n - 1, 0, N5 * (n - 1))
+            );
         }
     }
 
@@ -426,7 +435,14 @@ mod tests {
             assert_eq!(a.srqs, 6);
         }
         // m = 1000: counts 166/167, the remainder to the smallest buffers.
-        let mut al = Allocator::new(Policy::full(Transport::XrcM), p(), Layout::new(4000, 4).unwrap(), 0, false).unwrap();
+        let mut al = Allocator::new(
+            Policy::full(Transport::XrcM),
+            p(),
+            Layout::new(4000, 4).unwrap(),
+            0,
+            false,
+        )
+        .unwrap();
         assert_eq!(al.srq_buffers(), &[166, 166, 167, 167, 167, 167]);
         // An on-demand-free policy opens nothing more.
         assert!(!al.connect(4));

@@ -125,7 +125,10 @@ impl Policy {
                 self.to_string(),
                 "UD has no connections, so group connection does not apply".into(),
             )),
-            (_, Some(0)) => Err(ConnError::Policy(self.to_string(), "group size must be at least 1".into())),
+            (_, Some(0)) => Err(ConnError::Policy(
+                self.to_string(),
+                "group size must be at least 1".into(),
+            )),
             _ => Ok(()),
         }
     }
@@ -215,7 +218,10 @@ impl ConnParams {
             return bad("xrc_classes", "must be 1 to 16");
         }
         if self.class_buffer(self.xrc_classes - 1) == 0 {
-            return bad("xrc_classes", "the smallest class buffer (buffer / 2^(classes-1)) is 0 bytes");
+            return bad(
+                "xrc_classes",
+                "the smallest class buffer (buffer / 2^(classes-1)) is 0 bytes",
+            );
         }
         if self.ud_mtu == 0 || self.ud_recv_depth == 0 {
             return bad("ud_mtu", "UD MTU and receive depth must be at least 1");
@@ -268,7 +274,10 @@ mod tests {
     fn policies_parse_and_print() {
         assert_eq!(Policy::parse("rc").unwrap(), Policy::full(Transport::Rc));
         assert_eq!(Policy::parse("RC_SRQ").unwrap(), Policy::full(Transport::RcSrq));
-        assert_eq!(Policy::parse("xrc-s-g4096").unwrap(), Policy::grouped(Transport::XrcS, 4096));
+        assert_eq!(
+            Policy::parse("xrc-s-g4096").unwrap(),
+            Policy::grouped(Transport::XrcS, 4096)
+        );
         assert_eq!(Policy::parse("xrc-m").unwrap().to_string(), "XRC_M");
         assert_eq!(Policy::grouped(Transport::XrcS, 8).to_string(), "XRC_S_G8");
         assert!(Policy::parse("ud-g4").is_err());

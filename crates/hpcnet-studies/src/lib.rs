@@ -46,6 +46,7 @@ pub mod chpp_bandwidth;
 pub mod chpp_crossbar;
 pub mod chpp_latency;
 pub mod chpp_vf_fairness;
+pub mod ib_memory;
 pub mod loggp;
 pub mod plot;
 pub mod report;
@@ -137,6 +138,7 @@ pub fn all() -> Vec<&'static dyn Study> {
         &chpp_latency::ChppLatency,
         &chpp_bandwidth::ChppBandwidth,
         &chpp_vf_fairness::ChppVfFairness,
+        &ib_memory::IbMemory,
     ]
 }
 
