@@ -5,13 +5,18 @@
 //!   connection, the allocation parameters and the process layout;
 //! - [`alloc`]: the per-process connection allocator and its memory account — the one place
 //!   that decides what the library allocates, used both by simulated runs and by memory
-//!   studies at 10⁴–10⁶ processes.
+//!   studies at 10⁴–10⁶ processes;
+//! - [`p2p`]: the MPI-like point-to-point layer (tag matching, eager sends through pre-posted
+//!   buffers, rendezvous by RDMA read, on-demand connections, non-blocking calls) on the verbs
+//!   API, executing the allocator's decisions.
 //!
 //! Layering: above `hpcnet-msg` (verbs) and below the workloads; it owns connection decisions,
 //! memory accounting and (in [`p2p`]) matching and protocols, nothing of the NIC or fabric.
 
 pub mod alloc;
+pub mod p2p;
 pub mod policy;
 
 pub use alloc::{Action, Allocator, MemoryAccount, Target};
+pub use p2p::{Endpoint, Job, JobConfig, MpiError, P2pParams, Request, Status};
 pub use policy::{ConnError, ConnParams, Layout, Policy, Transport};
