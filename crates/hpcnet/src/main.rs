@@ -16,6 +16,7 @@ macro_rules! outln {
 
 mod bench;
 mod coll;
+mod nas;
 mod p2p;
 mod reproduce;
 mod run;
@@ -182,6 +183,28 @@ enum Cmd {
         #[command(flatten)]
         common: Common,
     },
+    /// NAS FT or LU communication skeleton on the scenario's ranks under a connection policy.
+    Nas {
+        scenario: PathBuf,
+        /// The benchmark.
+        #[arg(long, value_enum)]
+        bench: nas::BenchArg,
+        /// NAS class: S, W, A, B, C, D or E.
+        #[arg(long, default_value = "S")]
+        class: String,
+        /// Connection policy: rc, rc-srq, xrc-s, xrc-m, ud, or one of the first four with
+        /// -g<group size> (group connection), e.g. xrc-s-g4096.
+        #[arg(long, default_value = "rc-srq")]
+        policy: String,
+        /// Sustained flop rate of one process (computation model; an assumption).
+        #[arg(long, default_value_t = 1e9)]
+        flops: f64,
+        /// Run only this many iterations [default: the class's].
+        #[arg(long)]
+        iterations: Option<u32>,
+        #[command(flatten)]
+        common: Common,
+    },
     /// (internal) run one bench case in this process and print its JSON line.
     #[command(hide = true)]
     BenchOne {
@@ -320,6 +343,23 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             ranks: ranks.as_deref(),
             iterations,
             warmup,
+            common: &common,
+        }),
+        Cmd::Nas {
+            scenario,
+            bench,
+            class,
+            policy,
+            flops,
+            iterations,
+            common,
+        } => nas::nas(&nas::Args {
+            scenario: &scenario,
+            bench,
+            class: &class,
+            policy: &policy,
+            flops,
+            iterations,
             common: &common,
         }),
         Cmd::Reproduce {

@@ -1,0 +1,129 @@
+//! `hpcnet nas`: the NAS FT / LU communication skeletons on a scenario's ranks under one
+//! connection policy of `hpcnet-mpi` (run time, messages, connections opened on demand,
+//! communication memory per process).
+
+use crate::{run::load, Common, Failure};
+use hpcnet_mpi::{Allocator, JobConfig, Layout};
+use hpcnet_workloads::nas::{policy, run_nas, Bench, Class, NasConfig};
+use std::path::Path;
+
+/// The benchmark.
+#[derive(Copy, Clone, Debug, clap::ValueEnum)]
+pub enum BenchArg {
+    Ft,
+    Lu,
+}
+
+/// Options of `hpcnet nas`.
+pub struct Args<'a> {
+    pub scenario: &'a Path,
+    pub bench: BenchArg,
+    pub class: &'a str,
+    pub policy: &'a str,
+    pub flops: f64,
+    pub iterations: Option<u32>,
+    pub common: &'a Common,
+}
+
+/// Most receive-buffer bytes a run may register over all ranks (the model allocates them).
+const MAX_BUFFERS: u64 = 64 << 30;
+
+pub fn nas(args: &Args) -> Result<(), Failure> {
+    let class = Class::parse(args.class).ok_or_else(|| {
+        Failure::input(format!(
+            "--class {}: expected S, W, A, B, C, D or E (see hpcnet --help)",
+            args.class
+        ))
+    })?;
+    let policy = policy(args.policy).map_err(|e| Failure::input(format!("--policy: {e}")))?;
+    if !(args.flops.is_finite() && args.flops > 0.0) {
+        return Err(Failure::input(format!(
+            "--flops {}: needs a positive rate (see hpcnet --help)",
+            args.flops
+        )));
+    }
+    if args.iterations == Some(0) {
+        return Err(Failure::input("--iterations 0: needs at least 1 (see hpcnet --help)"));
+    }
+    let sc = load(args.scenario, args.common)?;
+    let world = sc.world().map_err(Failure::input)?;
+    let ranks = world.ranks() as u64;
+    let per_node = u64::from(world.placement().hosts());
+    let job = JobConfig::new(policy);
+    let layout = Layout::new(ranks, per_node).map_err(Failure::input)?;
+    let one = Allocator::new(policy, job.conn, layout, 0, false).map_err(Failure::input)?;
+    if one.account().recv_buffers.saturating_mul(ranks) > MAX_BUFFERS {
+        return Err(Failure::input(format!(
+            "--policy {policy} on {ranks} ranks registers about {} MB of receive buffers, above {} MB (the model allocates every buffer); use fewer ranks or a policy with fewer connections",
+            one.account().recv_buffers.saturating_mul(ranks) >> 20,
+            MAX_BUFFERS >> 20
+        )));
+    }
+    let bench = match args.bench {
+        BenchArg::Ft => Bench::Ft,
+        BenchArg::Lu => Bench::Lu,
+    };
+    let cfg = NasConfig {
+        bench,
+        class,
+        job,
+        flops: args.flops,
+        iterations: args.iterations,
+    };
+    let started = std::time::Instant::now();
+    let r = run_nas(world, &cfg).map_err(|e| {
+        let what = format!("{}: {e}", sc.source);
+        if matches!(e, hpcnet_workloads::nas::NasError::Config(_)) {
+            Failure::input(what)
+        } else {
+            Failure::model(what)
+        }
+    })?;
+    let wall = started.elapsed().as_secs_f64();
+    let name = match bench {
+        Bench::Ft => "FT",
+        Bench::Lu => "LU",
+    };
+    if args.common.json {
+        let v = serde_json::json!({
+            "scenario": sc.name, "version": env!("CARGO_PKG_VERSION"), "seed": sc.file.seed,
+            "bench": name, "class": format!("{class:?}"), "policy": policy.to_string(),
+            "ranks": r.ranks, "processes_per_node": per_node, "iterations": r.iterations,
+            "flops_per_process": args.flops,
+            "time_s": r.time.as_secs_f64(), "compute_s": r.compute.as_secs_f64(),
+            "messages": r.messages, "bytes": r.bytes, "on_demand_connections": r.on_demand,
+            "memory_static_max_bytes": r.memory_static_max, "memory_max_bytes": r.memory_max,
+            "rnr_retries": r.rnr_retries,
+        });
+        outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        return Ok(());
+    }
+    outln!(
+        "hpcnet {} — nas {name} class {class:?} on '{}' (seed {}), {} ranks ({} per node), policy {policy}",
+        env!("CARGO_PKG_VERSION"),
+        sc.name,
+        sc.file.seed,
+        r.ranks,
+        per_node
+    );
+    outln!("  iterations      {}", r.iterations);
+    outln!(
+        "  time            {:.6} s simulated (computation {:.6} s per rank at {:.3e} flop/s)",
+        r.time.as_secs_f64(),
+        r.compute.as_secs_f64(),
+        args.flops
+    );
+    outln!("  messages        {} ({} bytes)", r.messages, r.bytes);
+    outln!(
+        "  on demand       {} connections opened (summed over processes)",
+        r.on_demand
+    );
+    outln!(
+        "  memory          {:.4} MB per process at start, {:.4} MB at the end (largest process)",
+        r.memory_static_max as f64 / 1e6,
+        r.memory_max as f64 / 1e6
+    );
+    outln!("  rnr retries     {}", r.rnr_retries);
+    outln!("  wall            {wall:.2} s");
+    Ok(())
+}
