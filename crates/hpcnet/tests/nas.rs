@@ -20,7 +20,17 @@ fn run(args: &[&str]) -> (i32, String, String) {
 #[test]
 fn nas_json_reports_messages_connections_and_memory() {
     let sc = scenario();
-    let base = ["nas", &sc, "--bench", "ft", "--iterations", "1", "--json", "--set", "topology.nodes=8"];
+    let base = [
+        "nas",
+        &sc,
+        "--bench",
+        "ft",
+        "--iterations",
+        "1",
+        "--json",
+        "--set",
+        "topology.nodes=8",
+    ];
     let (code, out, err) = run(&[&base[..], &["--policy", "rc-srq"]].concat());
     assert_eq!(code, 0, "{err}");
     let full: serde_json::Value = serde_json::from_str(&out).unwrap();
