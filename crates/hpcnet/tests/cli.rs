@@ -1224,7 +1224,7 @@ fn reproduce_all_speaks_of_model_and_paper_and_counts_roles_apart() {
         .skip(1)
         .take_while(|l| l.starts_with("  "))
         .collect();
-    assert_eq!(summary.len(), 6, "{text}");
+    assert_eq!(summary.len(), 7, "{text}");
     for l in &summary {
         assert!(
             (l.contains(" predictions; ") || l.contains(" prediction; "))
