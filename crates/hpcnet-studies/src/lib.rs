@@ -397,7 +397,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "unknown study 'nope'; known studies: loggp, chpp-crossbar, sunway-rdma-bandwidth, chpp-latency, \
-             chpp-bandwidth, chpp-vf-fairness"
+             chpp-bandwidth, chpp-vf-fairness, ib-memory"
         );
     }
 }

@@ -52,7 +52,7 @@ fn nas_bad_input_is_one_line_and_exit_2() {
     for (args, needle) in [
         (vec!["--bench", "lu", "--class", "Q"], "--class Q"),
         (vec!["--bench", "lu", "--policy", "tcp"], "'tcp'"),
-        (vec!["--bench", "ft", "--flops", "-1"], "--flops"),
+        (vec!["--bench", "ft", "--flops", "0"], "--flops 0"),
         (vec!["--bench", "ft", "--iterations", "0"], "--iterations 0"),
         (vec!["--bench", "lu"], "process grid"),
     ] {
