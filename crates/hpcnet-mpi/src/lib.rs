@@ -8,15 +8,18 @@
 //!   studies at 10⁴–10⁶ processes;
 //! - [`p2p`]: the MPI-like point-to-point layer (tag matching, eager sends through pre-posted
 //!   buffers, rendezvous by RDMA read, on-demand connections, non-blocking calls) on the verbs
-//!   API, executing the allocator's decisions.
+//!   API, executing the allocator's decisions;
+//! - [`config`]: the `[mpi]` scenario section.
 //!
 //! Layering: above `hpcnet-msg` (verbs) and below the workloads; it owns connection decisions,
 //! memory accounting and (in [`p2p`]) matching and protocols, nothing of the NIC or fabric.
 
 pub mod alloc;
+pub mod config;
 pub mod p2p;
 pub mod policy;
 
 pub use alloc::{Action, Allocator, MemoryAccount, Target};
+pub use config::MpiSettings;
 pub use p2p::{Endpoint, Job, JobConfig, MpiError, P2pParams, Request, Status};
 pub use policy::{ConnError, ConnParams, Layout, Policy, Transport};

@@ -231,6 +231,10 @@ pub struct ScenarioFile {
     /// Collectives library (host software costs, transport); defaults apply if absent.
     #[serde(default)]
     pub coll: Option<CollSettings>,
+    /// MPI-like layer of `hpcnet-mpi` (connection policy, allocation sizes, protocols);
+    /// defaults apply if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mpi: Option<hpcnet_mpi::MpiSettings>,
     #[serde(default)]
     pub sim: SimConfig,
 }
@@ -246,6 +250,8 @@ pub struct Scenario {
     pub traffic: TrafficConfig,
     pub nic: NicConfig,
     pub coll: CollSettings,
+    /// `[mpi]` resolved into the job configuration of `hpcnet-mpi`.
+    pub mpi: hpcnet_mpi::JobConfig,
 }
 
 /// A scenario problem: where (file and key) and why. Displays as one line.
@@ -438,6 +444,12 @@ impl Scenario {
         }
         let coll = parsed.coll.clone().unwrap_or_default();
         coll.validate().map_err(|(k, r)| ScenarioError::new(file, k, r))?;
+        let mpi = parsed
+            .mpi
+            .clone()
+            .unwrap_or_default()
+            .job_config()
+            .map_err(|(k, r)| ScenarioError::new(file, k, r))?;
         let sim = &parsed.sim;
         if sim.measure == SimTime::ZERO {
             return Err(ScenarioError::new(file, "sim.measure", "must be longer than 0"));
@@ -467,6 +479,7 @@ impl Scenario {
             traffic,
             nic,
             coll,
+            mpi,
         })
     }
 

@@ -193,9 +193,10 @@ enum Cmd {
         #[arg(long, default_value = "S")]
         class: String,
         /// Connection policy: rc, rc-srq, xrc-s, xrc-m, ud, or one of the first four with
-        /// -g<group size> (group connection), e.g. xrc-s-g4096.
-        #[arg(long, default_value = "rc-srq")]
-        policy: String,
+        /// -g<group size> (group connection), e.g. xrc-s-g4096 [default: the scenario's
+        /// mpi.policy, rc-srq if absent].
+        #[arg(long)]
+        policy: Option<String>,
         /// Sustained flop rate of one process (computation model; an assumption).
         #[arg(long, default_value_t = 1e9)]
         flops: f64,
@@ -357,7 +358,7 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             scenario: &scenario,
             bench,
             class: &class,
-            policy: &policy,
+            policy: policy.as_deref(),
             flops,
             iterations,
             common: &common,

@@ -3,7 +3,7 @@
 //! communication memory per process).
 
 use crate::{run::load, Common, Failure};
-use hpcnet_mpi::{Allocator, JobConfig, Layout};
+use hpcnet_mpi::{Allocator, Layout};
 use hpcnet_workloads::nas::{policy, run_nas, Bench, Class, NasConfig};
 use std::path::Path;
 
@@ -19,7 +19,8 @@ pub struct Args<'a> {
     pub scenario: &'a Path,
     pub bench: BenchArg,
     pub class: &'a str,
-    pub policy: &'a str,
+    /// `--policy`: overrides the scenario's `mpi.policy`.
+    pub policy: Option<&'a str>,
     pub flops: f64,
     pub iterations: Option<u32>,
     pub common: &'a Common,
@@ -35,7 +36,6 @@ pub fn nas(args: &Args) -> Result<(), Failure> {
             args.class
         ))
     })?;
-    let policy = policy(args.policy).map_err(|e| Failure::input(format!("--policy: {e}")))?;
     if !(args.flops.is_finite() && args.flops > 0.0) {
         return Err(Failure::input(format!(
             "--flops {}: needs a positive rate (see hpcnet --help)",
@@ -46,10 +46,14 @@ pub fn nas(args: &Args) -> Result<(), Failure> {
         return Err(Failure::input("--iterations 0: needs at least 1 (see hpcnet --help)"));
     }
     let sc = load(args.scenario, args.common)?;
+    let mut job = sc.mpi;
+    if let Some(p) = args.policy {
+        job.policy = policy(p).map_err(|e| Failure::input(format!("--policy: {e}")))?;
+    }
+    let policy = job.policy;
     let world = sc.world().map_err(Failure::input)?;
     let ranks = world.ranks() as u64;
     let per_node = u64::from(world.placement().hosts());
-    let job = JobConfig::new(policy);
     let layout = Layout::new(ranks, per_node).map_err(Failure::input)?;
     let one = Allocator::new(policy, job.conn, layout, 0, false).map_err(Failure::input)?;
     if one.account().recv_buffers.saturating_mul(ranks) > MAX_BUFFERS {
@@ -90,6 +94,8 @@ pub fn nas(args: &Args) -> Result<(), Failure> {
             "bench": name, "class": format!("{class:?}"), "policy": policy.to_string(),
             "ranks": r.ranks, "processes_per_node": per_node, "iterations": r.iterations,
             "flops_per_process": args.flops,
+            "eager_threshold_bytes": job.p2p.eager_threshold, "qp_create_s": job.conn.qp_create.as_secs_f64(),
+            "kernel_transition_s": job.conn.kernel_transition.as_secs_f64(),
             "time_s": r.time.as_secs_f64(), "compute_s": r.compute.as_secs_f64(),
             "messages": r.messages, "bytes": r.bytes, "on_demand_connections": r.on_demand,
             "memory_static_max_bytes": r.memory_static_max, "memory_max_bytes": r.memory_max,

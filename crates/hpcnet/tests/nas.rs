@@ -74,3 +74,25 @@ fn ib_memory_study_passes_and_lists_its_readings() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--set does not apply"), "{err}");
 }
+
+#[test]
+fn nas_takes_the_mpi_section_and_its_overrides() {
+    let sc = scenario();
+    let time = |extra: &[&str]| {
+        let base = ["nas", sc.as_str(), "--bench", "ft", "--iterations", "1", "--json"];
+        let (code, out, err) = run(&[&base[..], extra].concat());
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        (v["policy"].as_str().unwrap().to_string(), v["time_s"].as_f64().unwrap())
+    };
+    let (p, base) = time(&[]);
+    assert_eq!(p, "RC_SRQ", "the scenario's [mpi] policy");
+    let (p, g) = time(&["--set", "mpi.policy=\"xrc-s-g8\""]);
+    assert_eq!(p, "XRC_S_G8");
+    let (_, slow) = time(&["--set", "mpi.policy=\"xrc-s-g8\"", "--set", "mpi.qp_create=\"300 us\""]);
+    // 270 us more per connection opened: on the critical path at least once.
+    assert!(g > base && slow > g + 200e-6, "{base} {g} {slow}");
+    let (code, _, err) = run(&["nas", &sc, "--bench", "ft", "--set", "mpi.send_depth=0"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("mpi.send_depth"), "{err}");
+}
