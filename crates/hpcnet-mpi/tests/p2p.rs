@@ -374,3 +374,113 @@ fn bad_calls_are_errors_not_panics() {
         Err(MpiError::Size { .. })
     ));
 }
+
+/// Random tags, sizes (eager and rendezvous) and receive patterns (specific tag or any tag),
+/// receives posted before or after the messages arrive: the matches are those of MPI's rules,
+/// computed here by a reference matcher over the sending order.
+#[test]
+fn random_matching_agrees_with_a_reference_matcher() {
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(42);
+    let mut cases = 0;
+    while cases < 12 {
+        let n = rng.gen_range(3..10);
+        let tags: Vec<u64> = (0..n).map(|_| rng.gen_range(0..3)).collect();
+        let sizes: Vec<u64> = (0..n)
+            .map(|_| {
+                if rng.gen_bool(0.3) {
+                    rng.gen_range(9000..20_000)
+                } else {
+                    rng.gen_range(0..3000)
+                }
+            })
+            .collect();
+        let recv_tags: Vec<Option<u64>> = tags
+            .iter()
+            .map(|&t| if rng.gen_bool(0.4) { None } else { Some(t) })
+            .collect();
+        // Receives in a random order.
+        let mut order: Vec<usize> = (0..n).collect();
+        for i in (1..n).rev() {
+            order.swap(i, rng.gen_range(0..=i));
+        }
+        let posted: Vec<Option<u64>> = order.iter().map(|&i| recv_tags[i]).collect();
+        let late = rng.gen_bool(0.5);
+        // Reference: posted first → each message (in sending order) takes the first matching
+        // receive still open; posted late → each receive (in posting order) takes the first
+        // matching message not yet taken.
+        let mut taken = vec![None; n];
+        let mut used = vec![false; n];
+        if late {
+            for (ri, rt) in posted.iter().enumerate() {
+                if let Some(mi) = (0..n).find(|&mi| !used[mi] && rt.is_none_or(|t| t == tags[mi])) {
+                    used[mi] = true;
+                    taken[ri] = Some(mi);
+                }
+            }
+        } else {
+            for mi in 0..n {
+                if let Some(ri) = (0..n).find(|&ri| taken[ri].is_none() && posted[ri].is_none_or(|t| t == tags[mi])) {
+                    taken[ri] = Some(mi);
+                }
+            }
+        }
+        if taken.iter().any(Option::is_none) {
+            continue; // not every receive would be matched: not a valid MPI program
+        }
+        cases += 1;
+        let mut m = Machine::new(line_world(2, 1));
+        let job = Job::new(
+            &m,
+            Layout::new(2, 1).unwrap(),
+            JobConfig::new(Policy::full(Transport::XrcS)),
+        )
+        .unwrap();
+        let (t2, s2) = (tags.clone(), sizes.clone());
+        job.spawn(&m, Rank(0), move |ep| async move {
+            let mut qs = Vec::new();
+            for k in 0..t2.len() {
+                let mr = ep.ctx().reg_mr(s2[k].max(1));
+                ep.ctx().write_local(&mr, 0, &pattern(0, 1, k as u32, s2[k]))?;
+                qs.push((ep.isend(&mr, 0, s2[k], Rank(1), t2[k])?, mr));
+            }
+            for (q, _) in qs {
+                ep.wait(q).await?;
+            }
+            Ok(())
+        });
+        let got = Rc::new(RefCell::new(vec![None; n]));
+        let g = got.clone();
+        let (t3, s3) = (tags.clone(), sizes.clone());
+        job.spawn(&m, Rank(1), move |ep| async move {
+            if late {
+                ep.ctx().sleep(SimTime::from_us(500)).await;
+            }
+            let mut qs = Vec::new();
+            for rt in &posted {
+                let mr = ep.ctx().reg_mr(20_000);
+                qs.push((ep.irecv(&mr, 0, 20_000, Some(Rank(0)), *rt)?, mr));
+            }
+            for (ri, (q, mr)) in qs.into_iter().enumerate() {
+                let s = ep.wait(q).await?;
+                // Identify the message by its bytes.
+                let mi = (0..t3.len())
+                    .find(|&k| {
+                        s3[k] == s.len
+                            && t3[k] == s.tag
+                            && ep.ctx().read_local(&mr, 0, s.len).unwrap() == pattern(0, 1, k as u32, s.len)
+                    })
+                    .expect("a message that was sent");
+                g.borrow_mut()[ri] = Some(mi);
+            }
+            Ok(())
+        });
+        m.run();
+        assert_eq!(job.errors(), vec![]);
+        assert_eq!(
+            *got.borrow(),
+            taken,
+            "tags {tags:?} sizes {sizes:?} posted {:?} late {late}",
+            order
+        );
+    }
+}
