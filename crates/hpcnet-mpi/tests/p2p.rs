@@ -390,7 +390,7 @@ fn random_matching_agrees_with_a_reference_matcher() {
                 if rng.gen_bool(0.3) {
                     rng.gen_range(9000..20_000)
                 } else {
-                    rng.gen_range(0..3000)
+                    rng.gen_range(1..3000)
                 }
             })
             .collect();
@@ -418,8 +418,8 @@ fn random_matching_agrees_with_a_reference_matcher() {
                 }
             }
         } else {
-            for mi in 0..n {
-                if let Some(ri) = (0..n).find(|&ri| taken[ri].is_none() && posted[ri].is_none_or(|t| t == tags[mi])) {
+            for (mi, &tag) in tags.iter().enumerate() {
+                if let Some(ri) = (0..n).find(|&ri| taken[ri].is_none() && posted[ri].is_none_or(|t| t == tag)) {
                     taken[ri] = Some(mi);
                 }
             }
