@@ -7,10 +7,24 @@ use crate::policy::{ConnParams, Policy};
 use hpcnet_des::{Bytes, SimTime};
 use serde::{Deserialize, Serialize};
 
+/// The network model MPI-level workloads (`hpcnet nas`) run on.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkModel {
+    /// Packets through the router and NIC models.
+    #[default]
+    Packet,
+    /// Max-min fair flows over the same routes (`hpcnet-flow`).
+    Flow,
+}
+
 /// `[mpi]` as written in a scenario file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MpiSettings {
+    /// Network model: `"packet"` (default) or `"flow"`.
+    #[serde(default)]
+    pub network: NetworkModel,
     /// Connection policy: `rc`, `rc-srq`, `xrc-s`, `xrc-m`, `ud`, or one of the first four with
     /// `-g<size>` (group connection). Default `rc-srq`.
     #[serde(default = "d_policy")]
@@ -107,6 +121,7 @@ fn d_rnr_retry() -> SimTime {
 impl Default for MpiSettings {
     fn default() -> Self {
         MpiSettings {
+            network: NetworkModel::Packet,
             policy: d_policy(),
             prepost: d_prepost(),
             buffer: d_buffer(),

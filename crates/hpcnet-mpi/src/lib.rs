@@ -20,6 +20,6 @@ pub mod p2p;
 pub mod policy;
 
 pub use alloc::{Action, Allocator, MemoryAccount, Target};
-pub use config::MpiSettings;
+pub use config::{MpiSettings, NetworkModel};
 pub use p2p::{Endpoint, Job, JobConfig, MpiError, P2pParams, Request, Status};
 pub use policy::{ConnError, ConnParams, Layout, Policy, Transport};

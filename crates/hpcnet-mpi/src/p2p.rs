@@ -201,6 +201,8 @@ impl Shared {
 #[derive(Default)]
 struct Dir {
     srq: Vec<Option<RemoteRq>>,
+    /// Buffers posted to each SRQ class.
+    srq_bufs: Vec<u64>,
     own: HashMap<u64, RemoteRq>,
     ud: Option<RemoteRq>,
 }
@@ -512,6 +514,14 @@ impl Endpoint {
                 }
                 Action::SrqBuffers { class, buffer, count } => {
                     let rq = st.srq[class as usize].clone();
+                    {
+                        let mut dir = self.0.shared.dir.borrow_mut();
+                        let b = &mut dir[me as usize].srq_bufs;
+                        if b.len() <= class as usize {
+                            b.resize(class as usize + 1, 0);
+                        }
+                        b[class as usize] += count;
+                    }
                     post_buffers(ctx, &mut st.slots, &rq, RqRef::Srq(class), buffer, count)?;
                 }
                 Action::Qp { target, own_rq } => {
@@ -556,13 +566,27 @@ impl Endpoint {
         c.p2p.eager_threshold.min(c.conn.buffer)
     }
 
+    /// XRC_M: the smallest SRQ class of `dest` whose buffers hold `bytes` and that has buffers
+    /// at all (with fewer connections than classes some classes stay empty).
+    fn xrc_class(&self, dest: u64, bytes: u64) -> Option<u32> {
+        let c = &self.0.shared.cfg.conn;
+        let dir = self.0.shared.dir.borrow();
+        let bufs = &dir[dest as usize].srq_bufs;
+        (0..c.xrc_classes)
+            .rev()
+            .find(|&k| c.class_buffer(k) >= bytes && bufs.get(k as usize).copied().unwrap_or(0) > 0)
+    }
+
     /// Starts sending `len` bytes of `mr` at `offset` to `dest` with `tag`.
     pub fn isend(&self, mr: &Mr, offset: u64, len: u64, dest: Rank, tag: u64) -> Result<Request, MpiError> {
         let d = self.check_rank("isend", dest)?;
         let me = u64::from(self.rank().0);
         let cfg = self.0.shared.cfg;
         let ud = cfg.policy.transport == Transport::Ud;
-        let eager = d == me || ud || HEADER + len <= self.eager_limit();
+        let eager = d == me
+            || ud
+            || (HEADER + len <= self.eager_limit()
+                && (cfg.policy.transport != Transport::XrcM || self.xrc_class(d, HEADER + len).is_some()));
         // Reads check the buffer's owner and range for every protocol.
         let data = if eager {
             self.0.ctx.read_local(mr, offset, len)?
@@ -924,10 +948,18 @@ impl Endpoint {
                     (Transport::Ud, _) => (st.ud_qp.clone(), d.ud),
                     (Transport::Rc, Some(t)) => (st.qps.get(&t).cloned(), d.own.get(&me).copied()),
                     (Transport::XrcM, Some(t)) => {
-                        let k = (0..sh.cfg.conn.xrc_classes)
-                            .rev()
-                            .find(|&k| sh.cfg.conn.class_buffer(k) >= bytes)
-                            .unwrap_or(0);
+                        // Control messages (header only) fit every class; eager data was
+                        // checked against the classes with buffers when it was posted.
+                        let k = {
+                            let bufs = &d.srq_bufs;
+                            (0..sh.cfg.conn.xrc_classes)
+                                .rev()
+                                .find(|&k| {
+                                    sh.cfg.conn.class_buffer(k) >= bytes
+                                        && bufs.get(k as usize).copied().unwrap_or(0) > 0
+                                })
+                                .unwrap_or(0)
+                        };
                         (st.qps.get(&t).cloned(), d.srq.get(k as usize).copied().flatten())
                     }
                     (_, Some(t)) => (st.qps.get(&t).cloned(), d.srq.first().copied().flatten()),

@@ -199,6 +199,9 @@ pub enum PostError {
     NoSuchFunction { function: u8, functions: u32 },
     #[error("the doorbell FIFO of function {function} is full ({depth} messages outstanding)")]
     DoorbellFifoFull { function: u8, depth: u32 },
+    /// A NIC model that does not implement this operation (e.g. the flow-level model).
+    #[error("{op} is not supported by the {model} model")]
+    Unsupported { op: &'static str, model: &'static str },
 }
 
 impl World {

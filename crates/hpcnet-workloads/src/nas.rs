@@ -21,7 +21,7 @@
 
 use hpcnet_des::SimTime;
 use hpcnet_mpi::{Job, JobConfig, Layout, MpiError, Policy};
-use hpcnet_msg::{Machine, Rank};
+use hpcnet_msg::{Machine, NicBackend, Rank};
 use hpcnet_nic::World;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -140,10 +140,16 @@ fn grid2(p: u64) -> (u64, u64) {
     (px, p / px)
 }
 
-/// Runs the skeleton on every rank of `world`.
+/// Runs the skeleton on every rank of `world` (packet level).
 pub fn run_nas(world: World, cfg: &NasConfig) -> Result<NasReport, NasError> {
-    let ranks = world.ranks() as u64;
     let per_node = u64::from(world.placement().hosts());
+    run_nas_on(world, per_node, cfg)
+}
+
+/// Runs the skeleton on every rank of any NIC model (e.g. the flow-level
+/// `hpcnet_flow::FlowWorld`), `per_node` processes per node.
+pub fn run_nas_on<B: NicBackend + 'static>(world: B, per_node: u64, cfg: &NasConfig) -> Result<NasReport, NasError> {
+    let ranks = world.ranks() as u64;
     if !ranks.is_power_of_two() {
         return Err(NasError::Config(format!(
             "{ranks} ranks: the FT and LU skeletons need a power of two"
@@ -523,5 +529,141 @@ mod tests {
         assert!(run_nas(world(4), &c).is_err());
         assert_eq!(Class::parse("e"), Some(Class::E));
         assert_eq!(Class::parse("x"), None);
+    }
+}
+
+#[cfg(test)]
+mod flow_tests {
+    use super::*;
+    use crate::Scenario;
+    use hpcnet_mpi::Transport;
+    use std::path::Path;
+
+    fn scenario(nodes: u32) -> Scenario {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/ib-qdr-fattree.toml");
+        Scenario::load(&path, &[format!("topology.nodes={nodes}")]).unwrap()
+    }
+
+    /// The same skeleton at packet level and at flow level.
+    fn both(nodes: u32, bench: Bench, policy: Policy, iterations: u32) -> (NasReport, NasReport) {
+        let sc = scenario(nodes);
+        let cfg = NasConfig {
+            bench,
+            class: Class::S,
+            job: JobConfig::new(policy),
+            flops: 1e9,
+            iterations: Some(iterations),
+        };
+        let packet = run_nas(sc.world().unwrap(), &cfg).unwrap();
+        let flow = run_nas_on(sc.flow_world().unwrap(), u64::from(sc.nic.hosts), &cfg).unwrap();
+        (packet, flow)
+    }
+
+    /// The flow-level mode's validation on small runs: completion time within 10 % of packet
+    /// level (issue 14 item 4), same messages and connections.
+    #[test]
+    fn flow_level_agrees_with_packet_level_within_ten_percent() {
+        for (nodes, bench, policy, it) in [
+            (8, Bench::Ft, Policy::full(Transport::RcSrq), 1),
+            (8, Bench::Ft, Policy::grouped(Transport::XrcS, 8), 1),
+            (4, Bench::Lu, Policy::full(Transport::RcSrq), 2),
+        ] {
+            let (p, f) = both(nodes, bench, policy, it);
+            assert_eq!((p.messages, p.bytes, p.on_demand), (f.messages, f.bytes, f.on_demand));
+            let err = (f.time.as_secs_f64() - p.time.as_secs_f64()) / p.time.as_secs_f64();
+            assert!(
+                err.abs() <= 0.10,
+                "{bench:?} {policy}: packet {:?} flow {:?} ({:+.1} %)",
+                p.time,
+                f.time,
+                err * 100.0
+            );
+        }
+    }
+
+    #[test]
+    fn single_message_latency_and_bandwidth_agree() {
+        use hpcnet_mpi::{Job, Layout};
+        use hpcnet_msg::{Machine, Rank};
+        // Half a round trip of an eager 80 B message and of a 200 KB rendezvous message
+        // between two nodes (ranks 0 and 4).
+        fn pingpong<B: NicBackend + 'static>(w: B, len: u64) -> f64 {
+            let mut m = Machine::new(w);
+            let n = m.context(Rank(0)).size() as u64;
+            let job = Job::new(
+                &m,
+                Layout::new(n, 4).unwrap(),
+                JobConfig::new(Policy::full(Transport::RcSrq)),
+            )
+            .unwrap();
+            for r in 0..n as u32 {
+                job.spawn(&m, Rank(r), move |ep| async move {
+                    let mr = ep.ctx().reg_mr(len);
+                    for _ in 0..5 {
+                        if r == 0 {
+                            ep.send(&mr, 0, len, Rank(4), 0).await?;
+                            ep.recv(&mr, 0, len, Some(Rank(4)), Some(0)).await?;
+                        } else if r == 4 {
+                            ep.recv(&mr, 0, len, Some(Rank(0)), Some(0)).await?;
+                            ep.send(&mr, 0, len, Rank(0), 0).await?;
+                        }
+                    }
+                    Ok(())
+                });
+            }
+            m.run().time.as_us_f64() / 10.0
+        }
+        let sc = scenario(2);
+        for len in [80u64, 200_000] {
+            let p = pingpong(sc.world().unwrap(), len);
+            let f = pingpong(sc.flow_world().unwrap(), len);
+            assert!(((f - p) / p).abs() <= 0.10, "{len} B: packet {p:.3} us, flow {f:.3} us");
+        }
+    }
+
+    #[test]
+    fn flow_level_delivers_every_byte_under_every_kind_of_policy() {
+        use hpcnet_mpi::{Job, Layout};
+        use hpcnet_msg::{Machine, Rank};
+        let pattern =
+            |s: u32, d: u32, len: u64| -> Vec<u8> { (0..len).map(|i| (i as u32 ^ (s * 31 + d * 7)) as u8).collect() };
+        // XRC_M on 4 nodes: 4 connections leave the two largest of six classes without buffers;
+        // 5000 B messages then go by rendezvous.
+        for p in ["rc", "rc-srq", "xrc-m", "xrc-s-g4", "ud"] {
+            let mut m = Machine::new(scenario(4).flow_world().unwrap());
+            let job = Job::new(
+                &m,
+                Layout::new(16, 4).unwrap(),
+                JobConfig::new(Policy::parse(p).unwrap()),
+            )
+            .unwrap();
+            for r in 0..16u32 {
+                job.spawn(&m, Rank(r), move |ep| async move {
+                    let len = |s: u32, d: u32| [0u64, 100, 5000, 40_000][((s + d) % 4) as usize];
+                    let mut recvs = Vec::new();
+                    for s in (0..16).filter(|&s| s != r) {
+                        let mr = ep.ctx().reg_mr(len(s, r).max(1));
+                        recvs.push((s, ep.irecv(&mr, 0, len(s, r), Some(Rank(s)), Some(1))?, mr));
+                    }
+                    let mut sends = Vec::new();
+                    for d in (0..16).filter(|&d| d != r) {
+                        let mr = ep.ctx().reg_mr(len(r, d).max(1));
+                        ep.ctx().write_local(&mr, 0, &pattern(r, d, len(r, d)))?;
+                        sends.push((ep.isend(&mr, 0, len(r, d), Rank(d), 1)?, mr));
+                    }
+                    for (s, q, mr) in recvs {
+                        ep.wait(q).await?;
+                        assert_eq!(ep.ctx().read_local(&mr, 0, len(s, r))?, pattern(s, r, len(s, r)));
+                    }
+                    for (q, _) in sends {
+                        ep.wait(q).await?;
+                    }
+                    Ok(())
+                });
+            }
+            let end = m.run();
+            assert_eq!(job.errors(), vec![], "{p}");
+            assert!(job.finished() && end.stuck_tasks == 0, "{p}");
+        }
     }
 }

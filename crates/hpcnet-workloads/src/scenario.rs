@@ -252,6 +252,8 @@ pub struct Scenario {
     pub coll: CollSettings,
     /// `[mpi]` resolved into the job configuration of `hpcnet-mpi`.
     pub mpi: hpcnet_mpi::JobConfig,
+    /// `mpi.network`: the network model MPI-level workloads run on.
+    pub mpi_network: hpcnet_mpi::NetworkModel,
 }
 
 /// A scenario problem: where (file and key) and why. Displays as one line.
@@ -444,10 +446,9 @@ impl Scenario {
         }
         let coll = parsed.coll.clone().unwrap_or_default();
         coll.validate().map_err(|(k, r)| ScenarioError::new(file, k, r))?;
-        let mpi = parsed
-            .mpi
-            .clone()
-            .unwrap_or_default()
+        let mpi_settings = parsed.mpi.clone().unwrap_or_default();
+        let mpi_network = mpi_settings.network;
+        let mpi = mpi_settings
             .job_config()
             .map_err(|(k, r)| ScenarioError::new(file, k, r))?;
         let sim = &parsed.sim;
@@ -480,7 +481,16 @@ impl Scenario {
             nic,
             coll,
             mpi,
+            mpi_network,
         })
+    }
+
+    /// A fresh flow-level model of this scenario's machine (`hpcnet-flow`), for message-level
+    /// workloads at scales where packets are too many.
+    pub fn flow_world(&self) -> Result<hpcnet_flow::FlowWorld, ScenarioError> {
+        let net = Network::new(self.topology.clone(), self.fabric.clone())
+            .map_err(|e| ScenarioError::new(&self.source, e.key, e.reason))?;
+        Ok(hpcnet_flow::FlowWorld::new(net, self.nic.clone()))
     }
 
     /// A fresh world (network + NICs) of this scenario, for message-level workloads.

@@ -203,6 +203,9 @@ enum Cmd {
         /// Run only this many iterations [default: the class's].
         #[arg(long)]
         iterations: Option<u32>,
+        /// Network model [default: the scenario's mpi.network, packet if absent].
+        #[arg(long, value_enum)]
+        network: Option<nas::NetworkArg>,
         #[command(flatten)]
         common: Common,
     },
@@ -353,6 +356,7 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             policy,
             flops,
             iterations,
+            network,
             common,
         } => nas::nas(&nas::Args {
             scenario: &scenario,
@@ -361,6 +365,7 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             policy: policy.as_deref(),
             flops,
             iterations,
+            network,
             common: &common,
         }),
         Cmd::Reproduce {

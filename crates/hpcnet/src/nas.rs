@@ -3,8 +3,8 @@
 //! communication memory per process).
 
 use crate::{run::load, Common, Failure};
-use hpcnet_mpi::{Allocator, Layout};
-use hpcnet_workloads::nas::{policy, run_nas, Bench, Class, NasConfig};
+use hpcnet_mpi::{Allocator, Layout, NetworkModel};
+use hpcnet_workloads::nas::{policy, run_nas, run_nas_on, Bench, Class, NasConfig};
 use std::path::Path;
 
 /// The benchmark.
@@ -12,6 +12,13 @@ use std::path::Path;
 pub enum BenchArg {
     Ft,
     Lu,
+}
+
+/// The network model.
+#[derive(Copy, Clone, Debug, clap::ValueEnum)]
+pub enum NetworkArg {
+    Packet,
+    Flow,
 }
 
 /// Options of `hpcnet nas`.
@@ -23,6 +30,8 @@ pub struct Args<'a> {
     pub policy: Option<&'a str>,
     pub flops: f64,
     pub iterations: Option<u32>,
+    /// `--network`: overrides the scenario's `mpi.network`.
+    pub network: Option<NetworkArg>,
     pub common: &'a Common,
 }
 
@@ -51,6 +60,11 @@ pub fn nas(args: &Args) -> Result<(), Failure> {
         job.policy = policy(p).map_err(|e| Failure::input(format!("--policy: {e}")))?;
     }
     let policy = job.policy;
+    let network = match args.network {
+        Some(NetworkArg::Packet) => NetworkModel::Packet,
+        Some(NetworkArg::Flow) => NetworkModel::Flow,
+        None => sc.mpi_network,
+    };
     let world = sc.world().map_err(Failure::input)?;
     let ranks = world.ranks() as u64;
     let per_node = u64::from(world.placement().hosts());
@@ -75,7 +89,11 @@ pub fn nas(args: &Args) -> Result<(), Failure> {
         iterations: args.iterations,
     };
     let started = std::time::Instant::now();
-    let r = run_nas(world, &cfg).map_err(|e| {
+    let result = match network {
+        NetworkModel::Packet => run_nas(world, &cfg),
+        NetworkModel::Flow => run_nas_on(sc.flow_world().map_err(Failure::input)?, per_node, &cfg),
+    };
+    let r = result.map_err(|e| {
         let what = format!("{}: {e}", sc.source);
         if matches!(e, hpcnet_workloads::nas::NasError::Config(_)) {
             Failure::input(what)
@@ -91,7 +109,7 @@ pub fn nas(args: &Args) -> Result<(), Failure> {
     if args.common.json {
         let v = serde_json::json!({
             "scenario": sc.name, "version": env!("CARGO_PKG_VERSION"), "seed": sc.file.seed,
-            "bench": name, "class": format!("{class:?}"), "policy": policy.to_string(),
+            "network": format!("{network:?}").to_lowercase(), "bench": name, "class": format!("{class:?}"), "policy": policy.to_string(),
             "ranks": r.ranks, "processes_per_node": per_node, "iterations": r.iterations,
             "flops_per_process": args.flops,
             "eager_threshold_bytes": job.p2p.eager_threshold, "qp_create_s": job.conn.qp_create.as_secs_f64(),
@@ -105,12 +123,13 @@ pub fn nas(args: &Args) -> Result<(), Failure> {
         return Ok(());
     }
     outln!(
-        "hpcnet {} — nas {name} class {class:?} on '{}' (seed {}), {} ranks ({} per node), policy {policy}",
+        "hpcnet {} — nas {name} class {class:?} on '{}' (seed {}), {} ranks ({} per node), policy {policy}, {} level",
         env!("CARGO_PKG_VERSION"),
         sc.name,
         sc.file.seed,
         r.ranks,
-        per_node
+        per_node,
+        format!("{network:?}").to_lowercase()
     );
     outln!("  iterations      {}", r.iterations);
     outln!(
