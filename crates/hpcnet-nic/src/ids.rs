@@ -48,6 +48,13 @@ macro_rules! id {
             pub fn index(self) -> usize {
                 self.0 as usize
             }
+
+            /// The id at position `i`, for NIC models other than [`crate::World`] that keep
+            /// their own tables (e.g. a flow-level model behind the message library).
+            #[inline]
+            pub fn from_index(i: usize) -> Self {
+                $name(i as u32)
+            }
         }
 
         impl fmt::Display for $name {

@@ -207,6 +207,9 @@ pub enum PostError {
     BadCollective(String),
     #[error("this NIC model has no hardware collective unit")]
     NoCollectiveUnit,
+    /// A NIC model that does not implement this operation (e.g. the flow-level model).
+    #[error("{op} is not supported by the {model} model")]
+    Unsupported { op: &'static str, model: &'static str },
 }
 
 impl World {

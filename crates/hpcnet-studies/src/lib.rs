@@ -46,6 +46,7 @@ pub mod chpp_bandwidth;
 pub mod chpp_crossbar;
 pub mod chpp_latency;
 pub mod chpp_vf_fairness;
+pub mod ib_memory;
 pub mod loggp;
 pub mod plot;
 pub mod report;
@@ -143,6 +144,7 @@ pub fn all() -> Vec<&'static dyn Study> {
         &sunway_coll::ALLREDUCE,
         &sunway_coll::BCAST,
         &sunway_allreduce_crossover::SunwayAllreduceCrossover,
+        &ib_memory::IbMemory,
     ]
 }
 

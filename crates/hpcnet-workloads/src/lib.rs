@@ -4,6 +4,7 @@
 
 pub mod coll;
 pub mod msgload;
+pub mod nas;
 pub mod p2p;
 pub mod scenario;
 pub mod synthetic;

@@ -232,6 +232,10 @@ pub struct ScenarioFile {
     /// Collectives library (host software costs, transport); defaults apply if absent.
     #[serde(default)]
     pub coll: Option<CollSettings>,
+    /// MPI-like layer of `hpcnet-mpi` (connection policy, allocation sizes, protocols);
+    /// defaults apply if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mpi: Option<hpcnet_mpi::MpiSettings>,
     #[serde(default)]
     pub sim: SimConfig,
 }
@@ -247,6 +251,10 @@ pub struct Scenario {
     pub traffic: TrafficConfig,
     pub nic: NicConfig,
     pub coll: CollSettings,
+    /// `[mpi]` resolved into the job configuration of `hpcnet-mpi`.
+    pub mpi: hpcnet_mpi::JobConfig,
+    /// `mpi.network`: the network model MPI-level workloads run on.
+    pub mpi_network: hpcnet_mpi::NetworkModel,
 }
 
 /// A scenario problem: where (file and key) and why. Displays as one line.
@@ -439,6 +447,11 @@ impl Scenario {
         }
         let coll = parsed.coll.clone().unwrap_or_default();
         coll.validate().map_err(|(k, r)| ScenarioError::new(file, k, r))?;
+        let mpi_settings = parsed.mpi.clone().unwrap_or_default();
+        let mpi_network = mpi_settings.network;
+        let mpi = mpi_settings
+            .job_config()
+            .map_err(|(k, r)| ScenarioError::new(file, k, r))?;
         let sim = &parsed.sim;
         if sim.measure == SimTime::ZERO {
             return Err(ScenarioError::new(file, "sim.measure", "must be longer than 0"));
@@ -468,7 +481,17 @@ impl Scenario {
             traffic,
             nic,
             coll,
+            mpi,
+            mpi_network,
         })
+    }
+
+    /// A fresh flow-level model of this scenario's machine (`hpcnet-flow`), for message-level
+    /// workloads at scales where packets are too many.
+    pub fn flow_world(&self) -> Result<hpcnet_flow::FlowWorld, ScenarioError> {
+        let net = Network::new(self.topology.clone(), self.fabric.clone())
+            .map_err(|e| ScenarioError::new(&self.source, e.key, e.reason))?;
+        Ok(hpcnet_flow::FlowWorld::new(net, self.nic.clone()))
     }
 
     /// A fresh world (network + NICs) of this scenario, for message-level workloads.

@@ -16,6 +16,7 @@ macro_rules! outln {
 
 mod bench;
 mod coll;
+mod nas;
 mod p2p;
 mod reproduce;
 mod run;
@@ -201,6 +202,32 @@ enum Cmd {
         #[command(flatten)]
         common: Common,
     },
+    /// NAS FT or LU communication skeleton on the scenario's ranks under a connection policy.
+    Nas {
+        scenario: PathBuf,
+        /// The benchmark.
+        #[arg(long, value_enum)]
+        bench: nas::BenchArg,
+        /// NAS class: S, W, A, B, C, D or E.
+        #[arg(long, default_value = "S")]
+        class: String,
+        /// Connection policy: rc, rc-srq, xrc-s, xrc-m, ud, or one of the first four with
+        /// -g<group size> (group connection), e.g. xrc-s-g4096 [default: the scenario's
+        /// mpi.policy, rc-srq if absent].
+        #[arg(long)]
+        policy: Option<String>,
+        /// Sustained flop rate of one process (computation model; an assumption).
+        #[arg(long, default_value_t = 1e9)]
+        flops: f64,
+        /// Run only this many iterations [default: the class's].
+        #[arg(long)]
+        iterations: Option<u32>,
+        /// Network model [default: the scenario's mpi.network, packet if absent].
+        #[arg(long, value_enum)]
+        network: Option<nas::NetworkArg>,
+        #[command(flatten)]
+        common: Common,
+    },
     /// (internal) run one bench case in this process and print its JSON line.
     #[command(hide = true)]
     BenchOne {
@@ -349,6 +376,25 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             root,
             concurrent,
             grid,
+            common: &common,
+        }),
+        Cmd::Nas {
+            scenario,
+            bench,
+            class,
+            policy,
+            flops,
+            iterations,
+            network,
+            common,
+        } => nas::nas(&nas::Args {
+            scenario: &scenario,
+            bench,
+            class: &class,
+            policy: policy.as_deref(),
+            flops,
+            iterations,
+            network,
             common: &common,
         }),
         Cmd::Reproduce {

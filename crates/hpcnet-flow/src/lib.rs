@@ -1,0 +1,692 @@
+//! hpcnet-flow — a flow-level network and NIC model behind the message library.
+//!
+//! [`FlowWorld`] implements [`hpcnet_msg::NicBackend`], so the same rank programs and message
+//! layers (verbs, `hpcnet-mpi`) run on it unchanged. A message is a *flow*: after a start-up
+//! latency at the source NIC it moves its bytes over the links of its route (the fabric's own
+//! routing function, traced on the idle network) at a rate given by **max-min fairness** among all
+//! flows in progress (progressive filling, recomputed whenever a flow starts or ends); when its
+//! last byte has crossed, it lands after the route's latency, and the initiator's completion
+//! follows after the same latency back. No packet, credit or buffer is simulated.
+//!
+//! Link capacity: lanes × lane rate × coding efficiency × max_payload / (max_payload + header)
+//! (the packet format's payload share). Each node's host interface is two more links (DMA
+//! reads when sending, DMA writes when receiving) of the PCIe rate × MPS / (MPS + TLP overhead).
+//! Messages queue for the node's message engines in doorbell order; an engine reads the
+//! descriptor (PCIe read latency), works `message_overhead` (`writeback_overhead` for the data
+//! of a read), reads the first data (read latency) and then holds on until the message's last
+//! byte has left — or, with `descriptor_prefetch`, takes the next message at once, as the
+//! packet-level NIC does. Latencies: doorbell; route = per hop router + link latency, plus the
+//! receive overhead; completion = the route back. Every node has an injection link; processes of one
+//! node reach each other through the NIC's loopback (one link per node, `loopback_latency`).
+//!
+//! Supported operations: RDMA write (with notification and reply word), RDMA read, queue
+//! messages (send/receive, reliable or not); others are refused with
+//! [`PostError::Unsupported`]. Not modelled: DMA read tags, per-packet engine and receive costs, link-level flow
+//! control and congestion trees (max-min fairness assumes ideal sharing), per-link overrides.
+//!
+//! Cost: O(F·L) per flow start or end (F flows in progress, L links they use), independent of
+//! message size — against O(bytes × hops) at packet level.
+
+use hpcnet_des::SimTime;
+use hpcnet_fabric::topology::NodeId;
+use hpcnet_fabric::Network;
+use hpcnet_msg::NicBackend;
+use hpcnet_nic::{
+    CqId, Cqe, CqeKind, CqeStatus, Memory, MemoryError, NicConfig, Notice, Op, Placement, PostError, QpNum, Rank,
+    Request, RqId, TimerId,
+};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+
+const MODEL: &str = "flow-level";
+
+/// What happens when a flow's bytes have crossed.
+#[derive(Clone, Debug)]
+enum Then {
+    /// Push data `bytes` of `req` lands at the target.
+    Land { req: Request, bytes: Vec<u8> },
+    /// Read data lands back at the initiator.
+    ReadBack { req: Request, bytes: Vec<u8> },
+}
+
+#[derive(Clone, Debug)]
+struct Flow {
+    remaining: f64,
+    rate: f64,
+    links: Vec<usize>,
+    /// Route latency added when the flow ends.
+    latency: SimTime,
+    /// Node whose engine the flow holds until its last byte has left.
+    engine: Option<usize>,
+    then: Then,
+}
+
+#[derive(Clone, Debug)]
+enum Ev {
+    /// Start a flow of `bytes` over `src` → `dst`.
+    Start {
+        src: Rank,
+        dst: Rank,
+        size: u64,
+        then: Then,
+    },
+    /// A message reaches the engines of its node (doorbell rung, or read request arrived).
+    Enqueue {
+        src: Rank,
+        dst: Rank,
+        size: u64,
+        then: Then,
+        work: SimTime,
+    },
+    /// The flow's data arrives.
+    Arrive(Then),
+    /// A completion entry appears.
+    Complete(CqId, Cqe),
+    /// A read request reaches its target.
+    ReadRequest(Request),
+    Timer(TimerId),
+}
+
+/// A message waiting for an engine: (source, target, bytes, what follows, engine work).
+type Waiting = (Rank, Rank, u64, Then, SimTime);
+/// A posted receive buffer: (address, length, receive id).
+type Posted = (u64, u64, u64);
+/// Links of a route and its latency.
+type Route = (Vec<usize>, SimTime);
+
+/// The flow-level model of a scenario's machine.
+pub struct FlowWorld {
+    now: SimTime,
+    events: u64,
+    seq: u64,
+    place: Placement,
+    ranks: usize,
+    mem: Vec<Memory>,
+    cqs: Vec<(Rank, VecDeque<Cqe>)>,
+    rqs: Vec<(Rank, CqId, VecDeque<Posted>)>,
+    next_qp: u32,
+    next_timer: u32,
+    queue: BinaryHeap<Reverse<(SimTime, u64)>>,
+    pending: HashMap<u64, Ev>,
+    flows: BTreeMap<u64, Flow>,
+    next_flow: u64,
+    /// Capacity of every link, bytes per second.
+    cap: Vec<f64>,
+    links: HashMap<(usize, usize), usize>,
+    inject: Vec<usize>,
+    loopback: Vec<usize>,
+    /// Host interface of every node: DMA reads (sending) and DMA writes (receiving).
+    pcie_tx: Vec<usize>,
+    pcie_rx: Vec<usize>,
+    /// Messages waiting for a message engine, and engines busy, per node.
+    waiting: Vec<VecDeque<Waiting>>,
+    busy: Vec<u32>,
+    routes: HashMap<(u32, u32), Route>,
+    net: Network,
+    cfg: NicConfig,
+    start_latency: SimTime,
+    header: u64,
+    notices: Vec<Notice>,
+    /// Time the flow rates were last applied.
+    last: SimTime,
+    scratch_left: Vec<f64>,
+    scratch_count: Vec<u32>,
+    scratch_on: Vec<Vec<usize>>,
+}
+
+impl FlowWorld {
+    /// The model of `net` with NICs configured by `cfg` (the scenario's `[nic]`).
+    pub fn new(net: Network, cfg: NicConfig) -> FlowWorld {
+        let place = Placement::new(cfg.hosts);
+        let nodes = net.topo.num_nodes();
+        let ranks = nodes * place.hosts() as usize;
+        let fc = net.config();
+        let (num, den) = fc.link.encoding.ratio();
+        let raw = fc.link.lane_rate.as_bytes_per_sec_f64() * f64::from(fc.link.lanes) * num as f64 / den as f64;
+        let payload = fc.packet.max_payload.0 as f64;
+        let header = fc.packet.header.0;
+        let cap_link = raw * payload / (payload + header as f64);
+        let mut cap = Vec::new();
+        let mut inject = Vec::new();
+        let mut loopback = Vec::new();
+        let (mut pcie_tx, mut pcie_rx) = (Vec::new(), Vec::new());
+        let h = &cfg.host;
+        // PCIe data rate per lane (bits/s after line coding) by generation.
+        let lane = match h.pcie_gen {
+            1 => 2.0e9,
+            2 => 4.0e9,
+            3 => 8.0e9 * 128.0 / 130.0,
+            4 => 16.0e9 * 128.0 / 130.0,
+            _ => 32.0e9 * 128.0 / 130.0,
+        };
+        let mps = h.max_payload.0.max(1) as f64;
+        let cap_pcie =
+            lane * f64::from(h.lanes) * f64::from(h.links.max(1)) / 8.0 * mps / (mps + h.tlp_overhead.0 as f64);
+        for _ in 0..nodes {
+            inject.push(cap.len());
+            cap.push(cap_link);
+            loopback.push(cap.len());
+            cap.push(cap_link);
+            pcie_tx.push(cap.len());
+            cap.push(cap_pcie);
+            pcie_rx.push(cap.len());
+            cap.push(cap_pcie);
+        }
+        // The doorbell reaches the NIC; the engine then reads the descriptor and the data.
+        let start_latency = h.doorbell_latency;
+        FlowWorld {
+            now: SimTime::ZERO,
+            events: 0,
+            seq: 0,
+            place,
+            ranks,
+            mem: (0..ranks as u32).map(Memory::new).collect(),
+            cqs: Vec::new(),
+            rqs: Vec::new(),
+            next_qp: 0,
+            next_timer: 0,
+            queue: BinaryHeap::new(),
+            pending: HashMap::new(),
+            flows: BTreeMap::new(),
+            next_flow: 0,
+            cap,
+            links: HashMap::new(),
+            inject,
+            loopback,
+            pcie_tx,
+            pcie_rx,
+            waiting: vec![VecDeque::new(); nodes],
+            busy: vec![0; nodes],
+            routes: HashMap::new(),
+            net,
+            cfg,
+            start_latency,
+            header,
+            notices: Vec::new(),
+            last: SimTime::ZERO,
+            scratch_left: Vec::new(),
+            scratch_count: Vec::new(),
+            scratch_on: Vec::new(),
+        }
+    }
+
+    fn at(&mut self, t: SimTime, ev: Ev) {
+        let s = self.seq;
+        self.seq += 1;
+        self.queue.push(Reverse((t, s)));
+        self.pending.insert(s, ev);
+    }
+
+    /// Links and latency of the route from `src`'s node to `dst`'s node.
+    fn route(&mut self, src: Rank, dst: Rank) -> (Vec<usize>, SimTime) {
+        let (a, b) = (self.place.node_of(src), self.place.node_of(dst));
+        if let Some(r) = self.routes.get(&(a.0, b.0)) {
+            return r.clone();
+        }
+        let (tx, rx) = (self.pcie_tx[a.index()], self.pcie_rx[b.index()]);
+        let r = if a == b {
+            (
+                vec![tx, self.loopback[a.index()], rx],
+                self.cfg.loopback_latency + self.cfg.rx_overhead,
+            )
+        } else {
+            let fc = self.net.config();
+            let per_hop = fc.router.latency + fc.link.latency;
+            let hops = self
+                .net
+                .routing
+                .trace(&self.net.topo, NodeId(a.0), NodeId(b.0), 0, 0)
+                .unwrap_or_default();
+            let mut links = vec![tx, self.inject[a.index()]];
+            for (r, p, _) in &hops {
+                let key = (r.index(), p.index());
+                let next = self.cap.len();
+                let id = *self.links.entry(key).or_insert(next);
+                if id == next {
+                    let c = self.cap[self.inject[0]];
+                    self.cap.push(c);
+                }
+                links.push(id);
+            }
+            links.push(rx);
+            let lat = fc.link.latency + SimTime::from_ps(per_hop.ps() * hops.len() as u64) + self.cfg.rx_overhead;
+            (links, lat)
+        };
+        self.routes.insert((a.0, b.0), r.clone());
+        r
+    }
+
+    /// Starts waiting messages of `node` on its free engines: each fetches its descriptor
+    /// (PCIe read latency), does its `work`, reads its first data (read latency), then sends.
+    fn run_engines(&mut self, node: usize) {
+        while self.busy[node] < self.cfg.engines.max(1) {
+            let Some((src, dst, size, then, work)) = self.waiting[node].pop_front() else {
+                break;
+            };
+            self.busy[node] += 1;
+            let rl = self.cfg.host.read_latency;
+            self.at(self.now + rl + work + rl, Ev::Start { src, dst, size, then });
+        }
+    }
+
+    /// Max-min fair rates of the flows in progress (progressive filling): repeatedly the link
+    /// with the least capacity left per unfrozen flow fixes the rate of its flows. O(L·R + F·h)
+    /// for L links in use, R distinct bottleneck levels, F flows of h links.
+    fn share(&mut self) {
+        let nl = self.cap.len();
+        let mut left = std::mem::take(&mut self.scratch_left);
+        let mut count = std::mem::take(&mut self.scratch_count);
+        let mut on = std::mem::take(&mut self.scratch_on);
+        left.clear();
+        left.extend_from_slice(&self.cap);
+        count.clear();
+        count.resize(nl, 0);
+        on.resize_with(nl, Vec::new);
+        let mut used: Vec<usize> = Vec::new();
+        let flows: Vec<&mut Flow> = self.flows.values_mut().collect();
+        for (fi, f) in flows.iter().enumerate() {
+            for &l in &f.links {
+                if count[l] == 0 {
+                    used.push(l);
+                }
+                count[l] += 1;
+                on[l].push(fi);
+            }
+        }
+        used.sort_unstable();
+        let mut rate: Vec<Option<f64>> = vec![None; flows.len()];
+        loop {
+            let mut best: Option<(f64, usize)> = None;
+            for &l in &used {
+                if count[l] == 0 {
+                    continue;
+                }
+                let s = left[l].max(0.0) / f64::from(count[l]);
+                if best.is_none_or(|(b, _)| s < b) {
+                    best = Some((s, l));
+                }
+            }
+            let Some((s, l)) = best else { break };
+            for &fi in &on[l] {
+                if rate[fi].is_some() {
+                    continue;
+                }
+                rate[fi] = Some(s);
+                for &x in &flows[fi].links {
+                    left[x] -= s;
+                    count[x] -= 1;
+                }
+            }
+        }
+        for (f, r) in flows.into_iter().zip(rate) {
+            f.rate = r.unwrap_or(0.0);
+        }
+        for &l in &used {
+            on[l].clear();
+        }
+        self.scratch_left = left;
+        self.scratch_count = count;
+        self.scratch_on = on;
+    }
+
+    /// Moves every flow on to `t`.
+    fn advance(&mut self, t: SimTime) {
+        let dt = (t - self.last).as_secs_f64();
+        if dt > 0.0 {
+            for f in self.flows.values_mut() {
+                f.remaining -= f.rate * dt;
+            }
+        }
+        self.last = t;
+    }
+
+    /// When the next flow ends, if any.
+    fn next_finish(&self) -> Option<(SimTime, u64)> {
+        self.flows
+            .iter()
+            .filter(|(_, f)| f.rate > 0.0)
+            .map(|(&id, f)| {
+                let secs = f.remaining.max(0.0) / f.rate;
+                (self.last + SimTime::from_ps((secs * 1e12).ceil() as u64), id)
+            })
+            .min()
+    }
+
+    fn complete(&mut self, req: &Request, kind: CqeKind, status: CqeStatus, bytes: u64, after: SimTime) {
+        if req.signaled || status != CqeStatus::Ok {
+            let c = Cqe {
+                wr_id: req.wr_id,
+                kind,
+                status,
+                bytes,
+                peer: req.dst,
+                addr: 0,
+                value: 0,
+                at: SimTime::ZERO,
+            };
+            self.at(self.now + after, Ev::Complete(req.cq, c));
+        }
+    }
+
+    fn push_cqe(&mut self, cq: CqId, mut c: Cqe) {
+        c.at = self.now;
+        self.cqs[cq.index()].1.push_back(c);
+        self.notices.push(Notice::Cq(cq));
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Timer(t) => self.notices.push(Notice::Timer(t)),
+            Ev::Complete(cq, c) => self.push_cqe(cq, c),
+            Ev::Enqueue {
+                src,
+                dst,
+                size,
+                then,
+                work,
+            } => {
+                let node = self.place.node_of(src).index();
+                self.waiting[node].push_back((src, dst, size, then, work));
+                self.run_engines(node);
+            }
+            Ev::Start { src, dst, size, then } => {
+                let (links, latency) = self.route(src, dst);
+                let node = self.place.node_of(src).index();
+                // With descriptor prefetch the engine takes the next message while this one's
+                // data moves; without, only when its last byte has left.
+                let engine = if self.cfg.descriptor_prefetch > 0 {
+                    self.busy[node] -= 1;
+                    self.run_engines(node);
+                    None
+                } else {
+                    Some(node)
+                };
+                let id = self.next_flow;
+                self.next_flow += 1;
+                self.flows.insert(
+                    id,
+                    Flow {
+                        remaining: size as f64,
+                        rate: 0.0,
+                        links,
+                        latency,
+                        engine,
+                        then,
+                    },
+                );
+                self.share();
+            }
+            Ev::ReadRequest(req) => {
+                let Op::Read { len, remote, rkey, .. } = req.op else {
+                    return;
+                };
+                let m = &self.mem[req.dst.0 as usize];
+                match m
+                    .check(remote, len, rkey)
+                    .and_then(|_| m.read(remote, len).map(<[u8]>::to_vec))
+                {
+                    Ok(bytes) => {
+                        let size = len + self.header;
+                        let work = self.cfg.writeback_overhead.unwrap_or(self.cfg.message_overhead);
+                        let ev = Ev::Enqueue {
+                            src: req.dst,
+                            dst: req.src,
+                            size,
+                            then: Then::ReadBack { req, bytes },
+                            work,
+                        };
+                        self.handle(ev);
+                    }
+                    Err(e) => {
+                        let (_, lat) = self.route(req.dst, req.src);
+                        self.complete(&req, CqeKind::Read, CqeStatus::RemoteAccess(e), 0, lat);
+                    }
+                }
+            }
+            Ev::Arrive(then) => self.arrive(then),
+        }
+    }
+
+    fn arrive(&mut self, then: Then) {
+        match then {
+            Then::ReadBack { req, bytes } => {
+                let Op::Read { local, .. } = req.op else { return };
+                let status = match self.mem[req.src.0 as usize].write(local, &bytes) {
+                    Ok(()) => CqeStatus::Ok,
+                    Err(e) => CqeStatus::RemoteAccess(e),
+                };
+                self.complete(&req, CqeKind::Read, status, bytes.len() as u64, SimTime::ZERO);
+            }
+            Then::Land { req, bytes } => {
+                let (_, back) = self.route(req.dst, req.src);
+                match req.op {
+                    Op::Send { len, rq, reliable, .. } => {
+                        let Some(q) = self.rqs.get_mut(rq.index()).filter(|q| q.0 == req.dst) else {
+                            return;
+                        };
+                        let cq = q.1;
+                        let status = match q.2.pop_front() {
+                            None => CqeStatus::NoBuffer,
+                            Some((_, blen, _)) if blen < len => CqeStatus::BufferTooSmall,
+                            Some((addr, _, wr_id)) => {
+                                let _ = self.mem[req.dst.0 as usize].write(addr, &bytes);
+                                let c = Cqe {
+                                    wr_id,
+                                    kind: CqeKind::Recv,
+                                    status: CqeStatus::Ok,
+                                    bytes: len,
+                                    peer: req.src,
+                                    addr,
+                                    value: 0,
+                                    at: SimTime::ZERO,
+                                };
+                                self.push_cqe(cq, c);
+                                CqeStatus::Ok
+                            }
+                        };
+                        if reliable || status == CqeStatus::Ok {
+                            self.complete(&req, CqeKind::Send, status, len, back);
+                        }
+                    }
+                    Op::Write {
+                        len,
+                        remote,
+                        rkey,
+                        notify_cq,
+                        reply_word,
+                        ..
+                    } => {
+                        let m = &mut self.mem[req.dst.0 as usize];
+                        let check = m
+                            .check(remote, len, rkey)
+                            .and_then(|_| match reply_word {
+                                Some((a, k)) => m.check(a, 8, k),
+                                None => Ok(()),
+                            })
+                            .and_then(|_| m.write(remote, &bytes));
+                        let status = match check {
+                            Ok(()) => {
+                                if let Some((a, _)) = reply_word {
+                                    let _ = m.fetch_add_u64(a, 1);
+                                }
+                                if let Some(cq) = notify_cq {
+                                    let c = Cqe {
+                                        wr_id: req.wr_id,
+                                        kind: CqeKind::Notify,
+                                        status: CqeStatus::Ok,
+                                        bytes: len,
+                                        peer: req.src,
+                                        addr: remote,
+                                        value: 0,
+                                        at: SimTime::ZERO,
+                                    };
+                                    self.push_cqe(cq, c);
+                                }
+                                CqeStatus::Ok
+                            }
+                            Err(e) => CqeStatus::RemoteAccess(e),
+                        };
+                        self.complete(&req, CqeKind::Write, status, len, back);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// Flows in progress.
+    pub fn flows_in_progress(&self) -> usize {
+        self.flows.len()
+    }
+}
+
+impl NicBackend for FlowWorld {
+    fn now(&self) -> SimTime {
+        self.now
+    }
+    fn ranks(&self) -> usize {
+        self.ranks
+    }
+    fn register(&mut self, rank: Rank, len: u64) -> (u64, u32) {
+        self.mem[rank.0 as usize].register(len)
+    }
+    fn load(&self, rank: Rank, addr: u64, len: u64) -> Result<Vec<u8>, MemoryError> {
+        self.mem[rank.0 as usize].read(addr, len).map(<[u8]>::to_vec)
+    }
+    fn store(&mut self, rank: Rank, addr: u64, bytes: &[u8]) -> Result<(), MemoryError> {
+        self.mem[rank.0 as usize].write(addr, bytes)
+    }
+    fn alloc_qp(&mut self) -> QpNum {
+        self.next_qp += 1;
+        QpNum::from_index(self.next_qp as usize - 1)
+    }
+    fn create_cq(&mut self, owner: Rank) -> CqId {
+        self.cqs.push((owner, VecDeque::new()));
+        CqId::from_index(self.cqs.len() - 1)
+    }
+    fn create_rq(&mut self, owner: Rank, cq: CqId) -> Result<RqId, PostError> {
+        if self.cqs.get(cq.index()).is_none_or(|c| c.0 != owner) {
+            return Err(PostError::BadCq(cq));
+        }
+        self.rqs.push((owner, cq, VecDeque::new()));
+        Ok(RqId::from_index(self.rqs.len() - 1))
+    }
+    fn post_recv(&mut self, rq: RqId, addr: u64, len: u64, wr_id: u64) -> Result<(), PostError> {
+        let q = self.rqs.get_mut(rq.index()).ok_or(PostError::BadRq(rq))?;
+        q.2.push_back((addr, len, wr_id));
+        Ok(())
+    }
+    fn nap_buffer_size(&self) -> u64 {
+        0
+    }
+    fn post_nap_buffers(&mut self, _: Rank, _: u64, _: u64, _: CqId) -> Result<(), PostError> {
+        Err(PostError::Unsupported {
+            op: "NAP",
+            model: MODEL,
+        })
+    }
+    fn repost_nap_buffer(&mut self, _: Rank, _: u64) {}
+    fn post(&mut self, req: Request) -> Result<(), PostError> {
+        for r in [req.src, req.dst] {
+            if r.0 as usize >= self.ranks {
+                return Err(PostError::NoSuchRank(r));
+            }
+        }
+        if self.cqs.get(req.cq.index()).is_none_or(|c| c.0 != req.src) {
+            return Err(PostError::BadCq(req.cq));
+        }
+        let start = self.now + self.start_latency;
+        let work = self.cfg.message_overhead;
+        let m = &self.mem[req.src.0 as usize];
+        match req.op {
+            Op::Send { local, len, .. } | Op::Write { local, len, .. } => {
+                let bytes = m.read(local, len).map_err(PostError::Local)?.to_vec();
+                let size = len + self.header;
+                let (src, dst) = (req.src, req.dst);
+                self.at(
+                    start,
+                    Ev::Enqueue {
+                        src,
+                        dst,
+                        size,
+                        then: Then::Land { req, bytes },
+                        work,
+                    },
+                );
+                Ok(())
+            }
+            Op::Read { local, len, .. } => {
+                m.read(local, len).map_err(PostError::Local)?;
+                let (_, lat) = self.route(req.src, req.dst);
+                // The request leaves once an engine has taken it (no data to move).
+                self.at(start + lat + self.cfg.host.read_latency + work, Ev::ReadRequest(req));
+                Ok(())
+            }
+            Op::Put { .. } => Err(PostError::Unsupported {
+                op: "PUT",
+                model: MODEL,
+            }),
+            Op::Get { .. } => Err(PostError::Unsupported {
+                op: "GET",
+                model: MODEL,
+            }),
+            Op::Nap { .. } => Err(PostError::Unsupported {
+                op: "NAP",
+                model: MODEL,
+            }),
+            Op::Fsm { .. } => Err(PostError::Unsupported {
+                op: "FSM",
+                model: MODEL,
+            }),
+            Op::Atomic { .. } => Err(PostError::Unsupported {
+                op: "atomic",
+                model: MODEL,
+            }),
+        }
+    }
+    fn poll_cq(&mut self, cq: CqId) -> Option<Cqe> {
+        self.cqs.get_mut(cq.index())?.1.pop_front()
+    }
+    fn set_timer(&mut self, _rank: Rank, t: SimTime) -> TimerId {
+        let id = TimerId::from_index(self.next_timer as usize);
+        self.next_timer += 1;
+        self.at(t.max(self.now), Ev::Timer(id));
+        id
+    }
+    fn step(&mut self) -> bool {
+        let ev_t = self.queue.peek().map(|Reverse((t, _))| *t);
+        let fin = self.next_finish();
+        let event_first = match (ev_t, fin) {
+            (None, None) => return false,
+            (Some(t), Some((ft, _))) => t <= ft,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+        };
+        self.events += 1;
+        if event_first {
+            let Reverse((t, s)) = self.queue.pop().expect("peeked");
+            self.advance(t);
+            self.now = t;
+            let ev = self.pending.remove(&s).expect("scheduled");
+            self.handle(ev);
+        } else {
+            let (t, id) = fin.expect("a flow ends");
+            self.advance(t);
+            self.now = t;
+            let f = self.flows.remove(&id).expect("flow");
+            if let Some(node) = f.engine {
+                self.busy[node] -= 1;
+                self.run_engines(node);
+            }
+            self.share();
+            self.at(t + f.latency, Ev::Arrive(f.then));
+        }
+        true
+    }
+    fn take_notices(&mut self, out: &mut Vec<Notice>) {
+        out.append(&mut self.notices);
+    }
+    fn events(&self) -> u64 {
+        self.events
+    }
+}

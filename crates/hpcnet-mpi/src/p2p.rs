@@ -1,0 +1,1410 @@
+//! An MPI-like point-to-point layer over the verbs API, under any connection [`Policy`].
+//!
+//! A [`Job`] gives every rank an [`Endpoint`]: its connection [`Allocator`] (whose recorded
+//! allocations the endpoint executes as verbs calls: queue pairs, receive queues, SRQs and
+//! pre-posted buffers) and its matching state. Rank programs call [`Endpoint::isend`] /
+//! [`Endpoint::irecv`] and complete requests with [`Endpoint::wait`] / [`Endpoint::test`]
+//! (blocking [`Endpoint::send`] / [`Endpoint::recv`] are isend/irecv + wait).
+//!
+//! # Protocols
+//!
+//! Every message starts with a 64-byte header (kind, source, tag, length, sequence number and
+//! protocol words). **Eager**: header + data ≤ `eager_threshold` (8 KB default) and ≤ the
+//! receive buffer: the data is copied into a registered send buffer (a pool of
+//! `send_buffers`) and sent as a reliable queue message into a pre-posted receive buffer of the
+//! target (its per-connection receive queue under RC, its SRQ under RC+SRQ/XRC; under XRC_M the
+//! smallest class that fits). The receiver copies it out and re-posts the buffer at once.
+//! **Rendezvous** above: a request-to-send carries the source buffer's address and key; the
+//! receiver, once the message is matched, RDMA-reads the data into the posted receive buffer and
+//! answers with a FIN that completes the send. **UD** has no RDMA: messages are cut into
+//! datagrams of at most one MTU and reassembled.
+//!
+//! Receive buffers are finite: a message that finds none gets the NIC's "no buffer" completion
+//! and is sent again `rnr_retry` later (the RNR retry of InfiniBand RC). UD datagrams use the
+//! same reliable queue message: the NIC's acknowledgement stands in for the acknowledgement and
+//! retransmission a UD library would implement.
+//!
+//! # Matching
+//!
+//! Messages from one source are handed to matching in the order they were sent (per-pair
+//! sequence numbers; arrivals out of order — retries, several QPs — wait), then matched against
+//! the posted receives in posting order (source and tag, or any); unmatched ones join the
+//! unexpected queue, which a new receive searches in arrival order. This is MPI's
+//! non-overtaking rule.
+//!
+//! # On-demand connections (group connection)
+//!
+//! A message to a peer that is neither in the sender's group nor at its index in another group
+//! waits while the sender creates its queue pair (`qp_create` + `kernel_transition` of simulated
+//! time) and sends a connection request over the static links: to the process with the
+//! sender's index in the target's group (or, if that group is short, to the process with the
+//! target's index in the sender's group), which forwards it to the target. The target creates
+//! its side (paying the same cost) and answers the same way; then the queued messages leave.
+//! A connection is created once per pair (per node pair under XRC) and reused. Queue and
+//! buffer addresses are exchanged through the job's directory, standing for the connection
+//! messages' payload.
+//!
+//! Progress happens inside library calls (wait/test), as in MPI without a progress thread;
+//! after its program returns, a rank keeps serving (re-posting buffers, forwarding connection
+//! requests) until every rank has returned and no send is in flight.
+//!
+//! Cost: per message O(log k) map work plus one copy of eager data at each end; the posted and
+//! unexpected queues are searched linearly (as in MVAPICH-era libraries).
+
+use crate::alloc::{Action, Allocator, MemoryAccount, Route, Target};
+use crate::policy::{ConnError, ConnParams, Layout, Policy, Transport};
+use hpcnet_des::SimTime;
+use hpcnet_msg::verbs::{Cq, Mr, Qp, RemoteBuf, RemoteRq, Rq, VerbsError};
+use hpcnet_msg::{Context, Machine, NicBackend, Rank};
+use hpcnet_nic::{Cqe, CqeKind, CqeStatus};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+
+/// Bytes of the header in front of every message.
+pub const HEADER: u64 = 64;
+
+const EAGER: u64 = 1;
+const RTS: u64 = 2;
+const FIN: u64 = 3;
+const CONN_REQ: u64 = 4;
+const CONN_ACK: u64 = 5;
+const FRAG: u64 = 6;
+
+/// Settings of the point-to-point protocols.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct P2pParams {
+    /// Largest eager message, header included (default 8 KB = 8192 B).
+    pub eager_threshold: u64,
+    /// Registered send buffers for eager data and control messages (default 64).
+    pub send_buffers: u64,
+    /// Wait before sending again a message that found no receive buffer (default 10 µs).
+    pub rnr_retry: SimTime,
+}
+
+impl Default for P2pParams {
+    fn default() -> Self {
+        P2pParams {
+            eager_threshold: 8192,
+            send_buffers: 64,
+            rnr_retry: SimTime::from_us(10),
+        }
+    }
+}
+
+/// Policy, allocation sizes and protocol settings of a job.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct JobConfig {
+    pub policy: Policy,
+    pub conn: ConnParams,
+    pub p2p: P2pParams,
+}
+
+impl JobConfig {
+    pub fn new(policy: Policy) -> JobConfig {
+        JobConfig {
+            policy,
+            conn: ConnParams::default(),
+            p2p: P2pParams::default(),
+        }
+    }
+}
+
+/// Errors of point-to-point calls.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum MpiError {
+    #[error(transparent)]
+    Verbs(#[from] VerbsError),
+    #[error(transparent)]
+    Conn(#[from] ConnError),
+    #[error("{call}: rank {rank} is outside a job of {size} ranks")]
+    Rank { call: &'static str, rank: u32, size: u64 },
+    #[error("recv: a {len}-byte message from rank {from} (tag {tag}) does not fit the {capacity}-byte receive buffer")]
+    Truncate {
+        len: u64,
+        capacity: u64,
+        from: u32,
+        tag: u64,
+    },
+    #[error("{call}: unknown or already completed request {id}")]
+    UnknownRequest { call: &'static str, id: u64 },
+    #[error("job: the machine has {machine} ranks, the layout {layout}")]
+    Size { machine: usize, layout: u64 },
+    #[error("protocol: {0}")]
+    Protocol(String),
+}
+
+/// A pending non-blocking operation.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Request(u64);
+
+/// What a completed receive (or send) delivered.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Status {
+    pub source: Rank,
+    pub tag: u64,
+    pub len: u64,
+}
+
+/// Counters of one endpoint.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct P2pStats {
+    pub eager: u64,
+    pub rendezvous: u64,
+    pub datagrams: u64,
+    /// Messages sent again after finding no receive buffer.
+    pub rnr_retries: u64,
+    /// Connections this rank opened on demand (as initiator or target).
+    pub on_demand: u64,
+    /// Connection requests and answers forwarded for other ranks.
+    pub forwarded: u64,
+    /// Largest length the unexpected queue reached.
+    pub max_unexpected: u64,
+}
+
+/// The shared part of a job: the directory of receive queues, and the termination state.
+struct Shared {
+    cfg: JobConfig,
+    layout: Layout,
+    dir: RefCell<Vec<Dir>>,
+    /// Rank programs not yet returned.
+    running: Cell<usize>,
+    /// Sends, reads and connection requests in flight, over all ranks.
+    outstanding: Cell<u64>,
+    done_wakers: RefCell<Vec<Waker>>,
+    errors: RefCell<Vec<(u32, MpiError)>>,
+}
+
+impl Shared {
+    fn all_done(&self) -> bool {
+        self.running.get() == 0 && self.outstanding.get() == 0
+    }
+    fn check_done(&self) {
+        if self.all_done() {
+            for w in self.done_wakers.borrow_mut().drain(..) {
+                w.wake();
+            }
+        }
+    }
+    fn inc(&self) {
+        self.outstanding.set(self.outstanding.get() + 1);
+    }
+    fn dec(&self) {
+        self.outstanding.set(self.outstanding.get() - 1);
+    }
+}
+
+/// Receive queues of one rank, as senders address them.
+#[derive(Default)]
+struct Dir {
+    srq: Vec<Option<RemoteRq>>,
+    /// Buffers posted to each SRQ class.
+    srq_bufs: Vec<u64>,
+    own: HashMap<u64, RemoteRq>,
+    ud: Option<RemoteRq>,
+}
+
+/// A job: one endpoint per rank of a machine.
+pub struct Job {
+    shared: Rc<Shared>,
+    eps: Vec<Endpoint>,
+}
+
+impl Job {
+    /// Endpoints for every rank of `m`, placed by `layout` (which must cover the machine's
+    /// ranks), with their static connections allocated and buffers posted.
+    pub fn new<B: NicBackend + 'static>(m: &Machine<B>, layout: Layout, cfg: JobConfig) -> Result<Job, MpiError> {
+        cfg.policy.check()?;
+        cfg.conn.check()?;
+        let ranks = m.context(Rank(0)).size();
+        if ranks as u64 != layout.ranks {
+            return Err(MpiError::Size {
+                machine: ranks,
+                layout: layout.ranks,
+            });
+        }
+        let shared = Rc::new(Shared {
+            cfg,
+            layout,
+            dir: RefCell::new((0..ranks).map(|_| Dir::default()).collect()),
+            running: Cell::new(0),
+            outstanding: Cell::new(0),
+            done_wakers: RefCell::new(Vec::new()),
+            errors: RefCell::new(Vec::new()),
+        });
+        let eps = (0..ranks as u32)
+            .map(|r| Endpoint::new(m.context(Rank(r)), shared.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Job { shared, eps })
+    }
+
+    pub fn endpoint(&self, rank: Rank) -> Endpoint {
+        self.eps[rank.0 as usize].clone()
+    }
+
+    /// Runs `program` as rank `rank`'s process; after it returns the endpoint keeps serving
+    /// until the whole job is done. An error it returns is kept in [`Job::errors`]. Spawn a
+    /// program (possibly empty) for every rank: a rank without one never makes progress, so
+    /// it neither re-posts buffers nor relays connection requests.
+    pub fn spawn<B, F, Fut>(&self, m: &Machine<B>, rank: Rank, program: F)
+    where
+        B: NicBackend + 'static,
+        F: FnOnce(Endpoint) -> Fut,
+        Fut: Future<Output = Result<(), MpiError>> + 'static,
+    {
+        let ep = self.endpoint(rank);
+        self.shared.running.set(self.shared.running.get() + 1);
+        let fut = program(ep.clone());
+        m.spawn(async move {
+            let r = fut.await;
+            if let Err(e) = r {
+                ep.0.shared.errors.borrow_mut().push((ep.rank().0, e));
+            }
+            if let Err(e) = ep.finalize().await {
+                ep.0.shared.errors.borrow_mut().push((ep.rank().0, e));
+            }
+        });
+    }
+
+    /// Errors returned by rank programs or met while serving, in the order they happened.
+    pub fn errors(&self) -> Vec<(u32, MpiError)> {
+        self.shared.errors.borrow().clone()
+    }
+
+    /// Whether every rank returned and nothing is in flight.
+    pub fn finished(&self) -> bool {
+        self.shared.all_done()
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.shared.layout
+    }
+}
+
+/// A message handed to matching (or waiting in the unexpected queue).
+struct Msg {
+    src: u64,
+    tag: u64,
+    len: u64,
+    body: Body,
+}
+
+enum Body {
+    Eager(Vec<u8>),
+    Rts { addr: u64, rkey: u32, sreq: u64 },
+}
+
+struct Posted {
+    req: u64,
+    src: Option<u64>,
+    tag: Option<u64>,
+    mr: Mr,
+    off: u64,
+    len: u64,
+}
+
+/// A message waiting to leave.
+struct Out {
+    dest: u64,
+    hdr: [u64; 8],
+    data: Vec<u8>,
+    /// Send request an acknowledgement of this message counts towards.
+    req: Option<u64>,
+}
+
+struct InFlight {
+    qp: Qp,
+    rq: RemoteRq,
+    slot: u64,
+    bytes: u64,
+    target: Option<Target>,
+    req: Option<u64>,
+}
+
+struct ReadOp {
+    req: u64,
+    src: u64,
+    tag: u64,
+    len: u64,
+    remote: RemoteBuf,
+    mr: Mr,
+    off: u64,
+    sreq: u64,
+    target: Option<Target>,
+}
+
+#[derive(Default)]
+struct ReqState {
+    /// Acknowledgements, FINs or data still awaited.
+    waiting: u32,
+    status: Option<Status>,
+    error: Option<MpiError>,
+}
+
+enum RqRef {
+    Srq(u32),
+    Own(u64),
+    Ud,
+}
+
+struct Slot {
+    mr: Mr,
+    off: u64,
+    len: u64,
+    rq: RqRef,
+}
+
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum ConnState {
+    /// Request sent, answer awaited.
+    Pending,
+    Ready,
+}
+
+struct State {
+    alloc: Allocator,
+    qps: BTreeMap<Target, Qp>,
+    ud_qp: Option<Qp>,
+    srq: Vec<Rq>,
+    own: HashMap<u64, Rq>,
+    ud_rq: Option<Rq>,
+    slots: Vec<Slot>,
+    staging: Mr,
+    staging_size: u64,
+    free_staging: Vec<u64>,
+    next_id: u64,
+    reqs: HashMap<u64, ReqState>,
+    posted: VecDeque<Posted>,
+    unexpected: VecDeque<Msg>,
+    send_seq: HashMap<u64, u64>,
+    recv_seq: HashMap<u64, u64>,
+    held: BTreeMap<(u64, u64), Msg>,
+    frags: HashMap<(u64, u64), (Vec<u8>, u64, u64)>,
+    pending: VecDeque<Out>,
+    pending_reads: VecDeque<ReadOp>,
+    conn: BTreeMap<Target, ConnState>,
+    to_connect: BTreeSet<u64>,
+    in_flight: HashMap<u64, InFlight>,
+    reads: HashMap<u64, ReadOp>,
+    per_target: BTreeMap<Target, u64>,
+    retries: VecDeque<(SimTime, u64)>,
+    stats: P2pStats,
+}
+
+struct Inner {
+    ctx: Context,
+    cq: Cq,
+    shared: Rc<Shared>,
+    st: RefCell<State>,
+}
+
+/// One rank's point-to-point endpoint.
+#[derive(Clone)]
+pub struct Endpoint(Rc<Inner>);
+
+enum Event {
+    Cqe(Cqe),
+    Timer,
+    Done,
+}
+
+impl Endpoint {
+    fn new(ctx: Context, shared: Rc<Shared>) -> Result<Endpoint, MpiError> {
+        let cfg = shared.cfg;
+        let alloc = Allocator::new(cfg.policy, cfg.conn, shared.layout, u64::from(ctx.rank().0), true)?;
+        let cq = ctx.create_cq();
+        let staging_size = cfg.conn.buffer.max(cfg.conn.ud_mtu).max(HEADER);
+        let n = cfg.p2p.send_buffers.max(1);
+        let staging = ctx.reg_mr(staging_size * n);
+        let st = State {
+            alloc,
+            qps: BTreeMap::new(),
+            ud_qp: None,
+            srq: Vec::new(),
+            own: HashMap::new(),
+            ud_rq: None,
+            slots: Vec::new(),
+            staging,
+            staging_size,
+            free_staging: (0..n).rev().collect(),
+            next_id: 1,
+            reqs: HashMap::new(),
+            posted: VecDeque::new(),
+            unexpected: VecDeque::new(),
+            send_seq: HashMap::new(),
+            recv_seq: HashMap::new(),
+            held: BTreeMap::new(),
+            frags: HashMap::new(),
+            pending: VecDeque::new(),
+            pending_reads: VecDeque::new(),
+            conn: BTreeMap::new(),
+            to_connect: BTreeSet::new(),
+            in_flight: HashMap::new(),
+            reads: HashMap::new(),
+            per_target: BTreeMap::new(),
+            retries: VecDeque::new(),
+            stats: P2pStats::default(),
+        };
+        let ep = Endpoint(Rc::new(Inner {
+            ctx,
+            cq,
+            shared,
+            st: RefCell::new(st),
+        }));
+        ep.apply()?;
+        Ok(ep)
+    }
+
+    pub fn rank(&self) -> Rank {
+        self.0.ctx.rank()
+    }
+
+    pub fn size(&self) -> u64 {
+        self.0.shared.layout.ranks
+    }
+
+    /// The rank's verbs context (registering buffers, local loads and stores, computing time).
+    pub fn ctx(&self) -> &Context {
+        &self.0.ctx
+    }
+
+    /// What the library has allocated for communication so far (the allocator's account).
+    pub fn memory(&self) -> MemoryAccount {
+        *self.0.st.borrow().alloc.account()
+    }
+
+    /// Bytes of the registered send-buffer pool (not part of [`Self::memory`], like the paper's
+    /// formulas: constant per process).
+    pub fn send_pool_bytes(&self) -> u64 {
+        self.0.st.borrow().staging.len
+    }
+
+    pub fn stats(&self) -> P2pStats {
+        let st = self.0.st.borrow();
+        let mut s = st.stats;
+        s.on_demand = st.alloc.on_demand();
+        s
+    }
+
+    /// Connections open now (static and on demand).
+    pub fn connections(&self) -> u64 {
+        self.0.st.borrow().alloc.connections()
+    }
+
+    /// Executes the allocations the allocator recorded.
+    fn apply(&self) -> Result<(), MpiError> {
+        let me = self.rank().0;
+        let ctx = &self.0.ctx;
+        let mut st = self.0.st.borrow_mut();
+        let actions = st.alloc.take_actions();
+        for a in actions {
+            match a {
+                Action::Srq { class, .. } => {
+                    let rq = ctx.create_srq(&self.0.cq)?;
+                    let mut dir = self.0.shared.dir.borrow_mut();
+                    let d = &mut dir[me as usize].srq;
+                    if d.len() <= class as usize {
+                        d.resize(class as usize + 1, None);
+                    }
+                    d[class as usize] = Some(rq.remote());
+                    st.srq.push(rq);
+                }
+                Action::SrqBuffers { class, buffer, count } => {
+                    let rq = st.srq[class as usize].clone();
+                    {
+                        let mut dir = self.0.shared.dir.borrow_mut();
+                        let b = &mut dir[me as usize].srq_bufs;
+                        if b.len() <= class as usize {
+                            b.resize(class as usize + 1, 0);
+                        }
+                        b[class as usize] += count;
+                    }
+                    post_buffers(ctx, &mut st.slots, &rq, RqRef::Srq(class), buffer, count)?;
+                }
+                Action::Qp { target, own_rq } => {
+                    let qp = match target {
+                        Target::Peer(p) => ctx.create_qp(&self.0.cq, Rank(p as u32)),
+                        Target::Node(_) => ctx.create_rd_qp(&self.0.cq),
+                    };
+                    st.qps.insert(target, qp);
+                    if let (Some((buffer, count)), Target::Peer(p)) = (own_rq, target) {
+                        let rq = ctx.create_rq(&self.0.cq)?;
+                        post_buffers(ctx, &mut st.slots, &rq, RqRef::Own(p), buffer, count)?;
+                        self.0.shared.dir.borrow_mut()[me as usize].own.insert(p, rq.remote());
+                        st.own.insert(p, rq);
+                    }
+                }
+                Action::UdQp { buffer, count } => {
+                    st.ud_qp = Some(ctx.create_rd_qp(&self.0.cq));
+                    let rq = ctx.create_rq(&self.0.cq)?;
+                    post_buffers(ctx, &mut st.slots, &rq, RqRef::Ud, buffer, count)?;
+                    self.0.shared.dir.borrow_mut()[me as usize].ud = Some(rq.remote());
+                    st.ud_rq = Some(rq);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn check_rank(&self, call: &'static str, r: Rank) -> Result<u64, MpiError> {
+        if u64::from(r.0) >= self.size() {
+            return Err(MpiError::Rank {
+                call,
+                rank: r.0,
+                size: self.size(),
+            });
+        }
+        Ok(u64::from(r.0))
+    }
+
+    /// Largest eager message (header included) towards the receive buffers of this policy.
+    fn eager_limit(&self) -> u64 {
+        let c = &self.0.shared.cfg;
+        c.p2p.eager_threshold.min(c.conn.buffer)
+    }
+
+    /// XRC_M: the smallest SRQ class of `dest` whose buffers hold `bytes` and that has buffers
+    /// at all (with fewer connections than classes some classes stay empty).
+    fn xrc_class(&self, dest: u64, bytes: u64) -> Option<u32> {
+        let c = &self.0.shared.cfg.conn;
+        let dir = self.0.shared.dir.borrow();
+        let bufs = &dir[dest as usize].srq_bufs;
+        (0..c.xrc_classes)
+            .rev()
+            .find(|&k| c.class_buffer(k) >= bytes && bufs.get(k as usize).copied().unwrap_or(0) > 0)
+    }
+
+    /// Starts sending `len` bytes of `mr` at `offset` to `dest` with `tag`.
+    pub fn isend(&self, mr: &Mr, offset: u64, len: u64, dest: Rank, tag: u64) -> Result<Request, MpiError> {
+        let d = self.check_rank("isend", dest)?;
+        let me = u64::from(self.rank().0);
+        let cfg = self.0.shared.cfg;
+        let ud = cfg.policy.transport == Transport::Ud;
+        let eager = d == me
+            || ud
+            || (HEADER + len <= self.eager_limit()
+                && (cfg.policy.transport != Transport::XrcM || self.xrc_class(d, HEADER + len).is_some()));
+        // Reads check the buffer's owner and range for every protocol.
+        let data = if eager {
+            self.0.ctx.read_local(mr, offset, len)?
+        } else {
+            self.0.ctx.read_local(mr, offset, 0)?;
+            if offset.checked_add(len).is_none_or(|e| e > mr.len) {
+                return Err(VerbsError::Overrun {
+                    call: "isend",
+                    offset,
+                    len,
+                    size: mr.len,
+                }
+                .into());
+            }
+            Vec::new()
+        };
+        let mut st = self.0.st.borrow_mut();
+        let id = st.next_id;
+        st.next_id += 1;
+        let seq = {
+            let s = st.send_seq.entry(d).or_insert(0);
+            *s += 1;
+            *s - 1
+        };
+        if d == me {
+            st.reqs.insert(
+                id,
+                ReqState {
+                    waiting: 0,
+                    status: Some(Status { source: dest, tag, len }),
+                    error: None,
+                },
+            );
+            let msg = Msg {
+                src: me,
+                tag,
+                len,
+                body: Body::Eager(data),
+            };
+            self.arrive(&mut st, msg, seq)?;
+            return Ok(Request(id));
+        }
+        let hdr = |kind: u64, a: u64, b: u64, c: u64| [kind, me, tag, len, seq, a, b, c];
+        if ud {
+            let chunk = cfg.conn.ud_mtu.saturating_sub(HEADER).max(1);
+            let frags = len.div_ceil(chunk).max(1);
+            st.reqs.insert(
+                id,
+                ReqState {
+                    waiting: frags as u32,
+                    ..Default::default()
+                },
+            );
+            for f in 0..frags {
+                let a = (f * chunk) as usize;
+                let b = ((f + 1) * chunk).min(len) as usize;
+                st.pending.push_back(Out {
+                    dest: d,
+                    hdr: hdr(FRAG, a as u64, 0, 0),
+                    data: data[a..b].to_vec(),
+                    req: Some(id),
+                });
+            }
+            st.stats.datagrams += frags;
+        } else if eager {
+            st.reqs.insert(
+                id,
+                ReqState {
+                    waiting: 1,
+                    ..Default::default()
+                },
+            );
+            st.pending.push_back(Out {
+                dest: d,
+                hdr: hdr(EAGER, 0, 0, 0),
+                data,
+                req: Some(id),
+            });
+            st.stats.eager += 1;
+        } else {
+            st.reqs.insert(
+                id,
+                ReqState {
+                    waiting: 1,
+                    ..Default::default()
+                },
+            );
+            st.pending.push_back(Out {
+                dest: d,
+                hdr: hdr(RTS, mr.addr + offset, u64::from(mr.rkey), id),
+                data: Vec::new(),
+                req: None,
+            });
+            st.stats.rendezvous += 1;
+        }
+        Ok(Request(id))
+    }
+
+    /// Starts receiving at most `len` bytes into `mr` at `offset`, from `source` (any when
+    /// `None`) with `tag` (any when `None`).
+    pub fn irecv(
+        &self,
+        mr: &Mr,
+        offset: u64,
+        len: u64,
+        source: Option<Rank>,
+        tag: Option<u64>,
+    ) -> Result<Request, MpiError> {
+        let src = source.map(|s| self.check_rank("irecv", s)).transpose()?;
+        // Checks the buffer's owner and range.
+        self.0.ctx.read_local(mr, offset, 0)?;
+        if offset.checked_add(len).is_none_or(|e| e > mr.len) {
+            return Err(VerbsError::Overrun {
+                call: "irecv",
+                offset,
+                len,
+                size: mr.len,
+            }
+            .into());
+        }
+        let mut st = self.0.st.borrow_mut();
+        let id = st.next_id;
+        st.next_id += 1;
+        st.reqs.insert(
+            id,
+            ReqState {
+                waiting: 1,
+                ..Default::default()
+            },
+        );
+        let p = Posted {
+            req: id,
+            src,
+            tag,
+            mr: mr.clone(),
+            off: offset,
+            len,
+        };
+        let hit = st
+            .unexpected
+            .iter()
+            .position(|m| p.src.is_none_or(|s| s == m.src) && p.tag.is_none_or(|t| t == m.tag));
+        match hit {
+            Some(i) => {
+                let m = st.unexpected.remove(i).expect("index found");
+                self.complete_into(&mut st, p, m)?;
+            }
+            None => st.posted.push_back(p),
+        }
+        Ok(Request(id))
+    }
+
+    /// Blocking send: isend + wait.
+    pub async fn send(&self, mr: &Mr, offset: u64, len: u64, dest: Rank, tag: u64) -> Result<Status, MpiError> {
+        let r = self.isend(mr, offset, len, dest, tag)?;
+        self.wait(r).await
+    }
+
+    /// Blocking receive: irecv + wait.
+    pub async fn recv(
+        &self,
+        mr: &Mr,
+        offset: u64,
+        len: u64,
+        source: Option<Rank>,
+        tag: Option<u64>,
+    ) -> Result<Status, MpiError> {
+        let r = self.irecv(mr, offset, len, source, tag)?;
+        self.wait(r).await
+    }
+
+    fn take_done(&self, r: Request, call: &'static str) -> Result<Option<Status>, MpiError> {
+        let mut st = self.0.st.borrow_mut();
+        let Some(s) = st.reqs.get(&r.0) else {
+            return Err(MpiError::UnknownRequest { call, id: r.0 });
+        };
+        if s.waiting > 0 {
+            return Ok(None);
+        }
+        let s = st.reqs.remove(&r.0).expect("present");
+        if let Some(e) = s.error {
+            return Err(e);
+        }
+        Ok(Some(s.status.unwrap_or(Status {
+            source: self.rank(),
+            tag: 0,
+            len: 0,
+        })))
+    }
+
+    /// Waits until `r` completes.
+    pub async fn wait(&self, r: Request) -> Result<Status, MpiError> {
+        loop {
+            self.progress().await?;
+            if let Some(s) = self.take_done(r, "wait")? {
+                return Ok(s);
+            }
+            if let Event::Cqe(c) = self.next_event(false).await {
+                self.handle(c).await?;
+            }
+        }
+    }
+
+    /// Waits for every request, in order.
+    pub async fn waitall(&self, rs: &[Request]) -> Result<Vec<Status>, MpiError> {
+        let mut out = Vec::with_capacity(rs.len());
+        for &r in rs {
+            out.push(self.wait(r).await?);
+        }
+        Ok(out)
+    }
+
+    /// Makes progress and reports whether `r` completed (consuming it if so).
+    pub async fn test(&self, r: Request) -> Result<Option<Status>, MpiError> {
+        self.progress().await?;
+        self.take_done(r, "test")
+    }
+
+    /// Serves other ranks until the job is done.
+    async fn finalize(&self) -> Result<(), MpiError> {
+        let sh = &self.0.shared;
+        sh.running.set(sh.running.get() - 1);
+        sh.check_done();
+        loop {
+            self.progress().await?;
+            if sh.all_done() {
+                sh.check_done();
+                return Ok(());
+            }
+            match self.next_event(true).await {
+                Event::Cqe(c) => self.handle(c).await?,
+                Event::Timer => {}
+                Event::Done => return Ok(()),
+            }
+        }
+    }
+
+    /// The next completion, or the next retry time, or (`until_done`) the end of the job.
+    async fn next_event(&self, until_done: bool) -> Event {
+        let retry = self.0.st.borrow().retries.front().map(|&(t, _)| t);
+        let mut cqf = self.0.cq.next();
+        let now = self.0.ctx.now();
+        let mut sleep = retry.map(|t| self.0.ctx.sleep(t.saturating_sub(now)));
+        let sh = self.0.shared.clone();
+        poll_fn(move |cx| {
+            if let Poll::Ready(c) = Pin::new(&mut cqf).poll(cx) {
+                return Poll::Ready(Event::Cqe(c));
+            }
+            if let Some(s) = &mut sleep {
+                if Pin::new(s).poll(cx).is_ready() {
+                    return Poll::Ready(Event::Timer);
+                }
+            }
+            if until_done {
+                if sh.all_done() {
+                    return Poll::Ready(Event::Done);
+                }
+                sh.done_wakers.borrow_mut().push(cx.waker().clone());
+            }
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Handles every completion waiting, sends again what is due, opens connections and sends
+    /// what can leave.
+    async fn progress(&self) -> Result<(), MpiError> {
+        loop {
+            while let Some(c) = self.0.cq.poll() {
+                self.handle(c).await?;
+            }
+            self.retry_due()?;
+            self.flush()?;
+            let next = self.0.st.borrow_mut().to_connect.pop_first();
+            match next {
+                Some(peer) => self.connect(peer).await?,
+                None => break,
+            }
+        }
+        self.0.shared.check_done();
+        Ok(())
+    }
+
+    fn retry_due(&self) -> Result<(), MpiError> {
+        let now = self.0.ctx.now();
+        let mut st = self.0.st.borrow_mut();
+        while st.retries.front().is_some_and(|&(t, _)| t <= now) {
+            let (_, op) = st.retries.pop_front().expect("front");
+            let f = &st.in_flight[&op];
+            f.qp.post_send(&st.staging, f.slot * st.staging_size, f.bytes, f.rq, true, op)?;
+        }
+        Ok(())
+    }
+
+    /// Whether a message to `dest` may leave now; asks for a connection when it needs one.
+    fn ready(st: &mut State, dest: u64, sd: u64) -> Result<Option<Target>, ()> {
+        match st.alloc.route(dest) {
+            Route::Conn(t) => {
+                if !st.alloc.connected(dest) {
+                    st.to_connect.insert(dest);
+                    return Err(());
+                }
+                if st.conn.get(&t) == Some(&ConnState::Pending) {
+                    return Err(());
+                }
+                if st.per_target.get(&t).copied().unwrap_or(0) >= sd {
+                    return Err(());
+                }
+                Ok(Some(t))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Sends what can leave: queued messages (in order per destination) and RDMA reads.
+    fn flush(&self) -> Result<(), MpiError> {
+        let sh = &self.0.shared;
+        let sd = sh.cfg.conn.send_depth;
+        let mut st = self.0.st.borrow_mut();
+        let st = &mut *st;
+        // Reads of matched rendezvous messages.
+        let mut keep = VecDeque::new();
+        while let Some(r) = st.pending_reads.pop_front() {
+            match Self::ready(st, r.src, sd) {
+                Ok(Some(t)) => {
+                    let id = st.next_id;
+                    st.next_id += 1;
+                    st.qps[&t].post_read(&r.mr, r.off, r.len, r.remote, id)?;
+                    *st.per_target.entry(t).or_insert(0) += 1;
+                    sh.inc();
+                    st.reads.insert(id, ReadOp { target: Some(t), ..r });
+                }
+                _ => keep.push_back(r),
+            }
+        }
+        st.pending_reads = keep;
+        let mut blocked: BTreeSet<u64> = BTreeSet::new();
+        let mut keep = VecDeque::new();
+        while let Some(o) = st.pending.pop_front() {
+            if blocked.contains(&o.dest) || st.free_staging.is_empty() {
+                blocked.insert(o.dest);
+                keep.push_back(o);
+                continue;
+            }
+            let target = match Self::ready(st, o.dest, sd) {
+                Ok(t) => t,
+                Err(()) => {
+                    blocked.insert(o.dest);
+                    keep.push_back(o);
+                    continue;
+                }
+            };
+            let bytes = HEADER + o.data.len() as u64;
+            let (qp, rq) = {
+                let dir = sh.dir.borrow();
+                let d = &dir[o.dest as usize];
+                let me = u64::from(self.rank().0);
+                match (sh.cfg.policy.transport, target) {
+                    (Transport::Ud, _) => (st.ud_qp.clone(), d.ud),
+                    (Transport::Rc, Some(t)) => (st.qps.get(&t).cloned(), d.own.get(&me).copied()),
+                    (Transport::XrcM, Some(t)) => {
+                        // Control messages (header only) fit every class; eager data was
+                        // checked against the classes with buffers when it was posted.
+                        let k = {
+                            let bufs = &d.srq_bufs;
+                            (0..sh.cfg.conn.xrc_classes)
+                                .rev()
+                                .find(|&k| {
+                                    sh.cfg.conn.class_buffer(k) >= bytes
+                                        && bufs.get(k as usize).copied().unwrap_or(0) > 0
+                                })
+                                .unwrap_or(0)
+                        };
+                        (st.qps.get(&t).cloned(), d.srq.get(k as usize).copied().flatten())
+                    }
+                    (_, Some(t)) => (st.qps.get(&t).cloned(), d.srq.first().copied().flatten()),
+                    (_, None) => (None, None),
+                }
+            };
+            let (Some(qp), Some(rq)) = (qp, rq) else {
+                return Err(MpiError::Protocol(format!(
+                    "rank {} has no queue pair or receive queue towards rank {}",
+                    self.rank().0,
+                    o.dest
+                )));
+            };
+            let slot = st.free_staging.pop().expect("checked non-empty");
+            let mut buf = Vec::with_capacity(bytes as usize);
+            for w in o.hdr {
+                buf.extend_from_slice(&w.to_le_bytes());
+            }
+            buf.extend_from_slice(&o.data);
+            self.0.ctx.write_local(&st.staging, slot * st.staging_size, &buf)?;
+            let id = st.next_id;
+            st.next_id += 1;
+            qp.post_send(&st.staging, slot * st.staging_size, bytes, rq, true, id)?;
+            if let Some(t) = target {
+                *st.per_target.entry(t).or_insert(0) += 1;
+            }
+            sh.inc();
+            st.in_flight.insert(
+                id,
+                InFlight {
+                    qp,
+                    rq,
+                    slot,
+                    bytes,
+                    target,
+                    req: o.req,
+                },
+            );
+        }
+        st.pending = keep;
+        Ok(())
+    }
+
+    /// The static partner relaying connection messages from `from` to `to`: the process with
+    /// `from`'s index in `to`'s group, or else the one with `to`'s index in `from`'s group.
+    fn relay(&self, from: u64, to: u64) -> u64 {
+        let g = self.0.shared.cfg.policy.group.unwrap_or(u64::MAX);
+        let n = self.size();
+        let c = to / g * g + from % g;
+        if c < n {
+            c
+        } else {
+            from / g * g + to % g
+        }
+    }
+
+    /// Opens the connection to `peer` on demand and sends the request.
+    async fn connect(&self, peer: u64) -> Result<(), MpiError> {
+        if self.0.st.borrow().alloc.connected(peer) {
+            return Ok(());
+        }
+        let c = self.0.shared.cfg.conn;
+        self.0.ctx.sleep(c.qp_create + c.kernel_transition).await;
+        let me = u64::from(self.rank().0);
+        {
+            let mut st = self.0.st.borrow_mut();
+            st.alloc.connect(peer);
+            if let Route::Conn(t) = st.alloc.route(peer) {
+                st.conn.insert(t, ConnState::Pending);
+            }
+            let relay = self.relay(me, peer);
+            st.pending.push_back(Out {
+                dest: relay,
+                hdr: [CONN_REQ, me, 0, 0, 0, me, peer, 0],
+                data: Vec::new(),
+                req: None,
+            });
+        }
+        // The request counts as in flight until its answer arrives.
+        self.0.shared.inc();
+        self.apply()
+    }
+
+    /// Handles one completion.
+    async fn handle(&self, c: Cqe) -> Result<(), MpiError> {
+        let sh = self.0.shared.clone();
+        match c.kind {
+            CqeKind::Send => {
+                let mut st = self.0.st.borrow_mut();
+                if c.status == CqeStatus::NoBuffer {
+                    st.stats.rnr_retries += 1;
+                    let t = self.0.ctx.now() + sh.cfg.p2p.rnr_retry;
+                    st.retries.push_back((t, c.wr_id));
+                    return Ok(());
+                }
+                if c.status != CqeStatus::Ok {
+                    return Err(MpiError::Protocol(format!("send completed with {:?}", c.status)));
+                }
+                let f = st
+                    .in_flight
+                    .remove(&c.wr_id)
+                    .ok_or_else(|| MpiError::Protocol(format!("unknown send {}", c.wr_id)))?;
+                st.free_staging.push(f.slot);
+                if let Some(t) = f.target {
+                    *st.per_target.get_mut(&t).expect("counted") -= 1;
+                }
+                if let Some(r) = f.req {
+                    Self::ack(&mut st, r);
+                }
+                sh.dec();
+                Ok(())
+            }
+            CqeKind::Read => {
+                let mut st = self.0.st.borrow_mut();
+                let r = st
+                    .reads
+                    .remove(&c.wr_id)
+                    .ok_or_else(|| MpiError::Protocol(format!("unknown read {}", c.wr_id)))?;
+                if c.status != CqeStatus::Ok {
+                    return Err(MpiError::Protocol(format!("RDMA read completed with {:?}", c.status)));
+                }
+                if let Some(t) = r.target {
+                    *st.per_target.get_mut(&t).expect("counted") -= 1;
+                }
+                sh.dec();
+                if let Some(q) = st.reqs.get_mut(&r.req) {
+                    q.status = Some(Status {
+                        source: Rank(r.src as u32),
+                        tag: r.tag,
+                        len: r.len,
+                    });
+                    q.waiting = 0;
+                }
+                let me = u64::from(self.rank().0);
+                st.pending.push_back(Out {
+                    dest: r.src,
+                    hdr: [FIN, me, 0, 0, 0, 0, 0, r.sreq],
+                    data: Vec::new(),
+                    req: None,
+                });
+                Ok(())
+            }
+            CqeKind::Recv => self.received(c).await,
+            k => Err(MpiError::Protocol(format!("unexpected completion {k:?}"))),
+        }
+    }
+
+    fn ack(st: &mut State, req: u64) {
+        if let Some(q) = st.reqs.get_mut(&req) {
+            q.waiting = q.waiting.saturating_sub(1);
+        }
+    }
+
+    async fn received(&self, c: Cqe) -> Result<(), MpiError> {
+        if c.status != CqeStatus::Ok {
+            return Err(MpiError::Protocol(format!("receive completed with {:?}", c.status)));
+        }
+        let me = u64::from(self.rank().0);
+        let (hdr, data) = {
+            let st = self.0.st.borrow();
+            let s = &st.slots[c.wr_id as usize];
+            let bytes = self.0.ctx.read_local(&s.mr, s.off, c.bytes)?;
+            let rq = match s.rq {
+                RqRef::Srq(k) => &st.srq[k as usize],
+                RqRef::Own(p) => &st.own[&p],
+                RqRef::Ud => st.ud_rq.as_ref().expect("UD queue"),
+            };
+            rq.post_recv(&s.mr, s.off, s.len, c.wr_id)?;
+            if bytes.len() < HEADER as usize {
+                return Err(MpiError::Protocol(format!(
+                    "{}-byte message without header",
+                    bytes.len()
+                )));
+            }
+            let mut h = [0u64; 8];
+            for (i, w) in h.iter_mut().enumerate() {
+                *w = u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+            }
+            (h, bytes[HEADER as usize..].to_vec())
+        };
+        let [kind, src, tag, len, seq, a, b, cw] = hdr;
+        match kind {
+            EAGER | RTS => {
+                let body = if kind == EAGER {
+                    Body::Eager(data)
+                } else {
+                    Body::Rts {
+                        addr: a,
+                        rkey: b as u32,
+                        sreq: cw,
+                    }
+                };
+                let mut st = self.0.st.borrow_mut();
+                self.arrive(&mut st, Msg { src, tag, len, body }, seq)
+            }
+            FRAG => {
+                let mut st = self.0.st.borrow_mut();
+                let e = st
+                    .frags
+                    .entry((src, seq))
+                    .or_insert_with(|| (vec![0; len as usize], 0, len));
+                let end = (a as usize + data.len()).min(e.0.len());
+                e.0[a as usize..end].copy_from_slice(&data[..end - a as usize]);
+                e.1 += data.len() as u64;
+                if e.1 >= e.2 {
+                    let (buf, _, _) = st.frags.remove(&(src, seq)).expect("present");
+                    self.arrive(
+                        &mut st,
+                        Msg {
+                            src,
+                            tag,
+                            len,
+                            body: Body::Eager(buf),
+                        },
+                        seq,
+                    )?;
+                }
+                Ok(())
+            }
+            FIN => {
+                let mut st = self.0.st.borrow_mut();
+                Self::ack(&mut st, cw);
+                Ok(())
+            }
+            CONN_REQ | CONN_ACK if b != me => {
+                // Forward over the static link to the final destination.
+                let mut st = self.0.st.borrow_mut();
+                st.stats.forwarded += 1;
+                st.pending.push_back(Out {
+                    dest: b,
+                    hdr,
+                    data: Vec::new(),
+                    req: None,
+                });
+                Ok(())
+            }
+            CONN_REQ => {
+                let origin = a;
+                let need = !self.0.st.borrow().alloc.connected(origin);
+                if need {
+                    let cc = self.0.shared.cfg.conn;
+                    self.0.ctx.sleep(cc.qp_create + cc.kernel_transition).await;
+                    self.0.st.borrow_mut().alloc.connect(origin);
+                    self.apply()?;
+                }
+                let relay = self.relay(me, origin);
+                let mut st = self.0.st.borrow_mut();
+                if let Route::Conn(t) = st.alloc.route(origin) {
+                    st.conn.insert(t, ConnState::Ready);
+                }
+                st.pending.push_back(Out {
+                    dest: relay,
+                    hdr: [CONN_ACK, me, 0, 0, 0, me, origin, 0],
+                    data: Vec::new(),
+                    req: None,
+                });
+                Ok(())
+            }
+            CONN_ACK => {
+                let mut st = self.0.st.borrow_mut();
+                if let Route::Conn(t) = st.alloc.route(a) {
+                    st.conn.insert(t, ConnState::Ready);
+                }
+                self.0.shared.dec();
+                Ok(())
+            }
+            k => Err(MpiError::Protocol(format!("unknown message kind {k}"))),
+        }
+    }
+
+    /// Hands `m` (the `seq`-th message from its source) to matching in sending order.
+    fn arrive(&self, st: &mut State, m: Msg, seq: u64) -> Result<(), MpiError> {
+        let src = m.src;
+        let expect = st.recv_seq.entry(src).or_insert(0);
+        if seq != *expect {
+            st.held.insert((src, seq), m);
+            return Ok(());
+        }
+        *expect += 1;
+        self.deliver(st, m)?;
+        loop {
+            let next = st.recv_seq[&src];
+            let Some(m) = st.held.remove(&(src, next)) else {
+                break;
+            };
+            *st.recv_seq.get_mut(&src).expect("present") += 1;
+            self.deliver(st, m)?;
+        }
+        Ok(())
+    }
+
+    fn deliver(&self, st: &mut State, m: Msg) -> Result<(), MpiError> {
+        let hit = st
+            .posted
+            .iter()
+            .position(|p| p.src.is_none_or(|s| s == m.src) && p.tag.is_none_or(|t| t == m.tag));
+        match hit {
+            Some(i) => {
+                let p = st.posted.remove(i).expect("index found");
+                self.complete_into(st, p, m)
+            }
+            None => {
+                st.unexpected.push_back(m);
+                st.stats.max_unexpected = st.stats.max_unexpected.max(st.unexpected.len() as u64);
+                Ok(())
+            }
+        }
+    }
+
+    /// Completes receive `p` with message `m`: copies eager data, or starts the RDMA read.
+    fn complete_into(&self, st: &mut State, p: Posted, m: Msg) -> Result<(), MpiError> {
+        let status = Status {
+            source: Rank(m.src as u32),
+            tag: m.tag,
+            len: m.len,
+        };
+        let truncated = m.len > p.len;
+        match m.body {
+            Body::Eager(data) => {
+                let q = st.reqs.get_mut(&p.req).expect("posted request");
+                q.waiting = 0;
+                q.status = Some(status);
+                if truncated {
+                    q.error = Some(MpiError::Truncate {
+                        len: m.len,
+                        capacity: p.len,
+                        from: m.src as u32,
+                        tag: m.tag,
+                    });
+                } else {
+                    self.0.ctx.write_local(&p.mr, p.off, &data)?;
+                }
+            }
+            Body::Rts { addr, rkey, sreq } => {
+                if truncated {
+                    let q = st.reqs.get_mut(&p.req).expect("posted request");
+                    q.waiting = 0;
+                    q.error = Some(MpiError::Truncate {
+                        len: m.len,
+                        capacity: p.len,
+                        from: m.src as u32,
+                        tag: m.tag,
+                    });
+                    // Release the sender without moving data.
+                    let me = u64::from(self.rank().0);
+                    st.pending.push_back(Out {
+                        dest: m.src,
+                        hdr: [FIN, me, 0, 0, 0, 0, 0, sreq],
+                        data: Vec::new(),
+                        req: None,
+                    });
+                    return Ok(());
+                }
+                st.pending_reads.push_back(ReadOp {
+                    req: p.req,
+                    src: m.src,
+                    tag: m.tag,
+                    len: m.len,
+                    remote: RemoteBuf {
+                        rank: Rank(m.src as u32),
+                        addr,
+                        rkey,
+                    },
+                    mr: p.mr,
+                    off: p.off,
+                    sreq,
+                    target: None,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Registers `count` buffers of `size` bytes and posts them to `rq`; their receive ids index
+/// `slots`.
+fn post_buffers(
+    ctx: &Context,
+    slots: &mut Vec<Slot>,
+    rq: &Rq,
+    which: RqRef,
+    size: u64,
+    count: u64,
+) -> Result<(), MpiError> {
+    let mr = ctx.reg_mr(size * count);
+    for i in 0..count {
+        let id = slots.len() as u64;
+        rq.post_recv(&mr, i * size, size, id)?;
+        slots.push(Slot {
+            mr: mr.clone(),
+            off: i * size,
+            len: size,
+            rq: match which {
+                RqRef::Srq(k) => RqRef::Srq(k),
+                RqRef::Own(p) => RqRef::Own(p),
+                RqRef::Ud => RqRef::Ud,
+            },
+        });
+    }
+    Ok(())
+}
+
+/// A machine of `nodes` nodes with `per_node` processes each on a line of routers, for tests and
+/// examples.
+#[doc(hidden)]
+pub fn line_world(nodes: u32, per_node: u32) -> hpcnet_nic::World {
+    use hpcnet_fabric::config::*;
+    use hpcnet_fabric::topology::{build, GridConfig, TopologyConfig};
+    let topo = build(&TopologyConfig::Mesh(GridConfig {
+        k: vec![nodes],
+        concentration: 1,
+        radix: None,
+    }))
+    .expect("mesh");
+    let fabric = FabricConfig {
+        link: LinkConfig {
+            lanes: 4,
+            lane_rate: hpcnet_des::BitsPerSec::gbps(10.0),
+            encoding: Encoding::B64B66,
+            latency: SimTime::from_ns(10),
+            switching: Switching::CutThrough,
+        },
+        link_overrides: Vec::new(),
+        router: RouterConfig {
+            vcs: 2,
+            credit_unit: hpcnet_des::Bytes(64),
+            private_credits: 32,
+            shared_credits: 0,
+            latency: SimTime::from_ns(100),
+            arbitration: Arbitration::RoundRobin,
+            vc_select: VcSelect::RoundRobin,
+            node_injection: NodeInjection::PerVc,
+            multicast_tables: 32,
+        },
+        packet: PacketConfig::default(),
+        routing: RoutingConfig::DimensionOrder {
+            deadlock: DeadlockAvoidance::Bubble,
+            tie: hpcnet_fabric::config::TieRule::Positive,
+        },
+        faults: FaultConfig::default(),
+    };
+    let net = hpcnet_fabric::Network::new(topo, fabric).expect("network");
+    let nic = hpcnet_nic::NicConfig {
+        hosts: per_node,
+        ..hpcnet_nic::NicConfig::default()
+    };
+    hpcnet_nic::World::new(net, nic)
+}

@@ -1,0 +1,669 @@
+//! Communication skeletons of NAS FT and LU on the `hpcnet-mpi` point-to-point layer (spec 05,
+//! Table 2): the messages of the benchmarks (sizes, counts, partners, order) with the computation
+//! between them as simulated time from a flop-rate model.
+//!
+//! - **FT** (3-D FFT, NPB 3.x): grid nx × ny × nz of 16-byte complex values; one forward FFT,
+//!   then `niter` iterations of evolve + inverse FFT. Every FFT has one global transpose: with
+//!   P ≤ nz a slab decomposition and one all-to-all among all P ranks of N·16/P² bytes per pair;
+//!   above, a pencil decomposition P = p1 × p2 with one all-to-all inside each row (p1 ranks) and
+//!   one inside each column (p2 ranks). Computation: 5·N·log2 N flops per FFT plus 8·N per
+//!   evolve, split evenly around the transposes.
+//! - **LU** (SSOR, NPB 3.x): grid n³ on a px × py process grid (px ≥ py, powers of two); every
+//!   iteration a lower and an upper triangular sweep as a pipelined wavefront over the nz planes
+//!   — per plane, receive from the north and west neighbours (5 doubles per boundary point),
+//!   compute, send to the south and east (the upper sweep the other way) — plus the exchange of
+//!   two ghost layers with the four neighbours for the right-hand side. Computation: `LU_FLOPS`
+//!   per grid point per iteration (from NPB's operation count), half in the sweeps.
+//!
+//! Each all-to-all posts every receive, then every send, then waits; the residual norms and
+//! checksums (a few small reductions) are left out. Cost: one simulated message per transfer;
+//! FT sends P·(P − 1) messages per transpose, LU about 4·nz per rank per iteration.
+
+use hpcnet_des::SimTime;
+use hpcnet_mpi::{Job, JobConfig, Layout, MpiError, Policy};
+use hpcnet_msg::{Machine, NicBackend, Rank};
+use hpcnet_nic::World;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// Flops per grid point per LU iteration (NPB 3 operation count: ≈ 1.19·10¹¹ flops for class A,
+/// 64³ points × 250 iterations).
+pub const LU_FLOPS: f64 = 1820.0;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Bench {
+    Ft,
+    Lu,
+}
+
+/// NAS problem class.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Class {
+    S,
+    W,
+    A,
+    B,
+    C,
+    D,
+    E,
+}
+
+impl Class {
+    pub fn parse(s: &str) -> Option<Class> {
+        Some(match s.to_ascii_uppercase().as_str() {
+            "S" => Class::S,
+            "W" => Class::W,
+            "A" => Class::A,
+            "B" => Class::B,
+            "C" => Class::C,
+            "D" => Class::D,
+            "E" => Class::E,
+            _ => return None,
+        })
+    }
+
+    /// FT grid (nx, ny, nz) and iterations (NPB 3.x).
+    pub fn ft(self) -> ([u64; 3], u32) {
+        match self {
+            Class::S => ([64, 64, 64], 6),
+            Class::W => ([128, 128, 32], 6),
+            Class::A => ([256, 256, 128], 6),
+            Class::B => ([512, 256, 256], 20),
+            Class::C => ([512, 512, 512], 20),
+            Class::D => ([2048, 1024, 1024], 25),
+            Class::E => ([4096, 2048, 2048], 25),
+        }
+    }
+
+    /// LU grid edge n and iterations (NPB 3.x).
+    pub fn lu(self) -> (u64, u32) {
+        match self {
+            Class::S => (12, 50),
+            Class::W => (33, 300),
+            Class::A => (64, 250),
+            Class::B => (102, 250),
+            Class::C => (162, 250),
+            Class::D => (408, 300),
+            Class::E => (1020, 300),
+        }
+    }
+}
+
+/// A skeleton run.
+#[derive(Copy, Clone, Debug)]
+pub struct NasConfig {
+    pub bench: Bench,
+    pub class: Class,
+    pub job: JobConfig,
+    /// Sustained flop rate of one process (the computation model).
+    pub flops: f64,
+    /// Run only this many iterations (all of the class when `None`).
+    pub iterations: Option<u32>,
+}
+
+/// What a skeleton run measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NasReport {
+    pub ranks: u64,
+    pub iterations: u32,
+    /// Simulated run time (slowest rank).
+    pub time: SimTime,
+    /// Of which computation per rank (the model's).
+    pub compute: SimTime,
+    pub messages: u64,
+    pub bytes: u64,
+    /// Connections opened on demand, summed over the processes (both ends of a connection
+    /// count, one per process that created a queue pair for it).
+    pub on_demand: u64,
+    /// Largest communication memory of a process at the end, and at start (bytes).
+    pub memory_max: u64,
+    pub memory_static_max: u64,
+    pub rnr_retries: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NasError {
+    #[error("nas: {0}")]
+    Config(String),
+    #[error("nas: rank {0}: {1}")]
+    Mpi(u32, MpiError),
+    #[error("nas: {0}")]
+    Setup(#[from] MpiError),
+    #[error("nas: the run ended with {0} rank programs waiting (a hang)")]
+    Hang(usize),
+}
+
+/// The process grid of LU: px ≥ py, both powers of two.
+fn grid2(p: u64) -> (u64, u64) {
+    let lg = p.trailing_zeros();
+    let px = 1u64 << lg.div_ceil(2);
+    (px, p / px)
+}
+
+/// Runs the skeleton on every rank of `world` (packet level).
+pub fn run_nas(world: World, cfg: &NasConfig) -> Result<NasReport, NasError> {
+    let per_node = u64::from(world.placement().hosts());
+    run_nas_on(world, per_node, cfg)
+}
+
+/// Runs the skeleton on every rank of any NIC model (e.g. the flow-level
+/// `hpcnet_flow::FlowWorld`), `per_node` processes per node.
+pub fn run_nas_on<B: NicBackend + 'static>(world: B, per_node: u64, cfg: &NasConfig) -> Result<NasReport, NasError> {
+    let ranks = world.ranks() as u64;
+    if !ranks.is_power_of_two() {
+        return Err(NasError::Config(format!(
+            "{ranks} ranks: the FT and LU skeletons need a power of two"
+        )));
+    }
+    let mut m = Machine::new(world);
+    let layout = Layout::new(ranks, per_node).map_err(|e| NasError::Config(e.to_string()))?;
+    let job = Job::new(&m, layout, cfg.job)?;
+    let statics: u64 = (0..ranks as u32)
+        .map(|r| job.endpoint(Rank(r)).memory().total())
+        .max()
+        .unwrap_or(0);
+    let plan = Rc::new(plan(cfg, ranks)?);
+    let counts = Rc::new(RefCell::new((0u64, 0u64)));
+    for r in 0..ranks as u32 {
+        let plan = plan.clone();
+        let counts = counts.clone();
+        job.spawn(&m, Rank(r), move |ep| async move { run_rank(ep, &plan, counts).await });
+    }
+    let end = m.run();
+    if let Some((r, e)) = job.errors().into_iter().next() {
+        return Err(NasError::Mpi(r, e));
+    }
+    if end.stuck_tasks > 0 || !job.finished() {
+        return Err(NasError::Hang(end.stuck_tasks));
+    }
+    let eps: Vec<_> = (0..ranks as u32).map(|r| job.endpoint(Rank(r))).collect();
+    let (messages, bytes) = *counts.borrow();
+    Ok(NasReport {
+        ranks,
+        iterations: plan.iterations,
+        time: end.time,
+        compute: plan.compute_total,
+        messages,
+        bytes,
+        on_demand: eps.iter().map(|e| e.stats().on_demand).sum::<u64>(),
+        memory_max: eps.iter().map(|e| e.memory().total()).max().unwrap_or(0),
+        memory_static_max: statics,
+        rnr_retries: eps.iter().map(|e| e.stats().rnr_retries).sum(),
+    })
+}
+
+/// One step of a rank program.
+#[derive(Clone, Debug)]
+enum Step {
+    Compute(SimTime),
+    /// All-to-all among the ranks of group `g` (of the plan's groups) with `bytes` per pair.
+    Alltoall {
+        groups: usize,
+        bytes: u64,
+    },
+    /// Receive from the listed neighbours, then send to the listed ones (a wavefront stage).
+    Wave {
+        recv: [Dir; 2],
+        send: [Dir; 2],
+        bytes: [u64; 2],
+    },
+    /// Exchange `bytes[d]` with each neighbour d that exists.
+    Halo {
+        bytes: [u64; 2],
+    },
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Dir {
+    North,
+    South,
+    West,
+    East,
+}
+
+struct Plan {
+    steps: Vec<Step>,
+    iterations: u32,
+    compute_total: SimTime,
+    /// Partition kinds for all-to-alls: 0 = all ranks, 1 = rows of p1, 2 = columns.
+    p1: u64,
+    /// LU process grid.
+    px: u64,
+    py: u64,
+}
+
+fn secs(flops: f64, rate: f64) -> SimTime {
+    SimTime::from_ps((flops / rate * 1e12).round() as u64)
+}
+
+fn plan(cfg: &NasConfig, p: u64) -> Result<Plan, NasError> {
+    if cfg.flops <= 0.0 || cfg.flops.is_nan() {
+        return Err(NasError::Config("flops must be positive".into()));
+    }
+    let mut steps = Vec::new();
+    let mut compute = SimTime::ZERO;
+    let (px, py) = grid2(p);
+    match cfg.bench {
+        Bench::Ft => {
+            let ([nx, ny, nz], niter) = cfg.class.ft();
+            let iters = cfg.iterations.unwrap_or(niter).min(niter);
+            let n = (nx * ny * nz) as f64;
+            if p > ny * nz {
+                return Err(NasError::Config(format!(
+                    "FT class {:?} has no decomposition for {p} ranks",
+                    cfg.class
+                )));
+            }
+            let local = nx * ny * nz * 16 / p;
+            let fft = secs(5.0 * n * n.log2() / p as f64, cfg.flops);
+            let evolve = secs(8.0 * n / p as f64, cfg.flops);
+            let half = SimTime::from_ps(fft.ps() / 2);
+            let transpose = |steps: &mut Vec<Step>| {
+                if p <= nz {
+                    steps.push(Step::Alltoall {
+                        groups: 0,
+                        bytes: local / p,
+                    });
+                } else {
+                    steps.push(Step::Alltoall {
+                        groups: 1,
+                        bytes: local / px,
+                    });
+                    steps.push(Step::Alltoall {
+                        groups: 2,
+                        bytes: local / py,
+                    });
+                }
+            };
+            for it in 0..=iters {
+                if it > 0 {
+                    steps.push(Step::Compute(evolve));
+                    compute += evolve;
+                }
+                steps.push(Step::Compute(half));
+                transpose(&mut steps);
+                steps.push(Step::Compute(half));
+                compute += half + half;
+            }
+            Ok(Plan {
+                steps,
+                iterations: iters,
+                compute_total: compute,
+                p1: px,
+                px,
+                py,
+            })
+        }
+        Bench::Lu => {
+            let (n, itmax) = cfg.class.lu();
+            let iters = cfg.iterations.unwrap_or(itmax).min(itmax);
+            if px > n || py > n {
+                return Err(NasError::Config(format!(
+                    "LU class {:?} has no {px} x {py} process grid",
+                    cfg.class
+                )));
+            }
+            let (lx, ly) = (n.div_ceil(px), n.div_ceil(py));
+            let planes = n.saturating_sub(2).max(1);
+            let points = (lx * ly * n) as f64;
+            let plane_t = secs(LU_FLOPS / 4.0 * (lx * ly) as f64, cfg.flops);
+            let rhs_t = secs(LU_FLOPS / 2.0 * points, cfg.flops);
+            // Boundary messages: 5 doubles per point of the plane's edge.
+            let edge = [5 * 8 * ly, 5 * 8 * lx];
+            let ghost = [2 * 5 * 8 * ly * n, 2 * 5 * 8 * lx * n];
+            for _ in 0..iters {
+                steps.push(Step::Halo { bytes: ghost });
+                steps.push(Step::Compute(rhs_t));
+                compute += rhs_t;
+                for _ in 0..planes {
+                    steps.push(Step::Wave {
+                        recv: [Dir::North, Dir::West],
+                        send: [Dir::South, Dir::East],
+                        bytes: edge,
+                    });
+                    steps.push(Step::Compute(plane_t));
+                    compute += plane_t;
+                }
+                for _ in 0..planes {
+                    steps.push(Step::Wave {
+                        recv: [Dir::South, Dir::East],
+                        send: [Dir::North, Dir::West],
+                        bytes: edge,
+                    });
+                    steps.push(Step::Compute(plane_t));
+                    compute += plane_t;
+                }
+            }
+            Ok(Plan {
+                steps,
+                iterations: iters,
+                compute_total: compute,
+                p1: px,
+                px,
+                py,
+            })
+        }
+    }
+}
+
+/// Members of rank `r`'s all-to-all group of kind `g`.
+fn members(plan: &Plan, p: u64, r: u64, g: usize) -> Vec<u64> {
+    match g {
+        0 => (0..p).collect(),
+        1 => {
+            let row = r / plan.p1;
+            (0..plan.p1).map(|i| row * plan.p1 + i).collect()
+        }
+        _ => {
+            let col = r % plan.p1;
+            (0..p / plan.p1).map(|j| j * plan.p1 + col).collect()
+        }
+    }
+}
+
+/// The neighbour of `r` in direction `d` of the px × py grid (x fastest), and the index of the
+/// message size that travels that way (0: across x, 1: across y).
+fn neighbour(plan: &Plan, r: u64, d: Dir) -> Option<(u64, usize)> {
+    let (x, y) = (r % plan.px, r / plan.px);
+    match d {
+        Dir::West => (x > 0).then(|| (r - 1, 0)),
+        Dir::East => (x + 1 < plan.px).then(|| (r + 1, 0)),
+        Dir::North => (y > 0).then(|| (r - plan.px, 1)),
+        Dir::South => (y + 1 < plan.py).then(|| (r + plan.px, 1)),
+    }
+}
+
+async fn run_rank(ep: hpcnet_mpi::Endpoint, plan: &Plan, counts: Rc<RefCell<(u64, u64)>>) -> Result<(), MpiError> {
+    let p = ep.size();
+    let r = u64::from(ep.rank().0);
+    let largest = plan
+        .steps
+        .iter()
+        .map(|s| match s {
+            Step::Alltoall { bytes, groups } => bytes * members(plan, p, r, *groups).len() as u64,
+            Step::Wave { bytes, .. } | Step::Halo { bytes } => 4 * bytes[0].max(bytes[1]),
+            Step::Compute(_) => 0,
+        })
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let sbuf = ep.ctx().reg_mr(largest);
+    let rbuf = ep.ctx().reg_mr(largest);
+    let count = |n: u64, b: u64| {
+        let mut c = counts.borrow_mut();
+        c.0 += n;
+        c.1 += n * b;
+    };
+    for (tag, s) in plan.steps.iter().enumerate() {
+        let tag = tag as u64;
+        match s {
+            Step::Compute(t) => ep.ctx().sleep(*t).await,
+            Step::Alltoall { groups, bytes } => {
+                let mem = members(plan, p, r, *groups);
+                let me = mem.iter().position(|&x| x == r).expect("member");
+                let k = mem.len();
+                let mut qs = Vec::with_capacity(2 * k);
+                for i in 1..k {
+                    let from = mem[(me + k - i) % k];
+                    qs.push(ep.irecv(&rbuf, i as u64 * bytes, *bytes, Some(Rank(from as u32)), Some(tag))?);
+                }
+                for i in 1..k {
+                    let to = mem[(me + i) % k];
+                    qs.push(ep.isend(&sbuf, i as u64 * bytes, *bytes, Rank(to as u32), tag)?);
+                }
+                count(k as u64 - 1, *bytes);
+                ep.waitall(&qs).await?;
+            }
+            Step::Wave { recv, send, bytes } => {
+                for d in recv {
+                    if let Some((nb, i)) = neighbour(plan, r, *d) {
+                        ep.recv(&rbuf, 0, bytes[i], Some(Rank(nb as u32)), Some(tag)).await?;
+                    }
+                }
+                let mut qs = Vec::new();
+                for d in send {
+                    if let Some((nb, i)) = neighbour(plan, r, *d) {
+                        // The receiver posts with the tag of its own matching wave step: the
+                        // steps of both sweeps are numbered alike on every rank.
+                        qs.push(ep.isend(&sbuf, 0, bytes[i], Rank(nb as u32), tag)?);
+                        count(1, bytes[i]);
+                    }
+                }
+                ep.waitall(&qs).await?;
+            }
+            Step::Halo { bytes } => {
+                let mut qs = Vec::new();
+                for (j, d) in [Dir::North, Dir::South, Dir::West, Dir::East].into_iter().enumerate() {
+                    if let Some((nb, i)) = neighbour(plan, r, d) {
+                        qs.push(ep.irecv(&rbuf, j as u64 * bytes[i], bytes[i], Some(Rank(nb as u32)), Some(tag))?);
+                    }
+                }
+                for d in [Dir::North, Dir::South, Dir::West, Dir::East] {
+                    if let Some((nb, i)) = neighbour(plan, r, d) {
+                        qs.push(ep.isend(&sbuf, 0, bytes[i], Rank(nb as u32), tag)?);
+                        count(1, bytes[i]);
+                    }
+                }
+                ep.waitall(&qs).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Parses a policy for the skeletons (see [`Policy::parse`]).
+pub fn policy(s: &str) -> Result<Policy, NasError> {
+    Policy::parse(s).map_err(|e| NasError::Config(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Scenario;
+    use hpcnet_mpi::Transport;
+    use std::path::Path;
+
+    fn world(nodes: u32) -> World {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/ib-qdr-fattree.toml");
+        Scenario::load(&path, &[format!("topology.nodes={nodes}")])
+            .expect("scenario")
+            .world()
+            .expect("world")
+    }
+
+    fn cfg(bench: Bench, policy: Policy, iterations: u32) -> NasConfig {
+        NasConfig {
+            bench,
+            class: Class::S,
+            job: JobConfig::new(policy),
+            flops: 1e9,
+            iterations: Some(iterations),
+        }
+    }
+
+    #[test]
+    fn ft_runs_under_full_and_group_connection_with_the_expected_messages() {
+        // 8 nodes x 4 = 32 ranks; FT class S (64^3): slab transposes among all 32 ranks.
+        let full = run_nas(world(8), &cfg(Bench::Ft, Policy::full(Transport::RcSrq), 1)).unwrap();
+        let group = run_nas(world(8), &cfg(Bench::Ft, Policy::grouped(Transport::XrcS, 8), 1)).unwrap();
+        // Two transposes (forward FFT + one iteration), 32 x 31 messages of 64^3*16/32^2 B each.
+        for r in [&full, &group] {
+            assert_eq!(r.messages, 2 * 32 * 31);
+            assert_eq!(r.bytes, 2 * 32 * 31 * (64 * 64 * 64 * 16 / 1024));
+            assert!(r.time > r.compute, "communication takes time");
+        }
+        assert_eq!(full.on_demand, 0);
+        // Groups of 8 ranks (2 nodes): every rank's all-to-all partners outside its group and
+        // index need a connection; under XRC one per remote node.
+        assert!(group.on_demand > 0);
+        assert!(group.memory_static_max < full.memory_static_max);
+        assert!(group.memory_max >= group.memory_static_max);
+        // Deterministic.
+        let again = run_nas(world(8), &cfg(Bench::Ft, Policy::grouped(Transport::XrcS, 8), 1)).unwrap();
+        assert_eq!(group, again);
+    }
+
+    #[test]
+    fn lu_wavefront_runs_with_neighbour_messages_only() {
+        // 16 ranks: 4 x 4 grid, class S n = 12: 3 x 3 points per rank.
+        let r = run_nas(world(4), &cfg(Bench::Lu, Policy::full(Transport::RcSrq), 2)).unwrap();
+        let g4 = run_nas(world(4), &cfg(Bench::Lu, Policy::grouped(Transport::XrcS, 4), 2)).unwrap();
+        let g2 = run_nas(world(4), &cfg(Bench::Lu, Policy::grouped(Transport::RcSrq, 2), 2)).unwrap();
+        // Per iteration: halo 2 x 2 x (4 x 3) = 48 messages, each sweep 10 planes x 24 edges.
+        assert_eq!(r.messages, 2 * (48 + 2 * 10 * 24));
+        assert_eq!(r.messages, g4.messages);
+        assert!(r.time > r.compute);
+        // Groups of 4 are the grid's rows and the same index its columns: every neighbour is
+        // a static partner. Groups of 2 split the rows: east-west pairs 1-2 connect on demand.
+        assert_eq!(g4.on_demand, 0);
+        assert!(g2.on_demand > 0);
+        assert!(g2.time >= r.time);
+    }
+
+    #[test]
+    fn bad_configurations_are_errors() {
+        let e = run_nas(world(3), &cfg(Bench::Ft, Policy::full(Transport::Rc), 1)).unwrap_err();
+        assert!(e.to_string().contains("power of two"), "{e}");
+        let mut c = cfg(Bench::Lu, Policy::full(Transport::Rc), 1);
+        c.flops = 0.0;
+        assert!(run_nas(world(4), &c).is_err());
+        assert_eq!(Class::parse("e"), Some(Class::E));
+        assert_eq!(Class::parse("x"), None);
+    }
+}
+
+#[cfg(test)]
+mod flow_tests {
+    use super::*;
+    use crate::Scenario;
+    use hpcnet_mpi::Transport;
+    use std::path::Path;
+
+    fn scenario(nodes: u32) -> Scenario {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/ib-qdr-fattree.toml");
+        Scenario::load(&path, &[format!("topology.nodes={nodes}")]).unwrap()
+    }
+
+    /// The same skeleton at packet level and at flow level.
+    fn both(nodes: u32, bench: Bench, policy: Policy, iterations: u32) -> (NasReport, NasReport) {
+        let sc = scenario(nodes);
+        let cfg = NasConfig {
+            bench,
+            class: Class::S,
+            job: JobConfig::new(policy),
+            flops: 1e9,
+            iterations: Some(iterations),
+        };
+        let packet = run_nas(sc.world().unwrap(), &cfg).unwrap();
+        let flow = run_nas_on(sc.flow_world().unwrap(), u64::from(sc.nic.hosts), &cfg).unwrap();
+        (packet, flow)
+    }
+
+    /// The flow-level mode's validation on small runs: completion time within 10 % of packet
+    /// level (issue 14 item 4), same messages and connections.
+    #[test]
+    fn flow_level_agrees_with_packet_level_within_ten_percent() {
+        for (nodes, bench, policy, it) in [
+            (8, Bench::Ft, Policy::full(Transport::RcSrq), 1),
+            (8, Bench::Ft, Policy::grouped(Transport::XrcS, 8), 1),
+            (4, Bench::Lu, Policy::full(Transport::RcSrq), 2),
+        ] {
+            let (p, f) = both(nodes, bench, policy, it);
+            assert_eq!((p.messages, p.bytes, p.on_demand), (f.messages, f.bytes, f.on_demand));
+            let err = (f.time.as_secs_f64() - p.time.as_secs_f64()) / p.time.as_secs_f64();
+            assert!(
+                err.abs() <= 0.10,
+                "{bench:?} {policy}: packet {:?} flow {:?} ({:+.1} %)",
+                p.time,
+                f.time,
+                err * 100.0
+            );
+        }
+    }
+
+    #[test]
+    fn single_message_latency_and_bandwidth_agree() {
+        use hpcnet_mpi::{Job, Layout};
+        use hpcnet_msg::{Machine, Rank};
+        // Half a round trip of an eager 80 B message and of a 200 KB rendezvous message
+        // between two nodes (ranks 0 and 4).
+        fn pingpong<B: NicBackend + 'static>(w: B, len: u64) -> f64 {
+            let mut m = Machine::new(w);
+            let n = m.context(Rank(0)).size() as u64;
+            let job = Job::new(
+                &m,
+                Layout::new(n, 4).unwrap(),
+                JobConfig::new(Policy::full(Transport::RcSrq)),
+            )
+            .unwrap();
+            for r in 0..n as u32 {
+                job.spawn(&m, Rank(r), move |ep| async move {
+                    let mr = ep.ctx().reg_mr(len);
+                    for _ in 0..5 {
+                        if r == 0 {
+                            ep.send(&mr, 0, len, Rank(4), 0).await?;
+                            ep.recv(&mr, 0, len, Some(Rank(4)), Some(0)).await?;
+                        } else if r == 4 {
+                            ep.recv(&mr, 0, len, Some(Rank(0)), Some(0)).await?;
+                            ep.send(&mr, 0, len, Rank(0), 0).await?;
+                        }
+                    }
+                    Ok(())
+                });
+            }
+            m.run().time.as_us_f64() / 10.0
+        }
+        let sc = scenario(2);
+        for len in [80u64, 200_000] {
+            let p = pingpong(sc.world().unwrap(), len);
+            let f = pingpong(sc.flow_world().unwrap(), len);
+            assert!(((f - p) / p).abs() <= 0.10, "{len} B: packet {p:.3} us, flow {f:.3} us");
+        }
+    }
+
+    #[test]
+    fn flow_level_delivers_every_byte_under_every_kind_of_policy() {
+        use hpcnet_mpi::{Job, Layout};
+        use hpcnet_msg::{Machine, Rank};
+        let pattern =
+            |s: u32, d: u32, len: u64| -> Vec<u8> { (0..len).map(|i| (i as u32 ^ (s * 31 + d * 7)) as u8).collect() };
+        // XRC_M on 4 nodes: 4 connections leave the two largest of six classes without buffers;
+        // 5000 B messages then go by rendezvous.
+        for p in ["rc", "rc-srq", "xrc-m", "xrc-s-g4", "ud"] {
+            let mut m = Machine::new(scenario(4).flow_world().unwrap());
+            let job = Job::new(
+                &m,
+                Layout::new(16, 4).unwrap(),
+                JobConfig::new(Policy::parse(p).unwrap()),
+            )
+            .unwrap();
+            for r in 0..16u32 {
+                job.spawn(&m, Rank(r), move |ep| async move {
+                    let len = |s: u32, d: u32| [0u64, 100, 5000, 40_000][((s + d) % 4) as usize];
+                    let mut recvs = Vec::new();
+                    for s in (0..16).filter(|&s| s != r) {
+                        let mr = ep.ctx().reg_mr(len(s, r).max(1));
+                        recvs.push((s, ep.irecv(&mr, 0, len(s, r), Some(Rank(s)), Some(1))?, mr));
+                    }
+                    let mut sends = Vec::new();
+                    for d in (0..16).filter(|&d| d != r) {
+                        let mr = ep.ctx().reg_mr(len(r, d).max(1));
+                        ep.ctx().write_local(&mr, 0, &pattern(r, d, len(r, d)))?;
+                        sends.push((ep.isend(&mr, 0, len(r, d), Rank(d), 1)?, mr));
+                    }
+                    for (s, q, mr) in recvs {
+                        ep.wait(q).await?;
+                        assert_eq!(ep.ctx().read_local(&mr, 0, len(s, r))?, pattern(s, r, len(s, r)));
+                    }
+                    for (q, _) in sends {
+                        ep.wait(q).await?;
+                    }
+                    Ok(())
+                });
+            }
+            let end = m.run();
+            assert_eq!(job.errors(), vec![], "{p}");
+            assert!(job.finished() && end.stuck_tasks == 0, "{p}");
+        }
+    }
+}

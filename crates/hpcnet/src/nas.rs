@@ -1,0 +1,154 @@
+//! `hpcnet nas`: the NAS FT / LU communication skeletons on a scenario's ranks under one
+//! connection policy of `hpcnet-mpi` (run time, messages, connections opened on demand,
+//! communication memory per process).
+
+use crate::{run::load, Common, Failure};
+use hpcnet_mpi::{Allocator, Layout, NetworkModel};
+use hpcnet_workloads::nas::{policy, run_nas, run_nas_on, Bench, Class, NasConfig};
+use std::path::Path;
+
+/// The benchmark.
+#[derive(Copy, Clone, Debug, clap::ValueEnum)]
+pub enum BenchArg {
+    Ft,
+    Lu,
+}
+
+/// The network model.
+#[derive(Copy, Clone, Debug, clap::ValueEnum)]
+pub enum NetworkArg {
+    Packet,
+    Flow,
+}
+
+/// Options of `hpcnet nas`.
+pub struct Args<'a> {
+    pub scenario: &'a Path,
+    pub bench: BenchArg,
+    pub class: &'a str,
+    /// `--policy`: overrides the scenario's `mpi.policy`.
+    pub policy: Option<&'a str>,
+    pub flops: f64,
+    pub iterations: Option<u32>,
+    /// `--network`: overrides the scenario's `mpi.network`.
+    pub network: Option<NetworkArg>,
+    pub common: &'a Common,
+}
+
+/// Most receive-buffer bytes a run may register over all ranks (the model allocates them).
+const MAX_BUFFERS: u64 = 64 << 30;
+
+pub fn nas(args: &Args) -> Result<(), Failure> {
+    let class = Class::parse(args.class).ok_or_else(|| {
+        Failure::input(format!(
+            "--class {}: expected S, W, A, B, C, D or E (see hpcnet --help)",
+            args.class
+        ))
+    })?;
+    if !(args.flops.is_finite() && args.flops > 0.0) {
+        return Err(Failure::input(format!(
+            "--flops {}: needs a positive rate (see hpcnet --help)",
+            args.flops
+        )));
+    }
+    if args.iterations == Some(0) {
+        return Err(Failure::input("--iterations 0: needs at least 1 (see hpcnet --help)"));
+    }
+    let sc = load(args.scenario, args.common)?;
+    let mut job = sc.mpi;
+    if let Some(p) = args.policy {
+        job.policy = policy(p).map_err(|e| Failure::input(format!("--policy: {e}")))?;
+    }
+    let policy = job.policy;
+    let network = match args.network {
+        Some(NetworkArg::Packet) => NetworkModel::Packet,
+        Some(NetworkArg::Flow) => NetworkModel::Flow,
+        None => sc.mpi_network,
+    };
+    let world = sc.world().map_err(Failure::input)?;
+    let ranks = world.ranks() as u64;
+    let per_node = u64::from(world.placement().hosts());
+    let layout = Layout::new(ranks, per_node).map_err(Failure::input)?;
+    let one = Allocator::new(policy, job.conn, layout, 0, false).map_err(Failure::input)?;
+    if one.account().recv_buffers.saturating_mul(ranks) > MAX_BUFFERS {
+        return Err(Failure::input(format!(
+            "--policy {policy} on {ranks} ranks registers about {} MB of receive buffers, above {} MB (the model allocates every buffer); use fewer ranks or a policy with fewer connections",
+            one.account().recv_buffers.saturating_mul(ranks) >> 20,
+            MAX_BUFFERS >> 20
+        )));
+    }
+    let bench = match args.bench {
+        BenchArg::Ft => Bench::Ft,
+        BenchArg::Lu => Bench::Lu,
+    };
+    let cfg = NasConfig {
+        bench,
+        class,
+        job,
+        flops: args.flops,
+        iterations: args.iterations,
+    };
+    let started = std::time::Instant::now();
+    let result = match network {
+        NetworkModel::Packet => run_nas(world, &cfg),
+        NetworkModel::Flow => run_nas_on(sc.flow_world().map_err(Failure::input)?, per_node, &cfg),
+    };
+    let r = result.map_err(|e| {
+        let what = format!("{}: {e}", sc.source);
+        if matches!(e, hpcnet_workloads::nas::NasError::Config(_)) {
+            Failure::input(what)
+        } else {
+            Failure::model(what)
+        }
+    })?;
+    let wall = started.elapsed().as_secs_f64();
+    let name = match bench {
+        Bench::Ft => "FT",
+        Bench::Lu => "LU",
+    };
+    if args.common.json {
+        let v = serde_json::json!({
+            "scenario": sc.name, "version": env!("CARGO_PKG_VERSION"), "seed": sc.file.seed,
+            "network": format!("{network:?}").to_lowercase(), "bench": name, "class": format!("{class:?}"), "policy": policy.to_string(),
+            "ranks": r.ranks, "processes_per_node": per_node, "iterations": r.iterations,
+            "flops_per_process": args.flops,
+            "eager_threshold_bytes": job.p2p.eager_threshold, "qp_create_s": job.conn.qp_create.as_secs_f64(),
+            "kernel_transition_s": job.conn.kernel_transition.as_secs_f64(),
+            "time_s": r.time.as_secs_f64(), "compute_s": r.compute.as_secs_f64(),
+            "messages": r.messages, "bytes": r.bytes, "on_demand_connections": r.on_demand,
+            "memory_static_max_bytes": r.memory_static_max, "memory_max_bytes": r.memory_max,
+            "rnr_retries": r.rnr_retries,
+        });
+        outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        return Ok(());
+    }
+    outln!(
+        "hpcnet {} — nas {name} class {class:?} on '{}' (seed {}), {} ranks ({} per node), policy {policy}, {} level",
+        env!("CARGO_PKG_VERSION"),
+        sc.name,
+        sc.file.seed,
+        r.ranks,
+        per_node,
+        format!("{network:?}").to_lowercase()
+    );
+    outln!("  iterations      {}", r.iterations);
+    outln!(
+        "  time            {:.6} s simulated (computation {:.6} s per rank at {:.3e} flop/s)",
+        r.time.as_secs_f64(),
+        r.compute.as_secs_f64(),
+        args.flops
+    );
+    outln!("  messages        {} ({} bytes)", r.messages, r.bytes);
+    outln!(
+        "  on demand       {} connections opened (summed over processes)",
+        r.on_demand
+    );
+    outln!(
+        "  memory          {:.4} MB per process at start, {:.4} MB at the end (largest process)",
+        r.memory_static_max as f64 / 1e6,
+        r.memory_max as f64 / 1e6
+    );
+    outln!("  rnr retries     {}", r.rnr_retries);
+    outln!("  wall            {wall:.2} s");
+    Ok(())
+}

@@ -1,0 +1,98 @@
+//! `hpcnet nas` and `hpcnet reproduce ib-memory` from the command line.
+
+use std::process::Command;
+
+const EXE: &str = env!("CARGO_BIN_EXE_hpcnet");
+
+fn scenario() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/ib-qdr-fattree.toml").to_string()
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(EXE).args(args).output().expect("hpcnet runs");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn nas_json_reports_messages_connections_and_memory() {
+    let sc = scenario();
+    let base = [
+        "nas",
+        &sc,
+        "--bench",
+        "ft",
+        "--iterations",
+        "1",
+        "--json",
+        "--set",
+        "topology.nodes=8",
+    ];
+    let (code, out, err) = run(&[&base[..], &["--policy", "rc-srq"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let full: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (code, out, err) = run(&[&base[..], &["--policy", "xrc-s-g8"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let group: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // 32 ranks, FT class S: two slab transposes of 32 x 31 messages.
+    assert_eq!(full["ranks"], 32);
+    assert_eq!(full["messages"], 2 * 32 * 31);
+    assert_eq!(full["on_demand_connections"], 0);
+    assert!(group["on_demand_connections"].as_u64().unwrap() > 0);
+    assert!(group["memory_static_max_bytes"].as_u64() < full["memory_static_max_bytes"].as_u64());
+    assert!(full["time_s"].as_f64().unwrap() > full["compute_s"].as_f64().unwrap());
+}
+
+#[test]
+fn nas_bad_input_is_one_line_and_exit_2() {
+    let sc = scenario();
+    for (args, needle) in [
+        (vec!["--bench", "lu", "--class", "Q"], "--class Q"),
+        (vec!["--bench", "lu", "--policy", "tcp"], "'tcp'"),
+        (vec!["--bench", "ft", "--flops", "0"], "--flops 0"),
+        (vec!["--bench", "ft", "--iterations", "0"], "--iterations 0"),
+        (vec!["--bench", "lu"], "process grid"),
+    ] {
+        let all = [&["nas", sc.as_str()][..], &args[..]].concat();
+        let (code, _, err) = run(&all);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn ib_memory_study_passes_and_lists_its_readings() {
+    let (code, out, err) = run(&["reproduce", "ib-memory"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("XRC_S group 4096, 320000 cores: connections"));
+    assert!(out.contains("Unit of s1"));
+    let (code, _, err) = run(&["reproduce", "ib-memory", "--set", "nic.hosts=2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--set does not apply"), "{err}");
+}
+
+#[test]
+fn nas_takes_the_mpi_section_and_its_overrides() {
+    let sc = scenario();
+    let time = |extra: &[&str]| {
+        let base = ["nas", sc.as_str(), "--bench", "ft", "--iterations", "1", "--json"];
+        let (code, out, err) = run(&[&base[..], extra].concat());
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        (v["policy"].as_str().unwrap().to_string(), v["time_s"].as_f64().unwrap())
+    };
+    let (p, base) = time(&[]);
+    assert_eq!(p, "RC_SRQ", "the scenario's [mpi] policy");
+    let (p, g) = time(&["--set", "mpi.policy=\"xrc-s-g8\""]);
+    assert_eq!(p, "XRC_S_G8");
+    let (_, slow) = time(&["--set", "mpi.policy=\"xrc-s-g8\"", "--set", "mpi.qp_create=\"300 us\""]);
+    // 270 us more per connection opened: on the critical path at least once.
+    assert!(g > base && slow > g + 200e-6, "{base} {g} {slow}");
+    let (code, _, err) = run(&["nas", &sc, "--bench", "ft", "--set", "mpi.send_depth=0"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("mpi.send_depth"), "{err}");
+}
