@@ -32,6 +32,7 @@ pub mod memory;
 pub mod op;
 pub mod pkt;
 pub mod rx;
+pub mod triggered;
 pub mod tx;
 pub mod world;
 
