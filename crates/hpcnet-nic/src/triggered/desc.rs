@@ -465,3 +465,506 @@ impl Walker {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::hashbuf::{HashBuf, HashBufConfig, Inserted, Read};
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    const JOB: u32 = 3;
+
+    fn vp(node: u32) -> u32 {
+        10 + node
+    }
+    fn src(node: u32) -> Source {
+        Source { node, vp: vp(node) }
+    }
+    fn f64_bytes(v: &[f64]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+    fn bits(b: &[u8]) -> Vec<u64> {
+        b.chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+    /// Values of mixed magnitude, so that the order of a floating-point sum shows in its bits.
+    fn contribution(node: u32) -> Vec<f64> {
+        (0..16u32)
+            .map(|j| match (node + j) % 4 {
+                0 => 1e16 + f64::from(j),
+                1 => 1.0 + 0.1 * f64::from(node),
+                2 => -1e16 + 0.5 * f64::from(j),
+                _ => 3.3e-3 * f64::from(j + 1) + f64::from(node) * 0.7,
+            })
+            .collect()
+    }
+    fn sum(a: &[f64], b: &[f64]) -> Vec<f64> {
+        a.iter().zip(b).map(|(x, y)| x + y).collect()
+    }
+    fn no_fetch(_: u64, _: u64) -> Vec<u8> {
+        panic!("no address payloads here")
+    }
+
+    fn desc() -> CollDescriptor {
+        CollDescriptor::new(JOB, CollType::F64, CollOp::Sum)
+    }
+
+    /// Children of `r` in a binomial tree rooted at 0 over `p` nodes (increasing distance),
+    /// and its parent.
+    fn binomial(r: u32, p: u32) -> (Vec<u32>, Option<u32>) {
+        let mut children = vec![];
+        let mut mask = 1;
+        while mask < p {
+            if r & mask != 0 {
+                return (children, Some(r - mask));
+            }
+            if r + mask < p {
+                children.push(r + mask);
+            }
+            mask <<= 1;
+        }
+        (children, None)
+    }
+
+    /// Binomial-tree reduce to node 0 with one trigger per node: wait for every child (SeqID
+    /// 0), reduce local ∘ children in order, send to the parent.
+    fn tree_reduce(p: u32) -> Vec<Vec<CollDescriptor>> {
+        (0..p)
+            .map(|r| {
+                let (children, parent) = binomial(r, p);
+                let from: Vec<Source> = children.iter().map(|&c| src(c)).collect();
+                let mut d = desc().wait(0, &from);
+                d.ch = true;
+                d.ct = true;
+                d.swap_local_data = true;
+                d.reduce_flag = !from.is_empty();
+                d.coll_end_flag = true;
+                d.source_vp = vp(r);
+                d.payload = Payload::Operands(f64_bytes(&contribution(r)));
+                if let Some(q) = parent {
+                    d = d.send(q, vp(q), 0);
+                }
+                vec![d]
+            })
+            .collect()
+    }
+    fn tree_reference(r: u32, p: u32) -> Vec<f64> {
+        let (children, _) = binomial(r, p);
+        children
+            .iter()
+            .fold(contribution(r), |acc, &c| sum(&acc, &tree_reference(c, p)))
+    }
+
+    /// Recursive-doubling allreduce over `p` (a power of two) nodes: stage s exchanges with
+    /// r xor 2^s; the SeqID is the stage.
+    fn doubling_allreduce(p: u32) -> Vec<Vec<CollDescriptor>> {
+        let stages = p.trailing_zeros();
+        (0..p)
+            .map(|r| {
+                let mut seq = vec![];
+                let mut d0 = desc().send(r ^ 1, vp(r ^ 1), 0);
+                d0.ch = true;
+                d0.swap_local_data = true;
+                d0.source_vp = vp(r);
+                d0.payload = Payload::Operands(f64_bytes(&contribution(r)));
+                seq.push(d0);
+                for s in 1..=stages {
+                    let mut d = desc().wait(s - 1, &[src(r ^ (1 << (s - 1)))]);
+                    d.reduce_flag = true;
+                    d.source_vp = vp(r);
+                    if s < stages {
+                        d = d.send(r ^ (1 << s), vp(r ^ (1 << s)), s);
+                    } else {
+                        d.ct = true;
+                        d.coll_end_flag = true;
+                    }
+                    seq.push(d);
+                }
+                seq
+            })
+            .collect()
+    }
+    fn doubling_reference(p: u32) -> Vec<Vec<f64>> {
+        let mut w: Vec<Vec<f64>> = (0..p).map(contribution).collect();
+        let mut s = 1;
+        while s < p {
+            w = (0..p).map(|r| sum(&w[r as usize], &w[(r ^ s) as usize])).collect();
+            s <<= 1;
+        }
+        w
+    }
+
+    /// Binomial-tree broadcast from node 0: a node takes its parent's packet (SwapRemoteData)
+    /// and forwards it to its children, one descriptor per child.
+    fn tree_broadcast(p: u32, data: &[u8]) -> Vec<Vec<CollDescriptor>> {
+        (0..p)
+            .map(|r| {
+                let (children, parent) = binomial(r, p);
+                let mut seq = vec![];
+                let mut first = desc();
+                first.source_vp = vp(r);
+                match parent {
+                    Some(q) => {
+                        first = first.wait(0, &[src(q)]);
+                        first.swap_remote_data = true;
+                    }
+                    None => {
+                        first.swap_local_data = true;
+                        first.payload = Payload::Operands(data.to_vec());
+                    }
+                }
+                seq.push(first);
+                for (i, &c) in children.iter().enumerate() {
+                    if i > 0 {
+                        let mut d = desc();
+                        d.source_vp = vp(r);
+                        seq.push(d);
+                    }
+                    let last = seq.len() - 1;
+                    seq[last] = seq[last].clone().send(c, vp(c), 0);
+                }
+                seq[0].ch = true;
+                let last = seq.len() - 1;
+                seq[last].ct = true;
+                seq[last].coll_end_flag = true;
+                seq
+            })
+            .collect()
+    }
+
+    /// A tiny network of units: one hash buffer and one walker per node; packets in flight are
+    /// delivered in an order drawn from `seed`. Returns each node's completion data and the
+    /// largest buffer occupancy seen.
+    fn run(seqs: Vec<Vec<CollDescriptor>>, seed: u64, slots: u32) -> (Vec<Vec<u8>>, u32) {
+        let n = seqs.len();
+        let mut walkers: Vec<Walker> = seqs
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| Walker::new(i as u32, s).unwrap())
+            .collect();
+        let mut bufs: Vec<HashBuf<TrigPacket, ()>> = (0..n)
+            .map(|_| {
+                HashBuf::new(HashBufConfig {
+                    capacity: u64::from(slots) * 256,
+                    slots,
+                })
+                .unwrap()
+            })
+            .collect();
+        let mut issued: Vec<BTreeSet<PacketKey>> = vec![BTreeSet::new(); n];
+        let mut done: Vec<Option<Vec<u8>>> = vec![None; n];
+        let mut flight: Vec<TrigPacket> = vec![];
+        let mut pump = |i: usize,
+                        walkers: &mut Vec<Walker>,
+                        bufs: &mut Vec<HashBuf<TrigPacket, ()>>,
+                        flight: &mut Vec<TrigPacket>,
+                        done: &mut Vec<Option<Vec<u8>>>| loop {
+            for k in walkers[i].missing() {
+                if issued[i].insert(k) {
+                    if let Read::Taken(p) = bufs[i].read(k, ()).unwrap() {
+                        walkers[i].deliver(p).unwrap();
+                    }
+                }
+            }
+            let acts = walkers[i].advance(&mut no_fetch).unwrap();
+            if acts.is_empty() {
+                break;
+            }
+            for a in acts {
+                match a {
+                    TrigAction::Send(p) => flight.push(p),
+                    TrigAction::Complete { job, data, addr } => {
+                        assert_eq!((job, addr), (JOB, None));
+                        assert!(done[i].replace(data).is_none(), "node {i} completed twice");
+                    }
+                }
+            }
+        };
+        for i in 0..n {
+            pump(i, &mut walkers, &mut bufs, &mut flight, &mut done);
+        }
+        let mut rng = seed;
+        let mut refusals = 0;
+        while !flight.is_empty() {
+            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let p = flight.swap_remove((rng >> 33) as usize % flight.len());
+            let d = p.dest as usize;
+            let key = p.key;
+            let bytes = p.data.len() as u64;
+            match bufs[d].insert(key, bytes, p).unwrap() {
+                Inserted::Stored { .. } => refusals = 0,
+                Inserted::Woke { packet, .. } => {
+                    refusals = 0;
+                    walkers[d].deliver(packet).unwrap();
+                }
+                Inserted::Refused(p) => {
+                    refusals += 1;
+                    assert!(refusals <= 10 * n, "every packet in flight refused: buffers too small");
+                    flight.push(p);
+                }
+            }
+            pump(d, &mut walkers, &mut bufs, &mut flight, &mut done);
+        }
+        let mut peak = 0;
+        for i in 0..n {
+            assert!(walkers[i].is_done(), "node {i} stuck at step {}", walkers[i].step());
+            assert!(bufs[i].is_empty() && bufs[i].parked_reads() == 0);
+            let s = bufs[i].stats();
+            assert_eq!(s.stored, s.taken);
+            peak = peak.max(s.peak_occupancy);
+        }
+        (done.into_iter().map(|d| d.expect("completed")).collect(), peak)
+    }
+
+    #[test]
+    fn binomial_reduce_equals_the_reference_in_every_order() {
+        for p in [4, 8] {
+            let want = bits(&f64_bytes(&tree_reference(0, p)));
+            for seed in 0..50 {
+                let (done, _) = run(tree_reduce(p), seed, 4);
+                assert_eq!(bits(&done[0]), want, "p = {p}, seed {seed}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_values_make_the_combine_order_visible() {
+        // Root of 8 nodes: children 1, 2, 4. Combining them in another order than the fixed
+        // one changes the bits, so the order-independence above is not an accident of the data.
+        let parts: Vec<Vec<f64>> = vec![
+            contribution(0),
+            tree_reference(1, 8),
+            tree_reference(2, 8),
+            tree_reference(4, 8),
+        ];
+        let fold = |order: &[usize]| {
+            bits(&f64_bytes(
+                &order
+                    .iter()
+                    .skip(1)
+                    .fold(parts[order[0]].clone(), |a, &i| sum(&a, &parts[i])),
+            ))
+        };
+        let fixed = fold(&[0, 1, 2, 3]);
+        assert_eq!(fixed, bits(&f64_bytes(&tree_reference(0, 8))));
+        let orders = [[0, 3, 2, 1], [3, 1, 0, 2], [2, 3, 1, 0], [0, 2, 3, 1]];
+        assert!(orders.iter().any(|o| fold(o) != fixed));
+    }
+
+    #[test]
+    fn broadcast_forwards_the_root_data_to_every_node() {
+        let data = f64_bytes(&contribution(5));
+        for p in [4, 7, 8] {
+            for seed in 0..20 {
+                let (done, _) = run(tree_broadcast(p, &data), seed, 2);
+                assert!(done.iter().all(|d| *d == data), "p = {p}, seed {seed}");
+            }
+        }
+    }
+
+    proptest! {
+        /// Recursive-doubling allreduce on 4 and 8 nodes under random delivery orders and small
+        /// buffers: every node's result is bit-identical to the reference.
+        #[test]
+        fn doubling_allreduce_is_bit_identical_across_orders(seed in any::<u64>(), slots in 2u32..6, eight in any::<bool>()) {
+            let p = if eight { 8 } else { 4 };
+            let want = doubling_reference(p);
+            let (done, peak) = run(doubling_allreduce(p), seed, slots);
+            prop_assert!(peak <= slots);
+            for r in 0..p as usize {
+                prop_assert_eq!(bits(&done[r]), bits(&f64_bytes(&want[r])));
+                prop_assert_eq!(bits(&done[r]), bits(&done[0]));
+            }
+        }
+    }
+
+    #[test]
+    fn swaps_and_address_payloads() {
+        let mut d0 = desc().wait(2, &[Source { node: 9, vp: 33 }]).send(5, 6, 3);
+        d0.ch = true;
+        d0.dtype = CollType::I64;
+        d0.swap_local_data = true;
+        d0.reduce_flag = true;
+        d0.swap_local_vp = true;
+        d0.swap_remote_addr = true;
+        d0.source_vp = 1;
+        d0.payload = Payload::Address { addr: 0x1000, len: 16 };
+        let mut d1 = desc();
+        d1.ct = true;
+        d1.coll_end_flag = true;
+        d1.payload = Payload::Address { addr: 0x2000, len: 16 };
+        let mut w = Walker::new(4, vec![d0, d1]).unwrap();
+        let key = PacketKey::new(JOB, 9, 33, 2).unwrap();
+        assert_eq!(w.expected(), &[key]);
+        let i64s = |v: [i64; 2]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let mut fetched = vec![];
+        let mut fetch = |a: u64, l: u64| {
+            fetched.push((a, l));
+            i64s([5, -7])
+        };
+        assert!(w.advance(&mut fetch).unwrap().is_empty());
+        let other = PacketKey::new(JOB, 9, 33, 1).unwrap();
+        let pkt = |key| TrigPacket {
+            key,
+            dest: 4,
+            dest_vp: 0,
+            cp: true,
+            end: false,
+            addr: Some(0x7700),
+            data: i64s([10, 20]),
+        };
+        assert_eq!(w.deliver(pkt(other)), Err(WalkError::Unexpected(other)));
+        w.deliver(pkt(key)).unwrap();
+        assert_eq!(w.deliver(pkt(key)), Err(WalkError::Duplicate(key)));
+        let acts = w.advance(&mut fetch).unwrap();
+        assert_eq!(fetched, vec![(0x1000, 16)]);
+        assert_eq!(
+            acts,
+            vec![
+                TrigAction::Send(TrigPacket {
+                    key: PacketKey::new(JOB, 4, 33, 3).unwrap(),
+                    dest: 5,
+                    dest_vp: 6,
+                    cp: true,
+                    end: false,
+                    addr: Some(0x7700),
+                    data: i64s([15, 13]),
+                }),
+                TrigAction::Complete {
+                    job: JOB,
+                    data: i64s([15, 13]),
+                    addr: Some(0x2000)
+                },
+            ]
+        );
+        assert!(w.is_done());
+        assert_eq!(w.deliver(pkt(key)), Err(WalkError::Finished));
+    }
+
+    #[test]
+    fn a_reduction_of_unequal_lengths_is_an_error() {
+        let mut d = desc().wait(0, &[src(1)]);
+        d.ch = true;
+        d.ct = true;
+        d.coll_end_flag = true;
+        d.swap_local_data = true;
+        d.reduce_flag = true;
+        d.payload = Payload::Operands(f64_bytes(&[1.0, 2.0]));
+        let mut w = Walker::new(0, vec![d]).unwrap();
+        let key = w.expected()[0];
+        w.deliver(TrigPacket {
+            key,
+            dest: 0,
+            dest_vp: 0,
+            cp: true,
+            end: false,
+            addr: None,
+            data: f64_bytes(&[1.0]),
+        })
+        .unwrap();
+        assert_eq!(
+            w.advance(&mut no_fetch),
+            Err(WalkError::LengthMismatch {
+                index: 0,
+                have: 16,
+                got: 8
+            })
+        );
+    }
+
+    #[test]
+    fn malformed_sequences_are_refused_with_the_reason() {
+        let ok = || {
+            let mut d = desc();
+            d.ch = true;
+            d.ct = true;
+            d.coll_end_flag = true;
+            d
+        };
+        assert!(Walker::new(0, vec![ok()]).is_ok());
+        let err = |f: &dyn Fn(&mut CollDescriptor)| {
+            let mut d = ok();
+            f(&mut d);
+            Walker::new(0, vec![d]).unwrap_err().to_string()
+        };
+        assert_eq!(
+            err(&|d| d.dest_id = Some(1 << 24)),
+            "descriptor 0: DestID = 16777216 does not fit in 24 bits (largest 16777215)"
+        );
+        assert_eq!(
+            err(&|d| d.job = 256),
+            "descriptor 0: JobID = 256 does not fit in 8 bits (largest 255)"
+        );
+        assert_eq!(
+            err(&|d| d.dest_vp = 2048),
+            "descriptor 0: DestVP = 2048 does not fit in 11 bits (largest 2047)"
+        );
+        assert_eq!(
+            err(&|d| d.seq_id = 32),
+            "descriptor 0: SeqID = 32 does not fit in 5 bits (largest 31)"
+        );
+        assert_eq!(
+            err(&|d| d.c = false),
+            "descriptor 0: C = 0 (a point-to-point descriptor) inside a collective sequence"
+        );
+        assert_eq!(err(&|d| d.ch = false), "descriptor 0: first descriptor without CH");
+        assert_eq!(err(&|d| d.ct = false), "descriptor 0: last descriptor without CT");
+        assert_eq!(
+            err(&|d| d.coll_end_flag = false),
+            "sequence: 0 descriptors with CollEndFlag, need exactly 1"
+        );
+        assert_eq!(
+            err(&|d| d.reduce_flag = true),
+            "descriptor 0: ReduceFlag needs a received packet but CPCount = 0"
+        );
+        assert_eq!(
+            err(&|d| d.cp_count = 2),
+            "descriptor 0: CPCount = 2 but 0 senders listed"
+        );
+        assert_eq!(
+            err(&|d| d.payload = Payload::Operands(vec![0; 12])),
+            "descriptor 0: payload of 12 bytes is not whole F64 elements of 8 bytes"
+        );
+        assert_eq!(
+            err(&|d| {
+                d.op = CollOp::Bxor;
+                *d = d.clone().wait(0, &[src(1)]);
+                d.reduce_flag = true;
+            }),
+            "descriptor 0: bitwise Bxor on floating-point F64"
+        );
+        assert_eq!(
+            err(&|d| *d = d.clone().wait(0, &[src(1), src(1)])),
+            "descriptor 0: a sender is listed twice (its packets would share one key)"
+        );
+        assert!(Walker::new(1 << 24, vec![ok()])
+            .unwrap_err()
+            .to_string()
+            .contains("NodeID"));
+        assert_eq!(Walker::new(0, vec![]).unwrap_err(), DescError::Sequence("empty".into()));
+        // Two steps awaiting the same key.
+        let mut a = desc().wait(0, &[src(1)]);
+        a.ch = true;
+        let mut b = desc().wait(0, &[src(1)]);
+        b.ct = true;
+        b.coll_end_flag = true;
+        let e = Walker::new(0, vec![a.clone(), b]).unwrap_err().to_string();
+        assert!(e.contains("awaited by two steps"), "{e}");
+        let mut c = desc();
+        c.ch = true;
+        c.ct = true;
+        c.coll_end_flag = true;
+        c.job = 4;
+        assert_eq!(
+            Walker::new(0, vec![a.clone(), c.clone()]).unwrap_err().to_string(),
+            "descriptor 1: CH inside the sequence"
+        );
+        c.ch = false;
+        assert_eq!(
+            Walker::new(0, vec![a, c]).unwrap_err().to_string(),
+            "descriptor 1: JobID 4 differs from the sequence's 3"
+        );
+    }
+}
