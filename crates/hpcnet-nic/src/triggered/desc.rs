@@ -468,10 +468,10 @@ impl Walker {
 
 #[cfg(test)]
 mod tests {
-    use super::super::hashbuf::{HashBuf, HashBufConfig, Inserted, Read};
+    use super::super::hashbuf::HashBufConfig;
+    use super::super::ideal::{run_ideal, Endpoint};
     use super::*;
     use proptest::prelude::*;
-    use std::collections::BTreeSet;
 
     const JOB: u32 = 3;
 
@@ -634,88 +634,38 @@ mod tests {
             .collect()
     }
 
-    /// A tiny network of units: one hash buffer and one walker per node; packets in flight are
-    /// delivered in an order drawn from `seed`. Returns each node's completion data and the
-    /// largest buffer occupancy seen.
+    /// Run the sequences of nodes 0 … n − 1 (at VP `vp(node)`) on the ideal executor with
+    /// buffers of `slots` slots; returns each node's completion data and the largest buffer
+    /// occupancy seen.
     fn run(seqs: Vec<Vec<CollDescriptor>>, seed: u64, slots: u32) -> (Vec<Vec<u8>>, u32) {
-        let n = seqs.len();
-        let mut walkers: Vec<Walker> = seqs
+        let eps = seqs
             .into_iter()
             .enumerate()
-            .map(|(i, s)| Walker::new(i as u32, s).unwrap())
-            .collect();
-        let mut bufs: Vec<HashBuf<TrigPacket, ()>> = (0..n)
-            .map(|_| {
-                HashBuf::new(HashBufConfig {
-                    capacity: u64::from(slots) * 256,
-                    slots,
-                })
-                .unwrap()
+            .map(|(i, seq)| Endpoint {
+                node: i as u32,
+                vp: vp(i as u32),
+                seq,
             })
             .collect();
-        let mut issued: Vec<BTreeSet<PacketKey>> = vec![BTreeSet::new(); n];
-        let mut done: Vec<Option<Vec<u8>>> = vec![None; n];
-        let mut flight: Vec<TrigPacket> = vec![];
-        let mut pump = |i: usize,
-                        walkers: &mut Vec<Walker>,
-                        bufs: &mut Vec<HashBuf<TrigPacket, ()>>,
-                        flight: &mut Vec<TrigPacket>,
-                        done: &mut Vec<Option<Vec<u8>>>| loop {
-            for k in walkers[i].missing() {
-                if issued[i].insert(k) {
-                    if let Read::Taken(p) = bufs[i].read(k, ()).unwrap() {
-                        walkers[i].deliver(p).unwrap();
-                    }
-                }
-            }
-            let acts = walkers[i].advance(&mut no_fetch).unwrap();
-            if acts.is_empty() {
-                break;
-            }
-            for a in acts {
-                match a {
-                    TrigAction::Send(p) => flight.push(p),
-                    TrigAction::Complete { job, data, addr } => {
-                        assert_eq!((job, addr), (JOB, None));
-                        assert!(done[i].replace(data).is_none(), "node {i} completed twice");
-                    }
-                }
-            }
+        let cfg = HashBufConfig {
+            capacity: u64::from(slots) * 256,
+            slots,
         };
-        for i in 0..n {
-            pump(i, &mut walkers, &mut bufs, &mut flight, &mut done);
-        }
-        let mut rng = seed;
-        let mut refusals = 0;
-        while !flight.is_empty() {
-            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let p = flight.swap_remove((rng >> 33) as usize % flight.len());
-            let d = p.dest as usize;
-            let key = p.key;
-            let bytes = p.data.len() as u64;
-            match bufs[d].insert(key, bytes, p).unwrap() {
-                Inserted::Stored { .. } => refusals = 0,
-                Inserted::Woke { packet, .. } => {
-                    refusals = 0;
-                    walkers[d].deliver(packet).unwrap();
-                }
-                Inserted::Refused(p) => {
-                    refusals += 1;
-                    assert!(refusals <= 10 * n, "every packet in flight refused: buffers too small");
-                    flight.push(p);
-                }
-            }
-            pump(d, &mut walkers, &mut bufs, &mut flight, &mut done);
-        }
+        let r = run_ideal(eps, seed, cfg, &mut |_, _, _| panic!("no address payloads here")).unwrap();
         let mut peak = 0;
-        for i in 0..n {
-            assert!(walkers[i].is_done(), "node {i} stuck at step {}", walkers[i].step());
-            assert!(bufs[i].is_empty() && bufs[i].parked_reads() == 0);
-            let s = bufs[i].stats();
-            assert_eq!(s.stored, s.taken);
+        for s in &r.buffers {
+            assert_eq!((s.occupancy, s.stored), (0, s.taken));
             peak = peak.max(s.peak_occupancy);
         }
-        (done.into_iter().map(|d| d.expect("completed")).collect(), peak)
+        let done = r
+            .completions
+            .into_iter()
+            .map(|c| {
+                assert_eq!((c.job, c.addr), (JOB, None));
+                c.data
+            })
+            .collect();
+        (done, peak)
     }
 
     #[test]

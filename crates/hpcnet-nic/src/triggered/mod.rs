@@ -9,7 +9,10 @@
 //! - [`desc`]: the collective descriptor with every field of the spec, sequence validation,
 //!   and the sequence walker — a pure state machine that names the packets a step waits for,
 //!   fires the step (replace data / VP / address, or reduce in a fixed order) and says what to
-//!   send and when the collective completes.
+//!   send and when the collective completes;
+//! - [`ideal`]: an untimed executor that runs the sequences of many endpoints, each with its
+//!   own hash buffer, over a network delivering packets in a seeded random order — the
+//!   reference for checking descriptor sequences.
 //!
 //! These pieces are not yet wired into the [`World`](crate::World): no virtual ports,
 //! descriptor queues, scheduler or timing exist for them, and nothing posted through the verbs
@@ -17,10 +20,12 @@
 
 pub mod desc;
 pub mod hashbuf;
+pub mod ideal;
 pub mod key;
 pub mod pulse;
 
 pub use desc::{CollDescriptor, DescError, Payload, TrigAction, TrigPacket, WalkError, Walker};
 pub use hashbuf::{HashBuf, HashBufConfig, HashBufConfigError, HashBufError, HashBufStats, Inserted, Read};
+pub use ideal::{run_ideal, Completion, Endpoint, IdealError, IdealRun};
 pub use key::{KeyError, PacketKey};
 pub use pulse::{Acquire, PulseConfig, PulseController, PulseError, PulseStats};
