@@ -108,8 +108,8 @@ pub fn run_ideal(
     }
     let mut flight: Vec<TrigPacket> = Vec::new();
     let mut packets = 0;
-    for i in 0..units.len() {
-        pump(i, &mut units[i], &mut flight, &mut packets, fetch)?;
+    for (i, u) in units.iter_mut().enumerate() {
+        pump(i, u, &mut flight, &mut packets, fetch)?;
     }
     let mut rng = seed;
     let mut refusals = 0;
