@@ -16,6 +16,8 @@
 //!   only) bitwise and, or, xor, applied to little-endian bytes;
 //! - [`HostCosts`]: the host software cost model (per call, per post, per poll, copy and
 //!   reduction rates);
+//! - [`offload`]: descriptor sequences for the Tianhe triggered offload unit of the NIC
+//!   (binomial-tree reduce and broadcast), one sequence per member;
 //! - the transport: eager RDMA writes with notification and credits (see `transport.rs`).
 //!
 //! Cost: a member registers `8 · p` bytes of credit words, and for each peer it exchanges data
@@ -50,6 +52,7 @@ mod algo;
 mod comm;
 mod cost;
 mod error;
+pub mod offload;
 mod transport;
 mod types;
 

@@ -208,7 +208,7 @@ impl CollDescriptor {
             Payload::Operands(v) => v.len() as u64,
             Payload::Address { len, .. } => *len,
         };
-        if len % self.dtype.size() != 0 {
+        if self.reduce_flag && len % self.dtype.size() != 0 {
             return Err(bad(format!(
                 "payload of {len} bytes is not whole {:?} elements of {} bytes",
                 self.dtype,
@@ -874,7 +874,11 @@ mod tests {
             "descriptor 0: CPCount = 2 but 0 senders listed"
         );
         assert_eq!(
-            err(&|d| d.payload = Payload::Operands(vec![0; 12])),
+            err(&|d| {
+                *d = d.clone().wait(0, &[src(1)]);
+                d.reduce_flag = true;
+                d.payload = Payload::Operands(vec![0; 12]);
+            }),
             "descriptor 0: payload of 12 bytes is not whole F64 elements of 8 bytes"
         );
         assert_eq!(

@@ -24,7 +24,7 @@ pub mod ideal;
 pub mod key;
 pub mod pulse;
 
-pub use desc::{CollDescriptor, DescError, Payload, TrigAction, TrigPacket, WalkError, Walker};
+pub use desc::{CollDescriptor, DescError, Payload, Source, TrigAction, TrigPacket, WalkError, Walker};
 pub use hashbuf::{HashBuf, HashBufConfig, HashBufConfigError, HashBufError, HashBufStats, Inserted, Read};
 pub use ideal::{run_ideal, Completion, Endpoint, IdealError, IdealRun};
 pub use key::{KeyError, PacketKey};

@@ -1,0 +1,429 @@
+//! Descriptor sequences for the Tianhe triggered offload unit (spec 04: "Algorithms are just
+//! descriptor sequences … switching algorithm = software writes another sequence").
+//!
+//! This module owns the translation of a collective on a communicator into one descriptor
+//! sequence (CH … CT) per member, for the NIC's sequence walker
+//! ([`hpcnet_nic::triggered::Walker`]): binomial-tree reduce ([`binomial_reduce`], one trigger
+//! per member: it waits for all its children at once and combines its own data, then its
+//! children in order of increasing distance) and binomial-tree broadcast
+//! ([`binomial_broadcast`]: a member takes its parent's packet and forwards it to each child,
+//! one descriptor per child). Trees are those of the software algorithms: ranks relative to the
+//! root, child `r + 2^k` for every `2^k` below `r`'s lowest set bit. Every packet carries SeqID
+//! 0: one trigger per member suffices.
+//!
+//! Members are given in communicator order as the (node, virtual port) their offload unit
+//! knows them by; where a rank's VP comes from is the NIC integration's business. Each sequence
+//! is checked as the walker would check it, so field widths (JobID 8 bits, NodeID 24, VP 11)
+//! and malformed input are errors here, naming the member.
+//!
+//! Cost: O(p log p) descriptors' worth of work for p members (each member's sequence is checked
+//! once); a member has at most ⌈log2 p⌉ children.
+
+use crate::error::CollError;
+use crate::types::{check_op, Datatype, ReduceOp};
+use hpcnet_nic::triggered::{CollDescriptor, DescError, Payload, Source, Walker};
+use hpcnet_nic::{CollOp, CollType};
+
+/// A member as its offload unit knows it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Member {
+    pub node: u32,
+    pub vp: u32,
+}
+
+/// Why no sequences could be generated.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum OffloadError {
+    #[error("{0}")]
+    Call(CollError),
+    #[error("{call}: members {a} and {b} share node {node} VP {vp}")]
+    SharedEndpoint {
+        call: &'static str,
+        a: usize,
+        b: usize,
+        node: u32,
+        vp: u32,
+    },
+    #[error("{call}: member {member}: {source}")]
+    Descriptor {
+        call: &'static str,
+        member: usize,
+        source: DescError,
+    },
+}
+
+fn coll_type(d: Datatype) -> CollType {
+    match d {
+        Datatype::F32 => CollType::F32,
+        Datatype::F64 => CollType::F64,
+        Datatype::I32 => CollType::I32,
+        Datatype::I64 => CollType::I64,
+    }
+}
+
+fn coll_op(o: ReduceOp) -> CollOp {
+    match o {
+        ReduceOp::Sum => CollOp::Sum,
+        ReduceOp::Max => CollOp::Max,
+        ReduceOp::Min => CollOp::Min,
+        ReduceOp::Band => CollOp::Band,
+        ReduceOp::Bor => CollOp::Bor,
+        ReduceOp::Bxor => CollOp::Bxor,
+    }
+}
+
+fn payload_len(p: &Payload) -> u64 {
+    match p {
+        Payload::Operands(v) => v.len() as u64,
+        Payload::Address { len, .. } => *len,
+    }
+}
+
+/// Children (increasing distance) and parent of member `i` in the binomial tree of `p` members
+/// rooted at `root`.
+pub fn binomial_tree(i: usize, p: usize, root: usize) -> (Vec<usize>, Option<usize>) {
+    let rel = (i + p - root) % p;
+    let abs = |r: usize| (r + root) % p;
+    let mut children = Vec::new();
+    let mut mask = 1;
+    while mask < p {
+        if rel & mask != 0 {
+            return (children, Some(abs(rel - mask)));
+        }
+        if rel + mask < p {
+            children.push(abs(rel + mask));
+        }
+        mask <<= 1;
+    }
+    (children, None)
+}
+
+fn check_members(call: &'static str, members: &[Member], root: usize) -> Result<(), OffloadError> {
+    if root >= members.len() {
+        return Err(OffloadError::Call(CollError::RankOutside {
+            call,
+            index: root,
+            size: members.len(),
+        }));
+    }
+    let mut seen = std::collections::BTreeMap::new();
+    for (b, m) in members.iter().enumerate() {
+        if let Some(a) = seen.insert(*m, b) {
+            return Err(OffloadError::SharedEndpoint {
+                call,
+                a,
+                b,
+                node: m.node,
+                vp: m.vp,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn checked(
+    call: &'static str,
+    members: &[Member],
+    seqs: Vec<Vec<CollDescriptor>>,
+) -> Result<Vec<Vec<CollDescriptor>>, OffloadError> {
+    for (member, (m, s)) in members.iter().zip(&seqs).enumerate() {
+        Walker::new(m.node, s.clone()).map_err(|source| OffloadError::Descriptor { call, member, source })?;
+    }
+    Ok(seqs)
+}
+
+/// Binomial-tree reduce to `root`: `data[i]` is member i's contribution (operands, or address
+/// and length in its memory; all of one length); the root's completion carries the result and
+/// names `root_result` (an address for the result of the same length) if given.
+pub fn binomial_reduce(
+    job: u32,
+    members: &[Member],
+    root: usize,
+    dtype: Datatype,
+    op: ReduceOp,
+    data: &[Payload],
+    root_result: Option<u64>,
+) -> Result<Vec<Vec<CollDescriptor>>, OffloadError> {
+    const CALL: &str = "offload reduce";
+    check_members(CALL, members, root)?;
+    check_op(CALL, dtype, op).map_err(OffloadError::Call)?;
+    let p = members.len();
+    if data.len() != p {
+        return Err(OffloadError::Call(CollError::BadBuffer {
+            call: CALL,
+            reason: format!("{} contributions for {p} members", data.len()),
+        }));
+    }
+    let len = payload_len(&data[0]);
+    if let Some(i) = data.iter().position(|d| payload_len(d) != len) {
+        return Err(OffloadError::Call(CollError::BadBuffer {
+            call: CALL,
+            reason: format!("member {i} contributes {} bytes, member 0 {len}", payload_len(&data[i])),
+        }));
+    }
+    let seqs = (0..p)
+        .map(|i| {
+            let (children, parent) = binomial_tree(i, p, root);
+            let from: Vec<Source> = children
+                .iter()
+                .map(|&c| Source {
+                    node: members[c].node,
+                    vp: members[c].vp,
+                })
+                .collect();
+            let mut d = CollDescriptor::new(job, coll_type(dtype), coll_op(op)).wait(0, &from);
+            d.ch = true;
+            d.swap_local_data = true;
+            d.reduce_flag = !from.is_empty();
+            d.source_vp = members[i].vp;
+            d.payload = data[i].clone();
+            if let Some(q) = parent {
+                d = d.send(members[q].node, members[q].vp, 0);
+            }
+            let mut seq = vec![d];
+            if let (None, Some(addr)) = (parent, root_result) {
+                let mut end = CollDescriptor::new(job, coll_type(dtype), coll_op(op));
+                end.source_vp = members[i].vp;
+                end.payload = Payload::Address { addr, len };
+                seq.push(end);
+            }
+            let last = seq.len() - 1;
+            seq[last].ct = true;
+            seq[last].coll_end_flag = true;
+            seq
+        })
+        .collect();
+    checked(CALL, members, seqs)
+}
+
+/// Binomial-tree broadcast from `root`: `data` is the root's buffer (operands, or address and
+/// length); `results[i]` is where member i's copy goes (an address; `None`: the completion only
+/// carries it). The root's entry of `results` is ignored.
+pub fn binomial_broadcast(
+    job: u32,
+    members: &[Member],
+    root: usize,
+    data: Payload,
+    results: &[Option<u64>],
+) -> Result<Vec<Vec<CollDescriptor>>, OffloadError> {
+    const CALL: &str = "offload broadcast";
+    check_members(CALL, members, root)?;
+    let p = members.len();
+    if results.len() != p {
+        return Err(OffloadError::Call(CollError::BadBuffer {
+            call: CALL,
+            reason: format!("{} result buffers for {p} members", results.len()),
+        }));
+    }
+    let len = payload_len(&data);
+    let new = || CollDescriptor::new(job, CollType::I32, CollOp::Sum);
+    let seqs = (0..p)
+        .map(|i| {
+            let (children, parent) = binomial_tree(i, p, root);
+            let mut first = new();
+            match parent {
+                Some(q) => {
+                    first = first.wait(
+                        0,
+                        &[Source {
+                            node: members[q].node,
+                            vp: members[q].vp,
+                        }],
+                    );
+                    first.swap_remote_data = true;
+                }
+                None => {
+                    first.swap_local_data = true;
+                    first.payload = data.clone();
+                }
+            }
+            let mut seq = vec![first];
+            for (k, &c) in children.iter().enumerate() {
+                if k > 0 {
+                    seq.push(new());
+                }
+                let last = seq.len() - 1;
+                seq[last] = seq[last].clone().send(members[c].node, members[c].vp, 0);
+            }
+            if let (Some(_), Some(addr)) = (parent, results[i]) {
+                // The copy lands at the member's result address when the sequence ends.
+                let mut end = new();
+                end.payload = Payload::Address { addr, len };
+                seq.push(end);
+            }
+            for d in &mut seq {
+                d.source_vp = members[i].vp;
+            }
+            seq[0].ch = true;
+            let last = seq.len() - 1;
+            seq[last].ct = true;
+            seq[last].coll_end_flag = true;
+            seq
+        })
+        .collect();
+    checked(CALL, members, seqs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{reduce_into, to_bytes};
+    use hpcnet_nic::triggered::{run_ideal, Endpoint, HashBufConfig};
+
+    fn members(p: usize) -> Vec<Member> {
+        // Two members per node, on VPs 3 and 4, so keys differ by VP as well as by node.
+        (0..p)
+            .map(|i| Member {
+                node: (i / 2) as u32 * 7 + 1,
+                vp: 3 + (i % 2) as u32,
+            })
+            .collect()
+    }
+    fn contribution(i: usize) -> Vec<f64> {
+        (0..24)
+            .map(|j| match (i + j) % 3 {
+                0 => 1e16 + j as f64,
+                1 => -1e16 + 0.25 * i as f64,
+                _ => 0.1 * (i * j + 1) as f64,
+            })
+            .collect()
+    }
+    /// The reduce along the same tree, by the library's own reduction.
+    fn reference(i: usize, p: usize, root: usize) -> Vec<u8> {
+        let (children, _) = binomial_tree(i, p, root);
+        let mut acc = to_bytes(&contribution(i));
+        for c in children {
+            reduce_into(Datatype::F64, ReduceOp::Sum, &mut acc, &reference(c, p, root)).unwrap();
+        }
+        acc
+    }
+    fn endpoints(ms: &[Member], seqs: Vec<Vec<CollDescriptor>>) -> Vec<Endpoint> {
+        ms.iter()
+            .zip(seqs)
+            .map(|(m, seq)| Endpoint {
+                node: m.node,
+                vp: m.vp,
+                seq,
+            })
+            .collect()
+    }
+    fn small_buffers() -> HashBufConfig {
+        HashBufConfig {
+            capacity: 4 * 256,
+            slots: 4,
+        }
+    }
+
+    #[test]
+    fn trees_cover_every_member_once() {
+        for p in 1..40 {
+            for root in [0, p / 2, p - 1] {
+                let mut parent_of = vec![None; p];
+                for i in 0..p {
+                    let (children, parent) = binomial_tree(i, p, root);
+                    assert_eq!(parent.is_none(), i == root);
+                    assert!(children.len() <= (p as f64).log2().ceil() as usize);
+                    for c in children {
+                        assert!(parent_of[c].replace(i).is_none());
+                    }
+                }
+                for (i, &q) in parent_of.iter().enumerate() {
+                    assert_eq!(q, binomial_tree(i, p, root).1);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn offloaded_reduce_equals_the_tree_reference_bit_for_bit() {
+        for p in [1, 2, 3, 5, 8, 13] {
+            for root in [0, p - 1, p / 2] {
+                let ms = members(p);
+                let data: Vec<Payload> = (0..p).map(|i| Payload::Operands(to_bytes(&contribution(i)))).collect();
+                let want = reference(root, p, root);
+                for seed in 0..8 {
+                    let seqs =
+                        binomial_reduce(9, &ms, root, Datatype::F64, ReduceOp::Sum, &data, Some(0x4000)).unwrap();
+                    let r = run_ideal(endpoints(&ms, seqs), seed, small_buffers(), &mut |_, _, _| Vec::new()).unwrap();
+                    assert_eq!(r.completions[root].data, want, "p {p} root {root} seed {seed}");
+                    assert_eq!(r.completions[root].addr, Some(0x4000));
+                    assert_eq!(r.packets, p as u64 - 1);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn integer_reduce_from_memory_equals_the_plain_sum() {
+        let p = 6;
+        let ms = members(p);
+        let data: Vec<Payload> = (0..p)
+            .map(|i| Payload::Address {
+                addr: 0x100 * i as u64,
+                len: 16,
+            })
+            .collect();
+        let seqs = binomial_reduce(1, &ms, 2, Datatype::I64, ReduceOp::Sum, &data, None).unwrap();
+        let r = run_ideal(endpoints(&ms, seqs), 3, small_buffers(), &mut |i, addr, len| {
+            assert_eq!((addr, len), (0x100 * i as u64, 16));
+            to_bytes(&[i as i64, 10 * i as i64])
+        })
+        .unwrap();
+        assert_eq!(r.completions[2].data, to_bytes(&[15i64, 150]));
+    }
+
+    #[test]
+    fn offloaded_broadcast_reaches_every_member() {
+        let data = to_bytes(&contribution(4));
+        for p in [1, 2, 6, 9] {
+            let ms = members(p);
+            let root = p / 3;
+            let results: Vec<Option<u64>> = (0..p).map(|i| (i % 2 == 0).then_some(0x9000 + i as u64)).collect();
+            for seed in 0..5 {
+                let seqs = binomial_broadcast(4, &ms, root, Payload::Operands(data.clone()), &results).unwrap();
+                let r = run_ideal(endpoints(&ms, seqs), seed, small_buffers(), &mut |_, _, _| Vec::new()).unwrap();
+                for (i, c) in r.completions.iter().enumerate() {
+                    assert_eq!(c.data, data, "p {p} member {i}");
+                    let want = if i == root { None } else { results[i] };
+                    assert_eq!(c.addr, want);
+                }
+                assert_eq!(r.packets, p as u64 - 1);
+            }
+        }
+    }
+
+    #[test]
+    fn bad_calls_are_errors_naming_the_reason() {
+        let ms = members(4);
+        let data: Vec<Payload> = (0..4).map(|_| Payload::Operands(vec![0; 8])).collect();
+        let e = binomial_reduce(1, &ms, 4, Datatype::F64, ReduceOp::Sum, &data, None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "offload reduce: rank 4 is outside the communicator of 4 ranks"
+        );
+        let e = binomial_reduce(1, &ms, 0, Datatype::F64, ReduceOp::Bxor, &data, None).unwrap_err();
+        assert!(e.to_string().contains("bitwise"), "{e}");
+        let e = binomial_reduce(1, &ms, 0, Datatype::F64, ReduceOp::Sum, &data[..3], None).unwrap_err();
+        assert_eq!(e.to_string(), "offload reduce: 3 contributions for 4 members");
+        let mut uneven = data.clone();
+        uneven[2] = Payload::Operands(vec![0; 16]);
+        let e = binomial_reduce(1, &ms, 0, Datatype::F64, ReduceOp::Sum, &uneven, None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "offload reduce: member 2 contributes 16 bytes, member 0 8"
+        );
+        let e = binomial_reduce(256, &ms, 0, Datatype::F64, ReduceOp::Sum, &data, None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "offload reduce: member 0: descriptor 0: JobID = 256 does not fit in 8 bits (largest 255)"
+        );
+        let mut wide = ms.clone();
+        wide[3].vp = 2048;
+        let e = binomial_broadcast(1, &wide, 0, Payload::Operands(vec![1]), &[None; 4]).unwrap_err();
+        assert!(e.to_string().contains("VP = 2048 does not fit in 11 bits"), "{e}");
+        let mut shared = ms.clone();
+        shared[3] = shared[1];
+        let e = binomial_broadcast(1, &shared, 0, Payload::Operands(vec![1]), &[None; 4]).unwrap_err();
+        assert_eq!(e.to_string(), "offload broadcast: members 1 and 3 share node 1 VP 4");
+    }
+}
