@@ -16,7 +16,59 @@
 //!
 //! These pieces are not yet wired into the [`World`](crate::World): no virtual ports,
 //! descriptor queues, scheduler or timing exist for them, and nothing posted through the verbs
-//! layer reaches them. They are tested as pure state machines.
+//! layer reaches them. They are tested as pure state machines. Descriptor sequences for a
+//! communicator come from `hpcnet_coll::offload`.
+//!
+//! # How the unit is to plug into the World (not yet modelled)
+//!
+//! The wiring follows the hardware collective unit ([`crate::coll`]), which has the same shape:
+//! its own descriptors, its own packets told apart by tag, its own events.
+//!
+//! 1. **Configuration**: a `[nic.triggered]` section (a `TriggeredConfig` beside
+//!    `CollUnitConfig`, checked in `NicConfig::validate` with the key named): units per NIC (8),
+//!    incoming streams per unit (16), concurrent collectives per NIC (32), buffer capacity and
+//!    slots ([`HashBufConfig`]), pulse capacity C, counters k and time-out ([`PulseConfig`]),
+//!    the step overhead and reduction rate per type of the pipelined reduction unit, the
+//!    parser's per-descriptor time.
+//! 2. **Virtual ports and descriptor queues**: a `TrigUnit` field of the World (like
+//!    `coll: CollUnit`) holds per NIC up to 2048 VPs, each with a descriptor queue; a rank opens
+//!    a VP (the VP number is its 11-bit key field) and posts a whole sequence through one new,
+//!    defaulted `NicBackend` call (as `post_coll` is: a backend without the unit refuses it).
+//!    The sequence is checked with [`Walker::new`] at post time; errors are `PostError`s.
+//!    MP and RDMA point-to-point descriptors posted on a VP become ordinary [`crate::Op`]s and
+//!    take the existing engine path ([`World::next_message`](crate::World) is the plug-in point
+//!    where the scheduler's choice enters the engines).
+//! 3. **Parser and scheduler**: one `WorldEvent::Trig` variant carries the unit's events. The
+//!    parser looks at the head descriptor of each non-empty queue after the doorbell and one
+//!    descriptor fetch (DMA round trip, as in [`crate::engine`]); the scheduler takes the
+//!    queue with the most descriptors among those whose downstream (engine or offload unit) is
+//!    idle, ties by VP number. A CH descriptor assigns its sequence to the unit with the fewest
+//!    sequences (ties: lowest index), where it stays until CT; a unit time-shares its
+//!    sequences round robin over those with a step ready. More than 32 collectives on a NIC, or
+//!    more senders on a unit than its streams, are refused with an error completion.
+//! 4. **Packets**: a tag bit (like the collective unit's) marks offload packets; the World's
+//!    network dispatch hands them to the unit next to the collective unit's check. Their
+//!    [`TrigPacket`] travels in a side table (slab with a free list), split into packets of at
+//!    most `packet.max_payload` and reassembled before it enters the buffer. The JobID routes
+//!    an arrival to the unit that holds its sequence (a per-NIC job → unit table); an arrival
+//!    for a job not yet posted waits in the unit chosen by the same table once it is.
+//! 5. **Buffer and back-pressure**: [`HashBuf::insert`] at arrival; a refused packet keeps its
+//!    receive buffer in the network (the ejection credits of `nic.rx_buffer`), so the fabric
+//!    stops delivering to that NIC until a read frees a slot — the credit push-back the paper
+//!    describes — and is retried after each read.
+//! 6. **Firing**: the walker's actions cost the step overhead plus the operand bytes at the
+//!    reduction rate on the unit's reduction pipeline (busy-until time, intermediate results
+//!    in the unit); a `Send` enters the transmit path ([`crate::tx`]); `Complete` writes the
+//!    result to host memory through the host interface ([`crate::host`]) and then a completion
+//!    of a new completion kind.
+//! 7. **Pulses**: a reduction longer than the pulse size C/k is walked once per pulse; each
+//!    pulse takes a counter from the unit's [`PulseController`], its DMA reads and sends count
+//!    responses, and the counter returns at the pulse's size; `Retry` re-arms a timer event;
+//!    [`PulseError::Timeout`] becomes an error completion. The key leaves no room for a pulse
+//!    number (SeqID has 5 bits), so the model must say how pulses of one job are told apart —
+//!    a JobID per pulse, or a pulse field beside the key; the paper does not say.
+//! 8. **Statistics**: each unit's [`HashBufStats`] and [`PulseStats`] under `nic.trig.*` names
+//!    in the World's statistics, as the collective unit reports `nic.coll.*`.
 
 pub mod desc;
 pub mod hashbuf;
