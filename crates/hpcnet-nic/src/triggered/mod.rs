@@ -10,6 +10,9 @@
 //!   and the sequence walker — a pure state machine that names the packets a step waits for,
 //!   fires the step (replace data / VP / address, or reduce in a fixed order) and says what to
 //!   send and when the collective completes;
+//! - [`unit`]: the offload units of one NIC — sequences assigned to the least-loaded unit and
+//!   kept there, arrivals routed to the unit awaiting them, units time-shared among their
+//!   sequences, the test bed's limits (8 units, 16 streams, 32 collectives) as errors;
 //! - [`ideal`]: an untimed executor that runs the sequences of many endpoints, each with its
 //!   own hash buffer, over a network delivering packets in a seeded random order — the
 //!   reference for checking descriptor sequences.
@@ -75,9 +78,11 @@ pub mod hashbuf;
 pub mod ideal;
 pub mod key;
 pub mod pulse;
+pub mod unit;
 
 pub use desc::{CollDescriptor, DescError, Payload, Source, TrigAction, TrigPacket, WalkError, Walker};
 pub use hashbuf::{HashBuf, HashBufConfig, HashBufConfigError, HashBufError, HashBufStats, Inserted, Read};
 pub use ideal::{run_ideal, Completion, Endpoint, IdealError, IdealRun};
 pub use key::{KeyError, PacketKey};
 pub use pulse::{Acquire, PulseConfig, PulseController, PulseError, PulseStats};
+pub use unit::{OffloadUnits, UnitAction, UnitError, UnitsConfig};
