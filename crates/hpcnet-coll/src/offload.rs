@@ -7,9 +7,11 @@
 //! per member: it waits for all its children at once and combines its own data, then its
 //! children in order of increasing distance) and binomial-tree broadcast
 //! ([`binomial_broadcast`]: a member takes its parent's packet and forwards it to each child,
-//! one descriptor per child). Trees are those of the software algorithms: ranks relative to the
+//! one descriptor per child), and recursive-doubling allreduce
+//! ([`recursive_doubling_allreduce`]: the SeqID counts the stages, as the spec describes for
+//! recursive algorithms; member counts that are not powers of two fold pairs first). Trees are those of the software algorithms: ranks relative to the
 //! root, child `r + 2^k` for every `2^k` below `r`'s lowest set bit. Every packet carries SeqID
-//! 0: one trigger per member suffices.
+//! 0 in the trees: one trigger per member suffices.
 //!
 //! Members are given in communicator order as the (node, virtual port) their offload unit
 //! knows them by; where a rank's VP comes from is the NIC integration's business. Each sequence
@@ -196,6 +198,120 @@ pub fn binomial_reduce(
     checked(CALL, members, seqs)
 }
 
+/// Recursive-doubling allreduce: `data[i]` is member i's contribution (all of one length);
+/// every member's completion carries the result (and names `results[i]`, an address, if
+/// given). With p' the largest power of two ≤ p and r = p − p', members 2j and 2j + 1 for
+/// j < r first fold: 2j sends its data to 2j + 1 (SeqID 0), which combines its own data with
+/// it; the p' remaining members exchange and combine with the member whose new index differs
+/// in bit s at stage s (SeqID s + 1); at the end 2j + 1 sends the result back to 2j (SeqID
+/// log2 p' + 1). A member combines its own partial result first, then its partner's; with a
+/// commutative operator both partners compute the same bits.
+pub fn recursive_doubling_allreduce(
+    job: u32,
+    members: &[Member],
+    dtype: Datatype,
+    op: ReduceOp,
+    data: &[Payload],
+    results: &[Option<u64>],
+) -> Result<Vec<Vec<CollDescriptor>>, OffloadError> {
+    const CALL: &str = "offload allreduce";
+    check_members(CALL, members, 0)?;
+    check_op(CALL, dtype, op).map_err(OffloadError::Call)?;
+    let p = members.len();
+    if data.len() != p || results.len() != p {
+        return Err(OffloadError::Call(CollError::BadBuffer {
+            call: CALL,
+            reason: format!(
+                "{} contributions and {} result buffers for {p} members",
+                data.len(),
+                results.len()
+            ),
+        }));
+    }
+    let len = payload_len(&data[0]);
+    if let Some(i) = data.iter().position(|d| payload_len(d) != len) {
+        return Err(OffloadError::Call(CollError::BadBuffer {
+            call: CALL,
+            reason: format!("member {i} contributes {} bytes, member 0 {len}", payload_len(&data[i])),
+        }));
+    }
+    let pow = 1usize << (usize::BITS - 1 - p.leading_zeros());
+    let rem = p - pow;
+    let stages = pow.trailing_zeros();
+    // Member of new index k, and new index of member i (None: folded into its odd partner).
+    let member_of = |k: usize| if k < rem { 2 * k + 1 } else { k + rem };
+    let new_index = |i: usize| {
+        if i < 2 * rem {
+            (i % 2 == 1).then_some(i / 2)
+        } else {
+            Some(i - rem)
+        }
+    };
+    let src = |i: usize| Source {
+        node: members[i].node,
+        vp: members[i].vp,
+    };
+    let new = || CollDescriptor::new(job, coll_type(dtype), coll_op(op));
+    let result_payload = |i: usize| results[i].map(|addr| Payload::Address { addr, len });
+    let seqs = (0..p)
+        .map(|i| {
+            let mut seq = Vec::new();
+            let mut first = new();
+            first.swap_local_data = true;
+            first.payload = data[i].clone();
+            match new_index(i) {
+                None => {
+                    // Folded: send the data to the odd partner, wait for the result.
+                    seq.push(first.send(members[i + 1].node, members[i + 1].vp, 0));
+                    let mut last = new().wait(stages + 1, &[src(i + 1)]);
+                    last.swap_remote_data = true;
+                    if let Some(r) = result_payload(i) {
+                        last.payload = r;
+                    }
+                    seq.push(last);
+                }
+                Some(k) => {
+                    if i < 2 * rem {
+                        first = first.wait(0, &[src(i - 1)]);
+                        first.reduce_flag = true;
+                    }
+                    seq.push(first);
+                    for s in 0..stages {
+                        let partner = member_of(k ^ (1 << s));
+                        let last = seq.len() - 1;
+                        seq[last] = seq[last]
+                            .clone()
+                            .send(members[partner].node, members[partner].vp, s + 1);
+                        let mut d = new().wait(s + 1, &[src(partner)]);
+                        d.reduce_flag = true;
+                        seq.push(d);
+                    }
+                    if i < 2 * rem {
+                        let last = seq.len() - 1;
+                        seq[last] = seq[last]
+                            .clone()
+                            .send(members[i - 1].node, members[i - 1].vp, stages + 1);
+                    }
+                    if let Some(r) = result_payload(i) {
+                        let mut end = new();
+                        end.payload = r;
+                        seq.push(end);
+                    }
+                }
+            }
+            for d in &mut seq {
+                d.source_vp = members[i].vp;
+            }
+            seq[0].ch = true;
+            let last = seq.len() - 1;
+            seq[last].ct = true;
+            seq[last].coll_end_flag = true;
+            seq
+        })
+        .collect();
+    checked(CALL, members, seqs)
+}
+
 /// Binomial-tree broadcast from `root`: `data` is the root's buffer (operands, or address and
 /// length); `results[i]` is where member i's copy goes (an address; `None`: the completion only
 /// carries it). The root's entry of `results` is ignored.
@@ -370,6 +486,60 @@ mod tests {
         })
         .unwrap();
         assert_eq!(r.completions[2].data, to_bytes(&[15i64, 150]));
+    }
+
+    /// Recursive doubling as the offloaded sequences compute it, by the library's reduction.
+    fn doubling_reference(p: usize) -> Vec<u8> {
+        let add = |a: &[u8], b: &[u8]| {
+            let mut acc = a.to_vec();
+            reduce_into(Datatype::F64, ReduceOp::Sum, &mut acc, b).unwrap();
+            acc
+        };
+        let pow = 1usize << (usize::BITS - 1 - p.leading_zeros());
+        let rem = p - pow;
+        let mut w: Vec<Vec<u8>> = (0..pow)
+            .map(|k| {
+                if k < rem {
+                    add(&to_bytes(&contribution(2 * k + 1)), &to_bytes(&contribution(2 * k)))
+                } else {
+                    to_bytes(&contribution(k + rem))
+                }
+            })
+            .collect();
+        let mut s = 1;
+        while s < pow {
+            w = (0..pow).map(|k| add(&w[k], &w[k ^ s])).collect();
+            s <<= 1;
+        }
+        assert!(w.iter().all(|x| *x == w[0]));
+        w.swap_remove(0)
+    }
+
+    #[test]
+    fn offloaded_allreduce_gives_every_member_the_reference_bits() {
+        for p in 1..=12 {
+            let ms = members(p);
+            let data: Vec<Payload> = (0..p).map(|i| Payload::Operands(to_bytes(&contribution(i)))).collect();
+            let results: Vec<Option<u64>> = (0..p).map(|i| (i % 3 == 0).then_some(0x5000 + i as u64)).collect();
+            let want = doubling_reference(p);
+            for seed in 0..6 {
+                let seqs = recursive_doubling_allreduce(2, &ms, Datatype::F64, ReduceOp::Sum, &data, &results).unwrap();
+                let r = run_ideal(endpoints(&ms, seqs), seed, small_buffers(), &mut |_, _, _| Vec::new()).unwrap();
+                for (i, c) in r.completions.iter().enumerate() {
+                    assert_eq!(c.data, want, "p {p} member {i} seed {seed}");
+                    assert_eq!(c.addr, results[i]);
+                }
+                let pow = 1u64 << (63 - (p as u64).leading_zeros());
+                let rem = p as u64 - pow;
+                assert_eq!(r.packets, 2 * rem + pow * u64::from(pow.trailing_zeros()));
+            }
+        }
+        let ms = members(3);
+        let e = recursive_doubling_allreduce(2, &ms, Datatype::F64, ReduceOp::Sum, &[], &[]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "offload allreduce: 0 contributions and 0 result buffers for 3 members"
+        );
     }
 
     #[test]

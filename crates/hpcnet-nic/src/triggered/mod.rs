@@ -33,8 +33,8 @@
 //!    slots ([`HashBufConfig`]), pulse capacity C, counters k and time-out ([`PulseConfig`]),
 //!    the step overhead and reduction rate per type of the pipelined reduction unit, the
 //!    parser's per-descriptor time.
-//! 2. **Virtual ports and descriptor queues**: a `TrigUnit` field of the World (like
-//!    `coll: CollUnit`) holds per NIC up to 2048 VPs, each with a descriptor queue; a rank opens
+//! 2. **Virtual ports and descriptor queues**: a field of the World (like `coll: CollUnit`)
+//!    holds per NIC an [`OffloadUnits`] and up to 2048 VPs, each with a descriptor queue; a rank opens
 //!    a VP (the VP number is its 11-bit key field) and posts a whole sequence through one new,
 //!    defaulted `NicBackend` call (as `post_coll` is: a backend without the unit refuses it).
 //!    The sequence is checked with [`Walker::new`] at post time; errors are `PostError`s.
@@ -45,16 +45,15 @@
 //!    parser looks at the head descriptor of each non-empty queue after the doorbell and one
 //!    descriptor fetch (DMA round trip, as in [`crate::engine`]); the scheduler takes the
 //!    queue with the most descriptors among those whose downstream (engine or offload unit) is
-//!    idle, ties by VP number. A CH descriptor assigns its sequence to the unit with the fewest
-//!    sequences (ties: lowest index), where it stays until CT; a unit time-shares its
-//!    sequences round robin over those with a step ready. More than 32 collectives on a NIC, or
-//!    more senders on a unit than its streams, are refused with an error completion.
+//!    idle, ties by VP number. A whole sequence (CH … CT) is handed to
+//!    [`OffloadUnits::post`], which assigns it to the least-loaded unit and refuses it past the
+//!    limits ([`UnitError`], to become an error completion).
 //! 4. **Packets**: a tag bit (like the collective unit's) marks offload packets; the World's
 //!    network dispatch hands them to the unit next to the collective unit's check. Their
 //!    [`TrigPacket`] travels in a side table (slab with a free list), split into packets of at
-//!    most `packet.max_payload` and reassembled before it enters the buffer. The JobID routes
-//!    an arrival to the unit that holds its sequence (a per-NIC job → unit table); an arrival
-//!    for a job not yet posted waits in the unit chosen by the same table once it is.
+//!    most `packet.max_payload` and reassembled before it enters
+//!    [`OffloadUnits::arrive`], which routes it by (JobID, DestVP) and holds early arrivals
+//!    (unbounded in the untimed model; the timed one must bound them).
 //! 5. **Buffer and back-pressure**: [`HashBuf::insert`] at arrival; a refused packet keeps its
 //!    receive buffer in the network (the ejection credits of `nic.rx_buffer`), so the fabric
 //!    stops delivering to that NIC until a read frees a slot — the credit push-back the paper
