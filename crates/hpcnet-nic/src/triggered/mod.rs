@@ -10,7 +10,7 @@
 //!   and the sequence walker — a pure state machine that names the packets a step waits for,
 //!   fires the step (replace data / VP / address, or reduce in a fixed order) and says what to
 //!   send and when the collective completes;
-//! - [`unit`]: the offload units of one NIC — sequences assigned to the least-loaded unit and
+//! - [`unit`](mod@unit): the offload units of one NIC — sequences assigned to the least-loaded unit and
 //!   kept there, arrivals routed to the unit awaiting them, units time-shared among their
 //!   sequences, the test bed's limits (8 units, 16 streams, 32 collectives) as errors;
 //! - [`ideal`]: an untimed executor that runs the sequences of many endpoints, each with its
