@@ -7,7 +7,9 @@
 //! per member: it waits for all its children at once and combines its own data, then its
 //! children in order of increasing distance) and binomial-tree broadcast
 //! ([`binomial_broadcast`]: a member takes its parent's packet and forwards it to each child,
-//! one descriptor per child), and recursive-doubling allreduce
+//! one descriptor per child), double-binary-tree broadcast ([`double_binary_tree_broadcast`]:
+//! the two halves as two collectives down two complementary trees), and recursive-doubling
+//! allreduce
 //! ([`recursive_doubling_allreduce`]: the SeqID counts the stages, as the spec describes for
 //! recursive algorithms; member counts that are not powers of two fold pairs first). Trees are those of the software algorithms: ranks relative to the
 //! root, child `r + 2^k` for every `2^k` below `r`'s lowest set bit. Every packet carries SeqID
@@ -324,20 +326,108 @@ pub fn binomial_broadcast(
 ) -> Result<Vec<Vec<CollDescriptor>>, OffloadError> {
     const CALL: &str = "offload broadcast";
     check_members(CALL, members, root)?;
+    check_results(CALL, members.len(), results)?;
     let p = members.len();
+    let (parents, children): (Vec<_>, Vec<_>) = (0..p)
+        .map(|i| {
+            let (c, q) = binomial_tree(i, p, root);
+            (q, c)
+        })
+        .unzip();
+    tree_broadcast(CALL, job, members, &parents, &children, data, results)
+}
+
+fn check_results(call: &'static str, p: usize, results: &[Option<u64>]) -> Result<(), OffloadError> {
     if results.len() != p {
         return Err(OffloadError::Call(CollError::BadBuffer {
-            call: CALL,
+            call,
             reason: format!("{} result buffers for {p} members", results.len()),
         }));
     }
+    Ok(())
+}
+
+/// Double-binary-tree broadcast (the spec's broadcast algorithm; trees as the software
+/// `Algorithm::DoubleBinaryTree`: the in-order binary tree on ranks relative to the root, and
+/// the same tree moved by one rank) as two collectives: half 0 (the first ⌊len/2⌋ bytes) goes
+/// down tree A as job `jobs[0]`, half 1 down tree B as job `jobs[1]`; each member runs one
+/// sequence per job. Member i's halves land at `results[i]` and `results[i] + ⌊len/2⌋`.
+pub fn double_binary_tree_broadcast(
+    jobs: [u32; 2],
+    members: &[Member],
+    root: usize,
+    data: Payload,
+    results: &[Option<u64>],
+) -> Result<[Vec<Vec<CollDescriptor>>; 2], OffloadError> {
+    const CALL: &str = "offload double-binary-tree broadcast";
+    check_members(CALL, members, root)?;
+    check_results(CALL, members.len(), results)?;
+    if jobs[0] == jobs[1] {
+        return Err(OffloadError::Call(CollError::BadBuffer {
+            call: CALL,
+            reason: format!("the two trees need two JobIDs, got {} twice", jobs[0]),
+        }));
+    }
+    let p = members.len();
+    let len = payload_len(&data);
+    let half = len / 2;
+    let halves = match &data {
+        Payload::Operands(v) => [
+            Payload::Operands(v[..half as usize].to_vec()),
+            Payload::Operands(v[half as usize..].to_vec()),
+        ],
+        Payload::Address { addr, len } => [
+            Payload::Address { addr: *addr, len: half },
+            Payload::Address {
+                addr: addr + half,
+                len: len - half,
+            },
+        ],
+    };
+    let m = p - 1;
+    let (parent, kids) = crate::algo::bcast::inorder_tree(m);
+    let tree_root = (1..=m).find(|&q| parent[q].is_none());
+    let abs = |rel: usize| (rel + root) % p;
+    let mut out: [Vec<Vec<CollDescriptor>>; 2] = [Vec::new(), Vec::new()];
+    for (tree, half_data) in halves.into_iter().enumerate() {
+        // Relative rank at tree position q (1..=m).
+        let rel = |q: usize| if tree == 0 { q } else { q % m + 1 };
+        let mut parents = vec![None; p];
+        let mut children = vec![Vec::new(); p];
+        if let Some(tr) = tree_root {
+            children[root].push(abs(rel(tr)));
+        }
+        for q in 1..=m {
+            let me = abs(rel(q));
+            parents[me] = Some(parent[q].map_or(root, |u| abs(rel(u))));
+            children[me] = kids[q].iter().map(|&k| abs(rel(k))).collect();
+        }
+        let res: Vec<Option<u64>> = results
+            .iter()
+            .map(|r| r.map(|a| a + if tree == 0 { 0 } else { half }))
+            .collect();
+        out[tree] = tree_broadcast(CALL, jobs[tree], members, &parents, &children, half_data, &res)?;
+    }
+    Ok(out)
+}
+
+/// Broadcast down a tree given by each member's parent and children (in sending order).
+fn tree_broadcast(
+    call: &'static str,
+    job: u32,
+    members: &[Member],
+    parents: &[Option<usize>],
+    children: &[Vec<usize>],
+    data: Payload,
+    results: &[Option<u64>],
+) -> Result<Vec<Vec<CollDescriptor>>, OffloadError> {
+    let p = members.len();
     let len = payload_len(&data);
     let new = || CollDescriptor::new(job, CollType::I32, CollOp::Sum);
     let seqs = (0..p)
         .map(|i| {
-            let (children, parent) = binomial_tree(i, p, root);
             let mut first = new();
-            match parent {
+            match parents[i] {
                 Some(q) => {
                     first = first.wait(
                         0,
@@ -354,14 +444,14 @@ pub fn binomial_broadcast(
                 }
             }
             let mut seq = vec![first];
-            for (k, &c) in children.iter().enumerate() {
+            for (k, &c) in children[i].iter().enumerate() {
                 if k > 0 {
                     seq.push(new());
                 }
                 let last = seq.len() - 1;
                 seq[last] = seq[last].clone().send(members[c].node, members[c].vp, 0);
             }
-            if let (Some(_), Some(addr)) = (parent, results[i]) {
+            if let (Some(_), Some(addr)) = (parents[i], results[i]) {
                 // The copy lands at the member's result address when the sequence ends.
                 let mut end = new();
                 end.payload = Payload::Address { addr, len };
@@ -377,7 +467,7 @@ pub fn binomial_broadcast(
             seq
         })
         .collect();
-    checked(CALL, members, seqs)
+    checked(call, members, seqs)
 }
 
 #[cfg(test)]
@@ -560,6 +650,44 @@ mod tests {
                 assert_eq!(r.packets, p as u64 - 1);
             }
         }
+    }
+
+    #[test]
+    fn double_binary_tree_broadcast_delivers_both_halves() {
+        let data = to_bytes(&contribution(2));
+        for p in [1, 2, 3, 4, 7, 8, 12] {
+            let ms = members(p);
+            let root = p / 2;
+            let results: Vec<Option<u64>> = (0..p).map(|i| Some(0x8000 * (i as u64 + 1))).collect();
+            for seed in 0..5 {
+                let [a, b] =
+                    double_binary_tree_broadcast([10, 11], &ms, root, Payload::Operands(data.clone()), &results)
+                        .unwrap();
+                let mut eps = endpoints(&ms, a);
+                eps.extend(endpoints(&ms, b));
+                let r = run_ideal(eps, seed, small_buffers(), &mut |_, _, _| Vec::new()).unwrap();
+                let half = data.len() / 2;
+                for (i, res) in results.iter().enumerate() {
+                    let (ca, cb) = (&r.completions[i], &r.completions[p + i]);
+                    assert_eq!((ca.job, cb.job), (10, 11));
+                    assert_eq!(
+                        [ca.data.as_slice(), cb.data.as_slice()].concat(),
+                        data,
+                        "p {p} member {i}"
+                    );
+                    if i != root {
+                        assert_eq!((ca.addr, cb.addr), (*res, res.map(|x| x + half as u64)));
+                    }
+                }
+                // Each half reaches the p − 1 other members once.
+                assert_eq!(r.packets, 2 * (p as u64 - 1));
+            }
+        }
+        let e = double_binary_tree_broadcast([3, 3], &members(2), 0, Payload::Operands(vec![]), &[None; 2]);
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "offload double-binary-tree broadcast: the two trees need two JobIDs, got 3 twice"
+        );
     }
 
     #[test]

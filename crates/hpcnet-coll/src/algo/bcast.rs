@@ -106,7 +106,7 @@ pub(crate) async fn scatter_allgather(
 
 /// Parent and children of positions 1..=m in a balanced in-order binary tree (the root is the
 /// middle position, each subtree the middle of its range); index 0 is unused.
-fn inorder_tree(m: usize) -> (Vec<Option<usize>>, Vec<Vec<usize>>) {
+pub(crate) fn inorder_tree(m: usize) -> (Vec<Option<usize>>, Vec<Vec<usize>>) {
     let mut parent = vec![None; m + 1];
     let mut kids = vec![Vec::new(); m + 1];
     let mut stack = vec![(1usize, m, None::<usize>)];

@@ -2,7 +2,7 @@
 //! and (later) the timed NIC integration are checked.
 //!
 //! This module owns one rule: how units exchange packets when time is left out. Each endpoint
-//! (node, VP) runs one sequence with its own [`HashBuf`]; packets in flight are delivered one
+//! (node, VP, JobID) runs one sequence with its own [`HashBuf`]; packets in flight are delivered one
 //! at a time in an order drawn from a seed (any order the network could produce, including
 //! overtaking); a full buffer refuses a packet, which stays in flight and is retried later
 //! (back-pressure, nothing lost). After each delivery the receiving unit reads the keys its
@@ -19,7 +19,7 @@ use super::hashbuf::{HashBuf, HashBufConfig, HashBufConfigError, HashBufError, H
 use super::key::PacketKey;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// One endpoint's sequence.
+/// One endpoint's sequence (its JobID is the sequence's).
 #[derive(Clone, Debug)]
 pub struct Endpoint {
     pub node: u32,
@@ -57,9 +57,9 @@ pub enum IdealError {
     Buffer { index: usize, source: HashBufError },
     #[error("{0}")]
     Config(HashBufConfigError),
-    #[error("two endpoints at node {node} VP {vp}")]
-    DuplicateEndpoint { node: u32, vp: u32 },
-    #[error("{key:?} sent to node {node} VP {vp}, which runs no sequence")]
+    #[error("two sequences of job {job} at node {node} VP {vp}")]
+    DuplicateEndpoint { node: u32, vp: u32, job: u32 },
+    #[error("{key:?} sent to node {node} VP {vp}, which runs no sequence of its job")]
     NoEndpoint { key: PacketKey, node: u32, vp: u32 },
     #[error("endpoint {index} (node {node}) completed twice")]
     CompletedTwice { index: usize, node: u32 },
@@ -92,11 +92,16 @@ pub fn run_ideal(
     buf: HashBufConfig,
     fetch: &mut dyn FnMut(usize, u64, u64) -> Vec<u8>,
 ) -> Result<IdealRun, IdealError> {
-    let mut at: BTreeMap<(u32, u32), usize> = BTreeMap::new();
+    let mut at: BTreeMap<(u32, u32, u32), usize> = BTreeMap::new();
     let mut units = Vec::with_capacity(endpoints.len());
     for (index, e) in endpoints.into_iter().enumerate() {
-        if at.insert((e.node, e.vp), index).is_some() {
-            return Err(IdealError::DuplicateEndpoint { node: e.node, vp: e.vp });
+        let job = e.seq.first().map_or(0, |d| d.job);
+        if at.insert((e.node, e.vp, job), index).is_some() {
+            return Err(IdealError::DuplicateEndpoint {
+                node: e.node,
+                vp: e.vp,
+                job,
+            });
         }
         units.push(Unit {
             node: e.node,
@@ -119,7 +124,9 @@ pub fn run_ideal(
             .wrapping_add(1_442_695_040_888_963_407);
         let p = flight.swap_remove((rng >> 33) as usize % flight.len());
         let (key, node, vp) = (p.key, p.dest, p.dest_vp);
-        let d = *at.get(&(node, vp)).ok_or(IdealError::NoEndpoint { key, node, vp })?;
+        let d = *at
+            .get(&(node, vp, key.job()))
+            .ok_or(IdealError::NoEndpoint { key, node, vp })?;
         let u = &mut units[d];
         let bytes = p.data.len() as u64;
         match u
@@ -308,7 +315,7 @@ mod tests {
         ];
         assert_eq!(
             run_ideal(eps, 0, HashBufConfig::default(), &mut no_fetch).unwrap_err(),
-            IdealError::DuplicateEndpoint { node: 0, vp: 0 }
+            IdealError::DuplicateEndpoint { node: 0, vp: 0, job: 2 }
         );
         let mut bad = one(2);
         bad.ch = false;
