@@ -16,7 +16,10 @@
 //! can wait for several packets of one stage (a binomial-tree parent with several children).
 //! Because a key names its sender (NodeID + VP), a step also lists its senders (`wait_from`),
 //! in the order it combines them; `send_seq` is the SeqID stamped on the packet the step sends
-//! and `job` the JobID of the whole sequence. Field widths follow the packet key: JobID 8 bits,
+//! and `job` the JobID of the whole sequence. Algorithms that halve the vector (recursive
+//! halving, Rabenseifner) need a step to send or combine part of the intermediate buffer; the
+//! spec's payload address + length does this in the hardware, the model adds `send_part` and
+//! `recv_part` (offset and length in the intermediate buffer). Field widths follow the packet key: JobID 8 bits,
 //! NodeID/DestID 24, VPs 11, SeqIDs and CPCount 5.
 //!
 //! **Firing a step.** The walker's current descriptor expects `cp_count` packets, keys
@@ -24,14 +27,15 @@
 //! it fires, in this order, on the unit's intermediate-result buffer `work`:
 //! 1. SwapLocalData: `work` ← the descriptor's local data (operands, or the bytes at address
 //!    + length, read through the caller);
-//! 2. SwapRemoteData: `work` ← the data of the first listed packet (forwarding, broadcast);
-//! 3. ReduceFlag: `work` ← `((work ∘ p₁) ∘ p₂) ∘ …` in `wait_from` order (`work` empty: start
-//!    from p₁) — a fixed combine order, so floating-point results are bit-identical whatever
-//!    the arrival order;
+//! 2. SwapRemoteData: `work` (or its receive part) ← the data of the first listed packet
+//!    (forwarding, broadcast, allgather);
+//! 3. ReduceFlag: `work` (or its receive part) ← `((work ∘ p₁) ∘ p₂) ∘ …` in `wait_from` order
+//!    (`work` empty: start from p₁) — a fixed combine order, so floating-point results are
+//!    bit-identical whatever the arrival order;
 //! 4. SwapLocalVP: the sent packet's source VP is the first packet's VP instead of SourceVP;
 //!    SwapRemoteAddr: the sent packet carries the address the first packet carried instead of
 //!    the descriptor's payload address;
-//! 5. DestID set: send `work` to (DestID, DestVP) with SeqID `send_seq` and the CP and
+//! 5. DestID set: send `work` (or its send part) to (DestID, DestVP) with SeqID `send_seq` and the CP and
 //!    CollEndFlag bits;
 //! 6. CollEndFlag: the collective is complete at this unit — a completion carrying `work`
 //!    (and the payload address, where the host's result goes).
@@ -96,6 +100,12 @@ pub struct CollDescriptor {
     /// Element type and operator of ReduceFlag.
     pub dtype: CollType,
     pub op: CollOp,
+    /// Model addition: the bytes of the intermediate buffer (offset, length) the step sends;
+    /// `None`: all of it.
+    pub send_part: Option<(u64, u64)>,
+    /// Model addition: where in the intermediate buffer (offset, length) received data are
+    /// reduced into (ReduceFlag) or copied to (SwapRemoteData); `None`: the whole buffer.
+    pub recv_part: Option<(u64, u64)>,
 }
 
 impl CollDescriptor {
@@ -124,6 +134,8 @@ impl CollDescriptor {
             payload: Payload::Operands(Vec::new()),
             dtype,
             op,
+            send_part: None,
+            recv_part: None,
         }
     }
 
@@ -198,6 +210,9 @@ impl CollDescriptor {
                 return Err(bad(format!("{name} needs a received packet but CPCount = 0")));
             }
         }
+        if self.recv_part.is_some() && !self.reduce_flag && !self.swap_remote_data {
+            return Err(bad("a receive part without ReduceFlag or SwapRemoteData".into()));
+        }
         if self.swap_remote_data && self.reduce_flag {
             return Err(bad("SwapRemoteData and ReduceFlag both set".into()));
         }
@@ -268,6 +283,13 @@ pub enum WalkError {
     Duplicate(PacketKey),
     #[error("descriptor {index}: reducing {got} bytes into {have} bytes")]
     LengthMismatch { index: usize, have: usize, got: usize },
+    #[error("descriptor {index}: part {offset}+{len} outside the {have}-byte intermediate buffer")]
+    PartOutside {
+        index: usize,
+        offset: u64,
+        len: u64,
+        have: usize,
+    },
     #[error("the sequence is finished")]
     Finished,
 }
@@ -419,10 +441,44 @@ impl Walker {
                 Payload::Address { addr, len } => fetch(*addr, *len),
             };
         }
-        if d.swap_remote_data {
-            self.work = pkts[0].data.clone();
+        let index = self.pc;
+        let part = |part: Option<(u64, u64)>, have: usize| -> Result<Option<std::ops::Range<usize>>, WalkError> {
+            match part {
+                None => Ok(None),
+                Some((offset, len)) if offset + len <= have as u64 => {
+                    Ok(Some(offset as usize..(offset + len) as usize))
+                }
+                Some((offset, len)) => Err(WalkError::PartOutside {
+                    index,
+                    offset,
+                    len,
+                    have,
+                }),
+            }
+        };
+        let recv = part(d.recv_part, self.work.len())?;
+        if let Some(r) = &recv {
+            for p in pkts {
+                if p.data.len() != r.len() {
+                    return Err(WalkError::LengthMismatch {
+                        index,
+                        have: r.len(),
+                        got: p.data.len(),
+                    });
+                }
+            }
         }
-        if d.reduce_flag {
+        if d.swap_remote_data {
+            match &recv {
+                None => self.work = pkts[0].data.clone(),
+                Some(r) => self.work[r.clone()].copy_from_slice(&pkts[0].data),
+            }
+        }
+        if let (true, Some(r)) = (d.reduce_flag, &recv) {
+            for p in pkts {
+                reduce_into(d.dtype, d.op, &mut self.work[r.clone()], &p.data);
+            }
+        } else if d.reduce_flag {
             for p in pkts {
                 if self.work.is_empty() {
                     self.work = p.data.clone();
@@ -452,7 +508,10 @@ impl Walker {
                 cp: d.cp,
                 end: d.coll_end_flag,
                 addr,
-                data: self.work.clone(),
+                data: match part(d.send_part, self.work.len())? {
+                    None => self.work.clone(),
+                    Some(r) => self.work[r].to_vec(),
+                },
             }));
         }
         if d.coll_end_flag {
