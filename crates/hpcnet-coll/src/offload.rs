@@ -13,7 +13,8 @@
 //! ([`recursive_doubling_allreduce`]: the SeqID counts the stages, as the spec describes for
 //! recursive algorithms; member counts that are not powers of two fold pairs first) and
 //! Rabenseifner allreduce ([`rabenseifner_allreduce`]: recursive halving then doubling over
-//! parts of the vector). Trees are those of the software algorithms: ranks relative to the
+//! parts of the vector) and the spec's reduce ([`halving_reduce`]: vector halving and distance
+//! doubling, then a binomial-tree gather to the root). Trees are those of the software algorithms: ranks relative to the
 //! root, child `r + 2^k` for every `2^k` below `r`'s lowest set bit. Every packet carries SeqID
 //! 0 in the trees: one trigger per member suffices.
 //!
@@ -333,13 +334,64 @@ pub fn rabenseifner_allreduce(
     data: &[Payload],
     results: &[Option<u64>],
 ) -> Result<Vec<Vec<CollDescriptor>>, OffloadError> {
-    const CALL: &str = "offload Rabenseifner allreduce";
-    check_members(CALL, members, 0)?;
-    check_op(CALL, dtype, op).map_err(OffloadError::Call)?;
+    halving(
+        "offload Rabenseifner allreduce",
+        job,
+        members,
+        None,
+        (dtype, op),
+        data,
+        results,
+    )
+}
+
+/// Reduce to `root` by vector halving and distance doubling, then a binomial-tree gather (the
+/// spec's reduce algorithm): the halving stages of [`rabenseifner_allreduce`] on ranks
+/// relative to the root; then, for b = 1, 2, 4, …, the member whose new index has bit b set
+/// (and no lower bit) sends its range to the one without it, so new index 0 ends with the
+/// whole result; a root folded into its partner gets it back (SeqID 2L + 1). Only the root's
+/// completion carries the result (naming `root_result`, if given).
+pub fn halving_reduce(
+    job: u32,
+    members: &[Member],
+    root: usize,
+    dtype: Datatype,
+    op: ReduceOp,
+    data: &[Payload],
+    root_result: Option<u64>,
+) -> Result<Vec<Vec<CollDescriptor>>, OffloadError> {
+    let results: Vec<Option<u64>> = (0..members.len())
+        .map(|i| if i == root { root_result } else { None })
+        .collect();
+    halving(
+        "offload halving reduce",
+        job,
+        members,
+        Some(root),
+        (dtype, op),
+        data,
+        &results,
+    )
+}
+
+/// Halving reduce-scatter, then allgather by doubling (`root` None) or gather to `root`.
+fn halving(
+    call: &'static str,
+    job: u32,
+    members: &[Member],
+    root: Option<usize>,
+    (dtype, op): (Datatype, ReduceOp),
+    data: &[Payload],
+    results: &[Option<u64>],
+) -> Result<Vec<Vec<CollDescriptor>>, OffloadError> {
+    let gather = root.is_some();
+    let root = root.unwrap_or(0);
+    check_members(call, members, root)?;
+    check_op(call, dtype, op).map_err(OffloadError::Call)?;
     let p = members.len();
     if data.len() != p || results.len() != p {
         return Err(OffloadError::Call(CollError::BadBuffer {
-            call: CALL,
+            call,
             reason: format!(
                 "{} contributions and {} result buffers for {p} members",
                 data.len(),
@@ -350,7 +402,7 @@ pub fn rabenseifner_allreduce(
     let len = payload_len(&data[0]);
     if let Some(i) = data.iter().position(|d| payload_len(d) != len) {
         return Err(OffloadError::Call(CollError::BadBuffer {
-            call: CALL,
+            call,
             reason: format!("member {i} contributes {} bytes, member 0 {len}", payload_len(&data[i])),
         }));
     }
@@ -359,7 +411,10 @@ pub fn rabenseifner_allreduce(
     let pow = 1usize << (usize::BITS - 1 - p.leading_zeros());
     let rem = p - pow;
     let stages = pow.trailing_zeros();
-    let member_of = |k: usize| if k < rem { 2 * k + 1 } else { k + rem };
+    // Ranks relative to the root: `at(v)` is the member of relative rank v; `member_of(k)` the
+    // member of new index k.
+    let at = |v: usize| (v + root) % p;
+    let member_of = |k: usize| at(if k < rem { 2 * k + 1 } else { k + rem });
     let src = |i: usize| Source {
         node: members[i].node,
         vp: members[i].vp,
@@ -368,20 +423,25 @@ pub fn rabenseifner_allreduce(
     let bytes = |(lo, hi): (u64, u64)| Some((lo * size, (hi - lo) * size));
     let seqs = (0..p)
         .map(|i| {
+            let v = (i + p - root) % p;
             let mut seq = Vec::new();
             let mut first = new();
             first.swap_local_data = true;
             first.payload = data[i].clone();
-            let folded = i < 2 * rem && i % 2 == 0;
-            if folded {
-                seq.push(first.send(members[i + 1].node, members[i + 1].vp, 0));
-                let mut last = new().wait(2 * stages + 1, &[src(i + 1)]);
-                last.swap_remote_data = true;
-                seq.push(last);
+            if v < 2 * rem && v % 2 == 0 {
+                // Folded into v + 1; allreduce: every folded member gets the result back,
+                // reduce: the root only.
+                let to = at(v + 1);
+                seq.push(first.send(members[to].node, members[to].vp, 0));
+                if !gather || v == 0 {
+                    let mut last = new().wait(2 * stages + 1, &[src(to)]);
+                    last.swap_remote_data = true;
+                    seq.push(last);
+                }
             } else {
-                let k = if i < 2 * rem { i / 2 } else { i - rem };
-                if i < 2 * rem {
-                    first = first.wait(0, &[src(i - 1)]);
+                let k = if v < 2 * rem { v / 2 } else { v - rem };
+                if v < 2 * rem {
+                    first = first.wait(0, &[src(at(v - 1))]);
                     first.reduce_flag = true;
                 }
                 seq.push(first);
@@ -409,9 +469,13 @@ pub fn rabenseifner_allreduce(
                     seq.push(d);
                     range = keep;
                 }
-                // Doubling: undo the stages in reverse.
+                // Doubling (allgather) or gather to new index 0: the stages in reverse.
                 for (t, s) in (0..stages).rev().enumerate() {
                     let bit = pow >> (s + 1);
+                    if gather && k & (bit - 1) != 0 {
+                        // Its range went to a partner at a lower bit.
+                        break;
+                    }
                     let partner = member_of(k ^ bit);
                     let parent = ranges[s as usize];
                     let other = if range.0 == parent.0 {
@@ -420,22 +484,26 @@ pub fn rabenseifner_allreduce(
                         (parent.0, range.0)
                     };
                     let seq_id = stages + 1 + t as u32;
-                    let last = seq.len() - 1;
-                    seq[last] = seq[last]
-                        .clone()
-                        .send(members[partner].node, members[partner].vp, seq_id);
-                    seq[last].send_part = bytes(range);
-                    let mut d = new().wait(seq_id, &[src(partner)]);
-                    d.swap_remote_data = true;
-                    d.recv_part = bytes(other);
-                    seq.push(d);
+                    if !gather || k & bit != 0 {
+                        let last = seq.len() - 1;
+                        seq[last] = seq[last]
+                            .clone()
+                            .send(members[partner].node, members[partner].vp, seq_id);
+                        seq[last].send_part = bytes(range);
+                    }
+                    if !gather || k & bit == 0 {
+                        let mut d = new().wait(seq_id, &[src(partner)]);
+                        d.swap_remote_data = true;
+                        d.recv_part = bytes(other);
+                        seq.push(d);
+                    }
                     range = parent;
                 }
-                if i < 2 * rem {
+                // Unfold: allreduce to every folded partner, reduce to a folded root.
+                if v < 2 * rem && (!gather || v == 1) {
+                    let to = at(v - 1);
                     let last = seq.len() - 1;
-                    seq[last] = seq[last]
-                        .clone()
-                        .send(members[i - 1].node, members[i - 1].vp, 2 * stages + 1);
+                    seq[last] = seq[last].clone().send(members[to].node, members[to].vp, 2 * stages + 1);
                 }
             }
             if let Some(addr) = results[i] {
@@ -453,7 +521,7 @@ pub fn rabenseifner_allreduce(
             seq
         })
         .collect();
-    checked(CALL, members, seqs)
+    checked(call, members, seqs)
 }
 
 /// Binomial-tree broadcast from `root`: `data` is the root's buffer (operands, or address and
@@ -795,11 +863,12 @@ mod tests {
     }
 
     /// Rabenseifner as the offloaded sequences compute it, by the library's reduction.
-    fn rabenseifner_reference(p: usize, n: usize) -> Vec<u8> {
+    /// `root`: ranks are taken relative to it (0 for the allreduce).
+    fn rabenseifner_reference(p: usize, n: usize, root: usize) -> Vec<u8> {
         let add = |a: &mut [u8], b: &[u8]| reduce_into(Datatype::F64, ReduceOp::Sum, a, b).unwrap();
         let pow = 1usize << (usize::BITS - 1 - p.leading_zeros());
         let rem = p - pow;
-        let c = |i: usize| to_bytes(&contribution(i)[..n]);
+        let c = |v: usize| to_bytes(&contribution((v + root) % p)[..n]);
         let mut w: Vec<Vec<u8>> = (0..pow)
             .map(|k| {
                 if k < rem {
@@ -842,7 +911,7 @@ mod tests {
                     .map(|i| Payload::Operands(to_bytes(&contribution(i)[..n])))
                     .collect();
                 let results: Vec<Option<u64>> = (0..p).map(|i| (i % 2 == 1).then_some(0x6000 + i as u64)).collect();
-                let want = rabenseifner_reference(p, n);
+                let want = rabenseifner_reference(p, n, 0);
                 for seed in 0..4 {
                     let seqs = rabenseifner_allreduce(6, &ms, Datatype::F64, ReduceOp::Sum, &data, &results).unwrap();
                     let r = run_ideal(endpoints(&ms, seqs), seed, small_buffers(), &mut |_, _, _| Vec::new()).unwrap();
@@ -861,6 +930,40 @@ mod tests {
         let seqs = rabenseifner_allreduce(6, &ms, Datatype::I64, ReduceOp::Sum, &data, &[None; 6]).unwrap();
         let r = run_ideal(endpoints(&ms, seqs), 1, small_buffers(), &mut |_, _, _| Vec::new()).unwrap();
         assert!(r.completions.iter().all(|c| c.data == to_bytes(&[15i64, 600, -45])));
+    }
+
+    #[test]
+    fn offloaded_halving_reduce_gives_the_root_the_reference_bits() {
+        for p in 1..=12 {
+            for root in [0, 1, p / 2, p - 1].into_iter().filter(|&r| r < p) {
+                for n in [3, 24] {
+                    let ms = members(p);
+                    let data: Vec<Payload> = (0..p)
+                        .map(|i| Payload::Operands(to_bytes(&contribution(i)[..n])))
+                        .collect();
+                    let want = rabenseifner_reference(p, n, root);
+                    for seed in 0..4 {
+                        let seqs =
+                            halving_reduce(8, &ms, root, Datatype::F64, ReduceOp::Sum, &data, Some(0x7000)).unwrap();
+                        let r = run_ideal(endpoints(&ms, seqs.clone()), seed, small_buffers(), &mut |_, _, _| {
+                            Vec::new()
+                        })
+                        .unwrap_or_else(|e| panic!("p {p} root {root}: {e}\n{seqs:#?}"));
+                        let c = &r.completions[root];
+                        assert_eq!(c.data, want, "p {p} root {root} n {n} seed {seed}");
+                        assert_eq!(c.addr, Some(0x7000));
+                        // Fold, halving, gather, and the unfold to a folded root.
+                        let pow = 1u64 << (63 - (p as u64).leading_zeros());
+                        let rem = p as u64 - pow;
+                        let unfold = u64::from(rem > 0);
+                        assert_eq!(
+                            r.packets,
+                            rem + pow * u64::from(pow.trailing_zeros()) + pow - 1 + unfold
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

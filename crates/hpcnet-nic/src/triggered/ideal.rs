@@ -195,13 +195,14 @@ fn pump(
                 }
             }
         }
+        let before = u.walker.step();
         let acts = u
             .walker
             .advance(&mut |a, l| fetch(i, a, l))
             .map_err(|source| IdealError::Walk { index: i, source })?;
-        if acts.is_empty() {
-            return Ok(());
-        }
+        // A step may fire without an action (a reduction kept for a later send): the next
+        // step's keys must still be read.
+        let moved = u.walker.step() != before;
         for a in acts {
             match a {
                 TrigAction::Send(p) => {
@@ -214,6 +215,9 @@ fn pump(
                     }
                 }
             }
+        }
+        if !moved {
+            return Ok(());
         }
     }
 }
@@ -268,6 +272,41 @@ mod tests {
         assert_eq!(r.packets, 1);
         assert_eq!(r.completions[1].data, 42i64.to_le_bytes().to_vec());
         assert_eq!(r.completions[0].addr, Some(64));
+    }
+
+    #[test]
+    fn a_step_without_action_still_reads_the_next_steps_packet() {
+        // Node 0 combines two packets of node 1 in two steps, the first with no action; node 1
+        // sends them in the opposite order, so the second is buffered before the first fires.
+        let from = [Source { node: 1, vp: 0 }];
+        let mut a0 = one(3).wait(0, &from);
+        a0.swap_remote_data = true;
+        (a0.ct, a0.coll_end_flag) = (false, false);
+        let mut a1 = one(3).wait(1, &from);
+        a1.reduce_flag = true;
+        a1.ch = false;
+        let mut b0 = one(3).send(0, 0, 1);
+        b0.swap_local_data = true;
+        b0.payload = Payload::Operands(4i64.to_le_bytes().to_vec());
+        (b0.ct, b0.coll_end_flag) = (false, false);
+        let mut b1 = one(3).send(0, 0, 0);
+        b1.ch = false;
+        for seed in 0..8 {
+            let eps = vec![
+                Endpoint {
+                    node: 0,
+                    vp: 0,
+                    seq: vec![a0.clone(), a1.clone()],
+                },
+                Endpoint {
+                    node: 1,
+                    vp: 0,
+                    seq: vec![b0.clone(), b1.clone()],
+                },
+            ];
+            let r = run_ideal(eps, seed, HashBufConfig::default(), &mut no_fetch).unwrap();
+            assert_eq!(r.completions[0].data, 8i64.to_le_bytes().to_vec());
+        }
     }
 
     #[test]

@@ -299,8 +299,10 @@ impl OffloadUnits {
                         }
                     }
                 }
+                let before = s.walker.step();
                 let acts = s.walker.advance(fetch).map_err(walk)?;
-                moved |= !acts.is_empty();
+                // A step may fire without an action; the next step's keys must still be read.
+                moved |= s.walker.step() != before;
                 out.extend(acts.into_iter().map(|action| UnitAction { unit, vp, action }));
                 if s.walker.is_done() {
                     finished.push((job, vp));
