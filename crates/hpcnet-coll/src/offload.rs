@@ -428,7 +428,7 @@ fn halving(
             let mut first = new();
             first.swap_local_data = true;
             first.payload = data[i].clone();
-            if v < 2 * rem && v % 2 == 0 {
+            if v < 2 * rem && v.is_multiple_of(2) {
                 // Folded into v + 1; allreduce: every folded member gets the result back,
                 // reduce: the root only.
                 let to = at(v + 1);
