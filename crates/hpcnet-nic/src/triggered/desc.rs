@@ -881,6 +881,53 @@ mod tests {
                 got: 8
             })
         );
+        // Parts of the intermediate buffer: outside it, or of another length than the packet.
+        let mut d = desc().wait(0, &[src(1)]);
+        (d.ch, d.ct, d.coll_end_flag, d.swap_local_data, d.reduce_flag) = (true, true, true, true, true);
+        d.payload = Payload::Operands(f64_bytes(&[1.0, 2.0]));
+        d.recv_part = Some((8, 16));
+        let mut w = Walker::new(0, vec![d.clone()]).unwrap();
+        let pkt = |data| TrigPacket {
+            key,
+            dest: 0,
+            dest_vp: 0,
+            cp: true,
+            end: false,
+            addr: None,
+            data,
+        };
+        w.deliver(pkt(f64_bytes(&[1.0, 1.0]))).unwrap();
+        assert_eq!(
+            w.advance(&mut no_fetch).unwrap_err().to_string(),
+            "descriptor 0: part 8+16 outside the 16-byte intermediate buffer"
+        );
+        d.recv_part = Some((8, 8));
+        let mut w = Walker::new(0, vec![d.clone()]).unwrap();
+        w.deliver(pkt(f64_bytes(&[1.0, 1.0]))).unwrap();
+        assert_eq!(
+            w.advance(&mut no_fetch),
+            Err(WalkError::LengthMismatch {
+                index: 0,
+                have: 8,
+                got: 16
+            })
+        );
+        let mut w = Walker::new(0, vec![d.clone()]).unwrap();
+        w.deliver(pkt(f64_bytes(&[0.5]))).unwrap();
+        let acts = w.advance(&mut no_fetch).unwrap();
+        assert_eq!(
+            acts[0],
+            TrigAction::Complete {
+                job: JOB,
+                data: f64_bytes(&[1.0, 2.5]),
+                addr: None
+            }
+        );
+        d.reduce_flag = false;
+        assert_eq!(
+            Walker::new(0, vec![d]).unwrap_err().to_string(),
+            "descriptor 0: a receive part without ReduceFlag or SwapRemoteData"
+        );
     }
 
     #[test]
