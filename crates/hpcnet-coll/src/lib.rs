@@ -17,7 +17,8 @@
 //! - [`HostCosts`]: the host software cost model (per call, per post, per poll, copy and
 //!   reduction rates);
 //! - [`offload`]: descriptor sequences for the Tianhe triggered offload unit of the NIC
-//!   (binomial-tree reduce and broadcast), one sequence per member;
+//!   (binomial-tree reduce and broadcast, double-binary-tree broadcast, recursive-doubling and
+//!   Rabenseifner allreduce, halving reduce), one sequence per member;
 //! - the transport: eager RDMA writes with notification and credits (see `transport.rs`).
 //!
 //! Cost: a member registers `8 · p` bytes of credit words, and for each peer it exchanges data
