@@ -18,6 +18,9 @@
 //!   only) bitwise and, or, xor, applied to little-endian bytes;
 //! - [`HostCosts`]: the host software cost model (per call, per post, per poll, copy and
 //!   reduction rates);
+//! - [`offload`]: descriptor sequences for the Tianhe triggered offload unit of the NIC
+//!   (binomial-tree reduce and broadcast, double-binary-tree broadcast, recursive-doubling and
+//!   Rabenseifner allreduce, halving reduce), one sequence per member;
 //! - the transport: eager RDMA writes with notification and credits (see `transport.rs`).
 //!
 //! Cost. Memory: a member registers `8 · p` bytes of credit words and keeps one 4-byte slot per
@@ -58,6 +61,7 @@ mod algo;
 mod comm;
 mod cost;
 mod error;
+pub mod offload;
 mod transport;
 mod types;
 

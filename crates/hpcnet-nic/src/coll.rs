@@ -77,7 +77,7 @@ impl CollType {
             CollType::F64 | CollType::I64 => 8,
         }
     }
-    fn is_float(self) -> bool {
+    pub(crate) fn is_float(self) -> bool {
         matches!(self, CollType::F32 | CollType::F64)
     }
 }

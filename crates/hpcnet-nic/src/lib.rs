@@ -14,6 +14,9 @@
 //! - [`cq`]: completion and receive queues, NAP pools, completion at the initiator;
 //! - [`coll`]: the hardware collective unit (logical-tree gather with in-NIC reduction,
 //!   broadcast by router multicast);
+//! - [`triggered`]: the Tianhe triggered collective offload unit's mechanisms (packet keys,
+//!   hash-table buffer, pulsed credits, descriptors and sequence walker, offload units) as
+//!   untimed building blocks, not yet wired into the [`World`];
 //! - [`pkt`]: packet kinds and their sizes on the wire; [`ids`]: typed identities and where
 //!   ranks live; [`memory`]: host memories with registered, key-protected regions.
 //!
@@ -32,6 +35,7 @@ pub mod memory;
 pub mod op;
 pub mod pkt;
 pub mod rx;
+pub mod triggered;
 pub mod tx;
 pub mod world;
 

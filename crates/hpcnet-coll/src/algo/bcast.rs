@@ -208,6 +208,30 @@ pub(crate) async fn double_binary_tree(
     Ok(())
 }
 
+/// Parent and children of positions 1..=m in a balanced in-order binary tree (the root is the
+/// middle position, each subtree the middle of its range); index 0 is unused. The offloaded
+/// double-binary-tree sequences of `crate::offload` are built on it.
+pub(crate) fn inorder_tree(m: usize) -> (Vec<Option<usize>>, Vec<Vec<usize>>) {
+    let mut parent = vec![None; m + 1];
+    let mut kids = vec![Vec::new(); m + 1];
+    let mut stack = vec![(1usize, m, None::<usize>)];
+    while let Some((lo, hi, up)) = stack.pop() {
+        if lo > hi {
+            continue;
+        }
+        let mid = (lo + hi) / 2;
+        parent[mid] = up;
+        if let Some(u) = up {
+            kids[u].push(mid);
+        }
+        stack.push((mid + 1, hi, Some(mid)));
+        if mid > lo {
+            stack.push((lo, mid - 1, Some(mid)));
+        }
+    }
+    (parent, kids)
+}
+
 #[cfg(test)]
 mod tests {
     use super::two_trees;
