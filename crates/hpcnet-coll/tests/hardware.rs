@@ -5,6 +5,8 @@
 //! last member entered; the multicast reaches each member NIC once and non-members drop it;
 //! bad calls return errors.
 
+mod common;
+use common::{input, mix, op2};
 use hpcnet_coll::{from_bytes, to_bytes, Algorithm, CollError, Comm, CommConfig, Datatype, ReduceOp};
 use hpcnet_des::SimTime;
 use hpcnet_msg::verbs::{Machine, RunEnd};
@@ -57,57 +59,6 @@ fn run<T: 'static, Fut: Future<Output = T> + 'static>(
     (v.into_iter().map(|x| x.expect("finished")).collect(), end)
 }
 
-fn mix(a: u64, b: u64) -> u64 {
-    let mut x = a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_add(0xD1B5_4A32_D192_ED03);
-    x ^= x >> 31;
-    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x ^ (x >> 29)
-}
-
-/// Member `m`'s input: floats of varied magnitude and sign, so the order of additions shows.
-fn input(dt: Datatype, m: usize, count: usize) -> Vec<u8> {
-    let w = |j: usize| mix(m as u64 * 7919 + 3, j as u64);
-    match dt {
-        Datatype::I32 => to_bytes(&(0..count).map(|j| w(j) as i32).collect::<Vec<_>>()),
-        Datatype::I64 => to_bytes(&(0..count).map(|j| w(j) as i64).collect::<Vec<_>>()),
-        Datatype::F32 => to_bytes(
-            &(0..count)
-                .map(|j| ((w(j) % 2_000_001) as f32 - 1e6) * 10f32.powi((w(j) >> 40) as i32 % 7 - 3))
-                .collect::<Vec<_>>(),
-        ),
-        Datatype::F64 => to_bytes(
-            &(0..count)
-                .map(|j| ((w(j) % 2_000_001) as f64 - 1e6) * 10f64.powi((w(j) >> 40) as i32 % 13 - 6))
-                .collect::<Vec<_>>(),
-        ),
-    }
-}
-
-/// `a op b`, element-wise (the reference, independent of the NIC's).
-fn op2(dt: Datatype, op: ReduceOp, a: &[u8], b: &[u8]) -> Vec<u8> {
-    macro_rules! go {
-        ($t:ty, $f:expr) => {{
-            let f: fn($t, $t) -> $t = $f;
-            let x = from_bytes::<$t>(a);
-            let y = from_bytes::<$t>(b);
-            to_bytes(&x.iter().zip(&y).map(|(&p, &q)| f(p, q)).collect::<Vec<$t>>())
-        }};
-    }
-    use ReduceOp::*;
-    match (dt, op) {
-        (Datatype::F32, Sum) => go!(f32, |p, q| p + q),
-        (Datatype::F32, Max) => go!(f32, |p, q| if q > p { q } else { p }),
-        (Datatype::F64, Sum) => go!(f64, |p, q| p + q),
-        (Datatype::F64, Min) => go!(f64, |p, q| if q < p { q } else { p }),
-        (Datatype::I32, Bxor) => go!(i32, |p, q| p ^ q),
-        (Datatype::I32, Sum) => go!(i32, |p, q| p.wrapping_add(q)),
-        (Datatype::I64, Sum) => go!(i64, |p, q| p.wrapping_add(q)),
-        (Datatype::I64, Max) => go!(i64, |p, q| p.max(q)),
-        (Datatype::I64, Band) => go!(i64, |p, q| p & q),
-        _ => unreachable!("not used by these tests"),
-    }
-}
-
 /// The reduction in the hardware tree's order: nodes in order of first appearance among the
 /// members, node i's children f·i + 1 … f·i + f; at each node its members in communicator order,
 /// then its children in order (spec 01: "fixed combine order"). Node of rank r: r / 2.
@@ -154,7 +105,7 @@ fn allreduce_equals_the_tree_order_reference_for_every_type() {
     ] {
         // 300 elements: several packets per message for the 8-byte types.
         let count = 300;
-        let inputs: Vec<Vec<u8>> = (0..ranks.len()).map(|m| input(dt, m, count)).collect();
+        let inputs: Vec<Vec<u8>> = (0..ranks.len()).map(|m| input(dt, m, count, 3)).collect();
         let want = tree_reference(&ranks, &inputs, dt, op, 8);
         let mut m = Machine::new(world(&[]));
         let ins = inputs.clone();
@@ -176,7 +127,7 @@ fn allreduce_equals_the_tree_order_reference_for_every_type() {
 fn float_sums_are_bit_identical_under_skewed_arrival_and_fanouts_differ_only_by_tree() {
     let ranks = members(64);
     let dt = Datatype::F64;
-    let inputs: Vec<Vec<u8>> = (0..ranks.len()).map(|m| input(dt, m, 16)).collect();
+    let inputs: Vec<Vec<u8>> = (0..ranks.len()).map(|m| input(dt, m, 16, 3)).collect();
     let mut results = Vec::new();
     for skew in 0..4u64 {
         let mut m = Machine::new(world(&[]));
