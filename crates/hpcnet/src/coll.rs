@@ -6,7 +6,7 @@ use crate::p2p::{parse_range, sizes_between};
 use crate::{run::load, Common, Failure};
 use hpcnet_coll::{Algorithm, Datatype, ReduceOp};
 use hpcnet_des::Bytes;
-use hpcnet_workloads::coll::{algorithm_name, run_concurrent, CollOp, CollPoint, CollSpec};
+use hpcnet_workloads::coll::{algorithm_name, run_concurrent, CollOp, CollPoint, CollSpec, ALGORITHMS};
 use hpcnet_workloads::Rank;
 use std::path::Path;
 
@@ -36,48 +36,17 @@ impl OpArg {
     }
 }
 
-/// The algorithm (`auto`: the default selection table, per size).
-#[derive(Copy, Clone, Debug, clap::ValueEnum)]
-pub enum AlgArg {
-    Auto,
-    Dissemination,
-    BinomialTree,
-    Binomial,
-    RecursiveDoubling,
-    ScatterAllgather,
-    DoubleBinaryTree,
-    Chain,
-    Rabenseifner,
-    TwoLevel,
-    Bruck,
-    Ring,
-    Pairwise,
-    // The NICs' hardware collective unit with router multicast (barrier, bcast, reduce,
-    // allreduce).
-    Hardware,
-    RecursiveHalving,
-}
-
-impl AlgArg {
-    fn algorithm(self) -> Algorithm {
-        match self {
-            AlgArg::Auto => Algorithm::Auto,
-            AlgArg::Dissemination => Algorithm::Dissemination,
-            AlgArg::BinomialTree => Algorithm::BinomialTree,
-            AlgArg::Binomial => Algorithm::Binomial,
-            AlgArg::RecursiveDoubling => Algorithm::RecursiveDoubling,
-            AlgArg::ScatterAllgather => Algorithm::ScatterAllgather,
-            AlgArg::DoubleBinaryTree => Algorithm::DoubleBinaryTree,
-            AlgArg::Chain => Algorithm::Chain,
-            AlgArg::Rabenseifner => Algorithm::Rabenseifner,
-            AlgArg::TwoLevel => Algorithm::TwoLevel,
-            AlgArg::Bruck => Algorithm::Bruck,
-            AlgArg::Ring => Algorithm::Ring,
-            AlgArg::Pairwise => Algorithm::Pairwise,
-            AlgArg::Hardware => Algorithm::Hardware,
-            AlgArg::RecursiveHalving => Algorithm::RecursiveHalving,
-        }
-    }
+/// `--algorithm`: the command-line names of `hpcnet_workloads::coll::ALGORITHMS` (`auto`: the
+/// default selection table, per size), listed in `--help`.
+pub fn algorithm_parser() -> impl clap::builder::TypedValueParser<Value = Algorithm> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(ALGORITHMS.map(|(_, name)| name)).map(|s| {
+        ALGORITHMS
+            .iter()
+            .find(|(_, name)| *name == s)
+            .map(|(a, _)| *a)
+            .expect("clap accepts only the listed names")
+    })
 }
 
 /// Element type of the buffers.
@@ -178,7 +147,7 @@ fn layout(ranks: &[Rank], concurrent: Option<usize>, grid: Option<usize>) -> Res
 pub struct Args<'a> {
     pub scenario: &'a Path,
     pub op: OpArg,
-    pub algorithm: AlgArg,
+    pub algorithm: Algorithm,
     pub sizes: &'a str,
     /// `--ranks`: `N` (ranks 0 .. N-1) or `A-B` (inclusive); default every rank.
     pub ranks: Option<&'a str>,
@@ -236,9 +205,8 @@ fn parse_ranks(spec: Option<&str>, world: u32) -> Result<Vec<Rank>, Failure> {
 }
 
 pub fn coll(args: &Args) -> Result<(), Failure> {
-    use clap::ValueEnum;
     let op = args.op.op();
-    let alg = args.algorithm.algorithm();
+    let alg = args.algorithm;
     if args.iterations == 0 || args.iterations > MAX_ITERATIONS {
         return Err(Failure::input(format!(
             "--iterations {}: needs 1 to {MAX_ITERATIONS} (see hpcnet --help)",
@@ -360,7 +328,7 @@ pub fn coll(args: &Args) -> Result<(), Failure> {
         let mut v = serde_json::json!({
             "scenario": sc.name, "version": env!("CARGO_PKG_VERSION"), "seed": sc.file.seed,
             "op": op.name(),
-            "algorithm": args.algorithm.to_possible_value().map_or_else(|| format!("{:?}", args.algorithm), |v| v.get_name().to_string()),
+            "algorithm": algorithm_name(args.algorithm),
             "ranks": ranks.len(), "first_rank": first, "last_rank": last,
             "datatype": dtype.name(), "iterations": args.iterations, "warmup": args.warmup,
             "resolved_scenario": sc.resolved_json(),

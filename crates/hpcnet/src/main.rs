@@ -164,8 +164,8 @@ enum Cmd {
         #[arg(long, value_enum)]
         op: coll::OpArg,
         /// The algorithm (auto: the default selection table, per size).
-        #[arg(long, value_enum, default_value = "auto")]
-        algorithm: coll::AlgArg,
+        #[arg(long, value_parser = coll::algorithm_parser(), default_value = "auto")]
+        algorithm: hpcnet_coll::Algorithm,
         /// Message sizes per rank MIN:MAX in bytes (powers of two in between), multiples of 8:
         /// the vector (bcast, reduce, allreduce), each rank's block (allgather, reduce-scatter
         /// result), the block to each rank (alltoall); ignored for barrier.
