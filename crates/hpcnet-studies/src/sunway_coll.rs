@@ -186,6 +186,8 @@ struct Job {
     path: Path,
     bytes: u64,
     ranks: Vec<Rank>,
+    /// One participant per NIC (the information rows) instead of two.
+    spread: bool,
 }
 
 fn load(ctx: &Ctx) -> Result<Scenario, StudyError> {
@@ -275,6 +277,7 @@ impl Study for SunwayColl {
                         path,
                         bytes,
                         ranks: (0..p as u32).map(Rank).collect(),
+                        spread: false,
                     });
                 }
             }
@@ -287,6 +290,7 @@ impl Study for SunwayColl {
                     path,
                     bytes: kind.table(path)[0].0,
                     ranks: (0..256u32).map(|i| Rank(2 * i)).collect(),
+                    spread: true,
                 });
             }
         }
@@ -296,12 +300,7 @@ impl Study for SunwayColl {
         let at = |path: Path, bytes: u64, p: usize, spread: bool| {
             jobs.iter()
                 .zip(&out)
-                .find(|(j, _)| {
-                    j.path == path
-                        && j.bytes == bytes
-                        && j.ranks.len() == p
-                        && (j.ranks.get(1) == Some(&Rank(2))) == spread
-                })
+                .find(|(j, _)| j.path == path && j.bytes == bytes && j.ranks.len() == p && j.spread == spread)
                 .map(|(_, &t)| t)
                 .expect("simulated")
         };
