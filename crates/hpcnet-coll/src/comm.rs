@@ -26,6 +26,29 @@ pub(crate) fn per_node(nodes: &[u32]) -> usize {
     }
 }
 
+/// Members exist, appear once, and the transport parameters are usable.
+fn check_members(ranks: &[Rank], world: usize, cfg: &CommConfig) -> Result<(), CollError> {
+    let mut seen = HashSet::new();
+    for &r in ranks {
+        if r.0 as usize >= world {
+            return Err(CollError::BadComm(format!(
+                "rank {r} does not exist (the machine has {world} ranks)"
+            )));
+        }
+        if !seen.insert(r) {
+            return Err(CollError::BadComm(format!("rank {r} is listed twice")));
+        }
+    }
+    let tc = &cfg.transport;
+    if tc.chunk == 0 || tc.chunk > u32::MAX as usize || tc.window == 0 {
+        return Err(CollError::BadComm(format!(
+            "transport chunk {} B and window {} must both be positive (chunk below 4 GiB)",
+            tc.chunk, tc.window
+        )));
+    }
+    Ok(())
+}
+
 /// How communicators are built: transport parameters and host costs.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CommConfig {
@@ -80,33 +103,42 @@ impl Comm {
         let Some(&first) = ranks.first() else {
             return Err(CollError::BadComm("no ranks given".into()));
         };
-        let world = m.context(first).size();
-        let mut seen = HashSet::new();
-        for &r in ranks {
-            if r.0 as usize >= world {
-                return Err(CollError::BadComm(format!(
-                    "rank {r} does not exist (the machine has {world} ranks)"
-                )));
-            }
-            if !seen.insert(r) {
-                return Err(CollError::BadComm(format!("rank {r} is listed twice")));
-            }
-        }
-        let tc = &cfg.transport;
-        if tc.chunk == 0 || tc.chunk > u32::MAX as usize || tc.window == 0 {
-            return Err(CollError::BadComm(format!(
-                "transport chunk {} B and window {} must both be positive (chunk below 4 GiB)",
-                tc.chunk, tc.window
-            )));
-        }
-        let nodes: Rc<[u32]> = ranks.iter().map(|&r| node_of(r)).collect();
-        let k = per_node(&nodes);
         let group = if cfg.hardware {
+            check_members(ranks, m.context(first).size(), cfg)?;
             Some(m.coll_group(ranks).map_err(CollError::BadComm)?)
         } else {
             None
         };
-        Ok(Transport::group(m, ranks, tc, &cfg.costs)
+        Comm::build(ranks.iter().map(|&r| m.context(r)).collect(), node_of, group, cfg)
+    }
+
+    /// A communicator of the ranks whose contexts are given (member i is `contexts[i]`), made
+    /// by one member for all while the programs run — as SHMEM teams and active sets are
+    /// created collectively on first use. Software algorithms only: a hardware group must be
+    /// programmed before the run ([`Comm::create`] with [`CommConfig::hardware`]).
+    pub fn create_from_contexts(contexts: Vec<Context>, cfg: &CommConfig) -> Result<Vec<Comm>, CollError> {
+        if cfg.hardware {
+            return Err(CollError::BadComm(
+                "a hardware collective group is programmed before the run; create it with Comm::create".into(),
+            ));
+        }
+        Comm::build(contexts, |r| r.0, None, cfg)
+    }
+
+    fn build(
+        contexts: Vec<Context>,
+        node_of: impl Fn(Rank) -> u32,
+        group: Option<GroupId>,
+        cfg: &CommConfig,
+    ) -> Result<Vec<Comm>, CollError> {
+        let Some(first) = contexts.first() else {
+            return Err(CollError::BadComm("no ranks given".into()));
+        };
+        let ranks: Vec<Rank> = contexts.iter().map(Context::rank).collect();
+        check_members(&ranks, first.size(), cfg)?;
+        let nodes: Rc<[u32]> = ranks.iter().map(|&r| node_of(r)).collect();
+        let k = per_node(&nodes);
+        Ok(Transport::group(contexts, &cfg.transport, &cfg.costs)
             .into_iter()
             .map(|t| Comm {
                 hw: group.map(|group| Hw {

@@ -35,8 +35,7 @@
 
 use crate::{CollError, HostCosts};
 use hpcnet_des::SimTime;
-use hpcnet_msg::verbs::{Context, Cq, Machine, Mr, Qp, RemoteBuf, WriteWr};
-use hpcnet_msg::NicBackend;
+use hpcnet_msg::verbs::{Context, Cq, Mr, Qp, RemoteBuf, WriteWr};
 use hpcnet_nic::{Cqe, CqeKind, CqeStatus, Rank};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
@@ -160,14 +159,10 @@ pub(crate) struct Transport {
 impl Transport {
     /// The transports of all members of a group (`ranks` in communicator order), wired to each
     /// other: registered memory, a completion queue per member, a connected queue pair per pair.
-    pub(crate) fn group<B: NicBackend + 'static>(
-        m: &Machine<B>,
-        ranks: &[Rank],
-        cfg: &TransportConfig,
-        costs: &HostCosts,
-    ) -> Vec<Transport> {
-        let n = ranks.len();
-        let contexts: Vec<Context> = ranks.iter().map(|&r| m.context(r)).collect();
+    pub(crate) fn group(contexts: Vec<Context>, cfg: &TransportConfig, costs: &HostCosts) -> Vec<Transport> {
+        let n = contexts.len();
+        let ranks: Vec<Rank> = contexts.iter().map(Context::rank).collect();
+        let ranks = &ranks[..];
         let mut rank_index: Vec<(Rank, usize)> = ranks.iter().enumerate().map(|(i, &r)| (r, i)).collect();
         rank_index.sort_unstable();
         let dir = Rc::new(Directory {

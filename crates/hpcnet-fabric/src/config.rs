@@ -335,6 +335,20 @@ pub enum RoutingConfig {
 }
 
 impl RoutingConfig {
+    /// Whether every packet of one source–destination pair takes the same path: no adaptive
+    /// choice, no per-packet random tie or port. (Packets may still overtake one another on
+    /// different VCs; [`crate::Network::preserves_order`] accounts for that.)
+    pub fn deterministic(&self) -> bool {
+        match self {
+            RoutingConfig::DimensionOrder { tie, .. } => *tie != TieRule::Random,
+            RoutingConfig::MinimalAdaptive { .. } => false,
+            RoutingConfig::UpDown { selection } | RoutingConfig::Table { selection } => {
+                *selection == Selection::Deterministic
+            }
+            RoutingConfig::Minimal | RoutingConfig::Source => true,
+        }
+    }
+
     /// The natural algorithm for a topology family.
     pub fn default_for(shape: &Shape) -> RoutingConfig {
         match shape {

@@ -491,6 +491,16 @@ impl Network {
         &self.cfg
     }
 
+    /// Whether packets of one source–destination pair that are injected on one VC class
+    /// arrive in the order they were injected: deterministic routing, and no spreading of
+    /// successive packets over several VC classes (`router.vc_select = "round_robin"` with
+    /// more than one class lets a later packet overtake on another VC). Message libraries
+    /// use it to make fences free (spec 03: "free under deterministic routing").
+    pub fn preserves_order(&self) -> bool {
+        self.cfg.routing.deterministic()
+            && (self.cfg.router.vc_select != crate::config::VcSelect::RoundRobin || self.routing.classes() == 1)
+    }
+
     /// Seed the packets' random bits ([`Packet::salt`], used by oblivious routing choices) from
     /// the run's seed. Without it the seed is 0.
     pub fn set_seed(&mut self, seed: u64) {

@@ -80,6 +80,23 @@ pub trait NicBackend {
         let _ = limit;
         Vec::new()
     }
+    /// Report the NIC's writes into the region of `rank`'s memory with key `rkey` as
+    /// [`Notice::Memory`], and count them; false when the model cannot (then programs cannot
+    /// wait for memory to change).
+    fn watch_memory(&mut self, rank: Rank, rkey: u32) -> bool {
+        let _ = (rank, rkey);
+        false
+    }
+    /// Messages and atomics landed so far in the watched region `rkey` of `rank`.
+    fn memory_writes(&self, rank: Rank, rkey: u32) -> u64 {
+        let _ = (rank, rkey);
+        0
+    }
+    /// Whether messages from one rank to one peer on one queue pair land in posting order.
+    /// False unless the model guarantees it.
+    fn in_order(&self) -> bool {
+        false
+    }
     /// Create a hardware collective group of `members` (in communicator order), programming
     /// the routers' multicast tables; a model without a collective unit refuses.
     fn coll_group(&mut self, members: &[Rank]) -> Result<GroupId, String> {
@@ -140,6 +157,16 @@ impl NicBackend for World {
     }
     fn post(&mut self, req: Request) -> Result<(), PostError> {
         World::post(self, req)
+    }
+    fn watch_memory(&mut self, rank: Rank, rkey: u32) -> bool {
+        World::watch_memory(self, rank, rkey);
+        true
+    }
+    fn memory_writes(&self, rank: Rank, rkey: u32) -> u64 {
+        World::memory_writes(self, rank, rkey)
+    }
+    fn in_order(&self) -> bool {
+        World::in_order(self)
     }
     fn poll_cq(&mut self, cq: CqId) -> Option<Cqe> {
         World::poll_cq(self, cq)

@@ -93,6 +93,8 @@ impl std::hash::BuildHasher for BuildIdHasher {
 struct Waiters {
     cq: Vec<Option<Waker>>,
     timers: HashMap<TimerId, Waker, BuildIdHasher>,
+    /// Per rank: tasks waiting for the NIC to write into that rank's memory.
+    memory: Vec<Vec<Waker>>,
     notices: Vec<Notice>,
 }
 
@@ -112,6 +114,12 @@ impl<B: NicBackend + ?Sized> Host<B> {
             let waker = match n {
                 Notice::Cq(cq) => w.cq.get_mut(cq.index()).and_then(Option::take),
                 Notice::Timer(t) => w.timers.remove(&t),
+                Notice::Memory(r) => {
+                    if let Some(ws) = w.memory.get_mut(r.index()) {
+                        ws.drain(..).for_each(Waker::wake);
+                    }
+                    None
+                }
             };
             if let Some(waker) = waker {
                 waker.wake();
@@ -351,6 +359,55 @@ impl Context {
             .map_err(VerbsError::Post)
     }
 
+    /// The context of another rank of the same machine — for libraries whose set-up is
+    /// collective and made by one member for all (SHMEM teams and active sets, created when
+    /// their members first use them), as a job launcher would wire them.
+    pub fn peer(&self, rank: Rank) -> Context {
+        Context {
+            rank,
+            host: self.host.clone(),
+        }
+    }
+
+    /// Whether messages this rank posts to one peer on one queue pair land in the order they
+    /// were posted (deterministic routing, no spreading over VCs or rails): a fence between
+    /// them then costs nothing.
+    pub fn in_order(&self) -> bool {
+        self.host.borrow().nic.in_order()
+    }
+
+    /// Ask the NIC to report (and count) its writes into region `mr` of this rank, so that
+    /// [`Context::memory_changed`] can wake this rank. Fails on a NIC model that cannot.
+    pub fn watch_memory(&self, mr: &Mr) -> Result<(), VerbsError> {
+        self.own(mr, "watch_memory", 0, 0)?;
+        if self.host.borrow_mut().nic.watch_memory(self.rank, mr.rkey) {
+            Ok(())
+        } else {
+            Err(VerbsError::Post(PostError::Unsupported {
+                op: "watch_memory",
+                model: "chosen NIC",
+            }))
+        }
+    }
+
+    /// Messages and atomics that have landed in the watched region `mr` of this rank so far
+    /// (the NIC's arrival counter).
+    pub fn memory_writes(&self, mr: &Mr) -> u64 {
+        self.host.borrow().nic.memory_writes(self.rank, mr.rkey)
+    }
+
+    /// Wait until the NIC next writes into this rank's memory (a message landed whole, an atomic
+    /// applied) — how a program spinning on a memory word is modelled without polling events.
+    /// Needs [`Context::watch_memory`]; check the condition before awaiting, since a write
+    /// that happened before the call does not count.
+    pub fn memory_changed(&self) -> MemoryChanged {
+        MemoryChanged {
+            host: self.host.clone(),
+            rank: self.rank,
+            armed: false,
+        }
+    }
+
     /// Register `len` zeroed bytes of this rank's memory.
     pub fn reg_mr(&self, len: u64) -> Mr {
         let (addr, rkey) = self.host.borrow_mut().nic.register(self.rank, len);
@@ -587,6 +644,31 @@ impl Future for NextCqe {
                 Poll::Pending
             }
         }
+    }
+}
+
+/// Future of [`Context::memory_changed`].
+pub struct MemoryChanged {
+    host: Shared,
+    rank: Rank,
+    armed: bool,
+}
+
+impl Future for MemoryChanged {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<()> {
+        if self.armed {
+            return Poll::Ready(());
+        }
+        self.armed = true;
+        let i = self.rank.index();
+        let mut h = self.host.borrow_mut();
+        let m = &mut h.waiters.memory;
+        if m.len() <= i {
+            m.resize_with(i + 1, Vec::new);
+        }
+        m[i].push(cx.waker().clone());
+        Poll::Pending
     }
 }
 
@@ -929,16 +1011,43 @@ impl Qp {
         result: Option<(&Mr, u64)>,
         wr_id: u64,
     ) -> Result<(), VerbsError> {
+        self.atomic(op, 8, remote, (operand, compare), result, wr_id)
+    }
+
+    /// [`Qp::post_atomic`] on the u32 at `remote` (4-byte aligned): operands and the old value
+    /// are taken modulo 2^32; `result` receives 4 bytes.
+    pub fn post_atomic32(
+        &self,
+        op: AtomicOp,
+        remote: RemoteBuf,
+        operand: u32,
+        compare: u32,
+        result: Option<(&Mr, u64)>,
+        wr_id: u64,
+    ) -> Result<(), VerbsError> {
+        self.atomic(op, 4, remote, (operand.into(), compare.into()), result, wr_id)
+    }
+
+    fn atomic(
+        &self,
+        op: AtomicOp,
+        width: u8,
+        remote: RemoteBuf,
+        (operand, compare): (u64, u64),
+        result: Option<(&Mr, u64)>,
+        wr_id: u64,
+    ) -> Result<(), VerbsError> {
         self.target("post_atomic", remote.rank)?;
         let result = match result {
             Some((mr, off)) => {
-                self.ctx.own(mr, "post_atomic", off, 8)?;
+                self.ctx.own(mr, "post_atomic", off, u64::from(width))?;
                 Some(mr.addr + off)
             }
             None => None,
         };
         let op = Op::Atomic {
             op,
+            width,
             remote: remote.addr,
             rkey: remote.rkey,
             operand,

@@ -281,6 +281,12 @@ pub struct NicConfig {
     /// packets use class 0. Needs `router.vc_select = "packet"`.
     #[serde(default)]
     pub get_vc: Option<u8>,
+    /// VC class of response packets — acknowledgements, atomic responses and the data written
+    /// back for a read — so that responses never wait behind requests (NICEVT's request and
+    /// response virtual subnetworks, spec 03: the protocol-deadlock fix). Needs
+    /// `router.vc_select = "packet"`. None: responses use class 0 like requests.
+    #[serde(default)]
+    pub response_vc: Option<u8>,
     #[serde(default)]
     pub host: HostConfig,
     /// The hardware collective unit ([`crate::coll`]).
@@ -385,6 +391,7 @@ impl Default for NicConfig {
             tx_queue: 0,
             get_queue: 0,
             get_vc: None,
+            response_vc: None,
             host: HostConfig::default(),
             coll: CollUnitConfig::default(),
         }

@@ -67,10 +67,12 @@ pub enum Op {
     /// [`FSM_MAX`] bytes) are written by PIO into NIC memory, saving the descriptor fetch and the
     /// data read; then an RDMA write to `remote`.
     Fsm { gather: Vec<Seg>, remote: u64, rkey: u32 },
-    /// Remote atomic on the little-endian u64 at `remote`; the old value is written to local
-    /// `result` (if given) and reported in the completion.
+    /// Remote atomic on the little-endian integer of `width` bytes (4 or 8) at `remote`; the
+    /// old value is written to local `result` (if given, `width` bytes) and reported in the
+    /// completion.
     Atomic {
         op: AtomicOp,
+        width: u8,
         remote: u64,
         rkey: u32,
         operand: u64,
@@ -86,7 +88,9 @@ pub const READ_REQUEST_BYTES: u64 = 32;
 /// Largest FSM payload (spec 01).
 pub const FSM_MAX: u64 = 128;
 
-/// Remote atomic operations (Sunway / NICEVT add and xor; fetch-add and compare-swap).
+/// Remote atomic operations: add and xor (the NICEVT and Sunway hardware operations),
+/// fetch-add and compare-swap, and the and / or / swap that OpenSHMEM atomics need. Every
+/// operation returns the old value; "fetching" or not is the caller's choice of waiting for it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
 pub enum AtomicOp {
     Add,
@@ -94,6 +98,10 @@ pub enum AtomicOp {
     FetchAdd,
     /// Write `operand` if the value equals `compare`.
     CompareSwap,
+    And,
+    Or,
+    /// Write `operand` unconditionally (swap; set when the old value is not wanted).
+    Swap,
 }
 
 impl AtomicOp {
@@ -103,7 +111,21 @@ impl AtomicOp {
             AtomicOp::Add | AtomicOp::FetchAdd => Some(old.wrapping_add(operand)),
             AtomicOp::Xor => Some(old ^ operand),
             AtomicOp::CompareSwap => (old == compare).then_some(operand),
+            AtomicOp::And => Some(old & operand),
+            AtomicOp::Or => Some(old | operand),
+            AtomicOp::Swap => Some(operand),
         }
+    }
+
+    /// [`AtomicOp::apply`] on an integer of `width` bytes (4 or 8): operands, comparison and
+    /// result are taken modulo 2^(8·width), so a 32-bit add wraps at 32 bits.
+    pub fn apply_width(self, width: u8, old: u64, operand: u64, compare: u64) -> Option<u64> {
+        let mask = if width >= 8 {
+            u64::MAX
+        } else {
+            (1u64 << (8 * u32::from(width))) - 1
+        };
+        self.apply(old & mask, operand & mask, compare & mask).map(|v| v & mask)
     }
 }
 
@@ -195,6 +217,10 @@ pub enum PostError {
     BadRq(RqId),
     #[error("an FSM carries at most {FSM_MAX} bytes, asked for {0}")]
     FsmTooLarge(u64),
+    #[error("atomics operate on 4- or 8-byte integers, asked for {0} bytes")]
+    AtomicWidth(u8),
+    #[error("an atomic on {width}-byte integers needs an address aligned to {width} bytes, got {addr:#x}")]
+    AtomicAlignment { addr: u64, width: u8 },
     #[error("function {function} does not exist (the NIC has {functions})")]
     NoSuchFunction { function: u8, functions: u32 },
     #[error("the doorbell FIFO of function {function} is full ({depth} messages outstanding)")]
@@ -351,10 +377,24 @@ impl World {
                 )
             }
             Op::Atomic {
-                remote, rkey, result, ..
+                remote,
+                rkey,
+                result,
+                width,
+                ..
             } => {
-                let local = result.map(|a| self.segs(&[(a, 8)])).unwrap_or_default();
-                (Class::Atomic, 8, Vec::new(), local, self.segs(&[(*remote, 8)]), *rkey)
+                if *width != 4 && *width != 8 {
+                    return Err(PostError::AtomicWidth(*width));
+                }
+                let w = u64::from(*width);
+                if !remote.is_multiple_of(w) {
+                    return Err(PostError::AtomicAlignment {
+                        addr: *remote,
+                        width: *width,
+                    });
+                }
+                let local = result.map(|a| self.segs(&[(a, w)])).unwrap_or_default();
+                (Class::Atomic, w, Vec::new(), local, self.segs(&[(*remote, w)]), *rkey)
             }
         };
         // The initiator's own buffers must be registered.

@@ -140,17 +140,23 @@ impl World {
                     let m = self.msg(info.msg);
                     if let Op::Atomic {
                         op,
+                        width,
                         remote,
+                        rkey,
                         operand,
                         compare,
                         ..
                     } = m.req.op
                     {
+                        let w = usize::from(width);
                         let mem = &mut self.mem[info.to.index()];
-                        old = u64::from_le_bytes(mem.read(remote, 8).expect("checked").try_into().expect("8 bytes"));
-                        if let Some(new) = op.apply(old, operand, compare) {
-                            mem.write(remote, &new.to_le_bytes()).expect("checked");
+                        let mut b = [0u8; 8];
+                        b[..w].copy_from_slice(mem.read(remote, w as u64).expect("checked"));
+                        old = u64::from_le_bytes(b);
+                        if let Some(new) = op.apply_width(width, old, operand, compare) {
+                            mem.write(remote, &new.to_le_bytes()[..w]).expect("checked");
                         }
+                        self.memory_touched(info.to, rkey);
                     }
                 } else {
                     self.stats.add(NicStat::Refused, 1);
@@ -171,9 +177,12 @@ impl World {
                 self.free_pkt(pid);
                 self.release(info.held);
                 if status == CqeStatus::Ok {
-                    if let Op::Atomic { result: Some(a), .. } = self.msg(info.msg).req.op {
+                    if let Op::Atomic {
+                        result: Some(a), width, ..
+                    } = self.msg(info.msg).req.op
+                    {
                         self.mem[info.to.index()]
-                            .write(a, &old.to_le_bytes())
+                            .write(a, &old.to_le_bytes()[..usize::from(width)])
                             .expect("checked at post");
                     }
                 }
@@ -274,6 +283,11 @@ impl World {
         // Every byte is in place: the data buffer can serve another message.
         let data = std::mem::take(&mut m.data);
         self.data_pool.push(data);
+        let m = self.msg(id);
+        if m.r2w_of.is_none() && m.status == CqeStatus::Ok {
+            let rkey = m.rkey;
+            self.memory_touched(info.to, rkey);
+        }
         let m = self.msg(id);
         if let Some(pull) = m.r2w_of {
             // The read / GET is complete at the requester; the write-back is done.

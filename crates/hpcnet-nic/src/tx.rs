@@ -78,16 +78,19 @@ impl World {
         self.net.config().router.vcs as usize
     }
 
-    /// VC class of a packet: GET requests may have their own (`nic.get_vc`).
+    /// VC class of a packet: GET requests may have their own (`nic.get_vc`), responses too
+    /// (`nic.response_vc`); everything else takes class 0.
     fn class_of(&self, pid: u32) -> u8 {
-        let is_get = matches!(
-            self.pkts[pid as usize].as_ref().map(|i| &i.kind),
-            Some(PktKind::ReadReq)
-        );
-        if is_get {
-            self.cfg.get_vc.unwrap_or(0)
-        } else {
-            0
+        let Some(info) = self.pkts[pid as usize].as_ref() else {
+            return 0;
+        };
+        match info.kind {
+            PktKind::ReadReq => self.cfg.get_vc.unwrap_or(0),
+            PktKind::Ack { .. } | PktKind::AtomicResp { .. } => self.cfg.response_vc.unwrap_or(0),
+            PktKind::Data { .. } if self.cfg.response_vc.is_some() && self.msg(info.msg).r2w_of.is_some() => {
+                self.cfg.response_vc.unwrap_or(0)
+            }
+            _ => 0,
         }
     }
 

@@ -117,12 +117,14 @@ impl From<NetEvent> for WorldEvent {
 }
 
 /// What the world tells the software above it after a step: a completion queue received an
-/// entry, or a timer expired. The message library turns these into task wake-ups; the NIC model
-/// itself knows nothing of tasks.
+/// entry, a timer expired, or the NIC wrote into the memory of a rank that asked to watch it
+/// ([`World::watch_memory`]: a message landed there or an atomic changed it). The message
+/// library turns these into task wake-ups; the NIC model itself knows nothing of tasks.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Notice {
     Cq(CqId),
     Timer(TimerId),
+    Memory(Rank),
 }
 
 /// One NIC: its stages' state.
@@ -262,6 +264,9 @@ pub struct World {
     pub(crate) unreliable_sent: Vec<u32>,
     pub(crate) arrivals: Arrivals,
     pub(crate) notices: Vec<Notice>,
+    /// Per rank: the keys of the regions whose writes by the NIC are reported as
+    /// [`Notice::Memory`], each with how many have landed there.
+    pub(crate) watched: Vec<Vec<(u32, u64)>>,
     pub(crate) stats: NicStats,
     /// The hardware collective unit of every NIC.
     pub(crate) coll: CollUnit,
@@ -317,6 +322,7 @@ impl World {
             next_timer: 0,
             unreliable_sent: Vec::new(),
             notices: Vec::new(),
+            watched: Vec::new(),
             stats: NicStats::default(),
             coll: CollUnit::default(),
             timing: HostTiming::new(&cfg.host),
@@ -410,6 +416,48 @@ impl World {
         let by = self.net.node_origin(self.place.node_of(rank));
         self.q.schedule_by(by, t.max(self.q.now()), WorldEvent::Timer { id });
         id
+    }
+
+    /// Whether messages from one rank to another, posted on one engine, land in the order
+    /// they were posted: the fabric keeps the order of a pair's packets
+    /// ([`Network::preserves_order`]) and the NIC does not spread packets over its rails.
+    pub fn in_order(&self) -> bool {
+        self.net.preserves_order()
+            && (self.cfg.port_select == crate::config::PortSelect::Fixed || self.net.rails() == 1)
+    }
+
+    /// Watch the region of `rank`'s memory whose key is `rkey`: every later message that lands
+    /// whole in it, and every atomic applied to it, is reported as a [`Notice::Memory`] and
+    /// counted ([`World::memory_writes`]) — what a program spinning on a memory word needs to
+    /// be woken (SHMEM `wait_until`), and the NIC's counter of arrived messages (NICEVT fast
+    /// barrier). Off by default (it costs a notice per write).
+    pub fn watch_memory(&mut self, rank: Rank, rkey: u32) {
+        let i = rank.index();
+        if self.watched.len() <= i {
+            self.watched.resize_with(i + 1, Vec::new);
+        }
+        if !self.watched[i].iter().any(|w| w.0 == rkey) {
+            self.watched[i].push((rkey, 0));
+        }
+    }
+
+    /// Messages and atomics that have landed in the watched region `rkey` of `rank` so far.
+    pub fn memory_writes(&self, rank: Rank, rkey: u32) -> u64 {
+        self.watched
+            .get(rank.index())
+            .and_then(|w| w.iter().find(|w| w.0 == rkey))
+            .map_or(0, |w| w.1)
+    }
+
+    /// The NIC wrote into `rank`'s memory, in the region of key `rkey`: tell a watcher.
+    #[inline]
+    pub(crate) fn memory_touched(&mut self, rank: Rank, rkey: u32) {
+        if let Some(ws) = self.watched.get_mut(rank.index()) {
+            if let Some(w) = ws.iter_mut().find(|w| w.0 == rkey) {
+                w.1 += 1;
+                self.notices.push(Notice::Memory(rank));
+            }
+        }
     }
 
     /// Move the notices of the steps so far into `out` (in the order they happened).

@@ -427,12 +427,14 @@ impl Scenario {
             .map_err(|(k, r)| ScenarioError::new(file, k, r))?;
         let nic = parsed.nic.clone().unwrap_or_default();
         nic.validate().map_err(|(k, r)| ScenarioError::new(file, k, r))?;
-        if nic.get_vc.is_some() && fabric.router.vc_select != VcSelect::Packet {
-            return Err(ScenarioError::new(
-                file,
-                "nic.get_vc",
-                "needs router.vc_select = \"packet\" (otherwise the fabric chooses every packet's VC)",
-            ));
+        for (key, class) in [("nic.get_vc", nic.get_vc), ("nic.response_vc", nic.response_vc)] {
+            if class.is_some() && fabric.router.vc_select != VcSelect::Packet {
+                return Err(ScenarioError::new(
+                    file,
+                    key,
+                    "needs router.vc_select = \"packet\" (otherwise the fabric chooses every packet's VC)",
+                ));
+            }
         }
         if let Some(b) = nic.rx_buffer {
             let packet = fabric.packet.header.0 + fabric.packet.max_payload.0;
@@ -499,12 +501,15 @@ impl Scenario {
         let mut net = Network::new(self.topology.clone(), self.fabric.clone())
             .map_err(|e| ScenarioError::new(&self.source, e.key, e.reason))?;
         net.set_seed(self.file.seed);
-        if let Some(c) = self.nic.get_vc {
+        for (key, class) in [
+            ("nic.get_vc", self.nic.get_vc),
+            ("nic.response_vc", self.nic.response_vc),
+        ] {
             let classes = net.routing.classes();
-            if c >= classes {
+            if let Some(c) = class.filter(|&c| c >= classes) {
                 return Err(ScenarioError::new(
                     &self.source,
-                    "nic.get_vc",
+                    key,
                     format!(
                         "is {c}, but the routing leaves VC classes 0 to {} for the NIC to choose",
                         classes - 1

@@ -1,0 +1,562 @@
+//! The SHMEM library on simulated torus NICs: every call with real data, ordering under
+//! deterministic and adaptive routing, barriers under skewed arrival, the fast barrier's
+//! guarantee, locks, collectives on teams and active sets, and bad calls.
+
+use hpcnet_des::{BitsPerSec, Bytes, SimTime};
+use hpcnet_fabric::config::*;
+use hpcnet_fabric::topology::{build, GridConfig, TopologyConfig};
+use hpcnet_fabric::Network;
+use hpcnet_msg::verbs::{Machine, Rank};
+use hpcnet_nic::{NicConfig, World};
+use hpcnet_shmem::{init, BarrierKind, Cmp, Pe, ShmemConfig, ShmemError, ShmemOp, Team};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// A 4×4 torus (16 nodes, one PE each) with request and response VC classes; adaptive routing
+/// (which reorders a pair's packets) or dimension order with bubble flow control.
+fn torus(adaptive: bool) -> World {
+    let topo = build(&TopologyConfig::Torus(GridConfig {
+        k: vec![4, 4],
+        concentration: 1,
+        radix: None,
+    }))
+    .unwrap();
+    let routing = if adaptive {
+        RoutingConfig::MinimalAdaptive {
+            deadlock: DeadlockAvoidance::Bubble,
+            tie: TieRule::Balanced,
+        }
+    } else {
+        RoutingConfig::DimensionOrder {
+            deadlock: DeadlockAvoidance::Bubble,
+            tie: TieRule::Balanced,
+        }
+    };
+    let fabric = FabricConfig {
+        link: LinkConfig {
+            lanes: 4,
+            lane_rate: BitsPerSec::gbps(3.25),
+            encoding: Encoding::B8B10,
+            latency: SimTime::from_ns(20),
+            switching: Switching::CutThrough,
+        },
+        link_overrides: Vec::new(),
+        router: RouterConfig {
+            vcs: if adaptive { 4 } else { 2 },
+            credit_unit: Bytes(16),
+            private_credits: 64,
+            shared_credits: 0,
+            latency: SimTime::from_ns(100),
+            arbitration: Arbitration::RoundRobin,
+            vc_select: if adaptive {
+                VcSelect::RoundRobin
+            } else {
+                VcSelect::Packet
+            },
+            node_injection: NodeInjection::PerVc,
+            multicast_tables: 32,
+        },
+        packet: PacketConfig {
+            header: Bytes(16),
+            max_payload: Bytes(256),
+        },
+        routing,
+        faults: FaultConfig::default(),
+    };
+    let net = Network::new(topo, fabric).unwrap();
+    let nic = NicConfig {
+        response_vc: (!adaptive).then_some(1),
+        ..NicConfig::default()
+    };
+    World::new(net, nic)
+}
+
+fn job(adaptive: bool, cfg: &ShmemConfig) -> (Machine, Vec<Pe>) {
+    let m = Machine::new(torus(adaptive));
+    let pes = init(&m, 16, cfg).unwrap();
+    (m, pes)
+}
+
+/// Run one program per PE; panics if any is left waiting.
+fn run<F, Fut>(adaptive: bool, cfg: &ShmemConfig, f: F) -> SimTime
+where
+    F: Fn(Pe) -> Fut,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    let (mut m, pes) = job(adaptive, cfg);
+    for pe in pes {
+        m.spawn(f(pe));
+    }
+    let end = m.run();
+    assert_eq!(end.stuck_tasks, 0, "a PE program did not finish");
+    assert_eq!(end.net_in_flight, 0);
+    end.time
+}
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+#[test]
+fn the_machines_order_property_is_what_the_library_sees() {
+    let (_, pes) = job(false, &ShmemConfig::default());
+    assert!(pes[0].ordered_delivery());
+    let (_, pes) = job(true, &ShmemConfig::default());
+    assert!(!pes[0].ordered_delivery());
+}
+
+#[test]
+fn put_get_p_g_iput_iget_move_real_bytes() {
+    for adaptive in [false, true] {
+        run(adaptive, &ShmemConfig::default(), |mut pe| async move {
+            let n = pe.n_pes();
+            let me = pe.my_pe();
+            let buf = pe.malloc(3000).await.unwrap();
+            let word = pe.malloc(8).await.unwrap();
+            let arr = pe.malloc(16 * 8).await.unwrap();
+            // Ring: every PE puts its pattern into the next one's buffer.
+            let next = (me + 1) % n;
+            pe.put_bytes(buf, &pattern(3000, me as u8), next).await.unwrap();
+            pe.p::<i64>(word, -(me as i64) - 7, next).await.unwrap();
+            pe.iput::<u64>(arr, &[1, 2, 3, 4, 5, 6], 2, 2, 3, next).await.unwrap();
+            pe.barrier_all().await.unwrap();
+            let prev = (me + n - 1) % n;
+            assert_eq!(pe.read_bytes(buf).unwrap(), pattern(3000, prev as u8));
+            assert_eq!(pe.read::<i64>(word, 0).unwrap(), -(prev as i64) - 7);
+            let got: Vec<u64> = (0..6).map(|i| pe.read::<u64>(arr, i).unwrap()).collect();
+            assert_eq!(got, vec![1, 0, 3, 0, 5, 0]);
+            // Gets from the previous PE see what it received from its own predecessor.
+            let far = pe.get_bytes(buf.at(100), 2000, prev).await.unwrap();
+            let prev2 = (me + n - 2) % n;
+            assert_eq!(far, pattern(3000, prev2 as u8)[100..2100].to_vec());
+            assert_eq!(pe.g::<i64>(word, prev).await.unwrap(), -(prev2 as i64) - 7);
+            assert_eq!(pe.iget::<u64>(arr, 2, 3, prev).await.unwrap(), vec![1, 3, 5]);
+            // Symmetric-to-symmetric, non-blocking both ways.
+            let copy = pe.malloc(3000).await.unwrap();
+            pe.put_from_nbi(copy, buf, 3000, next).await.unwrap();
+            pe.quiet().await.unwrap();
+            pe.barrier_all().await.unwrap();
+            assert_eq!(pe.read_bytes(copy).unwrap(), pattern(3000, prev2 as u8));
+            let back = pe.malloc(64).await.unwrap();
+            pe.get_into_nbi(back, copy, 64, next).await.unwrap();
+            pe.syncreads().await.unwrap();
+            assert_eq!(pe.read_bytes(back).unwrap(), pattern(3000, prev as u8)[..64].to_vec());
+        });
+    }
+}
+
+#[test]
+fn quiet_means_the_bytes_are_in_the_targets_memory() {
+    for adaptive in [false, true] {
+        let (mut m, mut pes) = job(adaptive, &ShmemConfig::default());
+        let target = m.context(Rank(5));
+        let heap5 = pes[5].heap_region().clone();
+        let checked = Rc::new(RefCell::new(0));
+        let pe0 = pes.remove(0);
+        let c = checked.clone();
+        m.spawn(async move {
+            let mut pe = pe0;
+            let s = pe.malloc(64 * 1024).await.unwrap();
+            for round in 0..4u8 {
+                // Many puts of several packets each, then quiet: all must have landed.
+                for k in 0..16u64 {
+                    let off = k * 4096;
+                    pe.put_bytes(s.at(off), &pattern(4096, round.wrapping_add(k as u8)), 5)
+                        .await
+                        .unwrap();
+                }
+                pe.quiet().await.unwrap();
+                for k in 0..16u64 {
+                    let got = target.read_local(&heap5, s.offset() + k * 4096, 4096).unwrap();
+                    assert_eq!(got, pattern(4096, round.wrapping_add(k as u8)), "round {round} put {k}");
+                }
+                *c.borrow_mut() += 1;
+            }
+        });
+        for mut pe in pes {
+            m.spawn(async move {
+                pe.malloc(64 * 1024).await.unwrap();
+            });
+        }
+        let end = m.run();
+        assert_eq!(end.stuck_tasks, 0);
+        assert_eq!(*checked.borrow(), 4, "adaptive = {adaptive}");
+    }
+}
+
+#[test]
+fn fence_orders_data_before_flag_under_both_routings() {
+    for adaptive in [false, true] {
+        run(adaptive, &ShmemConfig::default(), |mut pe| async move {
+            let data = pe.malloc(8192).await.unwrap();
+            let flag = pe.malloc(8).await.unwrap();
+            let n = pe.n_pes();
+            let me = pe.my_pe();
+            // Everyone sends to the PE across the torus: data, fence, flag.
+            let to = (me + n / 2) % n;
+            pe.put_bytes(data, &pattern(8192, me as u8), to).await.unwrap();
+            pe.fence().await.unwrap();
+            pe.p::<u64>(flag, 1, to).await.unwrap();
+            pe.wait_until::<u64>(flag, Cmp::Eq, 1).await.unwrap();
+            let from = (me + n - n / 2) % n;
+            assert_eq!(pe.read_bytes(data).unwrap(), pattern(8192, from as u8));
+            pe.barrier_all().await.unwrap();
+        });
+    }
+}
+
+#[test]
+fn atomics_are_atomic_and_wrap_at_their_width() {
+    run(true, &ShmemConfig::default(), |mut pe| async move {
+        let c64 = pe.malloc(8).await.unwrap();
+        let c32 = pe.malloc(8).await.unwrap();
+        let bits = pe.malloc(8).await.unwrap();
+        let me = pe.my_pe() as u64;
+        let mut seen = Vec::new();
+        for _ in 0..5 {
+            seen.push(pe.atomic_fetch_inc::<i64>(c64, 0).await.unwrap());
+        }
+        assert!(
+            seen.windows(2).all(|w| w[0] < w[1]),
+            "fetched values of one PE increase: {seen:?}"
+        );
+        pe.atomic_add::<u32>(c32, u32::MAX, 0).await.unwrap(); // −1 modulo 2^32
+        pe.atomic_or::<u64>(bits, 1 << me, 0).await.unwrap();
+        pe.barrier_all().await.unwrap();
+        if me == 0 {
+            assert_eq!(pe.read::<i64>(c64, 0).unwrap(), 16 * 5, "no increment lost");
+            assert_eq!(pe.read::<u32>(c32, 0).unwrap(), 0u32.wrapping_sub(16));
+            assert_eq!(
+                pe.read::<u32>(c32, 1).unwrap(),
+                0,
+                "a 32-bit add leaves the next word alone"
+            );
+            assert_eq!(pe.read::<u64>(bits, 0).unwrap(), 0xFFFF);
+        }
+        pe.barrier_all().await.unwrap();
+        // Fetching forms and compare-swap, one PE at a time.
+        if me == 3 {
+            assert_eq!(pe.atomic_fetch::<u64>(bits, 0).await.unwrap(), 0xFFFF);
+            assert_eq!(pe.atomic_fetch_and::<u64>(bits, 0xF0F0, 0).await.unwrap(), 0xFFFF);
+            assert_eq!(pe.atomic_fetch_xor::<u64>(bits, 0xFF, 0).await.unwrap(), 0xF0F0);
+            assert_eq!(pe.atomic_fetch_or::<u64>(bits, 1, 0).await.unwrap(), 0xF00F);
+            assert_eq!(pe.atomic_swap::<u64>(bits, 7, 0).await.unwrap(), 0xF00F);
+            assert_eq!(
+                pe.atomic_compare_swap::<u64>(bits, 8, 9, 0).await.unwrap(),
+                7,
+                "no swap"
+            );
+            assert_eq!(pe.atomic_compare_swap::<u64>(bits, 7, 9, 0).await.unwrap(), 7);
+            pe.atomic_set::<i32>(c32, -5, 0).await.unwrap();
+            pe.atomic_xor::<u64>(bits, 1, 0).await.unwrap();
+            pe.atomic_and::<u64>(bits, 0xE, 0).await.unwrap();
+            pe.atomic_inc::<i32>(c32, 0).await.unwrap();
+            pe.quiet().await.unwrap();
+            assert_eq!(pe.atomic_fetch::<i32>(c32, 0).await.unwrap(), -4);
+            assert_eq!(pe.atomic_fetch_add::<u64>(bits, 100, 0).await.unwrap(), 8);
+            assert_eq!(pe.g::<u64>(bits, 0).await.unwrap(), 108);
+        }
+        pe.barrier_all().await.unwrap();
+    });
+}
+
+#[test]
+fn barriers_release_no_pe_before_the_last_one_entered() {
+    for kind in [BarrierKind::Classic, BarrierKind::Fast] {
+        let cfg = ShmemConfig {
+            barrier: kind,
+            ..ShmemConfig::default()
+        };
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let l = log.clone();
+        run(false, &cfg, move |mut pe| {
+            let l = l.clone();
+            async move {
+                for round in 0..3u64 {
+                    // Skewed arrival: PE i enters i µs (and more each round) after PE 0.
+                    pe.compute(SimTime::from_ns(1000 * (pe.my_pe() as u64) * (round + 1)))
+                        .await;
+                    let t_in = pe.now();
+                    pe.barrier_all().await.unwrap();
+                    l.borrow_mut().push((round, t_in, pe.now()));
+                }
+            }
+        });
+        let log = log.borrow();
+        for round in 0..3 {
+            let last_in = log.iter().filter(|e| e.0 == round).map(|e| e.1).max().unwrap();
+            let first_out = log.iter().filter(|e| e.0 == round).map(|e| e.2).min().unwrap();
+            assert!(
+                first_out > last_in,
+                "{kind:?} round {round}: left at {first_out:?} before {last_in:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_fast_barrier_waits_for_everything_sent_to_this_pe_and_nothing_else() {
+    let cfg = ShmemConfig {
+        barrier: BarrierKind::Fast,
+        ..ShmemConfig::default()
+    };
+    for adaptive in [false, true] {
+        run(adaptive, &cfg, |mut pe| async move {
+            let n = pe.n_pes();
+            let me = pe.my_pe();
+            let slots = pe.malloc(8 * n as u64 * 4).await.unwrap();
+            for round in 1..=4u64 {
+                // Each PE writes to a round-dependent set of PEs, unacknowledged.
+                for k in 0..n {
+                    if (k * 7 + me * 3 + round as usize).is_multiple_of(4) {
+                        let v = round * 1000 + me as u64;
+                        pe.p::<u64>(slots.elem::<u64>(((round - 1) * n as u64) + me as u64), v, k)
+                            .await
+                            .unwrap();
+                    }
+                }
+                pe.barrier_all_fast().await.unwrap();
+                for src in 0..n {
+                    let want = if (me * 7 + src * 3 + round as usize).is_multiple_of(4) {
+                        round * 1000 + src as u64
+                    } else {
+                        0
+                    };
+                    assert_eq!(
+                        pe.read::<u64>(slots, (round - 1) * n as u64 + src as u64).unwrap(),
+                        want,
+                        "PE {me} round {round} from {src}"
+                    );
+                }
+            }
+        });
+    }
+}
+
+#[test]
+fn point_synchronisation_signals_and_split_phase_barrier() {
+    run(false, &ShmemConfig::default(), |mut pe| async move {
+        let n = pe.n_pes();
+        let me = pe.my_pe();
+        let flags = pe.malloc(8 * 4).await.unwrap();
+        let data = pe.malloc(256).await.unwrap();
+        let sig = pe.malloc(8).await.unwrap();
+        let ivars: Vec<_> = (0..4).map(|i| flags.elem::<u64>(i)).collect();
+        if me == 1 {
+            pe.compute(SimTime::from_ns(2000)).await;
+            pe.p::<u64>(ivars[2], 5, 0).await.unwrap();
+            pe.compute(SimTime::from_ns(2000)).await;
+            pe.p::<u64>(ivars[0], 9, 0).await.unwrap();
+            pe.p::<u64>(ivars[1], 9, 0).await.unwrap();
+            pe.p::<u64>(ivars[3], 9, 0).await.unwrap();
+            pe.p::<u64>(ivars[2], 9, 0).await.unwrap();
+            pe.put_signal(data, &pattern(256, 3), sig, 2, true, 0).await.unwrap();
+            pe.put_signal(data, &pattern(256, 4), sig, 40, true, 0).await.unwrap();
+        }
+        if me == 0 {
+            assert!(!pe.test::<u64>(ivars[2], Cmp::Ge, 5).unwrap());
+            let any = pe.wait_until_any::<u64>(&ivars, None, Cmp::Gt, 0).await.unwrap();
+            assert_eq!(any, Some(2));
+            let excl = [false, false, true, false];
+            let some = pe
+                .wait_until_some::<u64>(&ivars, Some(&excl), Cmp::Eq, 9)
+                .await
+                .unwrap();
+            assert!(!some.is_empty() && !some.contains(&2));
+            pe.wait_until_all::<u64>(&ivars, None, Cmp::Eq, 9).await.unwrap();
+            assert!(pe.test_all::<u64>(&ivars, None, Cmp::Eq, 9).unwrap());
+            assert_eq!(pe.test_some::<u64>(&ivars, None, Cmp::Eq, 9).unwrap(), vec![0, 1, 2, 3]);
+            let v = pe.signal_wait_until(sig, Cmp::Eq, 42).await.unwrap();
+            assert_eq!(v, 42);
+            assert_eq!(pe.read_bytes(data).unwrap(), pattern(256, 4), "data before its signal");
+        }
+        // Two-phase barrier with work in between.
+        pe.barrier_notify().await.unwrap();
+        pe.compute(SimTime::from_ns(100 * me as u64)).await;
+        pe.barrier_wait().await.unwrap();
+        assert!(pe.barrier_wait().await.is_err(), "wait without notify");
+        let _ = n;
+    });
+}
+
+#[test]
+fn locks_serialise_read_modify_write_sections() {
+    for adaptive in [false, true] {
+        run(adaptive, &ShmemConfig::default(), |mut pe| async move {
+            let lock = pe.malloc(8).await.unwrap();
+            let counter = pe.malloc(8).await.unwrap();
+            for _ in 0..3 {
+                pe.set_lock(lock).await.unwrap();
+                // Unprotected read-modify-write of a word on PE 5: correct only under the lock.
+                let v = pe.g::<u64>(counter, 5).await.unwrap();
+                pe.compute(SimTime::from_ns(300)).await;
+                pe.p::<u64>(counter, v + 1, 5).await.unwrap();
+                pe.clear_lock(lock).await.unwrap();
+            }
+            pe.barrier_all().await.unwrap();
+            if pe.my_pe() == 5 {
+                assert_eq!(pe.read::<u64>(counter, 0).unwrap(), 16 * 3);
+            }
+            assert!(pe.clear_lock(lock).await.is_err(), "releasing a lock not held");
+            if pe.my_pe() == 2 {
+                assert!(!pe.test_lock(lock).await.unwrap(), "a free lock is taken");
+                pe.clear_lock(lock).await.unwrap();
+            }
+            pe.barrier_all().await.unwrap();
+        });
+    }
+}
+
+#[test]
+fn collectives_on_the_world_a_strided_team_and_an_active_set() {
+    run(false, &ShmemConfig::default(), |mut pe| async move {
+        let n = pe.n_pes() as i64;
+        let me = pe.my_pe();
+        let world = Team::world(&pe);
+        let src = pe.malloc(8 * 64).await.unwrap();
+        let dst = pe.malloc(8 * 64).await.unwrap();
+        let mine: Vec<i64> = (0..4).map(|k| me as i64 * 10 + k).collect();
+        let bytes: Vec<u8> = mine.iter().flat_map(|v| v.to_le_bytes()).collect();
+        pe.write_bytes(src, &bytes).unwrap();
+        let read = |pe: &Pe, k: u64| -> Vec<i64> { (0..k).map(|i| pe.read::<i64>(dst, i).unwrap()).collect() };
+
+        pe.reduce::<i64>(&world, dst, src, 4, ShmemOp::Sum).await.unwrap();
+        let s: i64 = (0..n).map(|p| p * 10).sum();
+        assert_eq!(read(&pe, 4), (0..4).map(|k| s + n * k).collect::<Vec<_>>());
+        pe.reduce::<i64>(&world, dst, src, 4, ShmemOp::Max).await.unwrap();
+        assert_eq!(read(&pe, 4), vec![150, 151, 152, 153]);
+        pe.reduce::<i64>(&world, dst, src.at(8), 1, ShmemOp::Prod)
+            .await
+            .unwrap();
+        assert_eq!(
+            read(&pe, 1)[0],
+            (0..n).map(|p| p * 10 + 1).fold(1i64, i64::wrapping_mul)
+        );
+        pe.reduce::<i64>(&world, dst, src, 1, ShmemOp::Xor).await.unwrap();
+        assert_eq!(read(&pe, 1)[0], (0..n).map(|p| p * 10).fold(0, |a, b| a ^ b));
+
+        pe.broadcast::<i64>(&world, dst, src, 4, 3).await.unwrap();
+        assert_eq!(read(&pe, 4), vec![30, 31, 32, 33]);
+        pe.fcollect::<i64>(&world, dst, src, 2).await.unwrap();
+        assert_eq!(
+            read(&pe, 32),
+            (0..n).flat_map(|p| [p * 10, p * 10 + 1]).collect::<Vec<_>>()
+        );
+        let total = pe.collect::<i64>(&world, dst, src, (me % 3) as u64).await.unwrap();
+        let want: Vec<i64> = (0..n).flat_map(|p| (0..p % 3).map(move |k| p * 10 + k)).collect();
+        assert_eq!(total, want.len() as u64);
+        assert_eq!(read(&pe, total), want);
+
+        // Odd PEs form a team; alltoall of one element per member.
+        let odd = world.split_strided(1, 2, 8).unwrap();
+        if me % 2 == 1 {
+            let idx = odd.my_pe(&pe).unwrap() as i64;
+            let out: Vec<u8> = (0..8i64).flat_map(|j| (idx * 100 + j).to_le_bytes()).collect();
+            pe.write_bytes(src, &out).unwrap();
+            pe.alltoall::<i64>(&odd, dst, src, 1).await.unwrap();
+            assert_eq!(read(&pe, 8), (0..8).map(|j| j * 100 + idx).collect::<Vec<_>>());
+            pe.team_barrier(&odd).await.unwrap();
+        }
+        // Active set: PEs 0, 4, 8, 12.
+        if me % 4 == 0 {
+            pe.barrier(0, 2, 4).await.unwrap();
+        }
+        pe.barrier_all().await.unwrap();
+    });
+}
+
+#[test]
+fn bad_calls_name_the_call_and_never_panic() {
+    run(false, &ShmemConfig::default(), |mut pe| async move {
+        let s = pe.malloc(16).await.unwrap();
+        let heap = 1 << 20;
+        let e = pe.put_bytes(s.at(8).with_len(8).at(0), &[0; 8], 99).await.unwrap_err();
+        assert_eq!(e.to_string(), "shmem_putmem: PE 99 does not exist (the job has 16 PEs)");
+        let far = s.with_len(heap).at(heap - 8);
+        let e = pe.put_bytes(far, &[0; 64], 1).await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ShmemError::OutsideHeap {
+                    call: "shmem_putmem",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("outside the symmetric heap"), "{e}");
+        let e = pe.get_bytes(s, heap + 1, 1).await.unwrap_err();
+        assert!(matches!(
+            e,
+            ShmemError::OutsideHeap {
+                call: "shmem_getmem",
+                ..
+            }
+        ));
+        let e = pe.atomic_fetch_add::<u64>(s.at(4), 1, 1).await.unwrap_err();
+        assert!(e.to_string().starts_with("shmem_atomic_fetch_add: address"), "{e}");
+        assert!(e.to_string().contains("not aligned"), "{e}");
+        let e = pe.barrier(0, 40, 2).await.unwrap_err();
+        assert!(e.to_string().starts_with("shmem_barrier:"), "{e}");
+        let e = pe.align(3, 8).await.unwrap_err();
+        assert!(e.to_string().contains("not a power of two"), "{e}");
+        let e = Team::world(&pe).split_strided(0, 2, 9).unwrap_err();
+        assert!(e.to_string().contains("outside the parent team"), "{e}");
+        pe.barrier_all().await.unwrap();
+    });
+    // Mismatched collective allocations.
+    let (mut m, pes) = job(false, &ShmemConfig::default());
+    let errs = Rc::new(RefCell::new(Vec::new()));
+    for mut pe in pes {
+        let errs = errs.clone();
+        m.spawn(async move {
+            let len = if pe.my_pe() == 7 { 32 } else { 64 };
+            if let Err(e) = pe.malloc(len).await {
+                errs.borrow_mut().push(e.to_string());
+            }
+        });
+    }
+    m.run();
+    let errs = errs.borrow();
+    assert_eq!(errs.len(), 1);
+    assert!(
+        errs[0].starts_with("shmem_malloc: PE 7 made collective allocation 0 as malloc(32)"),
+        "{}",
+        errs[0]
+    );
+}
+
+#[test]
+fn heap_calls_reuse_space_and_calloc_zeroes() {
+    run(false, &ShmemConfig::default(), |mut pe| async move {
+        let a = pe.malloc(1000).await.unwrap();
+        pe.write_bytes(a, &[0xAB; 1000]).unwrap();
+        let b = pe.align(4096, 10).await.unwrap();
+        assert_eq!(b.offset() % 4096, 0);
+        pe.free(a).await.unwrap();
+        let c = pe.calloc(100, 8).await.unwrap();
+        assert_eq!(c.offset(), a.offset(), "first fit reuses the freed space");
+        assert!(pe.read_bytes(c).unwrap().iter().all(|&x| x == 0));
+        let e = pe.malloc(1 << 21).await.unwrap_err();
+        assert!(matches!(e, ShmemError::HeapFull { .. }), "{e}");
+    });
+}
+
+#[test]
+fn runs_are_deterministic() {
+    let prog = |mut pe: Pe| async move {
+        let s = pe.malloc(4096).await.unwrap();
+        let n = pe.n_pes();
+        for k in 0..n {
+            pe.put_bytes(s, &pattern(512, k as u8), (pe.my_pe() + k) % n)
+                .await
+                .unwrap();
+            pe.atomic_add::<u64>(s.at(1024), 1, k).await.unwrap();
+        }
+        pe.barrier_all().await.unwrap();
+    };
+    let a = run(true, &ShmemConfig::default(), prog);
+    let b = run(true, &ShmemConfig::default(), prog);
+    assert_eq!(a, b);
+    assert!(a > SimTime::ZERO);
+}
