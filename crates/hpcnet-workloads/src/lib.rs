@@ -7,6 +7,7 @@ pub mod msgload;
 pub mod nas;
 pub mod p2p;
 pub mod scenario;
+pub mod shmem;
 pub mod synthetic;
 pub mod traffic;
 

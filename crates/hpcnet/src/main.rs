@@ -20,6 +20,7 @@ mod nas;
 mod p2p;
 mod reproduce;
 mod run;
+mod shmem;
 mod sweep;
 mod topo;
 
@@ -228,6 +229,46 @@ enum Cmd {
         #[command(flatten)]
         common: Common,
     },
+    /// OpenSHMEM benchmarks on the scenario's NICs: put/get/atomic latency, put bandwidth and
+    /// message rate, barrier latency (classic or fast), HPCC RandomAccess.
+    Shmem {
+        scenario: PathBuf,
+        /// What to measure.
+        #[arg(long, value_enum, default_value = "put-latency")]
+        test: shmem::Test,
+        /// Message sizes MIN:MAX (powers of two in between).
+        #[arg(long, default_value = "8:4K")]
+        sizes: String,
+        /// PEs of the job (ranks 0..N-1) [default: every rank].
+        #[arg(long)]
+        pes: Option<usize>,
+        /// First PE of the point-to-point tests.
+        #[arg(long, default_value_t = 0)]
+        from: usize,
+        /// Second PE of the point-to-point tests.
+        #[arg(long, default_value_t = 1)]
+        to: usize,
+        /// Measured calls per point (round trips, calls, messages, barriers).
+        #[arg(long, default_value_t = 100)]
+        iterations: u64,
+        /// Puts between quiets (put-bw).
+        #[arg(long, default_value_t = 64)]
+        window: u64,
+        /// Barrier flavour (barrier test).
+        #[arg(long, value_enum, default_value = "classic")]
+        barrier: shmem::BarrierArg,
+        /// RandomAccess update method.
+        #[arg(long, value_enum, default_value = "atomic")]
+        variant: shmem::VariantArg,
+        /// RandomAccess: log2 of the table words per PE.
+        #[arg(long, default_value_t = 12)]
+        log_table: u32,
+        /// RandomAccess: updates per PE.
+        #[arg(long, default_value_t = 4096)]
+        updates: u64,
+        #[command(flatten)]
+        common: Common,
+    },
     /// (internal) run one bench case in this process and print its JSON line.
     #[command(hide = true)]
     BenchOne {
@@ -395,6 +436,35 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             flops,
             iterations,
             network,
+            common: &common,
+        }),
+        Cmd::Shmem {
+            scenario,
+            test,
+            sizes,
+            pes,
+            from,
+            to,
+            iterations,
+            window,
+            barrier,
+            variant,
+            log_table,
+            updates,
+            common,
+        } => shmem::shmem(&shmem::Args {
+            scenario: &scenario,
+            test,
+            sizes: &sizes,
+            pes,
+            from,
+            to,
+            iterations,
+            window,
+            barrier,
+            variant,
+            log_table,
+            updates,
             common: &common,
         }),
         Cmd::Reproduce {

@@ -1580,3 +1580,97 @@ fn coll_hardware_algorithm_runs_and_refuses_what_it_cannot_do() {
         &["router.multicast_tables"],
     );
 }
+
+fn nicevt_m2() -> String {
+    path_str(&scenarios_dir().join("nicevt-m2.toml"))
+}
+
+#[test]
+fn shmem_randomaccess_verifies_and_reports_json() {
+    let out = hpcnet(&[
+        "shmem",
+        &nicevt_m2(),
+        "--test",
+        "randomaccess",
+        "--pes",
+        "16",
+        "--updates",
+        "256",
+        "--log-table",
+        "8",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["test"], "randomaccess");
+    assert_eq!(v["ordered_delivery"], true);
+    let p = &v["points"][0];
+    assert_eq!(p["count"], 16 * 256);
+    assert_eq!(p["errors"], 0, "remote xor atomics lose no update");
+    assert!(p["gups"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn shmem_latency_and_barrier_tables() {
+    let out = hpcnet(&[
+        "shmem",
+        &nicevt_m2(),
+        "--test",
+        "put-latency",
+        "--sizes",
+        "8:64",
+        "--iterations",
+        "5",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = stdout(&out);
+    assert!(text.contains("ordered delivery (fence free)"), "{text}");
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.trim_start().starts_with(char::is_numeric))
+            .count(),
+        4,
+        "{text}"
+    );
+    let out = hpcnet(&[
+        "shmem",
+        &nicevt_m2(),
+        "--test",
+        "barrier",
+        "--pes",
+        "8",
+        "--iterations",
+        "3",
+        "--barrier",
+        "fast",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<String> = stdout(&out)
+        .lines()
+        .filter(|l| l.trim_start().starts_with(char::is_numeric))
+        .map(String::from)
+        .collect();
+    assert_eq!(rows.len(), 3, "2, 4 and 8 PEs");
+}
+
+#[test]
+fn shmem_bad_arguments_exit_2_with_one_line() {
+    for (args, want) in [
+        (vec!["--pes", "1"], "--pes 1: needs 2 to 64"),
+        (vec!["--to", "99", "--pes", "8"], "--to 99: the job has 8 PEs"),
+        (vec!["--iterations", "0"], "--iterations 0: needs 1"),
+        (vec!["--test", "randomaccess", "--pes", "6"], "needs a power of two"),
+        (
+            vec!["--test", "randomaccess", "--pes", "8", "--log-table", "40"],
+            "at most 2^24",
+        ),
+    ] {
+        let mut a = vec!["shmem".to_string(), nicevt_m2()];
+        a.extend(args.iter().map(|s| s.to_string()));
+        let out = hpcnet(&a);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}

@@ -1,0 +1,494 @@
+//! SHMEM benchmarks written as PE programs on `hpcnet-shmem`: put ping-pong latency, get and
+//! atomic latency, put bandwidth and message rate (OSU-like), barrier latency against the
+//! number of PEs (classic or fast), and HPCC RandomAccess with its verification (owner-update
+//! by remote xor, or reader get + put).
+//!
+//! Each benchmark builds a fresh world (independent, deterministic runs) and measures simulated
+//! time on the PEs themselves: all PEs start together; a figure is the time from the first
+//! measured call to the last PE's completion, divided as the test says.
+
+use hpcnet_des::SimTime;
+use hpcnet_msg::verbs::Machine;
+use hpcnet_nic::World;
+use hpcnet_shmem::{init, BarrierKind, Cmp, Pe, ShmemConfig, ShmemError};
+use serde::Serialize;
+use std::cell::RefCell;
+use std::future::Future;
+use std::rc::Rc;
+
+/// Why a benchmark gave no figure.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum ShmemBenchError {
+    /// A SHMEM call was refused (a bad argument for this machine).
+    #[error("{0}")]
+    Call(#[from] ShmemError),
+    /// The run ended with PE programs still waiting: the figure would be meaningless.
+    #[error("{}", crate::p2p::describe_stuck(.0))]
+    Stuck(hpcnet_msg::verbs::RunEnd),
+}
+
+/// One measured point.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ShmemPoint {
+    /// Message size in bytes (0 for barriers and RandomAccess).
+    pub size: u64,
+    /// PEs taking part.
+    pub pes: usize,
+    /// Measured calls (round trips, messages, barriers, updates).
+    pub count: u64,
+    /// Simulated time of the measured part.
+    pub time_ns: f64,
+    /// Time per call (half a round trip for ping-pong).
+    pub latency_us: f64,
+    pub gbytes_per_s: f64,
+    pub messages_per_s: f64,
+    /// RandomAccess: giga-updates per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gups: Option<f64>,
+    /// RandomAccess: table entries that differ from the reference (HPCC accepts ≤ 1 %).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errors: Option<u64>,
+}
+
+impl ShmemPoint {
+    fn new(size: u64, pes: usize, count: u64, time: SimTime, per_call: f64) -> Self {
+        let ns = time.as_ns_f64().max(f64::MIN_POSITIVE);
+        ShmemPoint {
+            size,
+            pes,
+            count,
+            time_ns: time.as_ns_f64(),
+            latency_us: time.as_ns_f64() / per_call / 1000.0,
+            gbytes_per_s: (size * count) as f64 / ns,
+            messages_per_s: count as f64 * 1e9 / ns,
+            gups: None,
+            errors: None,
+        }
+    }
+}
+
+type Errors = Rc<RefCell<Option<ShmemError>>>;
+
+/// Run one program per PE on `world`; the first error any PE met, or a stuck run, is an error.
+fn run_job<F, Fut>(world: World, npes: usize, cfg: &ShmemConfig, f: F) -> Result<(), ShmemBenchError>
+where
+    F: Fn(Pe, Errors) -> Fut,
+    Fut: Future<Output = Result<(), ShmemError>> + 'static,
+{
+    let mut m = Machine::new(world);
+    let pes = init(&m, npes, cfg)?;
+    let errors: Errors = Rc::new(RefCell::new(None));
+    for pe in pes {
+        let e = errors.clone();
+        let fut = f(pe, errors.clone());
+        m.spawn(async move {
+            if let Err(err) = fut.await {
+                e.borrow_mut().get_or_insert(err);
+            }
+        });
+    }
+    let end = m.run();
+    if let Some(e) = errors.borrow_mut().take() {
+        return Err(e.into());
+    }
+    if end.stuck_tasks > 0 || end.net_in_flight > 0 {
+        return Err(ShmemBenchError::Stuck(end));
+    }
+    Ok(())
+}
+
+/// Shared (start, end) of the measured part.
+type Span = Rc<RefCell<(SimTime, SimTime)>>;
+
+fn span() -> Span {
+    Rc::new(RefCell::new((SimTime::MAX, SimTime::ZERO)))
+}
+
+fn mark(s: &Span, start: SimTime, end: SimTime) {
+    let mut s = s.borrow_mut();
+    s.0 = s.0.min(start);
+    s.1 = s.1.max(end);
+}
+
+fn elapsed(s: &Span) -> SimTime {
+    let s = s.borrow();
+    s.1 - s.0
+}
+
+/// Put ping-pong between PEs `a` and `b` (of a job of `npes`): `size` bytes, fence, flag;
+/// the peer waits for the flag and answers alike. Latency: half the round trip.
+pub fn put_pingpong(
+    world: World,
+    npes: usize,
+    a: usize,
+    b: usize,
+    size: u64,
+    iters: u64,
+    cfg: &ShmemConfig,
+) -> Result<ShmemPoint, ShmemBenchError> {
+    let s = span();
+    let sp = s.clone();
+    run_job(world, npes, cfg, move |mut pe, _| {
+        let s = sp.clone();
+        async move {
+            let buf = pe.malloc(size.max(8)).await?;
+            let flag = pe.malloc(8).await?;
+            let data = vec![0x5A; size as usize];
+            let me = pe.my_pe();
+            if me != a && me != b {
+                return Ok(());
+            }
+            let peer = if me == a { b } else { a };
+            let t0 = pe.now();
+            for i in 1..=iters {
+                if me == a {
+                    pe.put_bytes(buf, &data, peer).await?;
+                    pe.fence().await?;
+                    pe.p::<u64>(flag, i, peer).await?;
+                    pe.wait_until::<u64>(flag, Cmp::Ge, i).await?;
+                } else {
+                    pe.wait_until::<u64>(flag, Cmp::Ge, i).await?;
+                    pe.put_bytes(buf, &data, peer).await?;
+                    pe.fence().await?;
+                    pe.p::<u64>(flag, i, peer).await?;
+                }
+            }
+            if me == a {
+                mark(&s, t0, pe.now());
+            }
+            Ok(())
+        }
+    })?;
+    Ok(ShmemPoint::new(size, 2, iters, elapsed(&s), 2.0 * iters as f64))
+}
+
+/// What a latency loop calls.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum LatencyCall {
+    /// Blocking `shmem_getmem`.
+    Get,
+    /// `shmem_atomic_fetch_add` on a 64-bit word.
+    FetchAdd,
+}
+
+/// Mean time of one blocking call from `a` to `b`, `iters` in a row.
+#[allow(clippy::too_many_arguments)]
+pub fn call_latency(
+    world: World,
+    npes: usize,
+    a: usize,
+    b: usize,
+    call: LatencyCall,
+    size: u64,
+    iters: u64,
+    cfg: &ShmemConfig,
+) -> Result<ShmemPoint, ShmemBenchError> {
+    let s = span();
+    let sp = s.clone();
+    run_job(world, npes, cfg, move |mut pe, _| {
+        let s = sp.clone();
+        async move {
+            let buf = pe.malloc(size.max(8)).await?;
+            if pe.my_pe() != a {
+                return Ok(());
+            }
+            let t0 = pe.now();
+            for _ in 0..iters {
+                match call {
+                    LatencyCall::Get => {
+                        pe.get_bytes(buf, size, b).await?;
+                    }
+                    LatencyCall::FetchAdd => {
+                        pe.atomic_fetch_add::<u64>(buf, 1, b).await?;
+                    }
+                }
+            }
+            mark(&s, t0, pe.now());
+            Ok(())
+        }
+    })?;
+    Ok(ShmemPoint::new(size, 2, iters, elapsed(&s), iters as f64))
+}
+
+/// Streaming puts from `a` to `b`: `messages` non-blocking puts of `size` bytes from the
+/// symmetric heap, a quiet after every `window`. Bandwidth and message rate.
+#[allow(clippy::too_many_arguments)]
+pub fn put_stream(
+    world: World,
+    npes: usize,
+    a: usize,
+    b: usize,
+    size: u64,
+    messages: u64,
+    window: u64,
+    cfg: &ShmemConfig,
+) -> Result<ShmemPoint, ShmemBenchError> {
+    let s = span();
+    let sp = s.clone();
+    run_job(world, npes, cfg, move |mut pe, _| {
+        let s = sp.clone();
+        async move {
+            let src = pe.malloc(size.max(8)).await?;
+            let dst = pe.malloc(size.max(8)).await?;
+            if pe.my_pe() != a {
+                return Ok(());
+            }
+            let t0 = pe.now();
+            for i in 0..messages {
+                pe.put_from_nbi(dst, src, size, b).await?;
+                if (i + 1) % window.max(1) == 0 {
+                    pe.quiet().await?;
+                }
+            }
+            pe.quiet().await?;
+            mark(&s, t0, pe.now());
+            Ok(())
+        }
+    })?;
+    Ok(ShmemPoint::new(size, 2, messages, elapsed(&s), messages as f64))
+}
+
+/// Message rate of short puts: every PE in `pairs` sends `messages` puts of `size` bytes
+/// (`shmem_putmem` of private data: staged, non-blocking for the caller) to its partner, then
+/// quiet. The rate is all messages over the time until the last PE is done.
+pub fn put_rate(
+    world: World,
+    npes: usize,
+    pairs: &[(usize, usize)],
+    size: u64,
+    messages: u64,
+    cfg: &ShmemConfig,
+) -> Result<ShmemPoint, ShmemBenchError> {
+    let s = span();
+    let sp = s.clone();
+    let pairs: Rc<[(usize, usize)]> = pairs.into();
+    let np = pairs.len() as u64;
+    run_job(world, npes, cfg, move |mut pe, _| {
+        let s = sp.clone();
+        let pairs = pairs.clone();
+        async move {
+            let dst = pe.malloc(size.max(8)).await?;
+            let Some(&(_, to)) = pairs.iter().find(|p| p.0 == pe.my_pe()) else {
+                return Ok(());
+            };
+            let data = vec![1u8; size as usize];
+            let t0 = pe.now();
+            for _ in 0..messages {
+                pe.put_bytes(dst, &data, to).await?;
+            }
+            pe.quiet().await?;
+            mark(&s, t0, pe.now());
+            Ok(())
+        }
+    })?;
+    Ok(ShmemPoint::new(
+        size,
+        2 * np as usize,
+        np * messages,
+        elapsed(&s),
+        messages as f64,
+    ))
+}
+
+/// Mean time of a barrier over `npes` PEs (`iters` after `warmup`), classic or fast.
+pub fn barrier(
+    world: World,
+    npes: usize,
+    kind: BarrierKind,
+    iters: u64,
+    warmup: u64,
+    cfg: &ShmemConfig,
+) -> Result<ShmemPoint, ShmemBenchError> {
+    let s = span();
+    let sp = s.clone();
+    let cfg = ShmemConfig {
+        barrier: kind,
+        ..cfg.clone()
+    };
+    run_job(world, npes, &cfg, move |mut pe, _| {
+        let s = sp.clone();
+        async move {
+            for _ in 0..warmup {
+                pe.barrier_all().await?;
+            }
+            let t0 = pe.now();
+            for _ in 0..iters {
+                pe.barrier_all().await?;
+            }
+            mark(&s, t0, pe.now());
+            Ok(())
+        }
+    })?;
+    Ok(ShmemPoint::new(0, npes, iters, elapsed(&s), iters as f64))
+}
+
+/// How RandomAccess updates remote table entries.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum RaVariant {
+    /// The owner's entry is updated by a remote atomic xor (one packet: the paper's "owner
+    /// puts").
+    Atomic,
+    /// The reader gets the entry, xors it and puts it back (two round trips' worth of packets;
+    /// races between PEs may lose updates, which the verification counts).
+    GetPut,
+}
+
+/// HPCC RandomAccess's generator polynomial.
+const POLY: u64 = 0x7;
+const PERIOD: i64 = 1_317_624_576_693_539_401;
+
+/// The next value of HPCC's random stream.
+fn next_ran(r: u64) -> u64 {
+    (r << 1) ^ if (r as i64) < 0 { POLY } else { 0 }
+}
+
+/// HPCC_starts: the stream's value after `n` steps.
+fn starts(n: i64) -> u64 {
+    let mut n = n;
+    while n < 0 {
+        n += PERIOD;
+    }
+    while n > PERIOD {
+        n -= PERIOD;
+    }
+    if n == 0 {
+        return 1;
+    }
+    let mut m2 = [0u64; 64];
+    let mut temp = 1u64;
+    for m in m2.iter_mut() {
+        *m = temp;
+        temp = next_ran(next_ran(temp));
+    }
+    let mut i = 62;
+    while i >= 0 && (n >> i) & 1 == 0 {
+        i -= 1;
+    }
+    let mut ran = 2u64;
+    while i > 0 {
+        temp = 0;
+        for (j, &m) in m2.iter().enumerate() {
+            if (ran >> j) & 1 == 1 {
+                temp ^= m;
+            }
+        }
+        ran = temp;
+        i -= 1;
+        if (n >> i) & 1 == 1 {
+            ran = next_ran(ran);
+        }
+    }
+    ran
+}
+
+/// HPCC RandomAccess on `npes` PEs: a table of `2^log_local` 64-bit words per PE, initialised
+/// to its global index; `updates` updates per PE from HPCC's stream (PE p starts at step
+/// p · updates), each `table[ran mod size] ^= ran`; a quiet every `batch` updates (HPCC's
+/// look-ahead). Then the standard verification: the reference table is computed outside the
+/// simulation and the differing entries counted. GUPS = all updates / simulated time.
+pub fn random_access(
+    world: World,
+    npes: usize,
+    log_local: u32,
+    updates: u64,
+    variant: RaVariant,
+    batch: u64,
+    cfg: &ShmemConfig,
+) -> Result<ShmemPoint, ShmemBenchError> {
+    let call = "RandomAccess";
+    if !npes.is_power_of_two() {
+        return Err(ShmemError::BadArgument {
+            call,
+            reason: format!("{npes} PEs: the HPCC table layout needs a power of two"),
+        }
+        .into());
+    }
+    if log_local > 24 {
+        return Err(ShmemError::BadArgument {
+            call,
+            reason: format!("2^{log_local} words per PE: at most 2^24 (the model keeps the table's bytes)"),
+        }
+        .into());
+    }
+    let local = 1u64 << log_local;
+    let total = local * npes as u64;
+    let cfg = ShmemConfig {
+        heap: cfg.heap.max(local * 8 + 4096),
+        ..cfg.clone()
+    };
+    let s = span();
+    let sp = s.clone();
+    let tables: Rc<RefCell<Vec<Vec<u8>>>> = Rc::new(RefCell::new(vec![Vec::new(); npes]));
+    let tp = tables.clone();
+    run_job(world, npes, &cfg, move |mut pe, _| {
+        let s = sp.clone();
+        let tables = tp.clone();
+        async move {
+            let me = pe.my_pe();
+            let table = pe.malloc(local * 8).await?;
+            let init: Vec<u8> = (0..local).flat_map(|i| (me as u64 * local + i).to_le_bytes()).collect();
+            pe.write_bytes(table, &init)?;
+            pe.barrier_all().await?;
+            let t0 = pe.now();
+            let mut ran = starts((me as u64 * updates) as i64);
+            for u in 0..updates {
+                ran = next_ran(ran);
+                let idx = ran & (total - 1);
+                let (owner, off) = ((idx / local) as usize, idx % local);
+                let entry = table.elem::<u64>(off);
+                match variant {
+                    RaVariant::Atomic => pe.atomic_xor::<u64>(entry, ran, owner).await?,
+                    RaVariant::GetPut => {
+                        let v = pe.g::<u64>(entry, owner).await?;
+                        pe.p::<u64>(entry, v ^ ran, owner).await?;
+                    }
+                }
+                if (u + 1) % batch.max(1) == 0 {
+                    pe.quiet().await?;
+                }
+            }
+            pe.barrier_all().await?;
+            mark(&s, t0, pe.now());
+            tables.borrow_mut()[me] = pe.read_bytes(table)?;
+            Ok(())
+        }
+    })?;
+    // Verification: the reference table, with every PE's updates applied in turn.
+    let mut reference: Vec<u64> = (0..total).collect();
+    for p in 0..npes as u64 {
+        let mut ran = starts((p * updates) as i64);
+        for _ in 0..updates {
+            ran = next_ran(ran);
+            reference[(ran & (total - 1)) as usize] ^= ran;
+        }
+    }
+    let tables = tables.borrow();
+    let mut errors = 0u64;
+    for (p, t) in tables.iter().enumerate() {
+        for (i, w) in t.chunks(8).enumerate() {
+            let v = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+            if v != reference[p * local as usize + i] {
+                errors += 1;
+            }
+        }
+    }
+    let n = updates * npes as u64;
+    let mut point = ShmemPoint::new(8, npes, n, elapsed(&s), n as f64);
+    point.gups = Some(n as f64 / elapsed(&s).as_ns_f64().max(f64::MIN_POSITIVE));
+    point.errors = Some(errors);
+    Ok(point)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hpcc_starts_agrees_with_stepping() {
+        let mut r = 1u64;
+        for n in 0..300i64 {
+            assert_eq!(starts(n), r, "step {n}");
+            r = next_ran(r);
+        }
+    }
+}

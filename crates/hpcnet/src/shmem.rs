@@ -1,0 +1,240 @@
+//! `hpcnet shmem`: OpenSHMEM benchmarks on a scenario's NICs (PE programs on `hpcnet-shmem`):
+//! put ping-pong, get and atomic latency, put bandwidth and message rate, barrier latency
+//! against PEs (classic or fast), HPCC RandomAccess (GUPS, verified).
+
+use crate::p2p::{parse_range, sizes_between};
+use crate::{run::load, Common, Failure};
+use hpcnet_shmem::{BarrierKind, ShmemConfig};
+use hpcnet_workloads::shmem::{
+    barrier, call_latency, put_pingpong, put_rate, put_stream, random_access, LatencyCall, RaVariant, ShmemBenchError,
+    ShmemPoint,
+};
+use std::path::Path;
+
+/// What to measure.
+#[derive(Copy, Clone, Debug, clap::ValueEnum)]
+pub enum Test {
+    /// Put ping-pong (data, fence, flag; the peer waits and answers): half the round trip.
+    PutLatency,
+    /// Blocking get, one after another.
+    GetLatency,
+    /// 64-bit fetch-and-add, one after another.
+    Atomic,
+    /// Streaming non-blocking puts from the symmetric heap, quiet every --window.
+    PutBw,
+    /// Short puts (8 B by default) from every PE of the lower half to its partner in the upper
+    /// half, then quiet: messages per second over all pairs.
+    Rate,
+    /// Barrier latency for 2, 4, … up to --pes PEs.
+    Barrier,
+    /// HPCC RandomAccess on --pes PEs (GUPS and the standard verification).
+    Randomaccess,
+}
+
+/// Barrier flavour.
+#[derive(Copy, Clone, Debug, clap::ValueEnum)]
+pub enum BarrierArg {
+    Classic,
+    Fast,
+}
+
+/// RandomAccess update method.
+#[derive(Copy, Clone, Debug, clap::ValueEnum)]
+pub enum VariantArg {
+    /// Remote atomic xor at the owner (one packet per update).
+    Atomic,
+    /// Get the entry, xor, put it back.
+    GetPut,
+}
+
+/// Options of `hpcnet shmem`.
+pub struct Args<'a> {
+    pub scenario: &'a Path,
+    pub test: Test,
+    pub sizes: &'a str,
+    pub pes: Option<usize>,
+    pub from: usize,
+    pub to: usize,
+    pub iterations: u64,
+    pub window: u64,
+    pub barrier: BarrierArg,
+    pub variant: VariantArg,
+    pub log_table: u32,
+    pub updates: u64,
+    pub common: &'a Common,
+}
+
+/// Largest measured count per point (iterations, messages, updates): every one is simulated.
+const MAX_COUNT: u64 = 100_000_000;
+
+pub fn shmem(args: &Args) -> Result<(), Failure> {
+    for (flag, v) in [
+        ("--iterations", args.iterations),
+        ("--window", args.window),
+        ("--updates", args.updates),
+    ] {
+        if v == 0 || v > MAX_COUNT {
+            return Err(Failure::input(format!(
+                "{flag} {v}: needs 1 to {MAX_COUNT} (see hpcnet --help)"
+            )));
+        }
+    }
+    let sc = load(args.scenario, args.common)?;
+    let probe = sc.world().map_err(Failure::input)?;
+    let ranks = probe.ranks();
+    let pes = args.pes.unwrap_or(ranks);
+    if pes < 2 || pes > ranks {
+        return Err(Failure::input(format!(
+            "{}: --pes {pes}: needs 2 to {ranks} (the machine's ranks)",
+            sc.source
+        )));
+    }
+    for (flag, r) in [("--from", args.from), ("--to", args.to)] {
+        if r >= pes {
+            return Err(Failure::input(format!(
+                "{}: {flag} {r}: the job has {pes} PEs",
+                sc.source
+            )));
+        }
+    }
+    if args.from == args.to {
+        return Err(Failure::input(format!(
+            "{}: --from and --to are the same PE {}",
+            sc.source, args.to
+        )));
+    }
+    let (min, max) = parse_range(args.sizes)?;
+    let cfg = ShmemConfig::default();
+    let kind = match args.barrier {
+        BarrierArg::Classic => BarrierKind::Classic,
+        BarrierArg::Fast => BarrierKind::Fast,
+    };
+    let world = || sc.world().map_err(Failure::input);
+    let fail = |what: String, e: ShmemBenchError| match e {
+        ShmemBenchError::Call(_) => Failure::input(format!("{}: shmem {what}: {e}", sc.source)),
+        ShmemBenchError::Stuck(_) => Failure::model(format!("{}: shmem {what}: {e}", sc.source)),
+    };
+    let (a, b) = (args.from, args.to);
+    let mut points: Vec<ShmemPoint> = Vec::new();
+    let name = test_name(args.test);
+    match args.test {
+        Test::PutLatency | Test::GetLatency | Test::Atomic | Test::PutBw | Test::Rate => {
+            let sizes = if matches!(args.test, Test::Atomic) {
+                vec![8]
+            } else {
+                sizes_between(min, max)
+            };
+            for size in sizes {
+                let p = match args.test {
+                    Test::PutLatency => put_pingpong(world()?, pes, a, b, size, args.iterations, &cfg),
+                    Test::GetLatency => {
+                        call_latency(world()?, pes, a, b, LatencyCall::Get, size, args.iterations, &cfg)
+                    }
+                    Test::Atomic => call_latency(world()?, pes, a, b, LatencyCall::FetchAdd, 8, args.iterations, &cfg),
+                    Test::PutBw => put_stream(world()?, pes, a, b, size, args.iterations, args.window, &cfg),
+                    _ => {
+                        let pairs: Vec<(usize, usize)> = (0..pes / 2).map(|i| (i, i + pes / 2)).collect();
+                        put_rate(world()?, pes, &pairs, size, args.iterations, &cfg)
+                    }
+                };
+                points.push(p.map_err(|e| fail(format!("{name}, {size} B"), e))?);
+            }
+        }
+        Test::Barrier => {
+            let mut n = 2;
+            loop {
+                let p = barrier(world()?, n, kind, args.iterations, 2, &cfg)
+                    .map_err(|e| fail(format!("barrier, {n} PEs"), e))?;
+                points.push(p);
+                if n == pes {
+                    break;
+                }
+                n = (n * 2).min(pes);
+            }
+        }
+        Test::Randomaccess => {
+            let variant = match args.variant {
+                VariantArg::Atomic => RaVariant::Atomic,
+                VariantArg::GetPut => RaVariant::GetPut,
+            };
+            let p = random_access(world()?, pes, args.log_table, args.updates, variant, 1024, &cfg)
+                .map_err(|e| fail("randomaccess".into(), e))?;
+            points.push(p);
+        }
+    }
+    if args.common.json {
+        let v = serde_json::json!({
+            "scenario": sc.name, "version": env!("CARGO_PKG_VERSION"), "seed": sc.file.seed,
+            "test": name, "pes": pes, "from": a, "to": b,
+            "barrier": format!("{:?}", args.barrier).to_lowercase(),
+            "ordered_delivery": probe.in_order(),
+            "points": points, "resolved_scenario": sc.resolved_json(),
+        });
+        outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        return Ok(());
+    }
+    outln!(
+        "hpcnet {} — shmem {} on '{}' (seed {}), {} PEs{}",
+        env!("CARGO_PKG_VERSION"),
+        name,
+        sc.name,
+        sc.file.seed,
+        pes,
+        if probe.in_order() {
+            ", ordered delivery (fence free)"
+        } else {
+            ", unordered delivery (fence = quiet)"
+        }
+    );
+    match args.test {
+        Test::Barrier => {
+            outln!("  {:>6} {:>14}   ({:?} barrier)", "PEs", "latency us", args.barrier);
+            for p in &points {
+                outln!("  {:>6} {:>14.3}", p.pes, p.latency_us);
+            }
+        }
+        Test::Randomaccess => {
+            for p in &points {
+                let errors = p.errors.unwrap_or(0);
+                outln!(
+                    "  updates {}  time {:.3} us  GUPS {:.6}  errors {} ({:.4} %, HPCC accepts <= 1 %)  {}",
+                    p.count,
+                    p.time_ns / 1000.0,
+                    p.gups.unwrap_or(0.0),
+                    errors,
+                    100.0 * errors as f64 / ((1u64 << args.log_table) * pes as u64) as f64,
+                    if errors as f64 <= 0.01 * ((1u64 << args.log_table) * pes as u64) as f64 {
+                        "PASSED"
+                    } else {
+                        "FAILED"
+                    }
+                );
+            }
+        }
+        _ => {
+            outln!(
+                "  {:>10} {:>12} {:>12} {:>14}",
+                "size B",
+                "latency us",
+                "GB/s",
+                "messages/s"
+            );
+            for p in &points {
+                outln!(
+                    "  {:>10} {:>12.3} {:>12.3} {:>14.0}",
+                    p.size,
+                    p.latency_us,
+                    p.gbytes_per_s,
+                    p.messages_per_s
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn test_name(t: Test) -> String {
+    use clap::ValueEnum;
+    t.to_possible_value()
+        .map_or_else(|| format!("{t:?}"), |v| v.get_name().to_string())
+}
