@@ -20,6 +20,10 @@ pub(crate) const FLUSH_WORD: u64 = 0;
 /// Split-phase barrier: arrival counter (on PE 0) and release word.
 pub(crate) const NOTIFY_COUNT: u64 = 8;
 pub(crate) const NOTIFY_RELEASE: u64 = 16;
+/// Fast barrier (ordered delivery): notifications received, and the word the notifying
+/// writes land in.
+pub(crate) const FAST_COUNT: u64 = 24;
+pub(crate) const FAST_SCRATCH: u64 = 32;
 /// MCS lock nodes: `LOCK_SLOTS` × (locked, next) u64 pairs.
 pub(crate) const LOCK_NODES: u64 = 64;
 pub(crate) const LOCK_SLOTS: u64 = 8;
@@ -122,6 +126,8 @@ pub struct Pe {
     /// Split-phase barrier: notifications sent / releases seen.
     pub(crate) notify_epoch: u64,
     pub(crate) notified: bool,
+    /// Fast barriers done (ordered delivery).
+    pub(crate) fast_epoch: u64,
     /// This PE's communicators of teams.
     pub(crate) comms: HashMap<Rc<[usize]>, Comm>,
     /// Held or awaited locks: lock offset → node slot.
@@ -211,6 +217,7 @@ pub(crate) fn init<B: NicBackend + 'static>(
             epochs: vec![0; BARRIER_SLOTS as usize],
             notify_epoch: 0,
             notified: false,
+            fast_epoch: 0,
             comms: HashMap::new(),
             locks: HashMap::new(),
         })
@@ -1019,6 +1026,28 @@ impl Pe {
         let stage = self.stage.clone();
         let r = self.sync_remote(pe, off);
         self.post_write("shmem_barrier", pe, r, (&stage, s), 8, true, false)
+    }
+
+    /// Post an 8-byte write into `pe`'s synchronisation region at `off` whose landing
+    /// increments `pe`'s word at `counter` (a write with reply word): the count rises only
+    /// once the write — and, with ordered delivery, everything sent to `pe` before it — is in
+    /// `pe`'s memory.
+    pub(crate) async fn sync_put_counted(&mut self, pe: usize, off: u64, counter: u64) -> Result<(), ShmemError> {
+        let call = "shmem_barrier_all";
+        let s = self.stage(8).await?;
+        let stage = self.stage.clone();
+        let qp = self.qp(pe);
+        let wr = self.wr(Pending::Write { call, pe, staged: true });
+        self.writes += 1;
+        self.staged += 1;
+        let mut w = WriteWr::new(&stage, s, 8, self.sync_remote(pe, off))
+            .reply_word(self.sync_remote(pe, counter))
+            .wr_id(wr);
+        if self.shared.in_order {
+            w = w.local_completion();
+            self.unacked[pe] = true;
+        }
+        qp.post_write(w).map_err(Self::verbs(call))
     }
 
     /// This PE's own synchronisation word at `off`.

@@ -3,7 +3,10 @@
 //! `_all`/`_any`/`_some` forms), signals, and MCS locks.
 
 use crate::coll::Team;
-use crate::pe::{Pe, ShmemInt, BARRIER_FLAGS, BARRIER_SLOTS, LOCK_NODES, LOCK_SLOTS, NOTIFY_COUNT, NOTIFY_RELEASE};
+use crate::pe::{
+    Pe, ShmemInt, BARRIER_FLAGS, BARRIER_SLOTS, FAST_COUNT, FAST_SCRATCH, LOCK_NODES, LOCK_SLOTS, NOTIFY_COUNT,
+    NOTIFY_RELEASE,
+};
 use crate::{BarrierKind, ShmemError, Sym};
 use hpcnet_coll::{Algorithm, ReduceOp};
 use hpcnet_msg::verbs::{AtomicOp, RemoteBuf};
@@ -54,14 +57,31 @@ impl Pe {
     }
 
     /// The NICEVT fast barrier (spec 03): this PE leaves as soon as every message sent to it
-    /// before the barrier has arrived — the PEs sum their per-destination message counts by a
-    /// reduce-scatter, and each waits until the NIC's arrival counter of its heap reaches its
-    /// sum. No acknowledgement is awaited; gets issued before it are not waited for (use
-    /// `syncreads`).
+    /// before the barrier has arrived — no acknowledgement is awaited (gets issued before it are
+    /// not waited for either: use `syncreads`).
+    ///
+    /// With ordered delivery, every PE notifies every other PE by a write whose landing
+    /// increments a counter there (reply word), on the queue pair that carried its puts: a
+    /// notification from PE i lands after everything i sent before it, so a PE that has counted
+    /// n − 1 notifications has received everything. One network latency, n − 1 messages per PE.
+    /// Without ordered delivery the PEs instead sum their per-destination message counts by a
+    /// reduce-scatter, and each waits until the NIC's arrival counter of its heap reaches its sum.
     pub async fn barrier_all_fast(&mut self) -> Result<(), ShmemError> {
         let call = "shmem_barrier_all";
         self.enter(0).await;
         let n = self.shared.npes;
+        if self.shared.in_order {
+            self.fast_epoch += 1;
+            for k in 1..n {
+                let to = (self.me + k) % n;
+                self.sync_put_counted(to, FAST_SCRATCH, FAST_COUNT).await?;
+            }
+            let want = (n as u64 - 1) * self.fast_epoch;
+            while self.sync_word(FAST_COUNT) < want {
+                self.memory_changed().await;
+            }
+            return Ok(());
+        }
         let delta: Vec<i64> = (0..n).map(|j| (self.sent[j] - self.sent_exchanged[j]) as i64).collect();
         self.sent_exchanged.clone_from(&self.sent);
         let world = self.world_members();
