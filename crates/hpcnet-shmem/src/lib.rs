@@ -44,9 +44,10 @@
 //! - **Barriers**: [`Pe::barrier_all`] is the classic one (quiet, then a dissemination
 //!   barrier over puts of an epoch number); [`Pe::barrier_all_fast`] is the NICEVT fast
 //!   barrier — every PE leaves once it has received every message sent to it before the
-//!   barrier: the PEs sum their per-destination message counts by a reduce-scatter, and each
-//!   waits until the NIC's arrival counter of its heap reaches its sum. No acknowledgement is
-//!   awaited.
+//!   barrier. With ordered delivery each PE notifies every other by a counted write behind its
+//!   puts; otherwise the PEs sum their per-destination message counts by a reduce-scatter and
+//!   each waits until the NIC's arrival counter of its heap reaches its sum. No acknowledgement
+//!   is awaited.
 //! - **Point synchronisation** (`wait_until`, `test`, `signal_wait_until`) sleeps until the NIC
 //!   writes into the PE's memory (no polling events), then re-checks.
 //! - **Locks** are MCS queue locks: one swap on the lock word (on PE 0), then the waiter spins
@@ -58,8 +59,8 @@
 //! Cost: a put, get or atomic is one message through the NIC and network models (plus a staged
 //! copy for puts from private data); `quiet` in ordered mode one flush write per destination
 //! written since the last quiet; a dissemination barrier ⌈log2 n⌉ rounds of one 8-byte write; a
-//! fast barrier one reduce-scatter of `n` counts (recursive halving: ⌈log2 n⌉ rounds, `8n`
-//! bytes in all per PE); memory per PE: the heap, a 4 KiB synchronisation region, the staging
+//! fast barrier n − 1 counted writes per PE (ordered delivery) or one reduce-scatter of `n`
+//! counts (⌈log2 n⌉ rounds, `8n` bytes in all per PE); memory per PE: the heap, a 4 KiB synchronisation region, the staging
 //! buffer, and one queue pair per PE it talks to (made on first use).
 //!
 //! Every invalid call returns a [`ShmemError`] naming the OpenSHMEM call and the reason — a
