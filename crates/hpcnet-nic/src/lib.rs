@@ -40,7 +40,7 @@ pub mod tx;
 pub mod world;
 
 pub use coll::{CollDesc, CollKind, CollOp, CollSetupError, CollType, GroupId};
-pub use config::{CollUnitConfig, HostConfig, NicConfig, PortSelect};
+pub use config::{CollUnitConfig, HostConfig, NicConfig, PortSelect, TriggeredConfig};
 pub use cq::{Cqe, CqeKind, CqeStatus};
 pub use ids::{CqId, Placement, QpNum, Rank, RqId, Seg, TimerId};
 pub use memory::{Memory, MemoryError, Region};

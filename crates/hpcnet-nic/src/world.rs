@@ -70,6 +70,7 @@ use crate::ids::{CqId, Placement, QpNum, Rank, Seg, TimerId};
 use crate::memory::Memory;
 use crate::op::Msg;
 use crate::pkt::PktInfo;
+use crate::triggered::timed::{is_trig_tag, TrigEvent, TrigUnit};
 use hpcnet_des::stats::{Registry, StatRecord};
 use hpcnet_des::{EventQueue, SimTime};
 use hpcnet_fabric::net::{Blocked, Endpoints, NetEvent, Network};
@@ -108,6 +109,7 @@ pub enum WorldEvent {
     },
     /// A step of the hardware collective unit.
     Coll(CollEvent),
+    Trig(TrigEvent),
 }
 
 impl From<NetEvent> for WorldEvent {
@@ -265,6 +267,7 @@ pub struct World {
     pub(crate) stats: NicStats,
     /// The hardware collective unit of every NIC.
     pub(crate) coll: CollUnit,
+    pub(crate) trig: TrigUnit,
 }
 
 impl World {
@@ -319,6 +322,7 @@ impl World {
             notices: Vec::new(),
             stats: NicStats::default(),
             coll: CollUnit::default(),
+            trig: TrigUnit::default(),
             timing: HostTiming::new(&cfg.host),
             cfg,
         }
@@ -367,6 +371,7 @@ impl World {
     pub fn statistics(&self) -> Vec<StatRecord> {
         let mut v = Registry::of_counters(&NIC_STATS, &self.stats.0).report();
         v.extend(self.coll_statistics());
+        v.extend(self.trig_statistics());
         v.extend(self.net.statistics());
         v
     }
@@ -458,6 +463,10 @@ impl World {
                             self.coll_packet(p);
                             continue;
                         }
+                        if is_trig_tag(p.tag) {
+                            self.trig_packet(p);
+                            continue;
+                        }
                         let pid = p.tag as u32;
                         if limited {
                             let held = (p.dst, p.rail, Network::buffer_credits(&p));
@@ -490,6 +499,7 @@ impl World {
             WorldEvent::Landed { pkt } => self.landed(pkt),
             WorldEvent::Timer { id } => self.notices.push(Notice::Timer(id)),
             WorldEvent::Coll(e) => self.coll_event(e),
+            WorldEvent::Trig(e) => self.trig_event(e),
         }
     }
 

@@ -103,7 +103,7 @@ impl CollOp {
 }
 
 /// Every algorithm with its command-line name.
-pub const ALGORITHMS: [(Algorithm, &str); 15] = [
+pub const ALGORITHMS: [(Algorithm, &str); 16] = [
     (Algorithm::Auto, "auto"),
     (Algorithm::Dissemination, "dissemination"),
     (Algorithm::BinomialTree, "binomial-tree"),
@@ -119,6 +119,7 @@ pub const ALGORITHMS: [(Algorithm, &str); 15] = [
     (Algorithm::Pairwise, "pairwise"),
     (Algorithm::Hardware, "hardware"),
     (Algorithm::RecursiveHalving, "recursive-halving"),
+    (Algorithm::Offload, "offload"),
 ];
 
 /// Command-line name of an algorithm.
@@ -591,6 +592,7 @@ fn run_typed<T: BenchElement>(
     let hardware = spec.algorithm == Algorithm::Hardware;
     let config = &CommConfig {
         hardware: config.hardware || hardware,
+        offload: config.offload || spec.algorithm == Algorithm::Offload,
         ..config.clone()
     };
     let sync = if hardware {

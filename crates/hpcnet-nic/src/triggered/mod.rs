@@ -77,11 +77,13 @@ pub mod hashbuf;
 pub mod ideal;
 pub mod key;
 pub mod pulse;
+pub mod timed;
 pub mod unit;
 
-pub use desc::{CollDescriptor, DescError, Payload, Source, TrigAction, TrigPacket, WalkError, Walker};
+pub use desc::{CollDescriptor, DescError, Payload, Source, TrigAction, TrigPacket, WalkError, Walker, Work};
 pub use hashbuf::{HashBuf, HashBufConfig, HashBufConfigError, HashBufError, HashBufStats, Inserted, Read};
 pub use ideal::{run_ideal, Completion, Endpoint, IdealError, IdealRun};
 pub use key::{KeyError, PacketKey};
 pub use pulse::{Acquire, PulseConfig, PulseController, PulseError, PulseStats};
+pub use timed::{TrigCounters, TrigEvent, TrigPost, TrigPulse, MAX_VPS};
 pub use unit::{OffloadUnits, UnitAction, UnitError, UnitsConfig};
