@@ -13,8 +13,9 @@
 //!
 //! New NIC hardware plugs in at two named points: [`World::next_message`] (where an engine takes
 //! its next message) and [`World::landed`] (where a packet's data has landed in host memory).
-//! The hardware collective unit ([`crate::coll`]) has its own descriptors and packets: its
-//! packets are told apart by their tag where the network delivers them, next to those points.
+//! The hardware collective unit ([`crate::coll`]) and the triggered offload unit
+//! ([`crate::triggered::timed`]) have their own descriptors and packets: their packets are
+//! told apart by their tag where the network delivers them, next to those points.
 //!
 //! Message path (spec 01 SWHNI, spec 02 cHPP send/receive engines):
 //! 1. **Doorbell**: the CPU posts a descriptor and rings the doorbell; it reaches the NIC
