@@ -6,11 +6,13 @@
 //! the program starts; every member's handle is then moved into its rank program.
 
 use crate::algo::{self, implements, select, select_on_nodes, Algorithm, Collective};
+use crate::offload::{double_binary_tree_broadcast, halving_reduce, rabenseifner_allreduce, Member, OffloadError};
 use crate::transport::{Call, Transport, TransportConfig};
 use crate::types::{check_len, check_op, from_bytes, to_bytes};
 use crate::{CollError, Datatype, Element, HostCosts, ReduceOp};
 use hpcnet_msg::verbs::{Context, Cq, Machine, Mr};
 use hpcnet_msg::NicBackend;
+use hpcnet_nic::triggered::{CollDescriptor, Payload, TrigPost, TrigPulse};
 use hpcnet_nic::{CollDesc, CollKind, CollOp, CollType, CqeStatus, GroupId, Rank};
 use std::collections::{BTreeMap, HashSet};
 use std::rc::Rc;
@@ -58,6 +60,22 @@ pub struct CommConfig {
     /// NICs' logical tree and the routers' multicast tables are set up at creation; a multicast
     /// table overflow makes creation fail with [`CollError::BadComm`].
     pub hardware: bool,
+    /// Open a virtual port of the triggered offload unit for every member
+    /// ([`Algorithm::Offload`]); creation fails with [`CollError::BadComm`] on a machine whose
+    /// NICs have no offload unit.
+    pub offload: bool,
+}
+
+/// A member's end of the communicator's triggered offload collectives.
+struct Off {
+    /// Every member as its offload unit knows it (NodeID, VP).
+    members: Rc<[Member]>,
+    cq: Cq,
+    /// Contribution at offset 0 and result at the call's length, grown to the largest call.
+    mr: Option<Mr>,
+    /// Serial of the next pulse sequence (the pulse field beside the packet key); its JobID
+    /// is the serial modulo 256.
+    serial: u64,
 }
 
 /// A member's end of the communicator's hardware collective group.
@@ -72,6 +90,7 @@ struct Hw {
 pub struct Comm {
     t: Transport,
     hw: Option<Hw>,
+    off: Option<Off>,
     /// The node (NIC) of each member, for the two-level algorithms.
     nodes: Rc<[u32]>,
     /// Members per node (see [`Comm::per_node`]).
@@ -103,32 +122,53 @@ impl Comm {
         let Some(&first) = ranks.first() else {
             return Err(CollError::BadComm("no ranks given".into()));
         };
+        check_members(ranks, m.context(first).size(), cfg)?;
         let group = if cfg.hardware {
-            check_members(ranks, m.context(first).size(), cfg)?;
             Some(m.coll_group(ranks).map_err(CollError::BadComm)?)
         } else {
             None
         };
-        Comm::build(ranks.iter().map(|&r| m.context(r)).collect(), node_of, group, cfg)
+        let members: Option<Rc<[Member]>> = if cfg.offload {
+            let v: Result<Vec<Member>, CollError> = ranks
+                .iter()
+                .map(|&r| {
+                    m.trig_open_vp(r)
+                        .map(|(node, vp)| Member { node, vp })
+                        .map_err(|e| CollError::BadComm(format!("offload: rank {r}: {e}")))
+                })
+                .collect();
+            Some(v?.into())
+        } else {
+            None
+        };
+        Comm::build(
+            ranks.iter().map(|&r| m.context(r)).collect(),
+            node_of,
+            group,
+            members,
+            cfg,
+        )
     }
 
     /// A communicator of the ranks whose contexts are given (member i is `contexts[i]`), made
     /// by one member for all while the programs run — as SHMEM teams and active sets are
-    /// created collectively on first use. Software algorithms only: a hardware group must be
-    /// programmed before the run ([`Comm::create`] with [`CommConfig::hardware`]).
+    /// created collectively on first use. Software algorithms only: hardware groups and offload
+    /// virtual ports are set up before the run ([`Comm::create`] with [`CommConfig::hardware`]
+    /// or [`CommConfig::offload`]).
     pub fn create_from_contexts(contexts: Vec<Context>, cfg: &CommConfig) -> Result<Vec<Comm>, CollError> {
-        if cfg.hardware {
+        if cfg.hardware || cfg.offload {
             return Err(CollError::BadComm(
-                "a hardware collective group is programmed before the run; create it with Comm::create".into(),
+                "hardware groups and offload virtual ports are set up before the run; create the communicator with Comm::create".into(),
             ));
         }
-        Comm::build(contexts, |r| r.0, None, cfg)
+        Comm::build(contexts, |r| r.0, None, None, cfg)
     }
 
     fn build(
         contexts: Vec<Context>,
         node_of: impl Fn(Rank) -> u32,
         group: Option<GroupId>,
+        members: Option<Rc<[Member]>>,
         cfg: &CommConfig,
     ) -> Result<Vec<Comm>, CollError> {
         let Some(first) = contexts.first() else {
@@ -141,6 +181,12 @@ impl Comm {
         Ok(Transport::group(contexts, &cfg.transport, &cfg.costs)
             .into_iter()
             .map(|t| Comm {
+                off: members.clone().map(|members| Off {
+                    members,
+                    cq: t.ctx.create_cq(),
+                    mr: None,
+                    serial: 0,
+                }),
                 hw: group.map(|group| Hw {
                     group,
                     cq: t.ctx.create_cq(),
@@ -344,6 +390,14 @@ impl Comm {
                     .await
                     .map(|out| bytes = out)
             }
+            Algorithm::Offload => {
+                let k = OffKind::Broadcast(root);
+                let data = std::mem::take(&mut bytes);
+                let me = self.rank();
+                offload(&mut self.off, me, &self.t, &call, k, T::DATATYPE, ReduceOp::Sum, data)
+                    .await
+                    .map(|out| bytes = out)
+            }
             a => Err(CollError::Unsupported {
                 call: call.name,
                 algorithm: a,
@@ -381,6 +435,21 @@ impl Comm {
                 hardware(&mut self.hw, &self.t, &call, k, T::DATATYPE, op, bytes)
                     .await
                     .map(|out| (me == root).then_some(out))
+            }
+            Algorithm::Offload => {
+                let me = self.rank();
+                offload(
+                    &mut self.off,
+                    me,
+                    &self.t,
+                    &call,
+                    OffKind::Reduce(root),
+                    T::DATATYPE,
+                    op,
+                    bytes,
+                )
+                .await
+                .map(|out| (me == root).then_some(out))
             }
             a => Err(CollError::Unsupported {
                 call: call.name,
@@ -429,6 +498,10 @@ impl Comm {
                 algo::allreduce::two_level(&mut self.t, &call, dtype, op, data, &nodes, inner).await
             }
             Algorithm::Hardware => hardware(&mut self.hw, &self.t, &call, CollKind::Allreduce, dtype, op, data).await,
+            Algorithm::Offload => {
+                let me = self.rank();
+                offload(&mut self.off, me, &self.t, &call, OffKind::Allreduce, dtype, op, data).await
+            }
             a => Err(CollError::Unsupported {
                 call: call.name,
                 algorithm: a,
@@ -592,4 +665,153 @@ async fn hardware(
     let mr = hw.mr.as_ref().expect("registered");
     let off = if bcast { 0 } else { len };
     ctx.read_local(mr, off, len).map_err(|e| CollError::verbs(call.name, e))
+}
+
+/// Which offloaded collective a member runs.
+#[derive(Copy, Clone, Debug)]
+enum OffKind {
+    Broadcast(usize),
+    Reduce(usize),
+    Allreduce,
+}
+
+/// The sequence shape of one pulse of `elements` elements at offset 0 of the buffers (JobID
+/// 0): one sequence per tree (two for the double binary tree).
+fn offload_shape(
+    kind: OffKind,
+    members: &[Member],
+    me: usize,
+    (dtype, op): (Datatype, ReduceOp),
+    (src, dst): (u64, u64),
+    bytes: u64,
+) -> Result<Vec<Vec<CollDescriptor>>, OffloadError> {
+    let p = members.len();
+    let data = vec![Payload::Address { addr: src, len: bytes }; p];
+    let results = vec![Some(dst); p];
+    Ok(match kind {
+        OffKind::Allreduce => {
+            vec![rabenseifner_allreduce(0, members, dtype, op, &data, &results)?.swap_remove(me)]
+        }
+        OffKind::Reduce(root) => {
+            vec![halving_reduce(0, members, root, dtype, op, &data, Some(dst))?.swap_remove(me)]
+        }
+        OffKind::Broadcast(root) => {
+            let [mut a, mut b] = double_binary_tree_broadcast(
+                [0, 1],
+                members,
+                root,
+                Payload::Address { addr: src, len: bytes },
+                &results,
+            )?;
+            vec![a.swap_remove(me), b.swap_remove(me)]
+        }
+    })
+}
+
+/// One offloaded collective: write the contribution, cut it into pulses of the NIC's pulse
+/// size, post every pulse's sequences at once, wait for the NIC's completion, read the result
+/// (host costs: one post, one poll).
+#[allow(clippy::too_many_arguments)]
+async fn offload(
+    off: &mut Option<Off>,
+    me: usize,
+    t: &Transport,
+    call: &Call,
+    kind: OffKind,
+    dtype: Datatype,
+    op: ReduceOp,
+    data: Vec<u8>,
+) -> Result<Vec<u8>, CollError> {
+    let Some(off) = off.as_mut() else {
+        return Err(CollError::AlgorithmLimit {
+            call: call.name,
+            algorithm: Algorithm::Offload,
+            reason: "needs a communicator created with offload collectives (CommConfig::offload)".into(),
+        });
+    };
+    let ctx = &t.ctx;
+    let len = data.len() as u64;
+    if len == 0 {
+        return Ok(data);
+    }
+    let elem = dtype.size() as u64;
+    let count = len / elem;
+    let ct = match dtype {
+        Datatype::F32 => CollType::F32,
+        Datatype::F64 => CollType::F64,
+        Datatype::I32 => CollType::I32,
+        Datatype::I64 => CollType::I64,
+    };
+    let per = ctx
+        .trig_pulse_elements(ct)
+        .map_err(|e| CollError::verbs(call.name, e))?
+        .max(1);
+    let need = 2 * len;
+    if off.mr.as_ref().is_none_or(|m| m.len < need) {
+        off.mr = Some(ctx.reg_mr(need));
+    }
+    let mr = off.mr.as_ref().expect("registered");
+    ctx.write_local(mr, 0, &data)
+        .map_err(|e| CollError::verbs(call.name, e))?;
+    let (src, dst) = (mr.addr, mr.addr + len);
+    let bad = |e: OffloadError| CollError::Transport {
+        call: call.name,
+        reason: e.to_string(),
+    };
+    // Pulses of equal size share a shape: built once, moved to each pulse's offset and JobID.
+    let mut shapes: Vec<(u64, Vec<Vec<CollDescriptor>>)> = Vec::new();
+    let mut pulses = Vec::new();
+    let mut at = 0;
+    while at < count {
+        let n = per.min(count - at);
+        let shape = match shapes.iter().find(|(k, _)| *k == n) {
+            Some((_, s)) => s.clone(),
+            None => {
+                let s = offload_shape(kind, &off.members, me, (dtype, op), (src, dst), n * elem).map_err(bad)?;
+                shapes.push((n, s.clone()));
+                s
+            }
+        };
+        let shift = at * elem;
+        let trees = shape.len() as u64;
+        for mut seq in shape {
+            let serial = off.serial;
+            off.serial += 1;
+            for d in &mut seq {
+                d.job = (serial % 256) as u32;
+                if let Payload::Address { addr, .. } = &mut d.payload {
+                    *addr += shift;
+                }
+            }
+            pulses.push(TrigPulse {
+                serial,
+                elements: n.div_ceil(trees).max(1),
+                descriptors: seq,
+            });
+        }
+        at += n;
+    }
+    t.spend(t.costs.per_post).await;
+    ctx.post_trig(TrigPost {
+        vp: off.members[me].vp,
+        pulses,
+        cq: off.cq.id(),
+        wr_id: call.number as u64,
+    })
+    .map_err(|e| CollError::verbs(call.name, e))?;
+    let cqe = off.cq.next().await;
+    t.spend(t.costs.per_poll).await;
+    if cqe.status != CqeStatus::Ok {
+        return Err(CollError::Transport {
+            call: call.name,
+            reason: format!("offloaded collective completed with {:?}", cqe.status),
+        });
+    }
+    let mr = off.mr.as_ref().expect("registered");
+    let result_at = match kind {
+        OffKind::Broadcast(root) if root == me => 0,
+        _ => len,
+    };
+    ctx.read_local(mr, result_at, len)
+        .map_err(|e| CollError::verbs(call.name, e))
 }

@@ -13,7 +13,11 @@
 //!   halving, pairwise), alltoall (pairwise, Bruck); and [`Algorithm::Hardware`] for barrier, broadcast, reduce and
 //!   allreduce — the NICs' hardware collective unit and router multicast (`hpcnet_nic::coll`) on
 //!   communicators created with [`CommConfig::hardware`] (one descriptor per member per call:
-//!   cost O(1) host work per member);
+//!   cost O(1) host work per member); and [`Algorithm::Offload`] for broadcast, reduce and
+//!   allreduce — the NICs' triggered offload units (`hpcnet_nic::triggered`) on communicators
+//!   created with [`CommConfig::offload`]: each member posts one sequence per pulse (two for the
+//!   double binary tree) in one call (host work O(pulses · log p) per member, plus O(p log p)
+//!   per distinct pulse size to generate the sequences);
 //! - [`Datatype`] / [`ReduceOp`]: `f32`, `f64`, `i32`, `i64` with sum, max, min and (integers
 //!   only) bitwise and, or, xor, applied to little-endian bytes;
 //! - [`HostCosts`]: the host software cost model (per call, per post, per poll, copy and

@@ -19,7 +19,8 @@
 //! 0 in the trees: one trigger per member suffices.
 //!
 //! Members are given in communicator order as the (node, virtual port) their offload unit
-//! knows them by; where a rank's VP comes from is the NIC integration's business. Each sequence
+//! knows them by (a communicator created with `CommConfig::offload` opens one VP per member on
+//! its NIC, `World::trig_open_vp`). Each sequence
 //! is checked as the walker would check it, so field widths (JobID 8 bits, NodeID 24, VP 11)
 //! and malformed input are errors here, naming the member.
 //!

@@ -1,7 +1,8 @@
 //! The narrow interface between the message library and a NIC model.
 //!
 //! Everything the verbs layer asks of a NIC goes through [`NicBackend`]: register and touch host
-//! memory, create queues, post work (and hardware collective groups and descriptors), poll
+//! memory, create queues, post work (and hardware collective groups and descriptors, and
+//! triggered offload collectives on virtual ports), poll
 //! completions, set timers, and advance the model one
 //! event at a time, collecting [`Notice`]s (a completion queue got an entry, a timer expired)
 //! that the library turns into task wake-ups. [`World`] is the simulated implementation; a test
@@ -10,8 +11,9 @@
 
 use hpcnet_des::SimTime;
 use hpcnet_fabric::net::Blocked;
+use hpcnet_nic::triggered::TrigPost;
 use hpcnet_nic::{
-    CollDesc, CqId, Cqe, GroupId, MemoryError, Notice, PostError, QpNum, Rank, Request, RqId, TimerId, World,
+    CollDesc, CollType, CqId, Cqe, GroupId, MemoryError, Notice, PostError, QpNum, Rank, Request, RqId, TimerId, World,
 };
 
 /// What the message library needs of a NIC model.
@@ -108,6 +110,22 @@ pub trait NicBackend {
         let _ = (rank, desc);
         Err(PostError::NoCollectiveUnit)
     }
+    /// Open a virtual port of the triggered offload unit for `rank`; returns the NodeID of its
+    /// NIC and its VP number. A model without the unit refuses.
+    fn trig_open_vp(&mut self, rank: Rank) -> Result<(u32, u32), PostError> {
+        let _ = rank;
+        Err(PostError::NoOffloadUnit)
+    }
+    /// Elements of one pulse of the offload unit for elements of `dtype`.
+    fn trig_pulse_elements(&self, dtype: CollType) -> Result<u64, PostError> {
+        let _ = dtype;
+        Err(PostError::NoOffloadUnit)
+    }
+    /// Post `rank`'s whole offloaded collective (its descriptor sequences) on its VP.
+    fn post_trig(&mut self, rank: Rank, post: TrigPost) -> Result<(), PostError> {
+        let _ = (rank, post);
+        Err(PostError::NoOffloadUnit)
+    }
 }
 
 impl NicBackend for World {
@@ -203,5 +221,14 @@ impl NicBackend for World {
     }
     fn post_coll(&mut self, rank: Rank, desc: CollDesc) -> Result<(), PostError> {
         World::post_coll(self, rank, desc)
+    }
+    fn trig_open_vp(&mut self, rank: Rank) -> Result<(u32, u32), PostError> {
+        World::trig_open_vp(self, rank)
+    }
+    fn trig_pulse_elements(&self, dtype: CollType) -> Result<u64, PostError> {
+        World::trig_pulse_elements(self, dtype)
+    }
+    fn post_trig(&mut self, rank: Rank, post: TrigPost) -> Result<(), PostError> {
+        World::post_trig(self, rank, post)
     }
 }

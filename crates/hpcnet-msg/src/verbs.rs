@@ -275,6 +275,12 @@ impl<B: NicBackend + 'static> Machine<B> {
         self.host.borrow_mut().nic.coll_group(members)
     }
 
+    /// Open a virtual port of the triggered offload unit for `rank` (before the rank programs
+    /// start, as a launcher would); returns the NodeID of its NIC and the VP number.
+    pub fn trig_open_vp(&self, rank: Rank) -> Result<(u32, u32), String> {
+        self.host.borrow_mut().nic.trig_open_vp(rank).map_err(|e| e.to_string())
+    }
+
     /// Read access to the NIC model (counters, configuration, memory) between runs.
     pub fn world(&self) -> Ref<'_, B> {
         Ref::map(self.host.borrow(), |h| &h.nic)
@@ -406,6 +412,25 @@ impl Context {
             rank: self.rank,
             armed: false,
         }
+    }
+
+    /// Elements of one pulse of the triggered offload unit, for elements of `dtype`.
+    pub fn trig_pulse_elements(&self, dtype: hpcnet_nic::CollType) -> Result<u64, VerbsError> {
+        self.host
+            .borrow()
+            .nic
+            .trig_pulse_elements(dtype)
+            .map_err(VerbsError::Post)
+    }
+
+    /// Post this rank's offloaded collective on its VP; the NIC writes a completion of kind
+    /// `Trig` to `post.cq` when every pulse's result is in this rank's memory.
+    pub fn post_trig(&self, post: hpcnet_nic::triggered::TrigPost) -> Result<(), VerbsError> {
+        self.host
+            .borrow_mut()
+            .nic
+            .post_trig(self.rank, post)
+            .map_err(VerbsError::Post)
     }
 
     /// Register `len` zeroed bytes of this rank's memory.

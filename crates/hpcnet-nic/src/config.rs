@@ -292,6 +292,207 @@ pub struct NicConfig {
     /// The hardware collective unit ([`crate::coll`]).
     #[serde(default)]
     pub coll: CollUnitConfig,
+    /// The Tianhe triggered collective offload unit ([`crate::triggered`]); absent: the NICs
+    /// have none and refuse offloaded collectives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub triggered: Option<TriggeredConfig>,
+}
+
+fn d_units() -> u32 {
+    8
+}
+fn d_streams() -> u32 {
+    16
+}
+fn d_collectives() -> u32 {
+    32
+}
+fn d_trig_buffer() -> Bytes {
+    Bytes(512 * 1024)
+}
+fn d_trig_slots() -> u32 {
+    512
+}
+fn d_pulse_capacity() -> u64 {
+    8192
+}
+fn d_pulse_counters() -> u64 {
+    64
+}
+fn d_pulse_timeout() -> SimTime {
+    SimTime::from_us(100)
+}
+fn d_pulse_retry() -> SimTime {
+    SimTime::from_us(1)
+}
+fn d_trig_step() -> SimTime {
+    SimTime::from_ns(50)
+}
+fn d_parse_time() -> SimTime {
+    SimTime::from_ns(10)
+}
+
+/// `[nic.triggered]`: the Tianhe triggered collective offload unit (spec 04). The unit count,
+/// streams, concurrent collectives and buffer size are the paper's FPGA test bed; everything
+/// else is not given in the paper and is an assumption.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TriggeredConfig {
+    /// Offload units per NIC (spec 04 test bed: 8).
+    #[serde(default = "d_units")]
+    pub units: u32,
+    /// Incoming streams (distinct senders) one collective may have at a unit (spec 04: 16).
+    #[serde(default = "d_streams")]
+    pub streams: u32,
+    /// Collectives in progress at once per NIC (spec 04: 32).
+    #[serde(default = "d_collectives")]
+    pub collectives: u32,
+    /// Hash-buffer RAM per unit (spec 04: 512 KB).
+    #[serde(default = "d_trig_buffer")]
+    pub buffer: Bytes,
+    /// Slots of the hash buffer, one packet each (assumption: 512, i.e. 1 KiB slots); a slot
+    /// bounds the data of one step of one pulse.
+    #[serde(default = "d_trig_slots")]
+    pub slots: u32,
+    /// Pulse controller: total reduction capacity C in elements (assumption: 8192).
+    #[serde(default = "d_pulse_capacity")]
+    pub pulse_capacity: u64,
+    /// Pulse controller: counters k, pulses in flight per NIC; a pulse is ⌊C / k⌋ elements
+    /// (assumption: 64). At least `collectives`, or a collective may wait for a counter
+    /// until `pulse_timeout`.
+    #[serde(default = "d_pulse_counters")]
+    pub pulse_counters: u64,
+    /// How long a pulse may wait for a counter before its collective fails (assumption:
+    /// "100 us").
+    #[serde(default = "d_pulse_timeout")]
+    pub pulse_timeout: SimTime,
+    /// Interval between a refused counter request and the next (assumption: "1 us").
+    #[serde(default = "d_pulse_retry")]
+    pub pulse_retry: SimTime,
+    /// Processing of one fired step by a unit (assumption: "50 ns", as `nic.message_overhead`).
+    #[serde(default = "d_trig_step")]
+    pub step_overhead: SimTime,
+    /// Parser time per descriptor of a posted sequence (assumption: "10 ns").
+    #[serde(default = "d_parse_time")]
+    pub parse_time: SimTime,
+    /// Reduction rate of the pipelined reduction unit in operand bytes per second, per type
+    /// (assumption: 64 Gb/s, as `nic.coll`).
+    #[serde(default = "d_reduce_rate")]
+    pub rate_f32: BitsPerSec,
+    #[serde(default = "d_reduce_rate")]
+    pub rate_f64: BitsPerSec,
+    #[serde(default = "d_reduce_rate")]
+    pub rate_i32: BitsPerSec,
+    #[serde(default = "d_reduce_rate")]
+    pub rate_i64: BitsPerSec,
+}
+
+impl Default for TriggeredConfig {
+    fn default() -> Self {
+        TriggeredConfig {
+            units: d_units(),
+            streams: d_streams(),
+            collectives: d_collectives(),
+            buffer: d_trig_buffer(),
+            slots: d_trig_slots(),
+            pulse_capacity: d_pulse_capacity(),
+            pulse_counters: d_pulse_counters(),
+            pulse_timeout: d_pulse_timeout(),
+            pulse_retry: d_pulse_retry(),
+            step_overhead: d_trig_step(),
+            parse_time: d_parse_time(),
+            rate_f32: d_reduce_rate(),
+            rate_f64: d_reduce_rate(),
+            rate_i32: d_reduce_rate(),
+            rate_i64: d_reduce_rate(),
+        }
+    }
+}
+
+impl TriggeredConfig {
+    /// Bytes one buffer slot holds.
+    pub fn slot_bytes(&self) -> u64 {
+        self.buffer.0 / u64::from(self.slots.max(1))
+    }
+
+    /// Elements of one pulse of `elem` bytes each: ⌊C / k⌋, and no more than a buffer slot
+    /// holds.
+    pub fn pulse_elements(&self, elem: u64) -> u64 {
+        (self.pulse_capacity / self.pulse_counters.max(1)).min(self.slot_bytes() / elem.max(1))
+    }
+
+    pub fn validate(&self, key: &str) -> Result<(), (String, String)> {
+        let k = |f: &str| format!("{key}.{f}");
+        if self.units == 0 || self.units > 64 {
+            return Err((k("units"), format!("must be 1 to 64, got {}", self.units)));
+        }
+        if self.streams == 0 || self.streams > 1 << 11 {
+            return Err((k("streams"), format!("must be 1 to 2048, got {}", self.streams)));
+        }
+        if self.collectives == 0 || self.collectives > 256 {
+            return Err((
+                k("collectives"),
+                format!("must be 1 to 256 (the 8-bit JobID), got {}", self.collectives),
+            ));
+        }
+        if self.slots < 2 {
+            return Err((
+                k("slots"),
+                format!(
+                    "must be at least 2 (one home slot and one collision reserve slot), got {}",
+                    self.slots
+                ),
+            ));
+        }
+        if self.slot_bytes() < 8 {
+            return Err((
+                k("buffer"),
+                format!(
+                    "{} B in {} slots leaves {} B per slot, need at least 8 B (one element)",
+                    self.buffer.0,
+                    self.slots,
+                    self.slot_bytes()
+                ),
+            ));
+        }
+        if self.pulse_capacity == 0 {
+            return Err((k("pulse_capacity"), "must be at least 1 element".into()));
+        }
+        if self.pulse_counters == 0 || self.pulse_counters > self.pulse_capacity || self.pulse_counters > 65536 {
+            return Err((
+                k("pulse_counters"),
+                format!(
+                    "must be 1 to {} (at most pulse_capacity = {} and 65536), got {}",
+                    self.pulse_capacity.min(65536),
+                    self.pulse_capacity,
+                    self.pulse_counters
+                ),
+            ));
+        }
+        if self.pulse_timeout == SimTime::ZERO {
+            return Err((k("pulse_timeout"), "must be positive".into()));
+        }
+        if self.pulse_retry == SimTime::ZERO || self.pulse_retry > self.pulse_timeout {
+            return Err((
+                k("pulse_retry"),
+                format!(
+                    "must be positive and at most pulse_timeout = {}, got {}",
+                    self.pulse_timeout, self.pulse_retry
+                ),
+            ));
+        }
+        for (f, r) in [
+            ("rate_f32", self.rate_f32),
+            ("rate_f64", self.rate_f64),
+            ("rate_i32", self.rate_i32),
+            ("rate_i64", self.rate_i64),
+        ] {
+            if r.0 == 0 {
+                return Err((k(f), "must be positive".into()));
+            }
+        }
+        Ok(())
+    }
 }
 
 fn d_fanout() -> u32 {
@@ -394,6 +595,7 @@ impl Default for NicConfig {
             response_vc: None,
             host: HostConfig::default(),
             coll: CollUnitConfig::default(),
+            triggered: None,
         }
     }
 }
@@ -453,6 +655,9 @@ impl NicConfig {
                 return Err((format!("nic.coll.{k}"), "must be positive".into()));
             }
         }
+        if let Some(t) = &self.triggered {
+            t.validate("nic.triggered")?;
+        }
         self.host.validate("nic.host")
     }
 }
@@ -478,6 +683,55 @@ mod tests {
         let (key, why) = bad.validate().unwrap_err();
         assert_eq!(key, "nic.descriptor_prefetch");
         assert!(why.contains("nic.max_in_flight = 4") && why.contains("got 5"), "{why}");
+    }
+
+    #[test]
+    fn triggered_defaults_are_the_test_bed_and_bad_values_name_their_key() {
+        let t = TriggeredConfig::default();
+        assert_eq!((t.units, t.streams, t.collectives, t.buffer.0), (8, 16, 32, 512 * 1024));
+        assert_eq!(t.slot_bytes(), 1024);
+        assert_eq!(t.pulse_elements(8), 128);
+        assert_eq!(t.pulse_elements(4), 128);
+        assert!(t.validate("nic.triggered").is_ok());
+        let cases: [(TriggeredConfig, &str); 6] = [
+            (TriggeredConfig { units: 0, ..t.clone() }, "nic.triggered.units"),
+            (
+                TriggeredConfig {
+                    collectives: 300,
+                    ..t.clone()
+                },
+                "nic.triggered.collectives",
+            ),
+            (TriggeredConfig { slots: 1, ..t.clone() }, "nic.triggered.slots"),
+            (
+                TriggeredConfig {
+                    buffer: Bytes(64),
+                    ..t.clone()
+                },
+                "nic.triggered.buffer",
+            ),
+            (
+                TriggeredConfig {
+                    pulse_counters: 0,
+                    ..t.clone()
+                },
+                "nic.triggered.pulse_counters",
+            ),
+            (
+                TriggeredConfig {
+                    rate_f64: BitsPerSec(0),
+                    ..t.clone()
+                },
+                "nic.triggered.rate_f64",
+            ),
+        ];
+        for (c, key) in cases {
+            let n = NicConfig {
+                triggered: Some(c),
+                ..NicConfig::default()
+            };
+            assert_eq!(n.validate().unwrap_err().0, key);
+        }
     }
 
     #[test]

@@ -26,6 +26,11 @@ pub enum CqeStatus {
     /// Members of a hardware collective posted descriptors that disagree (kind, root, type,
     /// operator or size); no result was written.
     CollMismatch,
+    /// An offloaded (triggered) collective waited for a pulse counter longer than
+    /// `nic.triggered.pulse_timeout`.
+    TrigTimeout,
+    /// An offloaded (triggered) collective failed at its offload unit (the reason).
+    TrigFailed(String),
 }
 
 /// What completed.
@@ -47,6 +52,8 @@ pub enum CqeKind {
     Recv,
     /// A hardware collective completed at this member.
     Coll,
+    /// An offloaded (triggered) collective completed at this member.
+    Trig,
 }
 
 /// A completion queue entry.

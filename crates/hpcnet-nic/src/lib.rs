@@ -14,9 +14,10 @@
 //! - [`cq`]: completion and receive queues, NAP pools, completion at the initiator;
 //! - [`coll`]: the hardware collective unit (logical-tree gather with in-NIC reduction,
 //!   broadcast by router multicast);
-//! - [`triggered`]: the Tianhe triggered collective offload unit's mechanisms (packet keys,
-//!   hash-table buffer, pulsed credits, descriptors and sequence walker, offload units) as
-//!   untimed building blocks, not yet wired into the [`World`];
+//! - [`triggered`]: the Tianhe triggered collective offload unit (packet keys, hash-table
+//!   buffer, pulsed credits, descriptors and sequence walker, offload units as untimed
+//!   building blocks, and their timed model in the [`World`]: virtual ports, parser, offload
+//!   packets with back-pressure, completions);
 //! - [`pkt`]: packet kinds and their sizes on the wire; [`ids`]: typed identities and where
 //!   ranks live; [`memory`]: host memories with registered, key-protected regions.
 //!
@@ -40,7 +41,7 @@ pub mod tx;
 pub mod world;
 
 pub use coll::{CollDesc, CollKind, CollOp, CollSetupError, CollType, GroupId};
-pub use config::{CollUnitConfig, HostConfig, NicConfig, PortSelect};
+pub use config::{CollUnitConfig, HostConfig, NicConfig, PortSelect, TriggeredConfig};
 pub use cq::{Cqe, CqeKind, CqeStatus};
 pub use ids::{CqId, Placement, QpNum, Rank, RqId, Seg, TimerId};
 pub use memory::{Memory, MemoryError, Region};

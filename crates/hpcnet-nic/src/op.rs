@@ -233,6 +233,10 @@ pub enum PostError {
     BadCollective(String),
     #[error("this NIC model has no hardware collective unit")]
     NoCollectiveUnit,
+    #[error("this NIC has no triggered offload unit (the scenario needs a [nic.triggered] section)")]
+    NoOffloadUnit,
+    #[error("virtual port {vp} is not open for rank {rank}")]
+    NoSuchVp { vp: u32, rank: Rank },
     /// A NIC model that does not implement this operation (e.g. the flow-level model).
     #[error("{op} is not supported by the {model} model")]
     Unsupported { op: &'static str, model: &'static str },

@@ -13,8 +13,9 @@
 //!
 //! New NIC hardware plugs in at two named points: [`World::next_message`] (where an engine takes
 //! its next message) and [`World::landed`] (where a packet's data has landed in host memory).
-//! The hardware collective unit ([`crate::coll`]) has its own descriptors and packets: its
-//! packets are told apart by their tag where the network delivers them, next to those points.
+//! The hardware collective unit ([`crate::coll`]) and the triggered offload unit
+//! ([`crate::triggered::timed`]) have their own descriptors and packets: their packets are
+//! told apart by their tag where the network delivers them, next to those points.
 //!
 //! Message path (spec 01 SWHNI, spec 02 cHPP send/receive engines):
 //! 1. **Doorbell**: the CPU posts a descriptor and rings the doorbell; it reaches the NIC
@@ -70,6 +71,7 @@ use crate::ids::{CqId, Placement, QpNum, Rank, Seg, TimerId};
 use crate::memory::Memory;
 use crate::op::Msg;
 use crate::pkt::PktInfo;
+use crate::triggered::timed::{is_trig_tag, TrigEvent, TrigUnit};
 use hpcnet_des::stats::{Registry, StatRecord};
 use hpcnet_des::{EventQueue, SimTime};
 use hpcnet_fabric::net::{Blocked, Endpoints, NetEvent, Network};
@@ -108,6 +110,7 @@ pub enum WorldEvent {
     },
     /// A step of the hardware collective unit.
     Coll(CollEvent),
+    Trig(TrigEvent),
 }
 
 impl From<NetEvent> for WorldEvent {
@@ -270,6 +273,7 @@ pub struct World {
     pub(crate) stats: NicStats,
     /// The hardware collective unit of every NIC.
     pub(crate) coll: CollUnit,
+    pub(crate) trig: TrigUnit,
 }
 
 impl World {
@@ -325,6 +329,7 @@ impl World {
             watched: Vec::new(),
             stats: NicStats::default(),
             coll: CollUnit::default(),
+            trig: TrigUnit::default(),
             timing: HostTiming::new(&cfg.host),
             cfg,
         }
@@ -373,6 +378,7 @@ impl World {
     pub fn statistics(&self) -> Vec<StatRecord> {
         let mut v = Registry::of_counters(&NIC_STATS, &self.stats.0).report();
         v.extend(self.coll_statistics());
+        v.extend(self.trig_statistics());
         v.extend(self.net.statistics());
         v
     }
@@ -506,6 +512,10 @@ impl World {
                             self.coll_packet(p);
                             continue;
                         }
+                        if is_trig_tag(p.tag) {
+                            self.trig_packet(p);
+                            continue;
+                        }
                         let pid = p.tag as u32;
                         if limited {
                             let held = (p.dst, p.rail, Network::buffer_credits(&p));
@@ -538,6 +548,7 @@ impl World {
             WorldEvent::Landed { pkt } => self.landed(pkt),
             WorldEvent::Timer { id } => self.notices.push(Notice::Timer(id)),
             WorldEvent::Coll(e) => self.coll_event(e),
+            WorldEvent::Trig(e) => self.trig_event(e),
         }
     }
 

@@ -24,6 +24,7 @@ use hpcnet_coll::{
     check_op, implements, select_on_nodes, Algorithm, CollError, Collective, Comm, CommConfig, Datatype, Element,
     ReduceOp,
 };
+use hpcnet_des::stats::StatRecord;
 use hpcnet_des::SimTime;
 use hpcnet_msg::verbs::{Machine, RunEnd};
 use hpcnet_nic::{Rank, World};
@@ -103,7 +104,7 @@ impl CollOp {
 }
 
 /// Every algorithm with its command-line name.
-pub const ALGORITHMS: [(Algorithm, &str); 15] = [
+pub const ALGORITHMS: [(Algorithm, &str); 16] = [
     (Algorithm::Auto, "auto"),
     (Algorithm::Dissemination, "dissemination"),
     (Algorithm::BinomialTree, "binomial-tree"),
@@ -119,6 +120,7 @@ pub const ALGORITHMS: [(Algorithm, &str); 15] = [
     (Algorithm::Pairwise, "pairwise"),
     (Algorithm::Hardware, "hardware"),
     (Algorithm::RecursiveHalving, "recursive-halving"),
+    (Algorithm::Offload, "offload"),
 ];
 
 /// Command-line name of an algorithm.
@@ -157,6 +159,10 @@ pub struct CollPoint {
     /// Result elements (over all members) of the last iteration compared with the reference and
     /// found equal; 0 for a barrier, which returns no data.
     pub checked_elements: u64,
+    /// The triggered offload unit's statistics (`nic.trig.*`) of the run, summed over every
+    /// communicator run at once (empty unless the offload unit was used).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub statistics: Vec<StatRecord>,
 }
 
 /// Why the benchmark gave no figure.
@@ -591,6 +597,7 @@ fn run_typed<T: BenchElement>(
     let hardware = spec.algorithm == Algorithm::Hardware;
     let config = &CommConfig {
         hardware: config.hardware || hardware,
+        offload: config.offload || spec.algorithm == Algorithm::Offload,
         ..config.clone()
     };
     let sync = if hardware {
@@ -659,6 +666,12 @@ fn run_typed<T: BenchElement>(
     if end.stuck_tasks > 0 || end.deadlock || end.net_in_flight > 0 {
         return Err(CollBenchError::Stuck(end));
     }
+    let trig: Vec<StatRecord> = m
+        .world()
+        .statistics()
+        .into_iter()
+        .filter(|s| s.name.starts_with("nic.trig."))
+        .collect();
     let mut points = Vec::new();
     for ((ranks, rec), per_node) in groups.iter().zip(records).zip(per_node) {
         let p = ranks.len();
@@ -693,6 +706,7 @@ fn run_typed<T: BenchElement>(
             min_us: min,
             max_us: max,
             checked_elements: checked,
+            statistics: trig.clone(),
         });
     }
     Ok(points)

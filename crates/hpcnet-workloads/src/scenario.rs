@@ -195,6 +195,7 @@ impl CollSettings {
                 reduce_rate: [r.f32, r.f64, r.i32, r.i64],
             },
             hardware: false,
+            offload: false,
         }
     }
 }

@@ -409,6 +409,36 @@ pub fn coll(args: &Args) -> Result<(), Failure> {
             );
         }
     }
+    // The offload unit's statistics (one run per size, all communicators together).
+    for p in &points[0] {
+        if p.statistics.is_empty() {
+            continue;
+        }
+        let v = |name: &str| {
+            p.statistics
+                .iter()
+                .find(|s| s.name == name)
+                .map_or(0, |s| match s.value {
+                    hpcnet_des::stats::StatValue::Counter { value } => value,
+                    _ => 0,
+                })
+        };
+        outln!(
+            "  nic.trig @ {:>8} B: packets {}  buffer peak {} slots / {} B  collisions {}  refused {}  early {}  pulses {} (retries {}, time-outs {}, peak in flight {})  errors {}",
+            p.bytes,
+            v("nic.trig.packets"),
+            v("nic.trig.buffer_peak_occupancy"),
+            v("nic.trig.buffer_peak_bytes"),
+            v("nic.trig.buffer_collisions"),
+            v("nic.trig.refused"),
+            v("nic.trig.early"),
+            v("nic.trig.pulses_granted"),
+            v("nic.trig.pulse_retries"),
+            v("nic.trig.pulse_timeouts"),
+            v("nic.trig.pulse_peak_in_flight"),
+            v("nic.trig.errors"),
+        );
+    }
     Ok(())
 }
 

@@ -92,6 +92,12 @@ pub enum Algorithm {
     /// Reduce-scatter: recursive halving (Thakur et al. 2005, section 4.5), for a power-of-two
     /// number of members: log2 p steps, halving the exchanged range each step.
     RecursiveHalving,
+    /// Broadcast, reduce and allreduce by the NICs' triggered offload units (spec 04): each
+    /// member posts its descriptor sequences once, per pulse; broadcast by double binary tree,
+    /// reduce by vector halving + distance doubling + binomial gather, allreduce by
+    /// Rabenseifner ([`crate::offload`]). Needs a communicator created with
+    /// [`crate::CommConfig::offload`].
+    Offload,
 }
 
 /// The default algorithm for a collective on `bytes` bytes per member (the buffer each member
@@ -144,10 +150,13 @@ pub fn implements(a: Algorithm, c: Collective) -> bool {
         Collective::Barrier => matches!(a, Auto | Dissemination | BinomialTree | Hardware),
         Collective::Broadcast => matches!(
             a,
-            Auto | Binomial | ScatterAllgather | DoubleBinaryTree | Chain | Hardware
+            Auto | Binomial | ScatterAllgather | DoubleBinaryTree | Chain | Hardware | Offload
         ),
-        Collective::Reduce => matches!(a, Auto | Binomial | Rabenseifner | Hardware),
-        Collective::Allreduce => matches!(a, Auto | RecursiveDoubling | Rabenseifner | Ring | TwoLevel | Hardware),
+        Collective::Reduce => matches!(a, Auto | Binomial | Rabenseifner | Hardware | Offload),
+        Collective::Allreduce => matches!(
+            a,
+            Auto | RecursiveDoubling | Rabenseifner | Ring | TwoLevel | Hardware | Offload
+        ),
         Collective::Allgather => matches!(a, Auto | Ring | Bruck | RecursiveDoubling),
         Collective::Alltoall => matches!(a, Auto | Pairwise | Bruck),
         Collective::ReduceScatter => matches!(a, Auto | Ring | RecursiveHalving | Pairwise),

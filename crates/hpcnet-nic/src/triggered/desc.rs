@@ -304,6 +304,37 @@ pub struct Walker {
     pc: usize,
     got: Vec<Option<TrigPacket>>,
     work: Vec<u8>,
+    /// Steps fired so far and operand bytes reduced per type (F32, F64, I32, I64): what a
+    /// timed unit charges.
+    fired: u64,
+    reduced: [u64; 4],
+}
+
+/// Work a walker or a unit has done: steps fired and operand bytes reduced per type.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Work {
+    pub steps: u64,
+    /// Bytes reduced, indexed F32, F64, I32, I64.
+    pub reduced: [u64; 4],
+}
+
+impl Work {
+    /// `self − before`.
+    pub fn since(&self, before: &Work) -> Work {
+        Work {
+            steps: self.steps - before.steps,
+            reduced: std::array::from_fn(|i| self.reduced[i] - before.reduced[i]),
+        }
+    }
+}
+
+fn type_index(t: CollType) -> usize {
+    match t {
+        CollType::F32 => 0,
+        CollType::F64 => 1,
+        CollType::I32 => 2,
+        CollType::I64 => 3,
+    }
 }
 
 impl Walker {
@@ -371,7 +402,17 @@ impl Walker {
             pc: 0,
             got,
             work: Vec::new(),
+            fired: 0,
+            reduced: [0; 4],
         })
+    }
+
+    /// Steps fired and bytes reduced so far.
+    pub fn work(&self) -> Work {
+        Work {
+            steps: self.fired,
+            reduced: self.reduced,
+        }
     }
 
     /// The sequence is finished (CT fired).
@@ -435,6 +476,17 @@ impl Walker {
         out: &mut Vec<TrigAction>,
     ) -> Result<(), WalkError> {
         let d = &self.seq[self.pc];
+        self.fired += 1;
+        if d.reduce_flag {
+            let first_is_start = d.recv_part.is_none() && !d.swap_local_data && self.work.is_empty();
+            let bytes: u64 = pkts.iter().map(|p| p.data.len() as u64).sum();
+            let skip = if first_is_start {
+                pkts.first().map_or(0, |p| p.data.len() as u64)
+            } else {
+                0
+            };
+            self.reduced[type_index(d.dtype)] += bytes - skip;
+        }
         if d.swap_local_data {
             self.work = match &d.payload {
                 Payload::Operands(v) => v.clone(),

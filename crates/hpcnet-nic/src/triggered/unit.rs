@@ -27,7 +27,7 @@
 //! Cost: O(log s) to route a packet among s sequences of the NIC, O(probe length) in the
 //! buffer, O(sequences of the unit) per pump.
 
-use super::desc::{CollDescriptor, DescError, TrigAction, TrigPacket, WalkError, Walker};
+use super::desc::{CollDescriptor, DescError, TrigAction, TrigPacket, WalkError, Walker, Work};
 use super::hashbuf::{HashBuf, HashBufConfig, HashBufConfigError, HashBufError, HashBufStats, Inserted, Read};
 use super::key::PacketKey;
 use std::collections::{BTreeMap, BTreeSet};
@@ -104,6 +104,8 @@ struct Unit {
     buf: HashBuf<TrigPacket, (u32, u32)>,
     /// Sequences by (job, VP).
     seqs: BTreeMap<(u32, u32), SeqState>,
+    /// Work of the sequences fired here (finished ones included).
+    work: Work,
 }
 
 /// The offload units of one NIC.
@@ -129,6 +131,7 @@ impl OffloadUnits {
                 Ok(Unit {
                     buf: HashBuf::new(cfg.buffer).map_err(UnitError::Buffer)?,
                     seqs: BTreeMap::new(),
+                    work: Work::default(),
                 })
             })
             .collect::<Result<_, UnitError>>()?;
@@ -166,6 +169,16 @@ impl OffloadUnits {
     /// Sequences posted so far.
     pub fn posted(&self) -> u64 {
         self.posted
+    }
+
+    /// Work fired per unit so far (steps, bytes reduced per type).
+    pub fn work(&self) -> Vec<Work> {
+        self.units.iter().map(|u| u.work).collect()
+    }
+
+    /// Whether a live sequence of job `job` on VP `vp` is in a unit.
+    pub fn routes(&self, job: u32, vp: u32) -> bool {
+        self.route.contains_key(&(job, vp))
     }
 
     /// Post a sequence on VP `vp`; returns what fired at once, and the packets that had

@@ -1,0 +1,385 @@
+//! Offloaded collectives on the Tianhe triggered offload units (spec 04) on the `tianhe-32`
+//! scenario: results equal a reference — integers exactly, floating point bit for bit against
+//! the untimed executor running the same descriptor sequences pulse by pulse — for 1 … 16
+//! members, across placements and timing changes that reorder arrivals, with concurrent
+//! collectives, with more data than a hash buffer holds (back-pressure, nothing lost); a pulse
+//! that cannot get a counter times out into an error; machines without the unit refuse.
+
+mod common;
+use common::{input, op2};
+use hpcnet_coll::offload::{double_binary_tree_broadcast, halving_reduce, rabenseifner_allreduce, Member};
+use hpcnet_coll::{to_bytes, Algorithm, CollError, Comm, CommConfig, Datatype, ReduceOp};
+use hpcnet_msg::verbs::{Machine, RunEnd};
+use hpcnet_nic::triggered::{run_ideal, Endpoint, HashBufConfig, Payload};
+use hpcnet_nic::{Rank, World};
+use hpcnet_workloads::Scenario;
+use std::cell::RefCell;
+use std::future::Future;
+use std::path::Path;
+use std::rc::Rc;
+
+fn world_of(file: &str, overrides: &[&str]) -> World {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios").join(file);
+    let o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    Scenario::load(&path, &o).expect("scenario").world().expect("world")
+}
+
+fn world(overrides: &[&str]) -> World {
+    world_of("tianhe-32.toml", overrides)
+}
+
+fn cfg() -> CommConfig {
+    CommConfig {
+        offload: true,
+        ..CommConfig::default()
+    }
+}
+
+/// `n` ranks spread over the 32 nodes in a scattered order (`salt` moves them).
+fn members(n: usize, salt: usize) -> Vec<Rank> {
+    let mut v: Vec<Rank> = Vec::new();
+    let mut k = salt;
+    while v.len() < n {
+        let r = Rank(((k * 13 + 7) % 32) as u32);
+        if !v.contains(&r) {
+            v.push(r);
+        }
+        k += 1;
+    }
+    v
+}
+
+fn run<T: 'static, Fut: Future<Output = T> + 'static>(
+    m: &mut Machine,
+    groups: &[Vec<Rank>],
+    prog: impl Fn(usize, Comm) -> Fut,
+) -> (Vec<Vec<T>>, RunEnd) {
+    let mut outs = Vec::new();
+    for (g, ranks) in groups.iter().enumerate() {
+        let comms = Comm::create(m, ranks, &cfg()).expect("communicator");
+        let out: Rc<RefCell<Vec<Option<T>>>> = Rc::new(RefCell::new((0..ranks.len()).map(|_| None).collect()));
+        for (i, c) in comms.into_iter().enumerate() {
+            let o = out.clone();
+            let fut = prog(g, c);
+            m.spawn(async move {
+                let v = fut.await;
+                o.borrow_mut()[i] = Some(v);
+            });
+        }
+        outs.push(out);
+    }
+    let end = m.run();
+    assert_eq!(end.stuck_tasks, 0, "rank programs left waiting");
+    assert!(!end.deadlock);
+    let v = outs
+        .into_iter()
+        .map(|o| {
+            std::mem::take(&mut *o.borrow_mut())
+                .into_iter()
+                .map(|x| x.expect("finished"))
+                .collect()
+        })
+        .collect();
+    (v, end)
+}
+
+/// Pulse size of the scenario (C / k = 8192 / 64 elements, within a 1 KiB slot).
+const PULSE: usize = 128;
+
+#[derive(Copy, Clone)]
+enum Kind {
+    Allreduce,
+    Reduce(usize),
+    Broadcast(usize),
+}
+
+/// The untimed executor's results of the same sequences, pulse by pulse (abstract members:
+/// node i, VP 0; the combine order depends on member indices only). Per member: its result.
+fn ideal(kind: Kind, inputs: &[Vec<u8>], dt: Datatype, op: ReduceOp, per: usize, seed: u64) -> Vec<Vec<u8>> {
+    let p = inputs.len();
+    let elem = dt.size();
+    let count = inputs[0].len() / elem;
+    let members: Vec<Member> = (0..p as u32).map(|node| Member { node, vp: 0 }).collect();
+    let mut out = vec![Vec::new(); p];
+    let mut at = 0;
+    while at < count {
+        let n = per.min(count - at);
+        let chunk: Vec<Payload> = inputs
+            .iter()
+            .map(|x| Payload::Operands(x[at * elem..(at + n) * elem].to_vec()))
+            .collect();
+        let seqs: Vec<Vec<_>> = match kind {
+            Kind::Allreduce => vec![rabenseifner_allreduce(1, &members, dt, op, &chunk, &vec![None; p]).unwrap()],
+            Kind::Reduce(root) => vec![halving_reduce(1, &members, root, dt, op, &chunk, None).unwrap()],
+            Kind::Broadcast(root) => {
+                double_binary_tree_broadcast([1, 2], &members, root, chunk[root].clone(), &vec![None; p])
+                    .unwrap()
+                    .into()
+            }
+        };
+        let mut parts = vec![Vec::new(); p];
+        for seq in seqs {
+            let eps = seq
+                .into_iter()
+                .enumerate()
+                .map(|(i, seq)| Endpoint {
+                    node: i as u32,
+                    vp: 0,
+                    seq,
+                })
+                .collect();
+            let buf = HashBufConfig {
+                capacity: 64 * 1024,
+                slots: 64,
+            };
+            let r = run_ideal(eps, seed, buf, &mut |_, _, _| Vec::new()).expect("ideal run");
+            for (i, c) in r.completions.into_iter().enumerate() {
+                parts[i].extend(c.data);
+            }
+        }
+        for (o, part) in out.iter_mut().zip(parts) {
+            o.extend(part);
+        }
+        at += n;
+    }
+    out
+}
+
+async fn call(kind: Kind, c: &mut Comm, dt: Datatype, x: Vec<u8>) -> Result<Vec<u8>, CollError> {
+    match (kind, dt) {
+        (Kind::Allreduce, _) => c.allreduce_bytes(dt, ReduceOp::Sum, x, Algorithm::Offload).await,
+        (Kind::Reduce(root), Datatype::F64) => {
+            let v: Vec<f64> = hpcnet_coll::from_bytes(&x);
+            let r = c.reduce(&v, ReduceOp::Sum, root, Algorithm::Offload).await?;
+            Ok(r.map(|r| to_bytes(&r)).unwrap_or_default())
+        }
+        (Kind::Reduce(root), _) => {
+            let v: Vec<i64> = hpcnet_coll::from_bytes(&x);
+            let r = c.reduce(&v, ReduceOp::Sum, root, Algorithm::Offload).await?;
+            Ok(r.map(|r| to_bytes(&r)).unwrap_or_default())
+        }
+        (Kind::Broadcast(_), _) => {
+            let mut v: Vec<f64> = hpcnet_coll::from_bytes(&x);
+            let root = match kind {
+                Kind::Broadcast(r) => r,
+                _ => unreachable!(),
+            };
+            c.broadcast(&mut v, root, Algorithm::Offload).await?;
+            Ok(to_bytes(&v))
+        }
+    }
+}
+
+/// Run one collective on `ranks` of a world; per member its result bytes.
+fn once(w: World, ranks: &[Rank], kind: Kind, dt: Datatype, inputs: &[Vec<u8>]) -> (Vec<Vec<u8>>, Machine) {
+    let mut m = Machine::new(w);
+    let ins = Rc::new(inputs.to_vec());
+    let (outs, _) = run(&mut m, &[ranks.to_vec()], |_, mut c| {
+        let ins = ins.clone();
+        async move {
+            let me = c.rank();
+            call(kind, &mut c, dt, ins[me].clone()).await.expect("offloaded call")
+        }
+    });
+    (outs.into_iter().next().unwrap(), m)
+}
+
+#[test]
+fn allreduce_reduce_and_broadcast_equal_the_reference_for_1_to_16_members() {
+    // 300 elements: three pulses (128, 128, 44).
+    let count = 300;
+    for p in 1..=16usize {
+        let ranks = members(p, p);
+        for dt in [Datatype::F64, Datatype::I64] {
+            let inputs: Vec<Vec<u8>> = (0..p).map(|m| input(dt, m, count, 5)).collect();
+            let want = ideal(Kind::Allreduce, &inputs, dt, ReduceOp::Sum, PULSE, 1);
+            let (got, _) = once(world(&[]), &ranks, Kind::Allreduce, dt, &inputs);
+            for (i, g) in got.iter().enumerate() {
+                assert_eq!(g, &want[i], "allreduce {dt:?} p = {p}, member {i}");
+            }
+            if dt == Datatype::I64 {
+                // Integers: equal to the plain fold as well.
+                let fold = inputs[1..]
+                    .iter()
+                    .fold(inputs[0].clone(), |a, x| op2(dt, ReduceOp::Sum, &a, x));
+                assert_eq!(got[0], fold, "p = {p}");
+            }
+            let root = (p * 5 + 3) % p;
+            let want = ideal(Kind::Reduce(root), &inputs, dt, ReduceOp::Sum, PULSE, 2);
+            let (got, _) = once(world(&[]), &ranks, Kind::Reduce(root), dt, &inputs);
+            assert_eq!(got[root], want[root], "reduce {dt:?} p = {p} root {root}");
+        }
+        let root = (p * 3 + 1) % p;
+        let inputs: Vec<Vec<u8>> = (0..p).map(|m| input(Datatype::F64, m, count, 9)).collect();
+        let (got, m) = once(world(&[]), &ranks, Kind::Broadcast(root), Datatype::F64, &inputs);
+        for (i, g) in got.iter().enumerate() {
+            assert_eq!(g, &inputs[root], "broadcast p = {p} member {i}");
+        }
+        // Double binary tree: every pulse's two halves cross each of the p − 1 tree edges once,
+        // one fabric packet each (halves of at most 512 B).
+        let c = m.world().trig_counters();
+        assert_eq!(c.packets, 3 * 2 * (p as u64 - 1), "p = {p}");
+        assert_eq!((c.completed, c.errors, c.waiting), (p as u64, 0, 0));
+    }
+}
+
+#[test]
+fn float_results_are_bit_identical_across_placements_timing_and_runs() {
+    let p = 16;
+    let count = 1000;
+    let dt = Datatype::F64;
+    let inputs: Vec<Vec<u8>> = (0..p).map(|m| input(dt, m, count, 11)).collect();
+    let want = ideal(Kind::Allreduce, &inputs, dt, ReduceOp::Sum, PULSE, 3);
+    let mut ends = Vec::new();
+    for (salt, over) in [
+        (0, vec![]),
+        (0, vec![]),
+        (5, vec!["router.latency=\"370 ns\""]),
+        (
+            9,
+            vec!["nic.rx_overhead=\"133 ns\"", "nic.triggered.step_overhead=\"7 ns\""],
+        ),
+        (2, vec!["seed=77", "link.latency=\"3 ns\""]),
+    ] {
+        let ranks = members(p, salt);
+        let (got, m) = once(world(&over), &ranks, Kind::Allreduce, dt, &inputs);
+        for g in &got {
+            assert_eq!(g, &want[0]);
+        }
+        ends.push((salt, m.world().now()));
+    }
+    // Same scenario and seed: the same simulated time.
+    assert_eq!(ends[0], ends[1]);
+    assert_ne!(ends[0].1, ends[2].1);
+}
+
+#[test]
+fn concurrent_allreduces_on_32_nodes() {
+    for k in [8usize, 32] {
+        let count = 256;
+        let dt = Datatype::F64;
+        // k communicators over all 32 nodes, each in its own member order.
+        let groups: Vec<Vec<Rank>> = (0..k).map(|g| members(32, g * 3)).collect();
+        let inputs: Vec<Vec<Vec<u8>>> = (0..k)
+            .map(|g| (0..32).map(|m| input(dt, m, count, 100 + g as u64)).collect())
+            .collect();
+        let wants: Vec<Vec<u8>> = inputs
+            .iter()
+            .map(|ins| ideal(Kind::Allreduce, ins, dt, ReduceOp::Sum, PULSE, 4).swap_remove(0))
+            .collect();
+        let mut m = Machine::new(world(&[]));
+        let ins = Rc::new(inputs);
+        let (outs, _) = run(&mut m, &groups, |g, mut c| {
+            let ins = ins.clone();
+            async move {
+                let me = c.rank();
+                c.allreduce_bytes(dt, ReduceOp::Sum, ins[g][me].clone(), Algorithm::Offload)
+                    .await
+                    .expect("offloaded allreduce")
+            }
+        });
+        for (g, out) in outs.iter().enumerate() {
+            for r in out {
+                assert_eq!(r, &wants[g], "k = {k}, communicator {g}");
+            }
+        }
+        let c = m.world().trig_counters();
+        assert_eq!((c.completed, c.errors, c.waiting), (32 * k as u64, 0, 0), "k = {k}");
+        assert!(c.peak_pulses <= 64);
+    }
+}
+
+#[test]
+fn more_data_than_the_buffer_holds_is_pushed_back_and_nothing_is_lost() {
+    // One unit of 4 slots of 1 KiB per NIC; 64 KiB per member in 64 pulses, many in flight.
+    let over = [
+        "nic.triggered.units=1",
+        "nic.triggered.slots=4",
+        "nic.triggered.buffer=\"4 KiB\"",
+        "nic.rx_buffer=\"4 KiB\"",
+    ];
+    let p = 16;
+    let count = 8192;
+    let dt = Datatype::F64;
+    let inputs: Vec<Vec<u8>> = (0..p).map(|m| input(dt, m, count, 21)).collect();
+    let want = ideal(Kind::Allreduce, &inputs, dt, ReduceOp::Sum, PULSE, 5);
+    let (got, m) = once(world(&over), &members(p, 1), Kind::Allreduce, dt, &inputs);
+    for g in &got {
+        assert_eq!(g, &want[0]);
+    }
+    let c = m.world().trig_counters();
+    assert!(c.refused > 0, "the buffers refused nothing: {c:?}");
+    assert!(c.peak_occupancy <= 4);
+    assert!(c.payload_bytes > 4 * 1024 * p as u64);
+    assert_eq!((c.completed, c.errors, c.waiting), (p as u64, 0, 0));
+    assert_eq!(c.pulses, 64 * p as u64);
+}
+
+#[test]
+fn a_pulse_without_a_counter_times_out_into_an_error() {
+    // One counter per NIC, two processes per node: ranks 0 and 1 share node 0. Communicator A
+    // (ranks 0, 2) never completes (rank 2 never calls): its pulse holds node 0's counter.
+    // Communicator B (ranks 1, 3) then waits for node 0's counter until the time-out.
+    let over = [
+        "nic.hosts=2",
+        "nic.triggered.pulse_counters=1",
+        "nic.triggered.collectives=2",
+        "nic.triggered.pulse_timeout=\"20 us\"",
+    ];
+    let mut m = Machine::new(world(&over));
+    let a = Comm::create(&m, &[Rank(0), Rank(2)], &cfg()).unwrap();
+    let b = Comm::create(&m, &[Rank(1), Rank(3)], &cfg()).unwrap();
+    type Outcome = Option<Result<Vec<f64>, CollError>>;
+    let out: Rc<RefCell<Outcome>> = Rc::new(RefCell::new(None));
+    let mut a = a.into_iter();
+    let mut a0 = a.next().unwrap();
+    m.spawn(async move {
+        let _ = a0.allreduce(&[1.0f64; 4], ReduceOp::Sum, Algorithm::Offload).await;
+    });
+    let mut b = b.into_iter();
+    let mut b1 = b.next().unwrap();
+    let o = out.clone();
+    m.spawn(async move {
+        // Let A take the counter first.
+        b1.context().sleep(hpcnet_des::SimTime::from_us(2)).await;
+        *o.borrow_mut() = Some(b1.allreduce(&[2.0f64; 4], ReduceOp::Sum, Algorithm::Offload).await);
+    });
+    let end = m.run();
+    assert!(end.stuck_tasks > 0);
+    let r = out.borrow_mut().take().expect("B's call returned");
+    let e = r.unwrap_err().to_string();
+    assert!(e.contains("TrigTimeout"), "{e}");
+    let c = m.world().trig_counters();
+    assert_eq!(c.timeouts, 1);
+    assert!(c.retries >= 10, "{c:?}");
+    assert!(m.world().now() >= hpcnet_des::SimTime::from_us(22));
+}
+
+#[test]
+fn machines_without_the_unit_and_bad_settings_are_refused() {
+    let m = Machine::new(world_of("sunway-prototype.toml", &[]));
+    let e = Comm::create(&m, &[Rank(0), Rank(1)], &cfg()).err().expect("refused");
+    assert!(e.to_string().contains("[nic.triggered]"), "{e}");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/tianhe-32.toml");
+    let e = Scenario::load(&path, &["nic.triggered.units=0".to_string()])
+        .and_then(|s| s.world().map(drop))
+        .expect_err("refused")
+        .to_string();
+    assert!(e.contains("nic.triggered.units"), "{e}");
+    // Without offload VPs the call is refused by the library.
+    let mut m = Machine::new(world(&[]));
+    let comms = Comm::create(&m, &[Rank(0), Rank(1)], &CommConfig::default()).unwrap();
+    let out = Rc::new(RefCell::new(Vec::new()));
+    for mut c in comms {
+        let o = out.clone();
+        m.spawn(async move {
+            let r = c.allreduce(&[1i64], ReduceOp::Sum, Algorithm::Offload).await;
+            o.borrow_mut().push(r.err().map(|e| e.to_string()));
+        });
+    }
+    m.run();
+    assert!(out
+        .borrow()
+        .iter()
+        .all(|e| e.as_deref().is_some_and(|s| s.contains("CommConfig::offload"))));
+}

@@ -1,0 +1,1171 @@
+//! The triggered offload unit in the timed [`World`]: virtual ports, descriptor queues, the
+//! parser, pulse counters, offload packets on the fabric, the hash buffers with back-pressure,
+//! firing on a busy-until reduction pipeline and completions to the host (spec 04).
+//!
+//! **Posting.** A rank opens a virtual port ([`World::trig_open_vp`]; the VP number, 0 … 2047
+//! per NIC, is the key's 11-bit VP field) and posts a collective as one [`TrigPost`]: its
+//! pulses, each a descriptor sequence (CH … CT) with the serial number that tells pulses
+//! apart. The post is checked at once ([`Walker::new`] on every sequence, pulse sizes, slot
+//! sizes, host buffers): a bad post is a [`PostError`]. Descriptors whose local data is an
+//! address (RDMA descriptors) have their bytes read from host memory at post time; the time
+//! of that read is charged when the pulse starts.
+//!
+//! **Doorbell, parser, scheduler.** The post reaches the NIC's descriptor queue of its VP
+//! `host.doorbell_latency` later. One parser per NIC takes the head post of the queue holding
+//! the most descriptors (ties: the lower VP), fetches its descriptors (one DMA read round trip)
+//! and spends `parse_time` per descriptor of its first pulse — later pulses walk the same
+//! sequence shape over other elements. A parsed post becomes one of the NIC's active
+//! collectives (at most `collectives`; one more completes with an error).
+//!
+//! **Pulses.** Each pulse takes a counter of the NIC's [`PulseController`] before it starts;
+//! its counter returns when its sequence has completed at this NIC (the responses of the
+//! pulse are counted in one step, at its completion). A collective holding no counter may
+//! always ask for one; one holding some may take another only while the free counters exceed
+//! one per collective that could still arrive (`collectives` − active) plus one per active
+//! collective holding none. With `pulse_counters ≥ collectives` every active collective thus
+//! holds a counter whenever it has a pulse to start, the lowest unfinished pulse of every
+//! collective runs at all its members, and the counters cannot deadlock; a single collective
+//! keeps up to `pulse_counters − collectives + 1` pulses in flight. With fewer counters a
+//! request may be refused ([`Acquire::Retry`]): it is repeated every `pulse_retry`, and after
+//! `pulse_timeout` the collective completes with [`CqeStatus::TrigTimeout`].
+//!
+//! **Telling pulses apart.** The 48-bit key has no room for a pulse number (SeqID has 5
+//! bits). Each pulse is a sequence of its own with its own JobID, and every offload packet
+//! carries a *serial number beside the key* (a header field of the offload packet, outside the
+//! 48-bit key): the sequence's serial, which the library numbers per communicator. A packet
+//! enters the unit only while the sequence of its (JobID, destination VP) with that serial is
+//! live there; any other packet for an open VP is an early arrival and waits in the NIC's
+//! early store until its pulse starts. JobIDs may thus repeat every 256 pulses without a
+//! packet of a later pulse ever being taken for one of an earlier pulse.
+//!
+//! **Packets.** A `Send` becomes ⌈bytes / `packet.max_payload`⌉ fabric packets (a header-only
+//! packet for no data) tagged as offload packets; the side table holds the collective packet
+//! until its last fragment is in, `nic.rx_overhead` later it enters the unit. A send between
+//! two VPs of one NIC crosses it in `nic.loopback_latency` without the fabric.
+//!
+//! **Buffer and back-pressure.** [`OffloadUnits::arrive`] routes a packet to the unit holding
+//! its sequence; a packet awaited by a parked read goes straight to the walker, others take a
+//! hash-buffer slot. A full buffer refuses the packet: with `nic.rx_buffer` set its fragments
+//! keep their receive-buffer credits, so the fabric stops delivering to that NIC port (the
+//! credit push-back); the packet is retried, in arrival order, after every change in the
+//! NIC's units, and nothing is lost.
+//!
+//! **Firing.** Everything a unit fires in response to one post or arrival costs
+//! `step_overhead` per step plus the reduced operand bytes at the type's `rate_*`, on the
+//! unit's busy-until pipeline; the resulting sends and completions happen when it is done.
+//! A completion writes the result to host memory (DMA write through the host interface) at
+//! the address of the CollEndFlag descriptor's payload; when every pulse of the post is
+//! written, a [`CqeKind::Trig`] completion goes to the post's completion queue.
+//!
+//! Simplifications: the offload unit's DMA reads use a read channel of their own (they do not
+//! queue behind message engines' reads); early arrivals wait in an unbounded store (the paper
+//! does not say where packets for a collective not yet started wait); without `nic.rx_buffer`
+//! a refused packet waits in the NIC instead of the network; point-to-point MP/RDMA
+//! descriptors on a VP are not modelled (point-to-point traffic uses the verbs path).
+//!
+//! Cost: a collective of p members and m elements runs ⌈m / pulse⌉ pulses, each a walk of its
+//! sequence (O(log p) steps for the library's algorithms), so O((m / pulse) · log p) events per
+//! member plus one per fabric packet; the parser costs O(descriptors) per post.
+
+use super::desc::{CollDescriptor, Payload, TrigAction, TrigPacket, Walker, Work};
+use super::hashbuf::HashBufConfig;
+use super::pulse::{Acquire, CounterId, PulseConfig, PulseController, PulseError};
+use super::unit::{OffloadUnits, UnitAction, UnitError, UnitsConfig};
+use crate::coll::CollType;
+use crate::cq::{Cqe, CqeKind, CqeStatus};
+use crate::ids::{CqId, Rank};
+use crate::op::PostError;
+use crate::world::{World, WorldEvent};
+use hpcnet_des::stats::{Registry, StatRecord};
+use hpcnet_des::{Bytes, SimTime};
+use hpcnet_fabric::topology::NodeId;
+use hpcnet_fabric::{Network, Packet};
+use std::collections::{BTreeMap, VecDeque};
+
+/// VPs per NIC (the key's 11-bit VP field).
+pub const MAX_VPS: u32 = 1 << 11;
+
+/// One pulse of a posted collective: a descriptor sequence and the serial number its packets
+/// carry beside the key.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrigPulse {
+    /// Serial of the sequence (the pulse field beside the key); distinct for the live
+    /// sequences of one VP, numbered alike at every member.
+    pub serial: u64,
+    /// Elements of the pulse (what its counter counts), 1 … ⌊C / k⌋.
+    pub elements: u64,
+    pub descriptors: Vec<CollDescriptor>,
+}
+
+/// A collective posted on a VP: its pulses, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrigPost {
+    pub vp: u32,
+    pub pulses: Vec<TrigPulse>,
+    pub cq: CqId,
+    pub wr_id: u64,
+}
+
+/// Events of the offload unit.
+#[derive(Copy, Clone, Debug)]
+pub enum TrigEvent {
+    /// A post's doorbell reached its NIC.
+    Doorbell { post: u32 },
+    /// The parser is done with a post.
+    Parsed { post: u32 },
+    /// Ask again for a pulse counter.
+    Retry { post: u32 },
+    /// A pulse's local data is in the NIC: it starts.
+    Start { post: u32 },
+    /// A unit finished firing: carry out a batch of actions.
+    Fire { batch: u32 },
+    /// A collective packet is whole at its destination NIC.
+    Arrive { wire: u32 },
+    /// A completion's data is in host memory.
+    Written { batch: u32 },
+}
+
+const TAG_TRIG: u64 = 1 << 61;
+
+/// Whether a fabric packet belongs to the offload unit.
+#[inline(always)]
+pub(crate) fn is_trig_tag(tag: u64) -> bool {
+    tag & TAG_TRIG != 0 && tag >> 62 == 0
+}
+
+struct Live {
+    serial: u64,
+    post: u32,
+    counter: CounterId,
+    elements: u64,
+}
+
+struct Held {
+    pkt: TrigPacket,
+    serial: u64,
+    credits: Vec<(NodeId, u8, (u8, u16, u16))>,
+}
+
+struct TrigNic {
+    units: OffloadUnits,
+    pulse: PulseController,
+    /// Owner of each VP.
+    vps: Vec<Rank>,
+    /// Descriptor queues: posts per VP waiting for the parser.
+    dq: BTreeMap<u32, VecDeque<u32>>,
+    parser_busy: bool,
+    /// Parsed collectives not yet finished, in order.
+    active: Vec<u32>,
+    live: BTreeMap<(u32, u32), Live>,
+    early: BTreeMap<(u32, u64), Vec<TrigPacket>>,
+    early_now: u64,
+    refused: VecDeque<Held>,
+    unit_busy: Vec<SimTime>,
+    read_busy: SimTime,
+}
+
+struct PostState {
+    node: NodeId,
+    rank: Rank,
+    vp: u32,
+    cq: CqId,
+    wr_id: u64,
+    descriptors: u64,
+    pending: VecDeque<TrigPulse>,
+    fetched: VecDeque<(TrigPulse, CounterId)>,
+    /// Counters held.
+    held: u32,
+    /// Pulses not yet written.
+    left: u32,
+    bytes: u64,
+    retrying: bool,
+    failed: bool,
+}
+
+struct Wire {
+    pkt: TrigPacket,
+    serial: u64,
+    node: NodeId,
+    frags: u32,
+    seen: u32,
+    credits: Vec<(NodeId, u8, (u8, u16, u16))>,
+}
+
+enum Batch {
+    Fire {
+        node: NodeId,
+        acts: Vec<(UnitAction, u64)>,
+    },
+    Write {
+        node: NodeId,
+        vp: u32,
+        job: u32,
+        data: Vec<u8>,
+        addr: Option<u64>,
+    },
+}
+
+/// The offload unit's state in the world.
+#[derive(Default)]
+pub(crate) struct TrigUnit {
+    nics: BTreeMap<u32, TrigNic>,
+    posts: Vec<Option<PostState>>,
+    free_posts: Vec<u32>,
+    wires: Vec<Option<Wire>>,
+    free_wires: Vec<u32>,
+    batches: Vec<Option<Batch>>,
+    free_batches: Vec<u32>,
+    stats: [u64; STATS.len()],
+}
+
+#[derive(Copy, Clone)]
+enum S {
+    Posts,
+    Completed,
+    Errors,
+    Pulses,
+    Packets,
+    Bytes,
+    Early,
+    Refused,
+    Stored,
+    Woke,
+    Collisions,
+    PeakOccupancy,
+    PeakBytes,
+    PeakEarly,
+    Granted,
+    Retries,
+    Timeouts,
+    PeakPulses,
+}
+
+const STATS: [(&str, &str, &str); 18] = [
+    (
+        "nic.trig.posts",
+        "collectives",
+        "collectives posted to the offload units",
+    ),
+    (
+        "nic.trig.completed",
+        "collectives",
+        "offloaded collectives completed at members",
+    ),
+    (
+        "nic.trig.errors",
+        "collectives",
+        "offloaded collectives completed with an error",
+    ),
+    (
+        "nic.trig.pulses",
+        "sequences",
+        "pulse sequences started in offload units",
+    ),
+    ("nic.trig.packets", "packets", "offload packets sent on the fabric"),
+    (
+        "nic.trig.payload_bytes",
+        "bytes",
+        "collective data sent by offload units",
+    ),
+    (
+        "nic.trig.early",
+        "packets",
+        "collective packets arriving before their pulse started",
+    ),
+    (
+        "nic.trig.refused",
+        "packets",
+        "arrivals refused by a full hash buffer (back-pressure)",
+    ),
+    (
+        "nic.trig.buffer_stored",
+        "packets",
+        "packets stored in hash-buffer slots",
+    ),
+    (
+        "nic.trig.buffer_woke",
+        "packets",
+        "packets handed straight to a parked read",
+    ),
+    (
+        "nic.trig.buffer_collisions",
+        "packets",
+        "stored packets that did not get their home slot",
+    ),
+    (
+        "nic.trig.buffer_peak_occupancy",
+        "slots",
+        "largest slot occupancy of one unit's hash buffer",
+    ),
+    (
+        "nic.trig.buffer_peak_bytes",
+        "bytes",
+        "largest data held by one unit's hash buffer",
+    ),
+    ("nic.trig.early_peak", "packets", "largest early store of one NIC"),
+    ("nic.trig.pulses_granted", "pulses", "pulse counters granted"),
+    ("nic.trig.pulse_retries", "requests", "pulse counter requests refused"),
+    (
+        "nic.trig.pulse_timeouts",
+        "requests",
+        "pulse counter requests that timed out",
+    ),
+    (
+        "nic.trig.pulse_peak_in_flight",
+        "pulses",
+        "most pulses in flight at one NIC",
+    ),
+];
+
+/// The offload unit's counters, summed (peaks: the largest) over every NIC.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct TrigCounters {
+    pub posts: u64,
+    pub completed: u64,
+    pub errors: u64,
+    pub pulses: u64,
+    pub packets: u64,
+    pub payload_bytes: u64,
+    pub early: u64,
+    pub refused: u64,
+    pub stored: u64,
+    pub woke: u64,
+    pub collisions: u64,
+    pub peak_occupancy: u64,
+    pub peak_bytes: u64,
+    pub peak_early: u64,
+    pub granted: u64,
+    pub retries: u64,
+    pub timeouts: u64,
+    pub peak_pulses: u64,
+    /// Packets still waiting in hash buffers, early stores or refused queues.
+    pub waiting: u64,
+}
+
+fn type_rates(t: &crate::config::TriggeredConfig) -> [hpcnet_des::BitsPerSec; 4] {
+    [t.rate_f32, t.rate_f64, t.rate_i32, t.rate_i64]
+}
+
+impl World {
+    fn trig_cfg(&self) -> Result<&crate::config::TriggeredConfig, PostError> {
+        self.cfg.triggered.as_ref().ok_or(PostError::NoOffloadUnit)
+    }
+
+    /// Open a virtual port of the triggered offload unit for `rank` on its NIC; returns the
+    /// NodeID of its NIC and the VP number (the key's fields).
+    pub fn trig_open_vp(&mut self, rank: Rank) -> Result<(u32, u32), PostError> {
+        if rank.index() >= self.ranks() {
+            return Err(PostError::NoSuchRank(rank));
+        }
+        let t = self.trig_cfg()?.clone();
+        let node = self.place.node_of(rank);
+        if let std::collections::btree_map::Entry::Vacant(slot) = self.trig.nics.entry(node.0) {
+            let cfg = UnitsConfig {
+                units: t.units,
+                streams: t.streams,
+                max_collectives: t.pulse_counters.min(u64::from(u32::MAX)) as u32,
+                buffer: HashBufConfig {
+                    capacity: t.buffer.0,
+                    slots: t.slots,
+                },
+            };
+            let units = OffloadUnits::new(node.0, cfg).map_err(|e| PostError::BadCollective(e.to_string()))?;
+            let pulse = PulseController::new(PulseConfig {
+                capacity: t.pulse_capacity,
+                pulses: t.pulse_counters,
+                timeout: t.pulse_timeout,
+            })
+            .map_err(|e| PostError::BadCollective(e.to_string()))?;
+            slot.insert(TrigNic {
+                units,
+                pulse,
+                vps: Vec::new(),
+                dq: BTreeMap::new(),
+                parser_busy: false,
+                active: Vec::new(),
+                live: BTreeMap::new(),
+                early: BTreeMap::new(),
+                early_now: 0,
+                refused: VecDeque::new(),
+                unit_busy: vec![SimTime::ZERO; t.units as usize],
+                read_busy: SimTime::ZERO,
+            });
+        }
+        let n = self.trig.nics.get_mut(&node.0).expect("created above");
+        if n.vps.len() as u32 >= MAX_VPS {
+            return Err(PostError::BadCollective(format!(
+                "trig_open_vp: all {MAX_VPS} virtual ports of node {} are open",
+                node.0
+            )));
+        }
+        n.vps.push(rank);
+        Ok((node.0, n.vps.len() as u32 - 1))
+    }
+
+    /// Elements of one pulse of `dtype` elements: how the library cuts a collective.
+    pub fn trig_pulse_elements(&self, dtype: CollType) -> Result<u64, PostError> {
+        Ok(self.trig_cfg()?.pulse_elements(dtype.size()))
+    }
+
+    /// The offload unit's counters.
+    pub fn trig_counters(&self) -> TrigCounters {
+        let v = self.trig_values();
+        let waiting = self
+            .trig
+            .nics
+            .values()
+            .map(|n| {
+                n.units
+                    .buffer_stats()
+                    .iter()
+                    .map(|b| u64::from(b.occupancy))
+                    .sum::<u64>()
+                    + n.early_now
+                    + n.refused.len() as u64
+            })
+            .sum();
+        TrigCounters {
+            posts: v[S::Posts as usize],
+            completed: v[S::Completed as usize],
+            errors: v[S::Errors as usize],
+            pulses: v[S::Pulses as usize],
+            packets: v[S::Packets as usize],
+            payload_bytes: v[S::Bytes as usize],
+            early: v[S::Early as usize],
+            refused: v[S::Refused as usize],
+            stored: v[S::Stored as usize],
+            woke: v[S::Woke as usize],
+            collisions: v[S::Collisions as usize],
+            peak_occupancy: v[S::PeakOccupancy as usize],
+            peak_bytes: v[S::PeakBytes as usize],
+            peak_early: v[S::PeakEarly as usize],
+            granted: v[S::Granted as usize],
+            retries: v[S::Retries as usize],
+            timeouts: v[S::Timeouts as usize],
+            peak_pulses: v[S::PeakPulses as usize],
+            waiting,
+        }
+    }
+
+    fn trig_values(&self) -> [u64; STATS.len()] {
+        let mut v = self.trig.stats;
+        for n in self.trig.nics.values() {
+            for b in n.units.buffer_stats() {
+                v[S::Stored as usize] += b.stored;
+                v[S::Woke as usize] += b.woke;
+                v[S::Collisions as usize] += b.collisions;
+                let o = &mut v[S::PeakOccupancy as usize];
+                *o = (*o).max(u64::from(b.peak_occupancy));
+                let o = &mut v[S::PeakBytes as usize];
+                *o = (*o).max(b.peak_bytes);
+            }
+            let p = n.pulse.stats();
+            v[S::Granted as usize] += p.granted;
+            v[S::Retries as usize] += p.retries;
+            v[S::Timeouts as usize] += p.timeouts;
+            let o = &mut v[S::PeakPulses as usize];
+            *o = (*o).max(u64::from(p.peak_pulses));
+        }
+        v
+    }
+
+    /// The offload unit's statistics (reported once it has been used).
+    pub(crate) fn trig_statistics(&self) -> Vec<StatRecord> {
+        if self.trig.stats[S::Posts as usize] == 0 {
+            return Vec::new();
+        }
+        Registry::of_counters(&STATS, &self.trig_values()).report()
+    }
+
+    /// Post `rank`'s collective on its VP `post.vp`.
+    pub fn post_trig(&mut self, rank: Rank, post: TrigPost) -> Result<(), PostError> {
+        if rank.index() >= self.ranks() {
+            return Err(PostError::NoSuchRank(rank));
+        }
+        let t = self.trig_cfg()?.clone();
+        if !self.cq_owned_by(post.cq, rank) {
+            return Err(PostError::BadCq(post.cq));
+        }
+        let node = self.place.node_of(rank);
+        let owns = self
+            .trig
+            .nics
+            .get(&node.0)
+            .and_then(|n| n.vps.get(post.vp as usize))
+            .is_some_and(|&r| r == rank);
+        if !owns {
+            return Err(PostError::NoSuchVp { vp: post.vp, rank });
+        }
+        if post.pulses.is_empty() {
+            return Err(PostError::BadCollective("post_trig: no pulses".into()));
+        }
+        let slot = t.slot_bytes();
+        let mut pulses = VecDeque::with_capacity(post.pulses.len());
+        for (i, mut p) in post.pulses.into_iter().enumerate() {
+            let bad = |reason: String| PostError::BadCollective(format!("post_trig: pulse {i}: {reason}"));
+            Walker::new(node.0, p.descriptors.clone()).map_err(|e| bad(e.to_string()))?;
+            let elem = p.descriptors[0].dtype.size();
+            let most = t.pulse_elements(elem);
+            if p.elements == 0 || p.elements > most {
+                return Err(bad(format!(
+                    "{} elements, a pulse holds 1 to {most} (⌊nic.triggered.pulse_capacity / pulse_counters⌋, at most one hash-buffer slot)",
+                    p.elements
+                )));
+            }
+            for (j, d) in p.descriptors.iter_mut().enumerate() {
+                let len = match &d.payload {
+                    Payload::Operands(v) => v.len() as u64,
+                    Payload::Address { len, .. } => *len,
+                };
+                if len > slot {
+                    return Err(bad(format!(
+                        "descriptor {j} carries {len} B, a hash-buffer slot holds {slot} B (nic.triggered.buffer / slots)"
+                    )));
+                }
+                if let (true, Payload::Address { addr, len }) = (d.swap_local_data, &d.payload) {
+                    let data = self.mem[rank.index()]
+                        .read(*addr, *len)
+                        .map_err(PostError::Local)?
+                        .to_vec();
+                    d.payload = Payload::Operands(data);
+                }
+            }
+            pulses.push_back(p);
+        }
+        let descriptors = pulses.front().map_or(0, |p| p.descriptors.len() as u64);
+        let left = pulses.len() as u32;
+        let st = PostState {
+            node,
+            rank,
+            vp: post.vp,
+            cq: post.cq,
+            wr_id: post.wr_id,
+            descriptors,
+            pending: pulses,
+            fetched: VecDeque::new(),
+            held: 0,
+            left,
+            bytes: 0,
+            retrying: false,
+            failed: false,
+        };
+        let id = if let Some(i) = self.trig.free_posts.pop() {
+            self.trig.posts[i as usize] = Some(st);
+            i
+        } else {
+            self.trig.posts.push(Some(st));
+            (self.trig.posts.len() - 1) as u32
+        };
+        self.trig.stats[S::Posts as usize] += 1;
+        let at = self.q.now() + self.cfg.host.doorbell_latency;
+        let by = self.net.node_origin(node);
+        self.q
+            .schedule_by(by, at, WorldEvent::Trig(TrigEvent::Doorbell { post: id }));
+        Ok(())
+    }
+
+    fn tpost(&mut self, id: u32) -> &mut PostState {
+        self.trig.posts[id as usize].as_mut().expect("live offload post")
+    }
+
+    fn tnic(&mut self, node: NodeId) -> &mut TrigNic {
+        self.trig.nics.get_mut(&node.0).expect("offload unit of the node")
+    }
+
+    pub(crate) fn trig_event(&mut self, ev: TrigEvent) {
+        match ev {
+            TrigEvent::Doorbell { post } => {
+                let (node, vp) = {
+                    let p = self.tpost(post);
+                    (p.node, p.vp)
+                };
+                self.tnic(node).dq.entry(vp).or_default().push_back(post);
+                self.t_parse_next(node);
+            }
+            TrigEvent::Parsed { post } => {
+                let node = self.tpost(post).node;
+                self.tnic(node).parser_busy = false;
+                let limit = self.cfg.triggered.as_ref().map_or(0, |t| t.collectives);
+                if self.tnic(node).active.len() as u32 >= limit {
+                    self.t_fail_post(
+                        post,
+                        CqeStatus::TrigFailed(format!(
+                            "{limit} collectives already in progress on this NIC (nic.triggered.collectives)"
+                        )),
+                    );
+                } else {
+                    self.tnic(node).active.push(post);
+                    self.t_gate(node);
+                }
+                self.t_parse_next(node);
+            }
+            TrigEvent::Retry { post } => {
+                if self.trig.posts[post as usize].is_none() {
+                    return;
+                }
+                let node = self.tpost(post).node;
+                self.tpost(post).retrying = false;
+                self.t_gate(node);
+            }
+            TrigEvent::Start { post } => self.t_start_pulse(post),
+            TrigEvent::Fire { batch } => self.t_fire(batch),
+            TrigEvent::Arrive { wire } => {
+                let w = self.trig.wires[wire as usize].take().expect("live offload packet");
+                self.trig.free_wires.push(wire);
+                self.t_arrive(w.node, w.pkt, w.serial, w.credits);
+            }
+            TrigEvent::Written { batch } => self.t_written(batch),
+        }
+    }
+
+    /// Let the parser take the next post: the VP queue with the most descriptors.
+    fn t_parse_next(&mut self, node: NodeId) {
+        let n = &self.trig.nics[&node.0];
+        if n.parser_busy {
+            return;
+        }
+        let mut best: Option<(u64, u32)> = None;
+        for (&vp, q) in &n.dq {
+            let d: u64 = q
+                .iter()
+                .map(|&p| self.trig.posts[p as usize].as_ref().map_or(0, |s| s.descriptors))
+                .sum();
+            if !q.is_empty() && best.is_none_or(|(bd, _)| d > bd) {
+                best = Some((d, vp));
+            }
+        }
+        let Some((_, vp)) = best else { return };
+        let n = self.tnic(node);
+        let post =
+            n.dq.get_mut(&vp)
+                .and_then(VecDeque::pop_front)
+                .expect("non-empty queue");
+        if n.dq.get(&vp).is_some_and(VecDeque::is_empty) {
+            n.dq.remove(&vp);
+        }
+        n.parser_busy = true;
+        let parse = self.cfg.triggered.as_ref().map_or(SimTime::ZERO, |t| t.parse_time);
+        let d = self.tpost(post).descriptors;
+        let at = self.q.now() + self.timing.read_latency + SimTime(parse.0 * d);
+        let by = self.net.node_origin(node);
+        self.q.schedule_by(by, at, WorldEvent::Trig(TrigEvent::Parsed { post }));
+    }
+
+    /// Hand out pulse counters to the active collectives of `node`.
+    fn t_gate(&mut self, node: NodeId) {
+        let Some(t) = self.cfg.triggered.clone() else { return };
+        let now = self.q.now();
+        let active = self.tnic(node).active.clone();
+        let wants = |w: &World, p: u32| {
+            let s = w.trig.posts[p as usize].as_ref().expect("active post");
+            !s.failed && !s.retrying && !s.pending.is_empty()
+        };
+        // Collectives holding no counter first, then the others.
+        for zero_pass in [true, false] {
+            for &p in &active {
+                loop {
+                    if self.trig.posts[p as usize].is_none() || !wants(self, p) {
+                        break;
+                    }
+                    let held = self.tpost(p).held;
+                    if zero_pass != (held == 0) {
+                        break;
+                    }
+                    if held > 0 {
+                        let n = &self.trig.nics[&node.0];
+                        let free = t.pulse_counters - u64::from(n.pulse.in_flight());
+                        let r = u64::from(t.collectives).saturating_sub(n.active.len() as u64);
+                        let z = n
+                            .active
+                            .iter()
+                            .filter(|&&q| q != p)
+                            .filter(|&&q| {
+                                let s = self.trig.posts[q as usize].as_ref().expect("active post");
+                                s.held == 0 && !s.failed && !s.pending.is_empty()
+                            })
+                            .count() as u64;
+                        if free < 1 + r + z {
+                            break;
+                        }
+                    }
+                    let elements = self.tpost(p).pending.front().expect("a pending pulse").elements;
+                    match self.tnic(node).pulse.acquire(now, u64::from(p), elements) {
+                        Ok(Acquire::Granted { counter, .. }) => {
+                            let pulse = self.tpost(p).pending.pop_front().expect("a pending pulse");
+                            self.tpost(p).held += 1;
+                            self.t_fetch_pulse(node, p, pulse, counter);
+                        }
+                        Ok(Acquire::Retry) => {
+                            self.tpost(p).retrying = true;
+                            let by = self.net.node_origin(node);
+                            self.q
+                                .schedule_by(by, now + t.pulse_retry, WorldEvent::Trig(TrigEvent::Retry { post: p }));
+                            break;
+                        }
+                        Err(e @ PulseError::Timeout { .. }) => {
+                            let _ = e;
+                            self.t_fail_post(p, CqeStatus::TrigTimeout);
+                            break;
+                        }
+                        Err(e) => {
+                            self.t_fail_post(p, CqeStatus::TrigFailed(e.to_string()));
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A granted pulse reads its local data, then starts.
+    fn t_fetch_pulse(&mut self, node: NodeId, post: u32, pulse: TrigPulse, counter: CounterId) {
+        let bytes: u64 = pulse
+            .descriptors
+            .iter()
+            .filter(|d| d.swap_local_data)
+            .map(|d| match &d.payload {
+                Payload::Operands(v) => v.len() as u64,
+                Payload::Address { len, .. } => *len,
+            })
+            .sum();
+        let now = self.q.now();
+        let (lat, rate) = (self.timing.read_latency, self.timing.read_rate);
+        let n = self.tnic(node);
+        let at = if bytes > 0 {
+            let start = now.max(n.read_busy);
+            n.read_busy = start + rate.serialization(Bytes(bytes));
+            n.read_busy + lat
+        } else {
+            now
+        };
+        self.tpost(post).fetched.push_back((pulse, counter));
+        let by = self.net.node_origin(node);
+        self.q.schedule_by(by, at, WorldEvent::Trig(TrigEvent::Start { post }));
+    }
+
+    fn t_start_pulse(&mut self, post: u32) {
+        let (node, vp, failed) = {
+            let p = self.tpost(post);
+            (p.node, p.vp, p.failed)
+        };
+        let (pulse, counter) = self.tpost(post).fetched.pop_front().expect("a fetched pulse");
+        if failed {
+            self.t_release(node, post, counter, pulse.elements);
+            return;
+        }
+        let job = pulse.descriptors[0].job;
+        if self.tnic(node).live.contains_key(&(job, vp)) {
+            self.t_release(node, post, counter, pulse.elements);
+            self.t_fail_post(
+                post,
+                CqeStatus::TrigFailed(format!(
+                    "JobID {job} is still in use on VP {vp} (serial {})",
+                    pulse.serial
+                )),
+            );
+            return;
+        }
+        self.trig.stats[S::Pulses as usize] += 1;
+        self.tnic(node).live.insert(
+            (job, vp),
+            Live {
+                serial: pulse.serial,
+                post,
+                counter,
+                elements: pulse.elements,
+            },
+        );
+        let before = self.tnic(node).units.work();
+        let r = self
+            .tnic(node)
+            .units
+            .post(vp, pulse.descriptors, &mut |_, _| Vec::new());
+        match r {
+            Ok((acts, _)) => self.t_fired(node, &before, acts),
+            Err(e) => {
+                self.t_fail_post(post, CqeStatus::TrigFailed(e.to_string()));
+                return;
+            }
+        }
+        let early = self.tnic(node).early.remove(&(vp, pulse.serial)).unwrap_or_default();
+        self.tnic(node).early_now -= early.len() as u64;
+        for p in early {
+            self.t_arrive(node, p, pulse.serial, Vec::new());
+        }
+        self.t_retry_refused(node);
+    }
+
+    /// Charge the work a unit call fired and schedule its actions.
+    fn t_fired(&mut self, node: NodeId, before: &[Work], acts: Vec<UnitAction>) {
+        let Some(t) = self.cfg.triggered.clone() else { return };
+        let now = self.q.now();
+        let rates = type_rates(&t);
+        let n = self.tnic(node);
+        let after = n.units.work();
+        let mut done = vec![None; after.len()];
+        for (u, (a, b)) in after.iter().zip(before).enumerate() {
+            let w = a.since(b);
+            if w.steps == 0 {
+                continue;
+            }
+            let mut cost = SimTime(t.step_overhead.0 * w.steps);
+            for (bytes, rate) in w.reduced.iter().zip(rates) {
+                if *bytes > 0 {
+                    cost += rate.serialization(Bytes(*bytes));
+                }
+            }
+            let at = n.unit_busy[u].max(now) + cost;
+            n.unit_busy[u] = at;
+            done[u] = Some(at);
+        }
+        if acts.is_empty() {
+            return;
+        }
+        let mut by_unit: BTreeMap<usize, Vec<(UnitAction, u64)>> = BTreeMap::new();
+        for a in acts {
+            let job = match &a.action {
+                TrigAction::Send(p) => p.key.job(),
+                TrigAction::Complete { job, .. } => *job,
+            };
+            let serial = n.live.get(&(job, a.vp)).map_or(0, |l| l.serial);
+            by_unit.entry(a.unit).or_default().push((a, serial));
+        }
+        let by = self.net.node_origin(node);
+        for (u, acts) in by_unit {
+            let at = done.get(u).copied().flatten().unwrap_or(now);
+            let batch = self.t_alloc_batch(Batch::Fire { node, acts });
+            self.q.schedule_by(by, at, WorldEvent::Trig(TrigEvent::Fire { batch }));
+        }
+    }
+
+    fn t_alloc_batch(&mut self, b: Batch) -> u32 {
+        if let Some(i) = self.trig.free_batches.pop() {
+            self.trig.batches[i as usize] = Some(b);
+            i
+        } else {
+            self.trig.batches.push(Some(b));
+            (self.trig.batches.len() - 1) as u32
+        }
+    }
+
+    fn t_take_batch(&mut self, i: u32) -> Batch {
+        let b = self.trig.batches[i as usize].take().expect("live batch");
+        self.trig.free_batches.push(i);
+        b
+    }
+
+    fn t_fire(&mut self, batch: u32) {
+        let Batch::Fire { node, acts } = self.t_take_batch(batch) else {
+            unreachable!("a fire event names a fire batch")
+        };
+        let now = self.q.now();
+        for (a, serial) in acts {
+            match a.action {
+                TrigAction::Send(p) => self.send_trig(node, p, serial),
+                TrigAction::Complete { job, data, addr } => {
+                    let len = data.len() as u64;
+                    let done = if addr.is_some() && len > 0 {
+                        let d = self.timing.write_time(len);
+                        self.nics[node.index()].host.write(now, d)
+                    } else {
+                        now
+                    };
+                    let b = self.t_alloc_batch(Batch::Write {
+                        node,
+                        vp: a.vp,
+                        job,
+                        data,
+                        addr,
+                    });
+                    let by = self.net.node_origin(node);
+                    self.q
+                        .schedule_by(by, done, WorldEvent::Trig(TrigEvent::Written { batch: b }));
+                }
+            }
+        }
+    }
+
+    fn send_trig(&mut self, node: NodeId, p: TrigPacket, serial: u64) {
+        let dest = NodeId(p.dest);
+        let len = p.data.len() as u64;
+        self.trig.stats[S::Bytes as usize] += len;
+        let mtu = u64::from(self.mtu);
+        let frags = len.div_ceil(mtu).max(1);
+        let w = Wire {
+            pkt: p,
+            serial,
+            node: dest,
+            frags: frags as u32,
+            seen: 0,
+            credits: Vec::new(),
+        };
+        let id = if let Some(i) = self.trig.free_wires.pop() {
+            self.trig.wires[i as usize] = Some(w);
+            i
+        } else {
+            self.trig.wires.push(Some(w));
+            (self.trig.wires.len() - 1) as u32
+        };
+        if dest == node || dest.index() >= self.nics.len() {
+            // Between two VPs of one NIC (or to a node that does not exist: the walker
+            // validated DestID's width only; such a packet is dropped at arrival).
+            let at = self.q.now() + self.cfg.loopback_latency;
+            let by = self.net.node_origin(node);
+            self.q
+                .schedule_by(by, at, WorldEvent::Trig(TrigEvent::Arrive { wire: id }));
+            return;
+        }
+        let now = self.q.now();
+        let rail = (serial % u64::from(self.net.rails())) as u8;
+        for k in 0..frags {
+            let size = (len - (k * mtu).min(len)).min(mtu) as u32;
+            let mut pkt = Packet::new(TAG_TRIG | u64::from(id), node, dest, size, self.header, now);
+            pkt.rail = rail;
+            self.trig.stats[S::Packets as usize] += 1;
+            if self.net.inject(&mut self.q, pkt, &mut self.arrivals).is_err() {
+                self.stats.add(crate::world::NicStat::Unroutable, 1);
+            }
+        }
+    }
+
+    /// A fragment of an offload packet reached its node.
+    pub(crate) fn trig_packet(&mut self, p: Packet) {
+        let id = (p.tag & 0xffff_ffff) as u32;
+        let held = self
+            .cfg
+            .rx_buffer
+            .is_some()
+            .then(|| (p.dst, p.rail, Network::buffer_credits(&p)));
+        let w = self.trig.wires[id as usize].as_mut().expect("live offload packet");
+        w.seen += 1;
+        w.credits.extend(held);
+        if w.seen == w.frags {
+            let at = self.q.now() + self.cfg.rx_overhead;
+            let by = self.net.node_origin(p.dst);
+            self.q
+                .schedule_by(by, at, WorldEvent::Trig(TrigEvent::Arrive { wire: id }));
+        }
+    }
+
+    fn t_release_credits(&mut self, credits: Vec<(NodeId, u8, (u8, u16, u16))>) {
+        for (node, rail, c) in credits {
+            self.net.release_ejection(&mut self.q, node, rail, c);
+        }
+    }
+
+    /// A whole collective packet enters the NIC `node`.
+    fn t_arrive(&mut self, node: NodeId, p: TrigPacket, serial: u64, credits: Vec<(NodeId, u8, (u8, u16, u16))>) {
+        let Some(n) = self.trig.nics.get_mut(&node.0) else {
+            self.trig.stats[S::Errors as usize] += 1;
+            self.t_release_credits(credits);
+            return;
+        };
+        let at = (p.key.job(), p.dest_vp);
+        let live = n.live.get(&at).filter(|l| l.serial == serial).map(|l| l.post);
+        let Some(post) = live else {
+            if (p.dest_vp as usize) < n.vps.len() {
+                n.early.entry((p.dest_vp, serial)).or_default().push(p);
+                n.early_now += 1;
+                let peak = n.early_now;
+                let s = &mut self.trig.stats;
+                s[S::Early as usize] += 1;
+                s[S::PeakEarly as usize] = s[S::PeakEarly as usize].max(peak);
+            } else {
+                self.trig.stats[S::Errors as usize] += 1;
+            }
+            self.t_release_credits(credits);
+            return;
+        };
+        if self.t_arrive_live(node, post, p, serial, credits) {
+            self.t_retry_refused(node);
+        }
+    }
+
+    /// Offer a packet of a live sequence to the units; `true` when it was taken.
+    fn t_arrive_live(
+        &mut self,
+        node: NodeId,
+        post: u32,
+        p: TrigPacket,
+        serial: u64,
+        credits: Vec<(NodeId, u8, (u8, u16, u16))>,
+    ) -> bool {
+        let n = self.tnic(node);
+        let before = n.units.work();
+        match n.units.arrive(p, &mut |_, _| Vec::new()) {
+            Ok((acts, None)) => {
+                self.t_release_credits(credits);
+                self.t_fired(node, &before, acts);
+                true
+            }
+            Ok((acts, Some(pkt))) => {
+                self.trig.stats[S::Refused as usize] += 1;
+                self.tnic(node).refused.push_back(Held { pkt, serial, credits });
+                self.t_fired(node, &before, acts);
+                false
+            }
+            Err(e) => {
+                self.t_release_credits(credits);
+                self.t_unit_error(post, e);
+                true
+            }
+        }
+    }
+
+    fn t_unit_error(&mut self, post: u32, e: UnitError) {
+        self.t_fail_post(post, CqeStatus::TrigFailed(e.to_string()));
+    }
+
+    /// Offer the refused packets again, in arrival order, until none is taken.
+    fn t_retry_refused(&mut self, node: NodeId) {
+        loop {
+            let held: Vec<Held> = self.tnic(node).refused.drain(..).collect();
+            if held.is_empty() {
+                return;
+            }
+            let mut taken = false;
+            for h in held {
+                let at = (h.pkt.key.job(), h.pkt.dest_vp);
+                let live = self
+                    .tnic(node)
+                    .live
+                    .get(&at)
+                    .filter(|l| l.serial == h.serial)
+                    .map(|l| l.post);
+                let Some(post) = live else {
+                    self.tnic(node).refused.push_back(h);
+                    continue;
+                };
+                let n = self.tnic(node);
+                let before = n.units.work();
+                match n.units.arrive(h.pkt, &mut |_, _| Vec::new()) {
+                    Ok((acts, None)) => {
+                        taken = true;
+                        self.t_release_credits(h.credits);
+                        self.t_fired(node, &before, acts);
+                    }
+                    Ok((acts, Some(pkt))) => {
+                        self.tnic(node).refused.push_back(Held { pkt, ..h });
+                        self.t_fired(node, &before, acts);
+                    }
+                    Err(e) => {
+                        taken = true;
+                        self.t_release_credits(h.credits);
+                        self.t_unit_error(post, e);
+                    }
+                }
+            }
+            if !taken {
+                return;
+            }
+        }
+    }
+
+    /// A completion's data is in host memory: the pulse is done.
+    fn t_written(&mut self, batch: u32) {
+        let Batch::Write {
+            node,
+            vp,
+            job,
+            data,
+            addr,
+        } = self.t_take_batch(batch)
+        else {
+            unreachable!("a written event names a write batch")
+        };
+        let Some(l) = self.tnic(node).live.remove(&(job, vp)) else {
+            return;
+        };
+        if self.tpost(l.post).failed {
+            self.t_release(node, l.post, l.counter, l.elements);
+            self.t_gate(node);
+            self.t_retry_refused(node);
+            return;
+        }
+        let rank = self.tpost(l.post).rank;
+        let mut status = None;
+        if let Some(a) = addr.filter(|_| !data.is_empty()) {
+            if let Err(e) = self.mem[rank.index()].write(a, &data) {
+                status = Some(CqeStatus::TrigFailed(format!("result at {a:#x}: {e}")));
+            }
+        }
+        self.t_release(node, l.post, l.counter, l.elements);
+        let p = self.tpost(l.post);
+        p.left -= 1;
+        if addr.is_some() {
+            p.bytes += data.len() as u64;
+        }
+        if let Some(s) = status {
+            self.t_fail_post(l.post, s);
+        } else if p.left == 0 && !p.failed {
+            let (cq, wr_id, bytes) = (p.cq, p.wr_id, p.bytes);
+            self.trig.stats[S::Completed as usize] += 1;
+            let now = self.q.now();
+            self.push_cqe(
+                cq,
+                Cqe {
+                    wr_id,
+                    kind: CqeKind::Trig,
+                    status: CqeStatus::Ok,
+                    bytes,
+                    peer: rank,
+                    addr: 0,
+                    value: 0,
+                    at: now,
+                },
+            );
+            self.t_finish_post(l.post);
+        }
+        self.t_gate(node);
+        self.t_retry_refused(node);
+    }
+
+    /// Return a pulse's counter.
+    fn t_release(&mut self, node: NodeId, post: u32, counter: CounterId, elements: u64) {
+        let _ = self.tnic(node).pulse.respond(counter, elements);
+        let p = self.tpost(post);
+        p.held -= 1;
+        if p.failed && p.held == 0 && p.fetched.is_empty() {
+            self.t_finish_post(post);
+        }
+    }
+
+    /// The post leaves the active collectives; its state goes once no pulse of it is in flight.
+    fn t_finish_post(&mut self, post: u32) {
+        let node = self.tpost(post).node;
+        self.tnic(node).active.retain(|&p| p != post);
+        let p = self.tpost(post);
+        if p.held == 0 && p.fetched.is_empty() {
+            self.trig.posts[post as usize] = None;
+            self.trig.free_posts.push(post);
+        }
+    }
+
+    /// The collective fails here: an error completion, and no further pulse starts.
+    fn t_fail_post(&mut self, post: u32, status: CqeStatus) {
+        let now = self.q.now();
+        let p = self.tpost(post);
+        if p.failed {
+            return;
+        }
+        p.failed = true;
+        p.pending.clear();
+        let (cq, wr_id, rank, node) = (p.cq, p.wr_id, p.rank, p.node);
+        self.trig.stats[S::Errors as usize] += 1;
+        self.push_cqe(
+            cq,
+            Cqe {
+                wr_id,
+                kind: CqeKind::Trig,
+                status,
+                bytes: 0,
+                peer: rank,
+                addr: 0,
+                value: 0,
+                at: now,
+            },
+        );
+        self.t_finish_post(post);
+        self.t_gate(node);
+    }
+}
