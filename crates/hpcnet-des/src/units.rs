@@ -38,6 +38,18 @@ fn to_integer(v: f64, scale: f64, what: &str, text: &str) -> Result<u64, UnitErr
     if x > u64::MAX as f64 / 2.0 {
         return Err(UnitError(format!("{what} '{text}' is too large")));
     }
+    // Quantities are integers of their finest unit (1 ps, 1 B, 1 b/s) and round to the nearest;
+    // a non-zero value that would round to nothing is refused rather than silently become 0.
+    if x > 0.0 && x < 0.5 {
+        return Err(UnitError(format!(
+            "{what} '{text}' is below the resolution of {} and would round to 0",
+            match what {
+                "a time" => "1 ps",
+                "a size" => "1 B",
+                _ => "1 b/s",
+            }
+        )));
+    }
     Ok(x.round() as u64)
 }
 
@@ -201,6 +213,29 @@ impl Mul<u64> for Bytes {
     type Output = Bytes;
     fn mul(self, k: u64) -> Bytes {
         Bytes(self.0 * k)
+    }
+}
+
+impl Bytes {
+    /// Parses a size as [`FromStr`] does, but refuses one that is not a whole number of bytes
+    /// ("1.5" or "0.3 KiB") instead of rounding it: for counts of bytes a user lists exactly.
+    pub fn parse_whole(s: &str) -> Result<Bytes, UnitError> {
+        let b: Bytes = s.parse()?;
+        if let Some((v, unit)) = split_quantity(s) {
+            let scale = match unit {
+                "KB" | "KiB" | "kB" | "K" => 1024.0,
+                "MB" | "MiB" | "M" => 1024.0 * 1024.0,
+                "GB" | "GiB" | "G" => 1024.0 * 1024.0 * 1024.0,
+                _ => 1.0,
+            };
+            if (v * scale - b.0 as f64).abs() > 1e-6 {
+                return Err(UnitError(format!(
+                    "a size '{}' is not a whole number of bytes",
+                    s.trim()
+                )));
+            }
+        }
+        Ok(b)
     }
 }
 

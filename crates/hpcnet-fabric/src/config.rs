@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 /// Maximum number of virtual channels per port the model supports.
 pub const MAX_VCS: usize = 8;
 
+/// Most private or shared credits of a router input port's VC or pool.
+pub const MAX_CREDITS: u32 = u16::MAX as u32;
+
 /// Most credits one packet may occupy (a packet counts its credits in 16 bits).
 pub const MAX_PACKET_CREDITS: u16 = u16::MAX;
 
@@ -351,23 +354,27 @@ impl RoutingConfig {
 
     /// The natural algorithm for a topology family.
     pub fn default_for(shape: &Shape) -> RoutingConfig {
-        match shape {
-            Shape::Torus { .. } | Shape::Hypercube { .. } => RoutingConfig::DimensionOrder {
-                deadlock: DeadlockAvoidance::Bubble,
-                tie: TieRule::default(),
+        Self::default_for_kind(shape_kind(shape))
+    }
+
+    /// The natural algorithm for a topology kind (`"torus"`, `"fat_tree"`, ...).
+    pub fn default_for_kind(kind: &str) -> RoutingConfig {
+        match kind {
+            "fat_tree" | "leaf_spine" | "generalized_fat_tree" => RoutingConfig::UpDown {
+                selection: Selection::Deterministic,
             },
-            Shape::FatTree { .. } | Shape::LeafSpine { .. } | Shape::GeneralizedFatTree { .. } => {
-                RoutingConfig::UpDown {
-                    selection: Selection::Deterministic,
-                }
-            }
-            Shape::Dragonfly { .. } => RoutingConfig::Minimal,
+            "dragonfly" => RoutingConfig::Minimal,
             // A single router: every packet is at its destination router on arrival and is
             // ejected before any algorithm runs. Dimension order over zero dimensions keeps every
             // VC available as a class (so `router.vc_select` spreads packets over all VCs) and
             // needs no tables; with one router there is no cycle, hence no deadlock scheme.
-            Shape::Crossbar { .. } => RoutingConfig::DimensionOrder {
+            "crossbar" => RoutingConfig::DimensionOrder {
                 deadlock: DeadlockAvoidance::None,
+                tie: TieRule::default(),
+            },
+            // Torus, mesh, hypercube.
+            _ => RoutingConfig::DimensionOrder {
+                deadlock: DeadlockAvoidance::Bubble,
                 tie: TieRule::default(),
             },
         }
@@ -448,8 +455,16 @@ pub struct FabricConfig {
 }
 
 impl FabricConfig {
-    /// Cross-field checks against the built topology.
+    /// Cross-field checks against the built topology: [`FabricConfig::validate_for_kind`], then
+    /// the links named by faults and overrides.
     pub fn validate(&self, topo: &Topology) -> Result<(), ConfigError> {
+        self.validate_for_kind(shape_kind(&topo.shape))?;
+        self.validate_links(topo)
+    }
+
+    /// Every check that needs only the topology's kind (`"torus"`, `"dragonfly"`, ...), not the
+    /// built topology: it runs before a large network is built.
+    pub fn validate_for_kind(&self, kind: &str) -> Result<(), ConfigError> {
         let r = &self.router;
         if r.vcs == 0 {
             return Err(ConfigError::new("router.vcs", "must be at least 1"));
@@ -481,8 +496,14 @@ impl FabricConfig {
         }
         let max_pkt = self.packet.header + self.packet.max_payload;
         if max_pkt.0 > u64::from(u32::MAX) {
+            // Blame the larger of the two: that is the one out of range.
+            let key = if self.packet.header > self.packet.max_payload {
+                "packet.header"
+            } else {
+                "packet.max_payload"
+            };
             return Err(ConfigError::new(
-                "packet.max_payload",
+                key,
                 format!(
                     "a maximum-size packet (packet.header {} + packet.max_payload {}) must be smaller than 4 GiB",
                     self.packet.header, self.packet.max_payload
@@ -499,6 +520,17 @@ impl FabricConfig {
                 ),
             ));
         }
+        // A VC counts its private credits in 16 bits; the shared pool and the multicast tables
+        // are bounded alike so that no count can ask for more state than a machine holds.
+        for (key, v) in [
+            ("router.private_credits", r.private_credits),
+            ("router.shared_credits", r.shared_credits),
+            ("router.multicast_tables", r.multicast_tables),
+        ] {
+            if v > MAX_CREDITS {
+                return Err(ConfigError::new(key, format!("must be at most {MAX_CREDITS}, got {v}")));
+            }
+        }
         let per_vc = u64::from(r.private_credits) + u64::from(r.shared_credits);
         if per_vc < need {
             return Err(ConfigError::new(
@@ -509,32 +541,11 @@ impl FabricConfig {
                 ),
             ));
         }
-        let shape = &topo.shape;
         let algo = self.routing.name();
-        let fits = match &self.routing {
-            RoutingConfig::DimensionOrder { .. } => {
-                matches!(
-                    shape,
-                    Shape::Torus { .. } | Shape::Hypercube { .. } | Shape::Crossbar { .. }
-                )
-            }
-            RoutingConfig::MinimalAdaptive { .. } => matches!(shape, Shape::Torus { .. }),
-            RoutingConfig::UpDown { .. } => matches!(
-                shape,
-                Shape::FatTree { .. } | Shape::LeafSpine { .. } | Shape::GeneralizedFatTree { .. }
-            ),
-            RoutingConfig::Table { .. } => matches!(shape, Shape::LeafSpine { .. } | Shape::GeneralizedFatTree { .. }),
-            RoutingConfig::Minimal => matches!(shape, Shape::Dragonfly { .. }),
-            RoutingConfig::Source => true,
-        };
-        if !fits {
-            return Err(ConfigError::new(
-                "routing.algorithm",
-                format!("'{algo}' does not apply to topology kind '{}'", shape_kind(shape)),
-            ));
-        }
+        check_algorithm_applies(algo, kind)?;
         // VC requirements of each deadlock-avoidance scheme.
-        let wrap = matches!(shape, Shape::Torus { wrap: true, .. });
+        let wrap = kind == "torus";
+        let dragonfly = kind == "dragonfly";
         let need_vcs = match &self.routing {
             RoutingConfig::DimensionOrder {
                 deadlock: DeadlockAvoidance::Dateline,
@@ -546,7 +557,7 @@ impl FabricConfig {
             } => 3,
             RoutingConfig::MinimalAdaptive { .. } => 2,
             RoutingConfig::Minimal => 3,
-            RoutingConfig::Source if matches!(shape, Shape::Dragonfly { .. }) => 3,
+            RoutingConfig::Source if dragonfly => 3,
             RoutingConfig::Source if wrap => 2,
             _ => 1,
         };
@@ -554,8 +565,7 @@ impl FabricConfig {
             return Err(ConfigError::new(
                 "router.vcs",
                 format!(
-                    "routing '{algo}' on '{}' needs at least {need_vcs} virtual channels, router.vcs = {}",
-                    shape_kind(shape),
+                    "routing '{algo}' on '{kind}' needs at least {need_vcs} virtual channels, router.vcs = {}",
                     r.vcs
                 ),
             ));
@@ -580,6 +590,34 @@ impl FabricConfig {
                 ));
             }
         }
+        for (i, o) in self.link_overrides.iter().enumerate() {
+            if let Some(lanes) = o.lanes {
+                if !LANE_WIDTHS.contains(&lanes) {
+                    return Err(ConfigError::new(
+                        format!("link_overrides[{i}].lanes"),
+                        format!(
+                            "must be a width a link renegotiates to ({}), got {lanes} (fail the link with faults.failed_links instead of 0)",
+                            LANE_WIDTHS.map(|w| w.to_string()).join(", ")
+                        ),
+                    ));
+                }
+                if lanes > self.link.lanes {
+                    return Err(ConfigError::new(
+                        format!("link_overrides[{i}].lanes"),
+                        format!(
+                            "a link keeps at most its link.lanes = {} working lanes, got {lanes}",
+                            self.link.lanes
+                        ),
+                    ));
+                }
+                self.link.check_rate(lanes, &format!("link_overrides[{i}].lanes"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The routers and ports named by `faults.failed_links` and `link_overrides` exist.
+    fn validate_links(&self, topo: &Topology) -> Result<(), ConfigError> {
         for (i, f) in self
             .faults
             .failed_links
@@ -620,19 +658,46 @@ impl FabricConfig {
                 ));
             }
         }
-        for (i, o) in self.link_overrides.iter().enumerate() {
-            if o.lanes == Some(0) {
-                return Err(ConfigError::new(
-                    format!("link_overrides[{i}].lanes"),
-                    "must be at least 1 (fail the link with faults.failed_links instead)",
-                ));
-            }
-            if let Some(lanes) = o.lanes {
-                self.link.check_rate(lanes, &format!("link_overrides[{i}].lanes"))?;
-            }
-        }
         Ok(())
     }
+}
+
+/// Lane widths a link may renegotiate to (x16 → x8 → x4 → x2 → x1).
+pub const LANE_WIDTHS: [u32; 5] = [1, 2, 4, 8, 16];
+
+/// The topology kinds each routing algorithm applies to (`source` applies to every kind).
+pub const ALGORITHM_KINDS: [(&str, &[&str]); 5] = [
+    ("dimension_order", &["torus", "mesh", "hypercube", "crossbar"]),
+    ("minimal_adaptive", &["torus", "mesh"]),
+    ("up_down", &["fat_tree", "leaf_spine", "generalized_fat_tree"]),
+    ("table", &["leaf_spine", "generalized_fat_tree"]),
+    ("minimal", &["dragonfly"]),
+];
+
+/// Refuses a routing algorithm on a topology kind it does not apply to, naming the kinds it
+/// applies to. Unknown algorithms and kinds pass (they are reported where they are parsed).
+pub fn check_algorithm_applies(algo: &str, kind: &str) -> Result<(), ConfigError> {
+    let Some((_, kinds)) = ALGORITHM_KINDS.iter().find(|(a, _)| *a == algo) else {
+        return Ok(());
+    };
+    let known = ALGORITHM_KINDS.iter().any(|(_, k)| k.contains(&kind));
+    if !known || kinds.contains(&kind) {
+        return Ok(());
+    }
+    let fitting: Vec<&str> = ALGORITHM_KINDS
+        .iter()
+        .filter(|(_, k)| k.contains(&kind))
+        .map(|(a, _)| *a)
+        .chain(["source"])
+        .collect();
+    Err(ConfigError::new(
+        "routing.algorithm",
+        format!(
+            "'{algo}' does not apply to topology kind '{kind}' (it applies to {}; on '{kind}' use {})",
+            kinds.join(", "),
+            fitting.join(" or ")
+        ),
+    ))
 }
 
 /// The `kind` string of a topology family, for messages.

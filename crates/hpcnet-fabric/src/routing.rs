@@ -310,9 +310,19 @@ impl Routing {
                 }
             }
             if diameter as u32 > vcs as u32 {
+                if failed.is_empty() {
+                    return Err(ConfigError::new(
+                        "router.vcs",
+                        format!("minimal routing uses one VC per router hop; the diameter is {diameter} hops but router.vcs = {vcs}"),
+                    ));
+                }
                 return Err(ConfigError::new(
-                    "router.vcs",
-                    format!("minimal routing uses one VC per router hop; the diameter is {diameter} hops but router.vcs = {vcs}"),
+                    "faults.failed_links",
+                    format!(
+                        "with {} failed link{} the longest shortest route takes {diameter} router hops, but minimal routing uses one VC per hop and router.vcs = {vcs}; raise router.vcs to {diameter} or choose another routing.algorithm",
+                        failed.len(),
+                        if failed.len() == 1 { "" } else { "s" }
+                    ),
                 ));
             }
         }

@@ -208,11 +208,19 @@ impl ConnParams {
         if self.buffer == 0 {
             return bad("buffer", "must be at least 1 byte");
         }
-        if self.prepost == 0 {
-            return bad("prepost", "must be at least 1");
-        }
-        if self.send_depth == 0 {
-            return bad("send_depth", "must be at least 1");
+        // Counts of buffers and work requests size the library's state per queue pair.
+        for (key, v, min) in [
+            ("prepost", self.prepost, 1),
+            ("send_depth", self.send_depth, 1),
+            ("recv_depth", self.recv_depth, 0),
+            ("ud_recv_depth", self.ud_recv_depth, 1),
+        ] {
+            if v < min || v > MAX_DEPTH {
+                return Err(ConnError::Param(
+                    key.to_string(),
+                    format!("must be {min} to {MAX_DEPTH}, got {v}"),
+                ));
+            }
         }
         if self.xrc_classes == 0 || self.xrc_classes > 16 {
             return bad("xrc_classes", "must be 1 to 16");
@@ -223,12 +231,15 @@ impl ConnParams {
                 "the smallest class buffer (buffer / 2^(classes-1)) is 0 bytes",
             );
         }
-        if self.ud_mtu == 0 || self.ud_recv_depth == 0 {
-            return bad("ud_mtu", "UD MTU and receive depth must be at least 1");
+        if self.ud_mtu == 0 {
+            return bad("ud_mtu", "must be at least 1 byte");
         }
         Ok(())
     }
 }
+
+/// Largest count of pre-posted buffers or work requests per queue pair.
+pub const MAX_DEPTH: u64 = 1 << 20;
 
 /// N processes on nodes of `per_node` processes: rank r on node r / per_node.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]

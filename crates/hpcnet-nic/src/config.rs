@@ -138,21 +138,49 @@ impl HostConfig {
         if self.lanes == 0 || self.lanes > 32 {
             return Err((format!("{key}.lanes"), format!("must be 1 to 32, got {}", self.lanes)));
         }
-        if self.max_payload.0 == 0 || self.read_request.0 == 0 {
-            return Err((
-                format!("{key}.max_payload"),
-                "TLP payload and read request sizes must be positive".into(),
-            ));
+        for (name, v) in [("max_payload", self.max_payload), ("read_request", self.read_request)] {
+            if v.0 == 0 || v.0 > MAX_TLP_BYTES {
+                return Err((
+                    format!("{key}.{name}"),
+                    format!("must be 1 B to {MAX_TLP_BYTES} B, got {v}"),
+                ));
+            }
         }
         if self.links == 0 {
             return Err((format!("{key}.links"), "at least one PCIe link is needed".into()));
         }
+        if self.links > MAX_HOST_LINKS {
+            return Err((
+                format!("{key}.links"),
+                format!("must be 1 to {MAX_HOST_LINKS}, got {}", self.links),
+            ));
+        }
         if self.read_tags == 0 {
             return Err((format!("{key}.read_tags"), "at least one read tag is needed".into()));
+        }
+        if self.read_tags > MAX_READ_TAGS {
+            return Err((
+                format!("{key}.read_tags"),
+                format!("must be 1 to {MAX_READ_TAGS}, got {}", self.read_tags),
+            ));
         }
         Ok(())
     }
 }
+
+/// Most message engines of one NIC.
+pub const MAX_ENGINES: u32 = 256;
+/// Most send queues (engines × functions × virtual interfaces) of one NIC.
+pub const MAX_SEND_QUEUES: u64 = 1 << 16;
+/// Most entries of a NIC queue or in-flight window (`max_in_flight`, `doorbell_fifo`,
+/// `tx_queue`, `get_queue`).
+pub const MAX_QUEUE_DEPTH: u32 = 1 << 20;
+/// Most PCIe links between host and NIC.
+pub const MAX_HOST_LINKS: u32 = 64;
+/// Most PCIe read tags (extended tags: 256; 10-bit tags: 1024).
+pub const MAX_READ_TAGS: u32 = 1024;
+/// Largest TLP payload or read request (PCIe allows 4 KiB).
+pub const MAX_TLP_BYTES: u64 = 4096;
 
 fn d_engines() -> u32 {
     2
@@ -605,6 +633,12 @@ impl NicConfig {
         if self.engines == 0 {
             return Err(("nic.engines".into(), "a NIC needs at least one message engine".into()));
         }
+        if self.engines > MAX_ENGINES {
+            return Err((
+                "nic.engines".into(),
+                format!("must be 1 to {MAX_ENGINES}, got {}", self.engines),
+            ));
+        }
         if self.engine_rate.is_some_and(|r| r.0 == 0) {
             return Err(("nic.engine_rate".into(), "must be positive".into()));
         }
@@ -628,6 +662,27 @@ impl NicConfig {
                 "nic.functions".into(),
                 format!("must be 1 to 256, got {}", self.functions),
             ));
+        }
+        // Every engine keeps one send queue per function and virtual interface.
+        let queues = u64::from(self.engines) * u64::from(self.functions) * u64::from(self.virtual_interfaces);
+        if queues > MAX_SEND_QUEUES {
+            return Err((
+                "nic.virtual_interfaces".into(),
+                format!(
+                    "nic.engines {} × nic.functions {} × nic.virtual_interfaces {} = {queues} send queues per NIC, more than the {MAX_SEND_QUEUES} the model holds",
+                    self.engines, self.functions, self.virtual_interfaces
+                ),
+            ));
+        }
+        for (key, v) in [
+            ("nic.max_in_flight", self.max_in_flight),
+            ("nic.doorbell_fifo", self.doorbell_fifo),
+            ("nic.tx_queue", self.tx_queue),
+            ("nic.get_queue", self.get_queue),
+        ] {
+            if v > MAX_QUEUE_DEPTH {
+                return Err((key.into(), format!("must be at most {MAX_QUEUE_DEPTH}, got {v}")));
+            }
         }
         if self.max_in_flight == 0 {
             return Err(("nic.max_in_flight".into(), "must be at least 1".into()));

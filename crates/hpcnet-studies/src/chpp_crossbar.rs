@@ -131,10 +131,15 @@ fn run_one(ctx: &Ctx, job: &Job) -> Result<Outcome, StudyError> {
     if !rep.conservation_ok {
         return Err(StudyError::Model(format!("{SCENARIO_PATH}: {what}: packets lost")));
     }
+    let Some(latency_ns) = rep.latency_ns.mean else {
+        return Err(StudyError::Model(format!(
+            "{SCENARIO_PATH}: {what}: no packet measured"
+        )));
+    };
     Ok(Outcome {
         offered: rep.offered_load,
         accepted: rep.accepted_load,
-        latency_ns: rep.latency_ns.mean,
+        latency_ns,
     })
 }
 

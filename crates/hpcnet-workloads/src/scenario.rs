@@ -25,6 +25,30 @@ fn d_seed() -> u64 {
     1
 }
 
+/// A seed as a non-negative TOML integer or a string of decimal digits (the whole `u64` range).
+fn seed_u64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    use serde::de::{self, Visitor};
+    struct V;
+    impl Visitor<'_> for V {
+        type Value = u64;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a seed from 0 to 18446744073709551615 (an integer, or a string for seeds above 2^63 - 1)")
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
+            Ok(v)
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
+            u64::try_from(v).map_err(|_| E::custom(format!("a seed must not be negative, got {v}")))
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<u64, E> {
+            v.trim()
+                .parse()
+                .map_err(|_| E::custom(format!("a seed must be an integer from 0 to {}, got \"{v}\"", u64::MAX)))
+        }
+    }
+    d.deserialize_any(V)
+}
+
 /// `[sim]`: phases of a synthetic run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -39,6 +63,21 @@ pub struct SimConfig {
     /// (default "1 ms").
     #[serde(default = "d_drain")]
     pub drain: SimTime,
+    /// Accept a run that ends with packets still in flight or at their sources after the drain
+    /// (default false: `hpcnet run` then exits with code 1). The report counts them either way.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_undrained: bool,
+    /// Refuse, before building it, a machine whose estimated simulator memory exceeds the
+    /// memory available (`MemAvailable` of /proc/meminfo); false skips the check (default true).
+    #[serde(default = "d_true", skip_serializing_if = "is_true")]
+    pub memory_check: bool,
+}
+
+fn d_true() -> bool {
+    true
+}
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 fn d_warmup() -> SimTime {
@@ -57,6 +96,8 @@ impl Default for SimConfig {
             warmup: d_warmup(),
             measure: d_measure(),
             drain: d_drain(),
+            allow_undrained: false,
+            memory_check: true,
         }
     }
 }
@@ -210,8 +251,9 @@ pub struct ScenarioFile {
     /// Free text.
     #[serde(default)]
     pub description: Option<String>,
-    /// Seed of every random stream of the run (default 1).
-    #[serde(default = "d_seed")]
+    /// Seed of every random stream of the run (default 1): any 64-bit unsigned integer. TOML
+    /// integers stop at 2^63 − 1, so larger seeds are written as a string, `seed = "18446744073709551615"`.
+    #[serde(default = "d_seed", deserialize_with = "seed_u64")]
     pub seed: u64,
     pub topology: TopologyConfig,
     pub link: LinkConfig,
@@ -359,8 +401,7 @@ impl Scenario {
     /// Read and validate a scenario file with overrides.
     pub fn load(path: &Path, overrides: &[String]) -> Result<Scenario, ScenarioError> {
         let file = path.display().to_string();
-        let text =
-            std::fs::read_to_string(path).map_err(|e| ScenarioError::new(&file, "", format!("cannot read: {e}")))?;
+        let text = read_capped(path).map_err(|reason| ScenarioError::new(&file, "", reason))?;
         let stem = path
             .file_stem()
             .map(|s| s.to_string_lossy().to_string())
@@ -396,6 +437,13 @@ impl Scenario {
         for o in overrides {
             apply_override(&mut table, o).map_err(|(k, r)| ScenarioError::new(file, k, r))?;
         }
+        // An algorithm chosen for the wrong family is reported as such, before the keys of its
+        // table (which differ between algorithms) are checked.
+        let text_at = |t: &str, k: &str| table.get(t).and_then(|v| v.get(k)).and_then(|v| v.as_str());
+        if let (Some(algo), Some(kind)) = (text_at("routing", "algorithm"), text_at("topology", "kind")) {
+            hpcnet_fabric::config::check_algorithm_applies(algo, kind)
+                .map_err(|e| ScenarioError::new(file, e.key, e.reason))?;
+        }
         let parsed: ScenarioFile =
             serde_path_to_error::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
                 let (key, reason) = deserialize_error(&table, e);
@@ -405,12 +453,11 @@ impl Scenario {
     }
 
     fn resolve(parsed: ScenarioFile, file: &str, default_name: &str) -> Result<Scenario, ScenarioError> {
-        let topology = build(&parsed.topology)
-            .map_err(|e| ScenarioError::new(file, e.key().to_string(), strip_key(&e.to_string(), e.key())))?;
+        let kind = parsed.topology.kind();
         let routing = parsed
             .routing
             .clone()
-            .unwrap_or_else(|| RoutingConfig::default_for(&topology.shape));
+            .unwrap_or_else(|| RoutingConfig::default_for_kind(kind));
         let fabric = FabricConfig {
             link: parsed.link.clone(),
             link_overrides: parsed.link_overrides.clone(),
@@ -419,6 +466,12 @@ impl Scenario {
             routing,
             faults: parsed.faults.clone(),
         };
+        // Everything that can be checked without the network is checked before it is built.
+        fabric
+            .validate_for_kind(kind)
+            .map_err(|e| ScenarioError::new(file, e.key, e.reason))?;
+        let topology = build(&parsed.topology)
+            .map_err(|e| ScenarioError::new(file, e.key().to_string(), strip_key(&e.to_string(), e.key())))?;
         fabric
             .validate(&topology)
             .map_err(|e| ScenarioError::new(file, e.key, e.reason))?;
@@ -530,6 +583,32 @@ impl Scenario {
         f.coll = Some(self.coll.clone());
         serde_json::to_value(&f).expect("scenario serialises")
     }
+}
+
+/// Largest scenario file read (16 MiB): far beyond any machine description, and small enough
+/// that naming a device or a huge file by mistake fails at once instead of filling memory.
+pub const MAX_SCENARIO_BYTES: u64 = 16 << 20;
+
+/// The text of a scenario file, at most [`MAX_SCENARIO_BYTES`]; the error is the reason.
+fn read_capped(path: &Path) -> Result<String, String> {
+    use std::io::Read as _;
+    let f = std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
+    let mut bytes = Vec::new();
+    f.take(MAX_SCENARIO_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > MAX_SCENARIO_BYTES {
+        return Err(format!(
+            "is larger than {} MiB, the largest scenario file read (is it a scenario?)",
+            MAX_SCENARIO_BYTES >> 20
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "cannot read: not valid UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        )
+    })
 }
 
 /// The longest simulated time a run may ask for (100 days): far beyond any study, and far enough
@@ -789,7 +868,19 @@ private_credits = 16
         assert!(e.reason.starts_with("invalid type: string \"x\""), "{}", e.reason);
         let e = err(MINI, &["routing.algorithm=dimension_order", "routing.deadlock=bogus"]);
         assert_eq!(e.key, "routing.deadlock");
+        // An algorithm of another family is named as such, not through the keys it lacks.
         let e = err(MINI, &["routing.algorithm=up_down", "routing.deadlock=bubble"]);
+        assert_eq!(e.key, "routing.algorithm");
+        assert!(
+            e.reason
+                .starts_with("'up_down' does not apply to topology kind 'torus'"),
+            "{}",
+            e.reason
+        );
+        let e = err(
+            &MINI.replace("kind = \"torus\"\nk = [4, 4]", "kind = \"fat_tree\"\nk = 2\nn = 2"),
+            &["routing.algorithm=up_down", "routing.deadlock=bubble"],
+        );
         assert_eq!(e.key, "routing.deadlock");
         assert!(e.reason.starts_with("unknown field `deadlock`"), "{}", e.reason);
         let e = err(MINI, &["traffic.size={ min = \"64 B\", max = \"2 XB\" }"]);

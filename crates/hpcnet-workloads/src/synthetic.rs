@@ -11,7 +11,7 @@
 //! twice) is checked at the end of every run.
 
 use crate::scenario::Scenario;
-use crate::traffic::{Destinations, Process, RailChoice, TrafficConfig};
+use crate::traffic::{Destinations, Process, RailChoice, SizeSampler, TrafficConfig};
 use hpcnet_des::driver::{Driver, Model, Step, Stop};
 use hpcnet_des::rng::SimRng;
 use hpcnet_des::stats::{HistId, Registry, StatRecord, SummaryId};
@@ -36,13 +36,14 @@ impl From<NetEvent> for Ev {
     }
 }
 
-/// Latency figures in nanoseconds.
+/// Latency figures in nanoseconds; each is `None` (JSON `null`) when no measured packet was
+/// delivered, so a run that measured nothing cannot pass for one with zero latency.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct LatencyNs {
-    pub mean: f64,
-    pub p50: f64,
-    pub p99: f64,
-    pub max: f64,
+    pub mean: Option<f64>,
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+    pub max: Option<f64>,
 }
 
 /// Link utilisation over the measurement window.
@@ -108,11 +109,13 @@ pub struct RunReport {
     pub node_bandwidth_gbytes: f64,
     pub accepted_gbytes_per_node: f64,
     pub latency_ns: LatencyNs,
-    pub network_latency_ns: f64,
+    /// Mean injection-to-delivery latency of the measured packets (`None`: no packet measured).
+    pub network_latency_ns: Option<f64>,
     /// Mean analytical zero-load latency of the measured packets: for H routers on the path,
     /// (H + 1) × link latency + H × router latency + serialisation at the injection rate.
-    pub zero_load_latency_ns: f64,
-    pub mean_hops: f64,
+    pub zero_load_latency_ns: Option<f64>,
+    /// Mean routers traversed by the measured packets.
+    pub mean_hops: Option<f64>,
     /// Router traversals of all delivered packets (measured or not).
     pub total_hops: u64,
     pub link_utilisation: LinkUtilisation,
@@ -124,7 +127,14 @@ pub struct RunReport {
     /// accepted_load / saturation_bound.
     pub accepted_over_bound: Option<f64>,
     pub table_memory: Option<TableMemory>,
+    /// Every packet was delivered or dropped before the end of the run (nothing left in the
+    /// network or at the sources).
     pub drained: bool,
+    /// Packets injected and neither delivered nor dropped when the run ended.
+    pub packets_in_flight: u64,
+    /// Packets created and still waiting at their sources when the run ended.
+    pub packets_queued_at_sources: u64,
+    /// injected = delivered + dropped + in flight, and no packet delivered twice.
     pub conservation_ok: bool,
     pub deadlock: Option<DeadlockReport>,
     pub events: u64,
@@ -267,6 +277,7 @@ struct Generator<'a> {
     sources: Vec<Source>,
     dests: &'a Destinations,
     tc: &'a TrafficConfig,
+    sizes: SizeSampler<'a>,
     header: u32,
     rails: u8,
     warm: SimTime,
@@ -307,7 +318,7 @@ impl Generator<'_> {
         let (tc, rails) = (self.tc, self.rails);
         let s = &mut self.sources[node.index()];
         let dst = self.dests.next(node, s.seq, &mut s.rng);
-        let payload = tc.size.sample(&mut s.rng);
+        let payload = self.sizes.sample(&mut s.rng);
         s.seq += 1;
         let mut pkt = None;
         if dst != node || tc.allow_self {
@@ -478,6 +489,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
             sources,
             dests: &dests,
             tc,
+            sizes: tc.size.sampler(),
             header: header as u32,
             rails,
             warm,
@@ -628,11 +640,12 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
 
     let measured_delivered = col.measured_delivered;
     let mut stats = col.stats;
-    let ps_to_ns = |v: Option<u64>| v.map_or(0.0, |x| x as f64 / 1e3);
+    // Every figure below is of measured packets only: none when none was delivered.
+    let any = measured_delivered > 0;
+    let ps_to_ns = |v: Option<u64>| v.filter(|_| any).map(|x| x as f64 / 1e3);
     let lat = stats.reg.histogram_of(stats.latency);
-    let mean_ps = lat.summary().mean().unwrap_or(0.0);
     let latency_ns = LatencyNs {
-        mean: mean_ps / 1e3,
+        mean: lat.summary().mean().filter(|_| any).map(|m| m / 1e3),
         p50: ps_to_ns(lat.percentile(50.0)),
         p99: ps_to_ns(lat.percentile(99.0)),
         max: ps_to_ns(lat.summary().max()),
@@ -642,10 +655,15 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
         .histogram_of(stats.net_latency)
         .summary()
         .mean()
-        .unwrap_or(0.0)
-        / 1e3;
-    let zero_load_latency_ns = stats.reg.summary_of(stats.zero_load).mean().unwrap_or(0.0) / 1e3;
-    let mean_hops = stats.reg.summary_of(stats.hops).mean().unwrap_or(0.0);
+        .filter(|_| any)
+        .map(|m| m / 1e3);
+    let zero_load_latency_ns = stats
+        .reg
+        .summary_of(stats.zero_load)
+        .mean()
+        .filter(|_| any)
+        .map(|m| m / 1e3);
+    let mean_hops = stats.reg.summary_of(stats.hops).mean().filter(|_| any);
 
     Ok(RunReport {
         scenario: sc.name.clone(),
@@ -676,6 +694,8 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
         accepted_over_bound,
         table_memory: net.routing.table_memory.clone(),
         drained,
+        packets_in_flight: net.in_flight(),
+        packets_queued_at_sources: net.queued_at_sources() as u64,
         conservation_ok,
         deadlock,
         events,

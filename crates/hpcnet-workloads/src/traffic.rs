@@ -149,20 +149,46 @@ impl SizeDist {
             SizeDist::Choice { sizes, .. } => sizes.iter().map(|b| b.0).max().unwrap_or(0),
         }
     }
+    /// One draw (builds the cumulative table of a choice each time: for repeated draws use
+    /// [`SizeDist::sampler`]).
     pub fn sample(&self, rng: &mut SimRng) -> u64 {
-        match self {
+        self.sampler().sample(rng)
+    }
+
+    /// A sampler for repeated draws: a choice among n sizes costs O(log n) per draw.
+    pub fn sampler(&self) -> SizeSampler<'_> {
+        let cumulative = match self {
+            SizeDist::Choice { weights, .. } => weights
+                .iter()
+                .scan(0.0, |acc, w| {
+                    *acc += w;
+                    Some(*acc)
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        SizeSampler { dist: self, cumulative }
+    }
+}
+
+/// Draws payload sizes from a [`SizeDist`]; a choice keeps its cumulative weights and draws by
+/// binary search.
+pub struct SizeSampler<'a> {
+    dist: &'a SizeDist,
+    cumulative: Vec<f64>,
+}
+
+impl SizeSampler<'_> {
+    pub fn sample(&self, rng: &mut SimRng) -> u64 {
+        match self.dist {
             SizeDist::Fixed(b) => b.0,
             SizeDist::Uniform { min, max } => rng.gen_range(min.0..=max.0),
-            SizeDist::Choice { sizes, weights } => {
-                let tot: f64 = weights.iter().sum();
-                let mut x = rng.gen::<f64>() * tot;
-                for (s, w) in sizes.iter().zip(weights) {
-                    if x < *w {
-                        return s.0;
-                    }
-                    x -= w;
-                }
-                sizes.last().map_or(0, |b| b.0)
+            SizeDist::Choice { sizes, .. } => {
+                let total = self.cumulative.last().copied().unwrap_or(0.0);
+                let x = rng.gen::<f64>() * total;
+                // The first size whose cumulative weight exceeds x (zero weights are never drawn).
+                let i = self.cumulative.partition_point(|&c| c <= x);
+                sizes.get(i).or(sizes.last()).map_or(0, |b| b.0)
             }
         }
     }
@@ -184,6 +210,9 @@ pub enum RailChoice {
 fn d_load() -> f64 {
     0.3
 }
+fn d_hot() -> Vec<NodeId> {
+    vec![NodeId(0)]
+}
 fn d_fraction() -> f64 {
     0.1
 }
@@ -204,8 +233,8 @@ pub struct TrafficConfig {
     pub size: SizeDist,
     #[serde(default)]
     pub rails: RailChoice,
-    /// Hotspot pattern: the hot nodes (default [0]).
-    #[serde(default)]
+    /// Hotspot pattern: the hot nodes (default [0]; an empty list is refused).
+    #[serde(default = "d_hot")]
     pub hotspot_nodes: Vec<NodeId>,
     /// Hotspot pattern: fraction of packets sent to hot nodes (default 0.1).
     #[serde(default = "d_fraction")]
@@ -227,7 +256,7 @@ impl Default for TrafficConfig {
             process: Process::Bernoulli,
             size: SizeDist::default(),
             rails: RailChoice::Adaptive,
-            hotspot_nodes: Vec::new(),
+            hotspot_nodes: d_hot(),
             hotspot_fraction: d_fraction(),
             allow_self: false,
         }
@@ -278,6 +307,12 @@ impl TrafficConfig {
                 return Err((
                     "traffic.hotspot_fraction".into(),
                     format!("must be in [0, 1], got {}", self.hotspot_fraction),
+                ));
+            }
+            if self.hotspot_nodes.is_empty() {
+                return Err((
+                    "traffic.hotspot_nodes".into(),
+                    "names no node: list at least one hot node (or leave the key out for [0])".into(),
                 ));
             }
             if let Some(bad) = self.hotspot_nodes.iter().find(|&&h| h.0 as u64 >= n) {
@@ -360,11 +395,7 @@ impl Destinations {
         } else {
             Vec::new()
         };
-        let hot = if cfg.hotspot_nodes.is_empty() {
-            vec![NodeId(0)]
-        } else {
-            cfg.hotspot_nodes.clone()
-        };
+        let hot = cfg.hotspot_nodes.clone();
         Destinations {
             pattern: cfg.pattern,
             n,
@@ -468,6 +499,41 @@ fn derangement(n: u32, rng: &mut SimRng) -> Vec<NodeId> {
 mod tests {
     use super::*;
     use hpcnet_des::RngStreams;
+
+    #[test]
+    fn a_size_choice_draws_by_weight_and_never_a_zero_weight() {
+        let d = SizeDist::Choice {
+            sizes: vec![Bytes(8), Bytes(16), Bytes(32), Bytes(64)],
+            weights: vec![1.0, 0.0, 3.0, 0.0],
+        };
+        let sampler = d.sampler();
+        let mut rng = RngStreams::new(3).stream("size", 0);
+        let mut counts = [0u32; 4];
+        for _ in 0..40_000 {
+            let s = sampler.sample(&mut rng);
+            counts[(s.trailing_zeros() - 3) as usize] += 1;
+        }
+        assert_eq!((counts[1], counts[3]), (0, 0));
+        let share = counts[2] as f64 / 40_000.0;
+        assert!((share - 0.75).abs() < 0.01, "{share}");
+    }
+
+    #[test]
+    fn a_large_size_choice_draws_in_logarithmic_time() {
+        // 200 000 sizes and 200 000 draws: linear search would take 2·10^10 steps.
+        let n = 200_000;
+        let d = SizeDist::Choice {
+            sizes: (0..n).map(|i| Bytes(1 + i % 256)).collect(),
+            weights: vec![1.0; n as usize],
+        };
+        let sampler = d.sampler();
+        let mut rng = RngStreams::new(1).stream("size", 0);
+        let started = std::time::Instant::now();
+        let sum: u64 = (0..200_000).map(|_| sampler.sample(&mut rng)).sum();
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        let mean = sum as f64 / 200_000.0;
+        assert!((mean - 128.5).abs() < 2.0, "{mean}");
+    }
 
     fn dests(pattern: Pattern, n: u32) -> Destinations {
         Destinations {

@@ -299,6 +299,16 @@ impl Failure {
     }
 }
 
+/// Creates `dir` if needed and checks that files can be written in it, so that a command finds
+/// out before its work, not after, that its results cannot be saved; `what` names the option.
+pub fn check_writable_dir(dir: &std::path::Path, what: &str) -> Result<(), Failure> {
+    let fail = |e: std::io::Error| Failure::input(format!("{what} {}: cannot write there: {e}", dir.display()));
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    let probe = dir.join(format!(".hpcnet-write-check-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(fail)?;
+    std::fs::remove_file(&probe).map_err(fail)
+}
+
 /// Ends the process after a failed write to stdout: silently (success) if the reader went away,
 /// else with an input/output error.
 pub fn stdout_failed(e: std::io::Error) -> ! {

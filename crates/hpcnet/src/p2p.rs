@@ -67,8 +67,8 @@ pub(crate) fn parse_range(spec: &str) -> Result<(u64, u64), Failure> {
         ))
     };
     let (a, b) = spec.split_once(':').ok_or_else(|| bad("needs MIN:MAX".into()))?;
-    let a: Bytes = a.trim().parse().map_err(|e: hpcnet_des::UnitError| bad(e.0))?;
-    let b: Bytes = b.trim().parse().map_err(|e: hpcnet_des::UnitError| bad(e.0))?;
+    let a = Bytes::parse_whole(a.trim()).map_err(|e| bad(e.0))?;
+    let b = Bytes::parse_whole(b.trim()).map_err(|e| bad(e.0))?;
     if a.0 == 0 || a > b {
         return Err(bad("need 0 < MIN <= MAX".into()));
     }

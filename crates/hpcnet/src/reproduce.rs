@@ -64,10 +64,6 @@ fn write(path: &Path, text: &str) -> Result<(), Failure> {
     std::fs::write(path, text).map_err(|e| Failure::input(format!("{}: {e}", path.display())))
 }
 
-fn create(dir: &Path) -> Result<(), Failure> {
-    std::fs::create_dir_all(dir).map_err(|e| Failure::input(format!("{}: {e}", dir.display())))
-}
-
 /// Writes `DIR/<study>.svg` when the study has curves and records it in the report; returns the
 /// SVG text.
 fn write_plot(report: &mut StudyReport, dir: &Path) -> Result<Option<String>, Failure> {
@@ -110,9 +106,11 @@ fn sensitivity(name: &str, ctx: &Ctx) -> Result<(), Failure> {
 
 fn one(name: &str, ctx: &Ctx, a: &Args) -> Result<(), Failure> {
     let study = find(name).map_err(failure)?;
+    if let Some(dir) = &a.out {
+        crate::check_writable_dir(dir, "--out")?;
+    }
     let mut report = hpcnet_studies::run(study, ctx).map_err(failure)?;
     if let Some(dir) = &a.out {
-        create(dir)?;
         write_plot(&mut report, dir)?;
         write(&dir.join(format!("{}.json", report.study)), &pretty(&report.to_json()))?;
     }
@@ -126,7 +124,7 @@ fn one(name: &str, ctx: &Ctx, a: &Args) -> Result<(), Failure> {
 
 fn every(ctx: &Ctx, a: &Args) -> Result<(), Failure> {
     let dir = a.out.clone().unwrap_or_else(|| PathBuf::from("out"));
-    create(&dir)?;
+    crate::check_writable_dir(&dir, "--out")?;
     let mut reports = Vec::new();
     let mut svgs = Vec::new();
     let mut failures = Vec::new();

@@ -77,6 +77,15 @@ pub fn run(path: &Path, common: &Common, links: Option<&Path>) -> Result<(), Fai
             if common.json { " in the JSON" } else { " above" }
         )));
     }
+    if rep.latency_ns.mean.is_none() {
+        return Err(Failure::model(format!(
+            "no packet measured: {} packets created in the measurement window, {} delivered ({} dropped in the run), so the latency figures are empty",
+            rep.measured_packets, rep.measured_delivered, rep.packets_dropped
+        )));
+    }
+    if let Some(f) = undrained_failure(&sc, &rep) {
+        return Err(f);
+    }
     Ok(())
 }
 
@@ -88,6 +97,30 @@ fn write_links(rep: &RunReport, file: &Path) -> Result<(), Failure> {
         writeln!(f, "{},{},{:.6}", l.link, l.busy_ps, l.utilisation).map_err(io)?;
     }
     f.flush().map_err(io)
+}
+
+/// "conservation ok", with what was left undelivered when the run ended before draining.
+pub fn conservation_line(r: &RunReport) -> String {
+    let verdict = if r.conservation_ok { "ok" } else { "VIOLATED" };
+    if r.drained {
+        return format!("conservation {verdict}");
+    }
+    format!(
+        "conservation {verdict}, {} packets still in flight and {} at sources at the end (not drained)",
+        r.packets_in_flight, r.packets_queued_at_sources
+    )
+}
+
+/// Why a finished run without deadlock is not a success: it ended before every packet was
+/// delivered or dropped, and the scenario did not accept that (`sim.allow_undrained`).
+pub fn undrained_failure(sc: &Scenario, r: &RunReport) -> Option<Failure> {
+    if r.drained || r.deadlock.is_some() || sc.file.sim.allow_undrained {
+        return None;
+    }
+    Some(Failure::model(format!(
+        "not drained: {} packets still in flight and {} at sources when the run ended after sim.drain = {} (lengthen sim.drain, or set sim.allow_undrained = true to accept)",
+        r.packets_in_flight, r.packets_queued_at_sources, sc.file.sim.drain
+    )))
 }
 
 pub fn print_text(r: &RunReport) {
@@ -135,19 +168,19 @@ pub fn print_text(r: &RunReport) {
         outln!("  bound           not computed: {why}");
     }
     let l = &r.latency_ns;
-    outln!(
-        "  latency (ns)    mean {:.1}  p50 {:.1}  p99 {:.1}  max {:.1}",
-        l.mean,
-        l.p50,
-        l.p99,
-        l.max
-    );
-    outln!(
-        "  network latency {:.1} ns; zero-load analytical {:.1} ns; mean hops {:.3}",
-        r.network_latency_ns,
-        r.zero_load_latency_ns,
-        r.mean_hops
-    );
+    match (l.mean, l.p50, l.p99, l.max) {
+        (Some(mean), Some(p50), Some(p99), Some(max)) => {
+            outln!("  latency (ns)    mean {mean:.1}  p50 {p50:.1}  p99 {p99:.1}  max {max:.1}");
+        }
+        _ => outln!(
+            "  latency (ns)    no packet measured ({} created in the measurement window, {} of them delivered)",
+            r.measured_packets,
+            r.measured_delivered
+        ),
+    }
+    if let (Some(net), Some(zero), Some(hops)) = (r.network_latency_ns, r.zero_load_latency_ns, r.mean_hops) {
+        outln!("  network latency {net:.1} ns; zero-load analytical {zero:.1} ns; mean hops {hops:.3}");
+    }
     let u = &r.link_utilisation;
     outln!(
         "  links           utilisation mean {:.3} (router links {:.3}), max {:.3} at {}",
@@ -166,12 +199,12 @@ pub fn print_text(r: &RunReport) {
         );
     }
     outln!(
-        "  run             {} events, {:.1} us simulated, {:.3} s wall, drained {}, conservation {}",
+        "  run             {} events, {:.1} us simulated, {:.3} s wall, drained {}, {}",
         r.events,
         r.sim_time_ns / 1e3,
         r.wall_seconds,
         r.drained,
-        if r.conservation_ok { "ok" } else { "VIOLATED" }
+        conservation_line(r)
     );
     if let Some(d) = &r.deadlock {
         outln!(

@@ -71,6 +71,8 @@ pub fn sweep(path: &Path, spec: &str, out: &Path, threads: Option<usize>, common
         set.push(format!("traffic.load={l}"));
         scenarios.push(Scenario::load(path, &set).map_err(Failure::input)?);
     }
+    // The output directory must take files before any point runs.
+    crate::check_writable_dir(out, "--out")?;
     let threads = threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
@@ -92,8 +94,13 @@ pub fn sweep(path: &Path, spec: &str, out: &Path, threads: Option<usize>, common
                 if !common.json {
                     if let Ok(rep) = &r {
                         eprintln!(
-                            "  load {:.3}: accepted {:.4}, mean latency {:.1} ns",
-                            loads[i], rep.accepted_load, rep.latency_ns.mean
+                            "  load {:.3}: accepted {:.4}, mean latency {}{}",
+                            loads[i],
+                            rep.accepted_load,
+                            rep.latency_ns
+                                .mean
+                                .map_or("none (no packet measured)".to_string(), |m| format!("{m:.1} ns")),
+                            verdict(&scenarios[i], rep).map_or(String::new(), |v| format!("  {v}"))
                         );
                     }
                 }
@@ -105,31 +112,33 @@ pub fn sweep(path: &Path, spec: &str, out: &Path, threads: Option<usize>, common
     for r in results.into_inner().expect("lock") {
         reports.push(r.expect("every point ran")?);
     }
-    std::fs::create_dir_all(out).map_err(|e| Failure::input(format!("{}: {e}", out.display())))?;
     let name = &scenarios[0].name;
     let stem = file_stem(name);
     let csv = out.join(format!("{stem}-sweep.csv"));
     let svg = out.join(format!("{stem}-sweep.svg"));
-    let mut text = String::from("load,offered_load,accepted_load,latency_mean_ns,latency_p50_ns,latency_p99_ns,latency_max_ns,mean_hops,drained,deadlock,events,wall_seconds\n");
-    for (l, r) in loads.iter().zip(&reports) {
+    let mut text = String::from("load,offered_load,accepted_load,latency_mean_ns,latency_p50_ns,latency_p99_ns,latency_max_ns,mean_hops,drained,deadlock,status,events,wall_seconds\n");
+    let cell = |v: Option<f64>, digits: usize| v.map_or(String::new(), |x| format!("{x:.digits$}"));
+    let verdicts: Vec<Option<&'static str>> = scenarios.iter().zip(&reports).map(|(sc, r)| verdict(sc, r)).collect();
+    for ((l, r), v) in loads.iter().zip(&reports).zip(&verdicts) {
         text.push_str(&format!(
-            "{l},{:.6},{:.6},{:.3},{:.3},{:.3},{:.3},{:.4},{},{},{},{:.3}\n",
+            "{l},{:.6},{:.6},{},{},{},{},{},{},{},{},{},{:.3}\n",
             r.offered_load,
             r.accepted_load,
-            r.latency_ns.mean,
-            r.latency_ns.p50,
-            r.latency_ns.p99,
-            r.latency_ns.max,
-            r.mean_hops,
+            cell(r.latency_ns.mean, 3),
+            cell(r.latency_ns.p50, 3),
+            cell(r.latency_ns.p99, 3),
+            cell(r.latency_ns.max, 3),
+            cell(r.mean_hops, 4),
             r.drained,
             r.deadlock.is_some(),
+            v.unwrap_or("ok"),
             r.events,
             r.wall_seconds
         ));
     }
     std::fs::write(&csv, text).map_err(|e| Failure::input(format!("{}: {e}", csv.display())))?;
     let bound = reports[0].channel_load_bound.as_ref().map(|b| b.saturation_bound);
-    let svg_text = plot::svg(&figures(name, reports.as_slice(), bound))
+    let svg_text = plot::svg(&figures(name, reports.as_slice(), &verdicts, bound))
         .map_err(|e| Failure::input(format!("{}: cannot draw the plot: {e}", svg.display())))?;
     std::fs::write(&svg, svg_text).map_err(|e| Failure::input(format!("{}: {e}", svg.display())))?;
     if common.json {
@@ -139,10 +148,11 @@ pub fn sweep(path: &Path, spec: &str, out: &Path, threads: Option<usize>, common
             "seed": scenarios[0].file.seed,
             "csv": csv.display().to_string(),
             "svg": svg.display().to_string(),
-            "points": reports.iter().zip(&loads).map(|(r, l)| serde_json::json!({
+            "points": reports.iter().zip(&loads).zip(&scenarios).map(|((r, l), sc)| serde_json::json!({
                 "load": l, "offered_load": r.offered_load, "accepted_load": r.accepted_load,
                 "latency_ns": r.latency_ns, "mean_hops": r.mean_hops, "drained": r.drained,
                 "deadlock": r.deadlock.is_some(),
+                "status": verdict(sc, r).unwrap_or("ok"),
             })).collect::<Vec<_>>(),
             "resolved_scenario": scenarios[0].resolved_json(),
         });
@@ -163,16 +173,17 @@ pub fn sweep(path: &Path, spec: &str, out: &Path, threads: Option<usize>, common
             "p99 ns",
             "hops"
         );
-        for (l, r) in loads.iter().zip(&reports) {
+        let col = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |x| format!("{x:.digits$}"));
+        for ((l, r), v) in loads.iter().zip(&reports).zip(&verdicts) {
             outln!(
-                "  {:>6.3} {:>9.4} {:>9.4} {:>10.1} {:>10.1} {:>8.3}{}",
+                "  {:>6.3} {:>9.4} {:>9.4} {:>10} {:>10} {:>8}{}",
                 l,
                 r.offered_load,
                 r.accepted_load,
-                r.latency_ns.mean,
-                r.latency_ns.p99,
-                r.mean_hops,
-                if r.deadlock.is_some() { "  DEADLOCK" } else { "" }
+                col(r.latency_ns.mean, 1),
+                col(r.latency_ns.p99, 1),
+                col(r.mean_hops, 3),
+                v.map_or(String::new(), |v| format!("  {}", v.to_uppercase()))
             );
         }
         if let Some(b) = bound {
@@ -180,25 +191,65 @@ pub fn sweep(path: &Path, spec: &str, out: &Path, threads: Option<usize>, common
         }
         outln!("  wrote {} and {}", csv.display(), svg.display());
     }
+    let failed: Vec<String> = loads
+        .iter()
+        .zip(&verdicts)
+        .filter_map(|(l, v)| v.map(|v| format!("load {l}: {v}")))
+        .collect();
+    if !failed.is_empty() {
+        return Err(Failure::model(format!(
+            "{} of {} sweep points did not complete ({}); they are marked in {} and {}",
+            failed.len(),
+            loads.len(),
+            failed.join(", "),
+            csv.display(),
+            svg.display()
+        )));
+    }
     Ok(())
 }
 
+/// What went wrong at one point, if anything: a deadlock, no packet measured, or packets left
+/// in the network at the end (unless the scenario accepts that, `sim.allow_undrained`).
+fn verdict(sc: &Scenario, r: &RunReport) -> Option<&'static str> {
+    if r.deadlock.is_some() {
+        Some("deadlock")
+    } else if r.latency_ns.mean.is_none() {
+        Some("no packet measured")
+    } else if !r.drained && !sc.file.sim.allow_undrained {
+        Some("not drained")
+    } else {
+        None
+    }
+}
+
 /// Two panels: latency (mean, p99) against offered load, and accepted against offered load with
-/// the channel-load bound, drawn by the one plotting module of the studies.
-fn figures(name: &str, reports: &[RunReport], bound: Option<f64>) -> Vec<Figure> {
-    let series = |label: &str, color: usize, style: Style, y: &dyn Fn(&RunReport) -> f64| Series {
+/// the channel-load bound, drawn by the one plotting module of the studies. A point that did not
+/// complete (`verdicts`) is left out of the curves and marked by a vertical line naming why.
+fn figures(name: &str, reports: &[RunReport], verdicts: &[Option<&'static str>], bound: Option<f64>) -> Vec<Figure> {
+    let series = |label: &str, color: usize, style: Style, y: &dyn Fn(&RunReport) -> Option<f64>| Series {
         label: label.into(),
-        points: reports.iter().map(|r| (r.offered_load, y(r))).collect(),
+        points: reports
+            .iter()
+            .zip(verdicts)
+            .filter(|(_, v)| v.is_none())
+            .filter_map(|(r, _)| y(r).map(|y| (r.offered_load, y)))
+            .collect(),
         style,
         color,
     };
+    let failed: Vec<Mark> = reports
+        .iter()
+        .zip(verdicts)
+        .filter_map(|(r, v)| v.map(|v| Mark::X(format!("{v} at load {:.3}", r.offered_load), r.offered_load)))
+        .collect();
     let top = reports
         .iter()
         .map(|r| r.offered_load)
         .fold(0.0, f64::max)
         .max(bound.unwrap_or(0.0));
     let mut accepted = vec![
-        series("accepted", 0, Style::Line, &|r| r.accepted_load),
+        series("accepted", 0, Style::Line, &|r| Some(r.accepted_load)),
         Series {
             label: "accepted = offered".into(),
             points: vec![(0.0, 0.0), (top, top)],
@@ -217,7 +268,7 @@ fn figures(name: &str, reports: &[RunReport], bound: Option<f64>) -> Vec<Figure>
                 series("mean", 0, Style::Line, &|r| r.latency_ns.mean),
                 series("p99", 1, Style::Line, &|r| r.latency_ns.p99),
             ],
-            marks: Vec::new(),
+            marks: failed.clone(),
         },
         Figure {
             title: "accepted vs offered load".into(),
@@ -228,6 +279,7 @@ fn figures(name: &str, reports: &[RunReport], bound: Option<f64>) -> Vec<Figure>
             marks: bound
                 .map(|b| Mark::Y("channel-load bound".into(), b))
                 .into_iter()
+                .chain(failed)
                 .collect(),
         },
     ]

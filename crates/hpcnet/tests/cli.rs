@@ -305,7 +305,16 @@ fn impossible_topologies_are_refused() {
         ("topology={ kind = \"hypercube\", n = 40 }", "topology.n", "at most 24"),
         ("topology.kind=ring", "topology.kind", "unknown variant `ring`"),
     ] {
-        let why = run_rejects(&torus(), &[set], key);
+        // Another family comes with its own routing (torus-8x8 names dimension order, which is
+        // refused for other kinds before the topology is built).
+        let routing: &[&str] = match set.split("kind = \"").nth(1).and_then(|r| r.split('"').next()) {
+            Some("dragonfly") => &["routing={ algorithm = \"minimal\" }", "router.vcs=3"],
+            Some("leaf_spine" | "generalized_fat_tree") => &["routing={ algorithm = \"up_down\" }"],
+            _ => &[],
+        };
+        let mut sets = vec![set];
+        sets.extend_from_slice(routing);
+        let why = run_rejects(&torus(), &sets, key);
         assert!(why.contains(part), "{set}: {why}");
     }
     // A routing algorithm that does not apply to the topology.
@@ -394,14 +403,20 @@ fn other_cross_field_and_range_errors() {
         let why = run_rejects(&torus(), set, key);
         assert!(why.contains(part), "{set:?}: {why}");
     }
-    // Private plus shared credits beyond u32 no longer overflow the sum.
+    // Credits are bounded (a VC counts them in 16 bits), instead of being cut silently.
+    let why = run_rejects(
+        &torus(),
+        &["router.private_credits=4294967295"],
+        "router.private_credits",
+    );
+    assert!(why.contains("must be at most 65535"), "{why}");
     ok(&hpcnet(&[
         "topo",
         &torus(),
         "--set",
-        "router.private_credits=4294967295",
+        "router.private_credits=65535",
         "--set",
-        "router.shared_credits=4294967295",
+        "router.shared_credits=65535",
     ]));
 }
 
@@ -1673,4 +1688,303 @@ fn shmem_bad_arguments_exit_2_with_one_line() {
         assert!(err.contains(want), "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{err}");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Honest runs: bounded inputs, refused impossible requests, and no silent success.
+
+/// Runs `hpcnet ARGS` and returns (exit code, stdout, stderr).
+fn outcome<S: AsRef<str>>(args: &[S]) -> (Option<i32>, String, String) {
+    let out = hpcnet(args);
+    let err = stderr(&out);
+    for bad in ["panicked", "backtrace", "thread 'main'"] {
+        assert!(!err.contains(bad), "stderr shows a panic: {err}");
+    }
+    (out.status.code(), stdout(&out), err)
+}
+
+fn chpp_pair() -> String {
+    path_str(&scenarios_dir().join("chpp-pair.toml"))
+}
+
+#[test]
+fn counts_that_size_memory_are_bounded() {
+    let pair = chpp_pair();
+    let out = hpcnet(&["p2p", &pair, "--sizes", "64:64", "--set", "nic.engines=4294967295"]);
+    let why = bad_input(&out, &pair, "nic.engines");
+    assert!(why.starts_with("must be 1 to 256, got 4294967295"), "{why}");
+    for (set, key, part) in [
+        (
+            "nic.virtual_interfaces=1024",
+            "nic.virtual_interfaces",
+            "send queues per NIC",
+        ),
+        ("nic.host.links=100000", "nic.host.links", "must be 1 to 64"),
+        (
+            "nic.host.read_tags=4294967295",
+            "nic.host.read_tags",
+            "must be 1 to 1024",
+        ),
+        ("nic.max_in_flight=4294967295", "nic.max_in_flight", "at most 1048576"),
+        ("router.shared_credits=100000", "router.shared_credits", "at most 65535"),
+        (
+            "router.multicast_tables=100000",
+            "router.multicast_tables",
+            "at most 65535",
+        ),
+        ("mpi.prepost=100000000000", "mpi.prepost", "must be 1 to 1048576"),
+        ("mpi.ud_recv_depth=0", "mpi.ud_recv_depth", "must be 1 to 1048576"),
+    ] {
+        let why = run_rejects(&torus(), &["nic.functions=64", set], key);
+        assert!(why.contains(part), "{set}: {why}");
+    }
+}
+
+#[test]
+fn scenario_files_are_read_up_to_16_mib() {
+    let dir = TempDir::new("huge");
+    let huge = dir.write("huge.toml", vec![b'#'; (16 << 20) + 1]);
+    let (code, out, err) = outcome(&["run", &huge]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(out.is_empty());
+    assert_eq!(
+        err,
+        format!("error: {huge}: is larger than 16 MiB, the largest scenario file read (is it a scenario?)\n")
+    );
+    // A device that never ends is refused the same way instead of filling memory.
+    let (code, _, err) = outcome(&["run", "/dev/zero"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("is larger than 16 MiB"), "{err}");
+}
+
+#[test]
+fn a_run_that_measures_nothing_says_so_and_fails() {
+    let t = torus();
+    let mut args = vec!["run", &t, "--set", "traffic.load=1e-300"];
+    let (code, out, err) = outcome(&args);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(out.contains("latency (ns)    no packet measured"), "{out}");
+    assert!(!out.contains("latency (ns)    mean"), "{out}");
+    assert!(err.starts_with("error: no packet measured: 0 packets created"), "{err}");
+    args.push("--json");
+    let (code, out, _) = outcome(&args);
+    assert_eq!(code, Some(1));
+    let v: Value = serde_json::from_str(&out).expect("one JSON document");
+    for key in ["mean", "p50", "p99", "max"] {
+        assert!(
+            v["latency_ns"][key].is_null(),
+            "latency_ns.{key} = {}",
+            v["latency_ns"][key]
+        );
+    }
+    assert!(v["network_latency_ns"].is_null() && v["mean_hops"].is_null());
+    // Every packet dropped: two nodes whose only cable failed.
+    let (code, out, err) = outcome(&[
+        "run",
+        &t,
+        "--set",
+        "topology={ kind = \"mesh\", k = [2] }",
+        "--set",
+        "routing.deadlock=\"none\"",
+        "--set",
+        "faults.failed_links=[{ router = 0, port = 0 }]",
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(out.contains("delivered 0  dropped 139"), "{out}");
+    assert!(out.contains("no packet measured (115 created"), "{out}");
+    assert!(err.contains("0 delivered (139 dropped in the run)"), "{err}");
+}
+
+#[test]
+fn an_undrained_run_counts_what_is_left_and_fails_unless_accepted() {
+    let t = torus();
+    let (code, out, err) = outcome(&["run", &t, "--set", "sim.drain=\"0 ns\""]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        out.contains(
+            "drained false, conservation ok, 116 packets still in flight and 1 at sources at the end (not drained)"
+        ),
+        "{out}"
+    );
+    assert!(
+        err.starts_with("error: not drained: 116 packets still in flight and 1 at sources"),
+        "{err}"
+    );
+    assert!(err.contains("sim.allow_undrained = true"), "{err}");
+    let (code, out, err) = outcome(&[
+        "run",
+        &t,
+        "--json",
+        "--set",
+        "sim.drain=\"0 ns\"",
+        "--set",
+        "sim.allow_undrained=true",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: Value = serde_json::from_str(&out).expect("JSON");
+    let n = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k}"));
+    assert_eq!(v["drained"], false);
+    assert_eq!(v["conservation_ok"], true);
+    assert_eq!(n("packets_in_flight"), 116);
+    assert_eq!(n("packets_queued_at_sources"), 1);
+    assert_eq!(
+        n("packets_injected"),
+        n("packets_delivered") + n("packets_dropped") + n("packets_in_flight")
+    );
+    assert_eq!(
+        n("packets_generated"),
+        n("packets_injected") + n("packets_queued_at_sources")
+    );
+}
+
+#[test]
+fn a_sweep_marks_a_deadlocked_point_and_fails() {
+    let dir = TempDir::new("sweep-deadlock");
+    let out_dir = dir.path("out");
+    let t = torus();
+    let (code, out, err) = outcome(&[
+        "sweep",
+        &t,
+        "--load",
+        "0.5:1.0:0.5",
+        "--set",
+        "routing.deadlock=none",
+        "--out",
+        &out_dir,
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        out.lines()
+            .any(|l| l.trim_start().starts_with("1.000") && l.ends_with("DEADLOCK")),
+        "{out}"
+    );
+    assert!(
+        err.contains("error: 1 of 2 sweep points did not complete (load 1: deadlock)"),
+        "{err}"
+    );
+    let csv = std::fs::read_to_string(dir.0.join("out/torus-8x8-sweep.csv")).expect("csv written");
+    let rows: Vec<&str> = csv.lines().collect();
+    assert!(rows[0].contains(",deadlock,status,"), "{}", rows[0]);
+    assert!(rows[1].contains(",true,false,ok,"), "{}", rows[1]);
+    assert!(rows[2].contains(",false,true,deadlock,"), "{}", rows[2]);
+    let svg = std::fs::read_to_string(dir.0.join("out/torus-8x8-sweep.svg")).expect("svg written");
+    assert!(svg.contains("deadlock at load 1.000"), "the plot marks the point");
+}
+
+#[test]
+fn output_directories_are_checked_before_any_work() {
+    let dir = TempDir::new("unwritable");
+    let file = dir.write("not-a-dir", "x");
+    let t = torus();
+    let (code, out, err) = outcome(&["sweep", &t, "--load", "0.1:0.9:0.1", "--out", &file]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(out.is_empty());
+    assert!(
+        err.starts_with(&format!("error: --out {file}: cannot write there: ")),
+        "{err}"
+    );
+    assert!(!err.contains("load 0.1"), "no point ran: {err}");
+    let (code, _, err) = outcome(&["reproduce", "chpp-latency", "--out", &file]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.starts_with(&format!("error: --out {file}: cannot write there: ")),
+        "{err}"
+    );
+}
+
+#[test]
+fn errors_name_the_key_that_is_wrong() {
+    let t = torus();
+    let why = run_rejects(&t, &["packet.header=\"1e12 B\""], "packet.header");
+    assert!(why.contains("must be smaller than 4 GiB"), "{why}");
+    let why = run_rejects(&t, &["nic.host.read_request=\"0 B\""], "nic.host.read_request");
+    assert!(why.starts_with("must be 1 B to 4096 B, got 0 B"), "{why}");
+    let why = run_rejects(&t, &["routing.algorithm=up_down"], "routing.algorithm");
+    assert!(
+        why.starts_with("'up_down' does not apply to topology kind 'torus' (it applies to fat_tree, leaf_spine, generalized_fat_tree; on 'torus' use dimension_order or minimal_adaptive or source)"),
+        "{why}"
+    );
+    let df = path_str(&scenarios_dir().join("dragonfly-small.toml"));
+    let why = run_rejects(
+        &df,
+        &["faults.failed_links=[{ router = 0, port = 5 }]"],
+        "faults.failed_links",
+    );
+    assert!(
+        why.starts_with("with 1 failed link the longest shortest route takes 4 router hops"),
+        "{why}"
+    );
+}
+
+#[test]
+fn inputs_are_refused_rather_than_silently_changed() {
+    let t = torus();
+    let why = run_rejects(
+        &t,
+        &["traffic.pattern=hotspot", "traffic.hotspot_nodes=[]"],
+        "traffic.hotspot_nodes",
+    );
+    assert!(why.starts_with("names no node"), "{why}");
+    let why = run_rejects(&t, &["link.latency=\"1e-9 ps\""], "link.latency");
+    assert!(why.contains("below the resolution of 1 ps"), "{why}");
+    let why = run_rejects(
+        &t,
+        &["link_overrides=[{ router = 0, port = 0, lanes = 3 }]"],
+        "link_overrides[0].lanes",
+    );
+    assert!(why.contains("(1, 2, 4, 8, 16), got 3"), "{why}");
+    let why = run_rejects(
+        &t,
+        &["link_overrides=[{ router = 0, port = 0, lanes = 8 }]"],
+        "link_overrides[0].lanes",
+    );
+    assert!(why.contains("at most its link.lanes = 1 working lanes, got 8"), "{why}");
+    let pair = chpp_pair();
+    let (code, out, err) = outcome(&["p2p", &pair, "--sizes", "1.5:4"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(out.is_empty());
+    assert!(
+        err.starts_with("error: --sizes 1.5:4: a size '1.5' is not a whole number of bytes"),
+        "{err}"
+    );
+    // Seeds cover the whole u64 range: above 2^63 - 1 as a string (TOML integers are i64).
+    for seed in ["18446744073709551615", "\"18446744073709551615\""] {
+        let mut args = vec![
+            "run".to_string(),
+            t.clone(),
+            "--json".into(),
+            "--set".into(),
+            format!("seed={seed}"),
+        ];
+        args.extend(SHORT.iter().map(|s| s.to_string()));
+        let v = json(&hpcnet(&args));
+        assert_eq!(v["seed"].as_u64(), Some(u64::MAX), "{seed}");
+    }
+    let why = run_rejects(&t, &["seed=-1"], "seed");
+    assert!(why.starts_with("a seed must not be negative"), "{why}");
+}
+
+#[test]
+fn every_scenario_command_takes_set() {
+    let t = torus();
+    let pair = chpp_pair();
+    for (args, file) in [
+        (vec!["run", &t], &t),
+        (vec!["sweep", &t, "--load", "0.1:0.1:0.1"], &t),
+        (vec!["topo", &t], &t),
+        (vec!["p2p", &pair, "--sizes", "64:64"], &pair),
+        (vec!["coll", &t, "--op", "barrier"], &t),
+        (vec!["nas", &t, "--bench", "ft"], &t),
+    ] {
+        let mut a = args.clone();
+        a.extend(["--set", "nosuch.key=1"]);
+        let why = bad_input(&hpcnet(&a), file, "nosuch");
+        assert!(why.starts_with("unknown field `nosuch`"), "{args:?}: {why}");
+    }
+    let (code, _, err) = outcome(&["reproduce", "chpp-latency", "--set", "nosuch.key=1"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("nosuch: unknown field `nosuch`"), "{err}");
+    let (code, _, err) = outcome(&["bench", "--only", "torus-8x8x8-uniform-0.45", "--set", "nosuch.key=1"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("nosuch"), "{err}");
 }

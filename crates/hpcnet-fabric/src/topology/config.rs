@@ -140,6 +140,20 @@ pub struct CrossbarConfig {
 }
 
 impl TopologyConfig {
+    /// The `kind` string of the family, as written in a scenario.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TopologyConfig::Torus(_) => "torus",
+            TopologyConfig::Mesh(_) => "mesh",
+            TopologyConfig::Hypercube(_) => "hypercube",
+            TopologyConfig::FatTree(_) => "fat_tree",
+            TopologyConfig::LeafSpine(_) => "leaf_spine",
+            TopologyConfig::GeneralizedFatTree(_) => "generalized_fat_tree",
+            TopologyConfig::Dragonfly(_) => "dragonfly",
+            TopologyConfig::Crossbar(_) => "crossbar",
+        }
+    }
+
     /// Builds and validates the topology; see [`super::build`].
     pub fn build(&self) -> Result<super::Topology, super::TopologyError> {
         super::build(self)
