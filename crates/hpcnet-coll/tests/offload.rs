@@ -447,7 +447,38 @@ fn bad_posts_are_refused_with_the_reason() {
         w.post_trig(Rank(0), post(vp0, cq, vec![far])),
         Err(PostError::Local(_))
     ));
+    let mut nowhere = good(1, 8);
+    nowhere.descriptors[0].dest_id = Some(32);
+    let e = w
+        .post_trig(Rank(0), post(vp0, cq, vec![nowhere]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("DestID 32 is not a node"), "{e}");
     // A good post is accepted; nothing else was.
     w.post_trig(Rank(0), post(vp0, cq, vec![good(1, 8)])).unwrap();
     assert_eq!(w.trig_counters().posts, 1);
+}
+
+#[test]
+fn a_sequence_over_the_unit_limits_completes_with_an_error() {
+    // One stream per collective: Rabenseifner on 4 members waits for two senders.
+    let mut m = Machine::new(world(&["nic.triggered.streams=1"]));
+    let comms = Comm::create(&m, &members(4, 0), &cfg()).unwrap();
+    let out = Rc::new(RefCell::new(Vec::new()));
+    for mut c in comms {
+        let o = out.clone();
+        m.spawn(async move {
+            let r = c.allreduce(&[1i64; 8], ReduceOp::Sum, Algorithm::Offload).await;
+            o.borrow_mut().push(r.err().map(|e| e.to_string()));
+        });
+    }
+    m.run();
+    let out = out.borrow();
+    assert_eq!(out.len(), 4);
+    assert!(
+        out.iter().all(|e| e.as_deref().is_some_and(|s| s.contains("streams"))),
+        "{out:?}"
+    );
+    let c = m.world().trig_counters();
+    assert_eq!((c.errors, c.completed), (4, 0));
 }

@@ -5,8 +5,10 @@
 //! **Posting.** A rank opens a virtual port ([`World::trig_open_vp`]; the VP number, 0 … 2047
 //! per NIC, is the key's 11-bit VP field) and posts a collective as one [`TrigPost`]: its
 //! pulses, each a descriptor sequence (CH … CT) with the serial number that tells pulses
-//! apart. The post is checked at once ([`Walker::new`] on every sequence, pulse sizes, slot
-//! sizes, host buffers): a bad post is a [`PostError`]. Descriptors whose local data is an
+//! apart. The post is checked at once ([`Walker::new`] on every sequence, CollEndFlag on the
+//! last descriptor, DestIDs inside the machine, pulse sizes, slot sizes, host buffers): a bad
+//! post is a [`PostError`]. A sequence the units refuse (more senders than `streams`, …)
+//! completes with [`CqeStatus::TrigFailed`]. Descriptors whose local data is an
 //! address (RDMA descriptors) have their bytes read from host memory at post time; the time
 //! of that read is charged when the pulse starts.
 //!
@@ -170,7 +172,10 @@ struct PostState {
     vp: u32,
     cq: CqId,
     wr_id: u64,
+    /// Descriptors of the first pulse (what the parser reads) and of all pulses (the queue's
+    /// occupancy the scheduler compares).
     descriptors: u64,
+    queued: u64,
     pending: VecDeque<TrigPulse>,
     fetched: VecDeque<(TrigPulse, CounterId)>,
     /// Counters held.
@@ -504,6 +509,29 @@ impl World {
         for (i, mut p) in post.pulses.into_iter().enumerate() {
             let bad = |reason: String| PostError::BadCollective(format!("post_trig: pulse {i}: {reason}"));
             Walker::new(node.0, p.descriptors.clone()).map_err(|e| bad(e.to_string()))?;
+            let last = p.descriptors.len() - 1;
+            if let Some(j) = p
+                .descriptors
+                .iter()
+                .position(|d| d.coll_end_flag)
+                .filter(|&j| j != last)
+            {
+                return Err(bad(format!(
+                    "descriptor {j} has CollEndFlag but is not the last (CT): the unit writes the completion when the sequence ends"
+                )));
+            }
+            let nodes = self.nics.len();
+            if let Some((j, d)) = p
+                .descriptors
+                .iter()
+                .enumerate()
+                .find(|(_, d)| d.dest_id.is_some_and(|n| n as usize >= nodes))
+            {
+                return Err(bad(format!(
+                    "descriptor {j}: DestID {} is not a node of the machine ({nodes} nodes)",
+                    d.dest_id.unwrap_or(0)
+                )));
+            }
             let elem = p.descriptors[0].dtype.size();
             let most = t.pulse_elements(elem);
             if p.elements == 0 || p.elements > most {
@@ -533,6 +561,7 @@ impl World {
             pulses.push_back(p);
         }
         let descriptors = pulses.front().map_or(0, |p| p.descriptors.len() as u64);
+        let queued = pulses.iter().map(|p| p.descriptors.len() as u64).sum();
         let left = pulses.len() as u32;
         let st = PostState {
             node,
@@ -541,6 +570,7 @@ impl World {
             cq: post.cq,
             wr_id: post.wr_id,
             descriptors,
+            queued,
             pending: pulses,
             fetched: VecDeque::new(),
             held: 0,
@@ -628,7 +658,7 @@ impl World {
         for (&vp, q) in &n.dq {
             let d: u64 = q
                 .iter()
-                .map(|&p| self.trig.posts[p as usize].as_ref().map_or(0, |s| s.descriptors))
+                .map(|&p| self.trig.posts[p as usize].as_ref().map_or(0, |s| s.queued))
                 .sum();
             if !q.is_empty() && best.is_none_or(|(bd, _)| d > bd) {
                 best = Some((d, vp));
@@ -783,7 +813,13 @@ impl World {
         match r {
             Ok((acts, _)) => self.t_fired(node, &before, acts),
             Err(e) => {
-                self.t_fail_post(post, CqeStatus::TrigFailed(e.to_string()));
+                // The sequence never entered a unit: its counter returns at once.
+                if let Some(l) = self.tnic(node).live.remove(&(job, vp)) {
+                    self.t_release(node, post, l.counter, l.elements);
+                }
+                if self.trig.posts[post as usize].is_some() {
+                    self.t_fail_post(post, CqeStatus::TrigFailed(e.to_string()));
+                }
                 return;
             }
         }
