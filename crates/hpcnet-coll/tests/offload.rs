@@ -482,3 +482,39 @@ fn a_sequence_over_the_unit_limits_completes_with_an_error() {
     let c = m.world().trig_counters();
     assert_eq!((c.errors, c.completed), (4, 0));
 }
+
+#[test]
+fn pulses_beyond_256_job_ids_are_told_apart_by_their_serial() {
+    // 40 000 f64 = 313 pulses: the broadcast's two trees use 626 serials, so JobIDs (serial
+    // mod 256) repeat; the other members call 50 us after the root, so the root's early pulses
+    // wait in their NICs' early stores.
+    let p = 16;
+    let count = 40_000;
+    let root = 2;
+    let ranks = members(p, 3);
+    let data = Rc::new(input(Datatype::F64, root, count, 31));
+    let mut m = Machine::new(world(&[]));
+    let d = data.clone();
+    let (outs, _) = run(&mut m, std::slice::from_ref(&ranks), move |_, mut c| {
+        let d = d.clone();
+        async move {
+            let me = c.rank();
+            if me != root {
+                c.context().sleep(hpcnet_des::SimTime::from_us(50)).await;
+            }
+            let mut v: Vec<f64> = hpcnet_coll::from_bytes(&d);
+            if me != root {
+                v.iter_mut().for_each(|x| *x = 0.0);
+            }
+            c.broadcast(&mut v, root, Algorithm::Offload).await.expect("broadcast");
+            to_bytes(&v)
+        }
+    });
+    for g in &outs[0] {
+        assert_eq!(g, &*data);
+    }
+    let c = m.world().trig_counters();
+    assert_eq!(c.pulses, 2 * 313 * p as u64);
+    assert!(c.early > 100, "{c:?}");
+    assert_eq!((c.completed, c.errors, c.waiting), (p as u64, 0, 0));
+}
