@@ -59,8 +59,11 @@
 //! the address of the CollEndFlag descriptor's payload; when every pulse of the post is
 //! written, a [`CqeKind::Trig`] completion goes to the post's completion queue.
 //!
-//! Simplifications: the offload unit's DMA reads use a read channel of their own (they do not
-//! queue behind message engines' reads); early arrivals wait in an unbounded store (the paper
+//! Simplifications: offload packets are injected into the fabric directly, as the hardware
+//! collective unit's are (they share neither the message engines nor the transmit backlog
+//! bound `nic.tx_queue`), on rail `serial mod rails`, and a collective packet pays
+//! `nic.rx_overhead` once, when its last fragment is in; the offload unit's DMA reads use a
+//! read channel of their own (they do not queue behind message engines' reads); early arrivals wait in an unbounded store (the paper
 //! does not say where packets for a collective not yet started wait); without `nic.rx_buffer`
 //! a refused packet waits in the NIC instead of the network; point-to-point MP/RDMA
 //! descriptors on a VP are not modelled (point-to-point traffic uses the verbs path).
