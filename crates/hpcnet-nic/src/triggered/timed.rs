@@ -65,7 +65,9 @@
 //! `nic.rx_overhead` once, when its last fragment is in; the offload unit's DMA reads use a
 //! read channel of their own (they do not queue behind message engines' reads); early arrivals wait in an unbounded store (the paper
 //! does not say where packets for a collective not yet started wait); without `nic.rx_buffer`
-//! a refused packet waits in the NIC instead of the network; point-to-point MP/RDMA
+//! a refused packet waits in the NIC instead of the network; an error completes the collective
+//! only at the NIC where it happened (the other members' sequences keep waiting: there is no
+//! abort message); point-to-point MP/RDMA
 //! descriptors on a VP are not modelled (point-to-point traffic uses the verbs path).
 //!
 //! Cost: a collective of p members and m elements runs ⌈m / pulse⌉ pulses, each a walk of its
