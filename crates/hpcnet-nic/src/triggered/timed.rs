@@ -63,16 +63,19 @@
 //! collective unit's are (they share neither the message engines nor the transmit backlog
 //! bound `nic.tx_queue`), on rail `serial mod rails`, and a collective packet pays
 //! `nic.rx_overhead` once, when its last fragment is in; the offload unit's DMA reads use a
-//! read channel of their own (they do not queue behind message engines' reads); early arrivals wait in an unbounded store (the paper
-//! does not say where packets for a collective not yet started wait); without `nic.rx_buffer`
-//! a refused packet waits in the NIC instead of the network; an error completes the collective
-//! only at the NIC where it happened (the other members' sequences keep waiting: there is no
-//! abort message); point-to-point MP/RDMA
+//! read channel of their own (they do not queue behind message engines' reads); early
+//! arrivals wait in an unbounded store (the paper does not say where packets of a collective
+//! not yet started wait); without `nic.rx_buffer` a refused packet waits in the NIC instead
+//! of the network; an error completes the collective only at the NIC where it happened (the
+//! other members' sequences keep waiting: there is no abort message); point-to-point MP/RDMA
 //! descriptors on a VP are not modelled (point-to-point traffic uses the verbs path).
 //!
 //! Cost: a collective of p members and m elements runs ⌈m / pulse⌉ pulses, each a walk of its
 //! sequence (O(log p) steps for the library's algorithms), so O((m / pulse) · log p) events per
-//! member plus one per fabric packet; the parser costs O(descriptors) per post.
+//! member plus one per fabric packet; the parser costs O(descriptors) per post. In simulated
+//! time a pulse takes about its O(log p) steps' network hops plus `step_overhead` and its
+//! reduced bytes at `rate_*` per step, and up to `pulse_counters − collectives + 1` pulses of
+//! one collective overlap, so a long vector's time grows linearly with its bytes.
 
 use super::desc::{CollDescriptor, Payload, TrigAction, TrigPacket, Walker, Work};
 use super::hashbuf::HashBufConfig;
