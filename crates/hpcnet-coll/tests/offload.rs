@@ -383,3 +383,138 @@ fn machines_without_the_unit_and_bad_settings_are_refused() {
         .iter()
         .all(|e| e.as_deref().is_some_and(|s| s.contains("CommConfig::offload"))));
 }
+
+#[test]
+fn bad_posts_are_refused_with_the_reason() {
+    use hpcnet_nic::triggered::{CollDescriptor, TrigPost, TrigPulse};
+    use hpcnet_nic::{CollOp, CollType, PostError};
+    let mut w = world_of("sunway-prototype.toml", &[]);
+    assert_eq!(w.trig_open_vp(Rank(0)), Err(PostError::NoOffloadUnit));
+    let mut w = world(&[]);
+    let (n0, vp0) = w.trig_open_vp(Rank(0)).unwrap();
+    let (n1, vp1) = w.trig_open_vp(Rank(1)).unwrap();
+    assert_eq!((n0, vp0, n1, vp1), (0, 0, 1, 0));
+    assert_eq!(w.trig_open_vp(Rank(0)).unwrap(), (0, 1));
+    assert!(matches!(w.trig_open_vp(Rank(99)), Err(PostError::NoSuchRank(_))));
+    let cq = w.create_cq(Rank(0));
+    let other_cq = w.create_cq(Rank(1));
+    // A one-step sequence: send 8 B of operands to member 1.
+    let good = |elements: u64, bytes: usize| {
+        let mut d = CollDescriptor::new(0, CollType::F64, CollOp::Sum).send(n1, vp1, 0);
+        d.ch = true;
+        d.ct = true;
+        d.coll_end_flag = true;
+        d.swap_local_data = true;
+        d.payload = Payload::Operands(vec![0; bytes]);
+        TrigPulse {
+            serial: 0,
+            elements,
+            descriptors: vec![d],
+        }
+    };
+    let post = |vp: u32, cq, pulses: Vec<TrigPulse>| TrigPost {
+        vp,
+        pulses,
+        cq,
+        wr_id: 1,
+    };
+    let e = w.post_trig(Rank(0), post(5, cq, vec![good(1, 8)])).unwrap_err();
+    assert_eq!(e, PostError::NoSuchVp { vp: 5, rank: Rank(0) });
+    let e = w.post_trig(Rank(0), post(vp0, other_cq, vec![good(1, 8)])).unwrap_err();
+    assert!(matches!(e, PostError::BadCq(_)));
+    let e = w.post_trig(Rank(0), post(vp0, cq, vec![])).unwrap_err().to_string();
+    assert!(e.contains("no pulses"), "{e}");
+    let e = w
+        .post_trig(Rank(0), post(vp0, cq, vec![good(129, 8)]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("129 elements") && e.contains("pulse_capacity"), "{e}");
+    let e = w
+        .post_trig(Rank(0), post(vp0, cq, vec![good(1, 2048)]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("2048 B") && e.contains("slot holds 1024 B"), "{e}");
+    let mut open = good(1, 8);
+    open.descriptors[0].ct = false;
+    let e = w.post_trig(Rank(0), post(vp0, cq, vec![open])).unwrap_err().to_string();
+    assert!(e.contains("pulse 0") && e.contains("without CT"), "{e}");
+    let mut far = good(1, 8);
+    far.descriptors[0].payload = Payload::Address {
+        addr: 0xdead_0000,
+        len: 8,
+    };
+    assert!(matches!(
+        w.post_trig(Rank(0), post(vp0, cq, vec![far])),
+        Err(PostError::Local(_))
+    ));
+    let mut nowhere = good(1, 8);
+    nowhere.descriptors[0].dest_id = Some(32);
+    let e = w
+        .post_trig(Rank(0), post(vp0, cq, vec![nowhere]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("DestID 32 is not a node"), "{e}");
+    // A good post is accepted; nothing else was.
+    w.post_trig(Rank(0), post(vp0, cq, vec![good(1, 8)])).unwrap();
+    assert_eq!(w.trig_counters().posts, 1);
+}
+
+#[test]
+fn a_sequence_over_the_unit_limits_completes_with_an_error() {
+    // One stream per collective: Rabenseifner on 4 members waits for two senders.
+    let mut m = Machine::new(world(&["nic.triggered.streams=1"]));
+    let comms = Comm::create(&m, &members(4, 0), &cfg()).unwrap();
+    let out = Rc::new(RefCell::new(Vec::new()));
+    for mut c in comms {
+        let o = out.clone();
+        m.spawn(async move {
+            let r = c.allreduce(&[1i64; 8], ReduceOp::Sum, Algorithm::Offload).await;
+            o.borrow_mut().push(r.err().map(|e| e.to_string()));
+        });
+    }
+    m.run();
+    let out = out.borrow();
+    assert_eq!(out.len(), 4);
+    assert!(
+        out.iter().all(|e| e.as_deref().is_some_and(|s| s.contains("streams"))),
+        "{out:?}"
+    );
+    let c = m.world().trig_counters();
+    assert_eq!((c.errors, c.completed), (4, 0));
+}
+
+#[test]
+fn pulses_beyond_256_job_ids_are_told_apart_by_their_serial() {
+    // 40 000 f64 = 313 pulses: the broadcast's two trees use 626 serials, so JobIDs (serial
+    // mod 256) repeat; the other members call 50 us after the root, so the root's early pulses
+    // wait in their NICs' early stores.
+    let p = 16;
+    let count = 40_000;
+    let root = 2;
+    let ranks = members(p, 3);
+    let data = Rc::new(input(Datatype::F64, root, count, 31));
+    let mut m = Machine::new(world(&[]));
+    let d = data.clone();
+    let (outs, _) = run(&mut m, std::slice::from_ref(&ranks), move |_, mut c| {
+        let d = d.clone();
+        async move {
+            let me = c.rank();
+            if me != root {
+                c.context().sleep(hpcnet_des::SimTime::from_us(50)).await;
+            }
+            let mut v: Vec<f64> = hpcnet_coll::from_bytes(&d);
+            if me != root {
+                v.iter_mut().for_each(|x| *x = 0.0);
+            }
+            c.broadcast(&mut v, root, Algorithm::Offload).await.expect("broadcast");
+            to_bytes(&v)
+        }
+    });
+    for g in &outs[0] {
+        assert_eq!(g, &*data);
+    }
+    let c = m.world().trig_counters();
+    assert_eq!(c.pulses, 2 * 313 * p as u64);
+    assert!(c.early > 100, "{c:?}");
+    assert_eq!((c.completed, c.errors, c.waiting), (p as u64, 0, 0));
+}

@@ -233,7 +233,9 @@ pub enum PostError {
     BadCollective(String),
     #[error("this NIC model has no hardware collective unit")]
     NoCollectiveUnit,
-    #[error("this NIC has no triggered offload unit (the scenario needs a [nic.triggered] section)")]
+    #[error(
+        "this NIC model has no triggered offload unit (the packet-level NIC gets one from a [nic.triggered] section)"
+    )]
     NoOffloadUnit,
     #[error("virtual port {vp} is not open for rank {rank}")]
     NoSuchVp { vp: u32, rank: Rank },

@@ -1988,3 +1988,90 @@ fn every_scenario_command_takes_set() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("nosuch"), "{err}");
 }
+
+#[test]
+fn coll_offload_algorithm_runs_reports_its_statistics_and_refuses_what_it_cannot_do() {
+    let tianhe = path_str(&scenarios_dir().join("tianhe-32.toml"));
+    let v = json(&hpcnet(&[
+        "coll",
+        &tianhe,
+        "--op",
+        "allreduce",
+        "--algorithm",
+        "offload",
+        "--type",
+        "f64",
+        "--sizes",
+        "8:4K",
+        "--iterations",
+        "2",
+        "--json",
+    ]));
+    let pts = v["points"].as_array().expect("points");
+    assert_eq!(pts.len(), 10);
+    let stat = |p: &Value, name: &str| {
+        p["statistics"]
+            .as_array()
+            .expect("statistics")
+            .iter()
+            .find(|s| s["name"] == name)
+            .and_then(|s| s["value"].as_u64())
+            .unwrap_or_else(|| panic!("{name} in {p}"))
+    };
+    for p in pts {
+        assert_eq!(p["algorithm"], "offload");
+        assert!(p["checked_elements"].as_u64().unwrap() > 0, "results compared: {p}");
+        // 4 calls (2 warm-up + 2 timed) of 32 members, each completing once.
+        assert_eq!(stat(p, "nic.trig.completed"), 4 * 32);
+        assert_eq!(stat(p, "nic.trig.errors"), 0);
+        assert!(stat(p, "nic.trig.packets") > 0);
+    }
+    // 4 KiB of f64 is 4 pulses of 128 elements, 8 B one pulse.
+    assert_eq!(stat(&pts[9], "nic.trig.pulses"), 4 * stat(&pts[0], "nic.trig.pulses"));
+    assert!(pts[9]["mean_us"].as_f64() > pts[0]["mean_us"].as_f64());
+    // Text output: one statistics line per size.
+    let text = ok(&hpcnet(&[
+        "coll",
+        &tianhe,
+        "--op",
+        "bcast",
+        "--algorithm",
+        "offload",
+        "--sizes",
+        "8:64",
+        "--iterations",
+        "1",
+    ]));
+    assert_eq!(text.lines().filter(|l| l.contains("nic.trig @")).count(), 4, "{text}");
+    // A machine without the unit, a collective the unit does not do, a bad key.
+    let sunway = path_str(&scenarios_dir().join("sunway-prototype.toml"));
+    let e = stderr(&hpcnet(&[
+        "coll",
+        &sunway,
+        "--op",
+        "allreduce",
+        "--algorithm",
+        "offload",
+        "--ranks",
+        "4",
+        "--sizes",
+        "8:8",
+    ]));
+    assert!(e.contains("[nic.triggered]"), "{e}");
+    let e = stderr(&hpcnet(&["coll", &tianhe, "--op", "barrier", "--algorithm", "offload"]));
+    assert!(e.contains("does not implement"), "{e}");
+    bad_input(
+        &hpcnet(&[
+            "coll",
+            &tianhe,
+            "--op",
+            "allreduce",
+            "--algorithm",
+            "offload",
+            "--set",
+            "nic.triggered.slots=1",
+        ]),
+        &tianhe,
+        "nic.triggered.slots",
+    );
+}

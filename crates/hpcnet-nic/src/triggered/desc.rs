@@ -42,8 +42,10 @@
 //!
 //! Then the walker moves to the next descriptor; after CT the sequence is done.
 //!
-//! Simplifications: no timing (the pipelined reduction unit and descriptor fetch are the
-//! integration's business); data are whole packets (no segmentation of a step's data).
+//! Simplifications: no timing here (the walker counts the steps it fired and the bytes it
+//! reduced, [`Walker::work`]; [`super::timed`] charges them on the unit's reduction pipeline
+//! and charges the descriptor fetch); data are whole packets (no segmentation of a step's
+//! data).
 //!
 //! Cost: O(cp_count) per step to track packets, O(bytes) per reduction.
 

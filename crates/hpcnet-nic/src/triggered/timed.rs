@@ -5,8 +5,10 @@
 //! **Posting.** A rank opens a virtual port ([`World::trig_open_vp`]; the VP number, 0 … 2047
 //! per NIC, is the key's 11-bit VP field) and posts a collective as one [`TrigPost`]: its
 //! pulses, each a descriptor sequence (CH … CT) with the serial number that tells pulses
-//! apart. The post is checked at once ([`Walker::new`] on every sequence, pulse sizes, slot
-//! sizes, host buffers): a bad post is a [`PostError`]. Descriptors whose local data is an
+//! apart. The post is checked at once ([`Walker::new`] on every sequence, CollEndFlag on the
+//! last descriptor, DestIDs inside the machine, pulse sizes, slot sizes, host buffers): a bad
+//! post is a [`PostError`]. A sequence the units refuse (more senders than `streams`, …)
+//! completes with [`CqeStatus::TrigFailed`]. Descriptors whose local data is an
 //! address (RDMA descriptors) have their bytes read from host memory at post time; the time
 //! of that read is charged when the pulse starts.
 //!
@@ -57,15 +59,23 @@
 //! the address of the CollEndFlag descriptor's payload; when every pulse of the post is
 //! written, a [`CqeKind::Trig`] completion goes to the post's completion queue.
 //!
-//! Simplifications: the offload unit's DMA reads use a read channel of their own (they do not
-//! queue behind message engines' reads); early arrivals wait in an unbounded store (the paper
-//! does not say where packets for a collective not yet started wait); without `nic.rx_buffer`
-//! a refused packet waits in the NIC instead of the network; point-to-point MP/RDMA
+//! Simplifications: offload packets are injected into the fabric directly, as the hardware
+//! collective unit's are (they share neither the message engines nor the transmit backlog
+//! bound `nic.tx_queue`), on rail `serial mod rails`, and a collective packet pays
+//! `nic.rx_overhead` once, when its last fragment is in; the offload unit's DMA reads use a
+//! read channel of their own (they do not queue behind message engines' reads); early
+//! arrivals wait in an unbounded store (the paper does not say where packets of a collective
+//! not yet started wait); without `nic.rx_buffer` a refused packet waits in the NIC instead
+//! of the network; an error completes the collective only at the NIC where it happened (the
+//! other members' sequences keep waiting: there is no abort message); point-to-point MP/RDMA
 //! descriptors on a VP are not modelled (point-to-point traffic uses the verbs path).
 //!
 //! Cost: a collective of p members and m elements runs ⌈m / pulse⌉ pulses, each a walk of its
 //! sequence (O(log p) steps for the library's algorithms), so O((m / pulse) · log p) events per
-//! member plus one per fabric packet; the parser costs O(descriptors) per post.
+//! member plus one per fabric packet; the parser costs O(descriptors) per post. In simulated
+//! time a pulse takes about its O(log p) steps' network hops plus `step_overhead` and its
+//! reduced bytes at `rate_*` per step, and up to `pulse_counters − collectives + 1` pulses of
+//! one collective overlap, so a long vector's time grows linearly with its bytes.
 
 use super::desc::{CollDescriptor, Payload, TrigAction, TrigPacket, Walker, Work};
 use super::hashbuf::HashBufConfig;
@@ -170,7 +180,10 @@ struct PostState {
     vp: u32,
     cq: CqId,
     wr_id: u64,
+    /// Descriptors of the first pulse (what the parser reads) and of all pulses (the queue's
+    /// occupancy the scheduler compares).
     descriptors: u64,
+    queued: u64,
     pending: VecDeque<TrigPulse>,
     fetched: VecDeque<(TrigPulse, CounterId)>,
     /// Counters held.
@@ -504,6 +517,29 @@ impl World {
         for (i, mut p) in post.pulses.into_iter().enumerate() {
             let bad = |reason: String| PostError::BadCollective(format!("post_trig: pulse {i}: {reason}"));
             Walker::new(node.0, p.descriptors.clone()).map_err(|e| bad(e.to_string()))?;
+            let last = p.descriptors.len() - 1;
+            if let Some(j) = p
+                .descriptors
+                .iter()
+                .position(|d| d.coll_end_flag)
+                .filter(|&j| j != last)
+            {
+                return Err(bad(format!(
+                    "descriptor {j} has CollEndFlag but is not the last (CT): the unit writes the completion when the sequence ends"
+                )));
+            }
+            let nodes = self.nics.len();
+            if let Some((j, d)) = p
+                .descriptors
+                .iter()
+                .enumerate()
+                .find(|(_, d)| d.dest_id.is_some_and(|n| n as usize >= nodes))
+            {
+                return Err(bad(format!(
+                    "descriptor {j}: DestID {} is not a node of the machine ({nodes} nodes)",
+                    d.dest_id.unwrap_or(0)
+                )));
+            }
             let elem = p.descriptors[0].dtype.size();
             let most = t.pulse_elements(elem);
             if p.elements == 0 || p.elements > most {
@@ -533,6 +569,7 @@ impl World {
             pulses.push_back(p);
         }
         let descriptors = pulses.front().map_or(0, |p| p.descriptors.len() as u64);
+        let queued = pulses.iter().map(|p| p.descriptors.len() as u64).sum();
         let left = pulses.len() as u32;
         let st = PostState {
             node,
@@ -541,6 +578,7 @@ impl World {
             cq: post.cq,
             wr_id: post.wr_id,
             descriptors,
+            queued,
             pending: pulses,
             fetched: VecDeque::new(),
             held: 0,
@@ -628,7 +666,7 @@ impl World {
         for (&vp, q) in &n.dq {
             let d: u64 = q
                 .iter()
-                .map(|&p| self.trig.posts[p as usize].as_ref().map_or(0, |s| s.descriptors))
+                .map(|&p| self.trig.posts[p as usize].as_ref().map_or(0, |s| s.queued))
                 .sum();
             if !q.is_empty() && best.is_none_or(|(bd, _)| d > bd) {
                 best = Some((d, vp));
@@ -783,7 +821,13 @@ impl World {
         match r {
             Ok((acts, _)) => self.t_fired(node, &before, acts),
             Err(e) => {
-                self.t_fail_post(post, CqeStatus::TrigFailed(e.to_string()));
+                // The sequence never entered a unit: its counter returns at once.
+                if let Some(l) = self.tnic(node).live.remove(&(job, vp)) {
+                    self.t_release(node, post, l.counter, l.elements);
+                }
+                if self.trig.posts[post as usize].is_some() {
+                    self.t_fail_post(post, CqeStatus::TrigFailed(e.to_string()));
+                }
                 return;
             }
         }

@@ -6,8 +6,8 @@
 //! packets to the unit whose sequence awaits them, each unit's shared hash buffer, and the
 //! limits of the paper's test bed: 8 units per NIC, 16 incoming streams per collective on a
 //! unit, 32 concurrent collectives per NIC, 512 KB of buffer per unit ([`UnitsConfig`]). It is
-//! untimed: the caller (the ideal executor's successor in the World) decides when things
-//! happen.
+//! untimed: the caller ([`super::timed`] in the World) decides when things happen and charges
+//! the work each call fired ([`OffloadUnits::work`]).
 //!
 //! **Assignment.** A posted sequence (CH … CT, checked by [`Walker::new`]) of job J on VP v
 //! goes to the unit with the fewest sequences (ties: lowest index) and stays there until it
