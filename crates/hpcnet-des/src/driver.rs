@@ -7,7 +7,7 @@
 //!   model is told [`Model::boundary`] once every earlier event has been handled and before any
 //!   later one is; a run stops at its end time (events at or after it are not handled);
 //! - the **deadlock watchdog**: work in flight that has not moved for `watchdog` stops the run
-//!   ([`Stop::Watchdog`]);
+//!   ([`Stop::Watchdog`]) if the model confirms that nothing can move ([`Model::confirm_stall`]);
 //! - **progress** reporting every 65 536 events.
 //!
 //! Cost: one comparison per event for phases and one [`Model::stalled_for`] reading per event
@@ -27,6 +27,14 @@ pub trait Model {
     /// watchdog's reading).
     fn stalled_for(&self) -> Option<SimTime> {
         None
+    }
+
+    /// The watchdog's time has run out: whether the model has evidence that nothing can move
+    /// (a deadlock). A model that finds none — work in flight is only slow, e.g. a packet on a
+    /// long link — returns false and restarts its [`Model::stalled_for`] clock, and the run goes
+    /// on. The default trusts elapsed time alone.
+    fn confirm_stall(&mut self) -> bool {
+        true
     }
 
     /// Every event before `boundaries[index]` has been handled, none after it.
@@ -124,7 +132,7 @@ impl<'a> Driver<'a> {
                     steps += 1;
                     // Time test first: it is almost always false.
                     if let Some(s) = m.stalled_for() {
-                        if s > self.watchdog {
+                        if s > self.watchdog && m.confirm_stall() {
                             return Outcome {
                                 stop: Stop::Watchdog { at: m.now() },
                                 steps,
@@ -260,6 +268,45 @@ mod tests {
             }
         );
         assert_eq!(out.steps, 6);
+    }
+
+    /// A model that is slow, not stuck: it refuses the watchdog's verdict and restarts its
+    /// stall clock each time.
+    struct Slow {
+        inner: Countdown,
+        since: SimTime,
+        refusals: u32,
+    }
+
+    impl Model for Slow {
+        fn now(&self) -> SimTime {
+            self.inner.now()
+        }
+        fn step_before(&mut self, limit: SimTime) -> Step {
+            self.inner.step_before(limit)
+        }
+        fn stalled_for(&self) -> Option<SimTime> {
+            Some(self.inner.now() - self.since)
+        }
+        fn confirm_stall(&mut self) -> bool {
+            self.refusals += 1;
+            self.since = self.inner.now();
+            false
+        }
+    }
+
+    #[test]
+    fn the_watchdog_needs_the_models_confirmation() {
+        let mut m = Slow {
+            inner: countdown(20),
+            since: SimTime::ZERO,
+            refusals: 0,
+        };
+        let out = Driver::new().watchdog(SimTime::from_ns(4)).run(&mut m);
+        assert_eq!(out.stop, Stop::Empty);
+        assert_eq!(out.steps, 21);
+        // Asked at 5, 10, 15 and 20 ns (each time 5 ns after the last refusal).
+        assert_eq!(m.refusals, 4);
     }
 
     #[test]

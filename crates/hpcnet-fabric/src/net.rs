@@ -1336,6 +1336,96 @@ impl Network {
         v
     }
 
+    /// The evidence of a deadlock: input queues whose head packets wait for credits that only
+    /// other such queues can free, in a cycle. `None` when there is none — some packet can
+    /// still move, or will once a link finishes a transfer or returning credits arrive.
+    ///
+    /// A head waits on the input port its packet is to enter next: on the one VC it asks for,
+    /// or on every VC of that port when the port has a shared credit pool (any VC's departure
+    /// may free shared credits). Queues whose credits are on their way back, or whose wait
+    /// ends at a node, are not waiting on the network. The set of queues that wait only on
+    /// waiting queues (the greatest such set) is deadlocked when it holds a router queue; the
+    /// cycle reported is one walked through it, in wait order.
+    pub fn deadlock_cycle(&self) -> Option<Vec<Blocked>> {
+        let shared = self.cfg.router.shared_credits > 0;
+        let count = self.inq.count();
+        // For each waiting queue: its report and the global input port it waits on.
+        let mut waits: Vec<Option<(Blocked, u32)>> = vec![None; count];
+        let blocked = self.blocked(usize::MAX);
+        let mut router_qs = (0..self.node_q0).filter(|&qi| self.inq.front(qi).is_some());
+        let mut node_qs = (self.node_q0..count as u32).filter(|&qi| self.inq.front(qi).is_some());
+        for b in blocked {
+            // `blocked` lists router queues then node queues, each in index order.
+            let qi = if b.source_node.is_none() {
+                router_qs.next()
+            } else {
+                node_qs.next()
+            };
+            let Some(qi) = qi else { break };
+            if b.credits_free >= b.credits_needed {
+                continue;
+            }
+            let oi = if b.source_node.is_none() {
+                self.port_base[b.router.index()] + b.out_port.0 as u32
+            } else {
+                self.router_ports + ((qi - self.node_q0) >> self.vc_shift)
+            };
+            if let Dest::Router { router, port } = self.out[oi as usize].to {
+                let g = self.port_base[router.index()] + port.0 as u32;
+                waits[qi as usize] = Some((b, g));
+            }
+        }
+        // Greatest fixed point: drop every queue that waits on a port with a queue not in the set
+        // (that queue can move, and free credits).
+        let mut stuck: Vec<bool> = waits.iter().map(Option::is_some).collect();
+        let vcs = self.vcs;
+        let waited_on = |w: &(Blocked, u32)| -> Vec<u32> {
+            let base = w.1 << self.vc_shift;
+            if shared {
+                (0..vcs).map(|v| base + v).collect()
+            } else {
+                vec![base + w.0.out_vc as u32]
+            }
+        };
+        loop {
+            let mut changed = false;
+            for qi in 0..count {
+                let Some(w) = waits[qi].as_ref().filter(|_| stuck[qi]) else {
+                    continue;
+                };
+                let held = waited_on(w)
+                    .into_iter()
+                    .filter(|&d| self.inq.front(d).is_some())
+                    .collect::<Vec<_>>();
+                // An empty downstream queue holds no credits: the wait is on packets in flight
+                // to it, which will arrive and move on.
+                if held.is_empty() || held.iter().any(|&d| !stuck[d as usize]) {
+                    stuck[qi] = false;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        // Walk from a stuck router queue along stuck waits until a queue repeats.
+        let start = (0..self.node_q0 as usize).find(|&qi| stuck[qi])?;
+        let mut order: Vec<usize> = Vec::new();
+        let mut at = start;
+        while !order.contains(&at) {
+            order.push(at);
+            let w = waits[at].as_ref()?;
+            at = waited_on(w).into_iter().find(|&d| stuck[d as usize])? as usize;
+        }
+        let first = order.iter().position(|&q| q == at).unwrap_or(0);
+        Some(
+            order[first..]
+                .iter()
+                .filter_map(|&qi| waits[qi].as_ref().map(|w| w.0.clone()))
+                .collect(),
+        )
+    }
+
     /// Make every node accept packets only into `per_vc` credits per VC of receive buffer, which
     /// the NIC model returns with [`Network::release_ejection`] when it has consumed a packet.
     /// Without this, ejection never blocks.
@@ -1408,6 +1498,22 @@ impl Network {
     /// Busy picoseconds of every output port, in a fixed order (cheap snapshot for windows).
     pub fn busy_snapshot(&self) -> Vec<u64> {
         self.out.iter().map(|o| o.busy_ps).collect()
+    }
+
+    /// Busy picoseconds of every output port up to time `t` (order of
+    /// [`Network::busy_snapshot`]): a transmission is counted when it starts, so the part of
+    /// the last one that lies after `t` is taken off. Differences of two such snapshots are
+    /// the busy time inside a window, never more than its length.
+    pub fn busy_snapshot_at(&self, t: SimTime) -> Vec<u64> {
+        self.out
+            .iter()
+            .map(|o| {
+                // Transmissions of a port do not overlap: only the last can end after `t`, and
+                // `ser_memo` holds its serialisation time.
+                let after = o.busy_until.saturating_sub(t).min(o.ser_memo.1);
+                o.busy_ps - after.0
+            })
+            .collect()
     }
 
     /// Whether output `i` of a [`Network::busy_snapshot`] is a cabled, live link.

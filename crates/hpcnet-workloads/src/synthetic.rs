@@ -7,8 +7,11 @@
 //! Latency runs from creation (so source queueing counts) to the tail's arrival at the
 //! destination. Offered and accepted load are bytes on the wire (header included) created /
 //! delivered during the measurement window, divided by the window length and the total node
-//! injection bandwidth. Conservation (`injected = delivered + dropped`, no packet delivered
-//! twice) is checked at the end of every run.
+//! injection bandwidth; a delivered packet's bytes arrive over its last serialisation, and one
+//! that straddles a window edge counts only its share inside (likewise link busy time).
+//! Conservation (`injected = delivered + dropped + in flight`, no packet delivered twice) is
+//! checked at the end of every run. The deadlock watchdog declares a deadlock only when it finds
+//! a cycle of input queues waiting on each other ([`Network::deadlock_cycle`]).
 
 use crate::scenario::Scenario;
 use crate::traffic::{Destinations, Process, RailChoice, SizeSampler, TrafficConfig};
@@ -84,6 +87,10 @@ pub struct DeadlockReport {
     pub in_flight: u64,
     /// Packets still waiting in node injection queues.
     pub queued_at_sources: usize,
+    /// Input queues each waiting for credits held by the next, the last waiting on the first:
+    /// the evidence of the deadlock (empty when the run ended with packets left but no event,
+    /// e.g. behind a failed link, without such a cycle).
+    pub cycle: Vec<Blocked>,
     pub blocked: Vec<Blocked>,
 }
 
@@ -250,8 +257,18 @@ impl Collector {
 impl Endpoints for Collector {
     #[inline]
     fn deliver(&mut self, p: Packet, at: SimTime) {
-        if at >= self.warm && at < self.meas_end {
-            self.bytes_delivered_window += p.size as u64;
+        // The packet's bytes arrive during its last serialisation, [at − ser, at]: the share
+        // inside the window counts, so a packet straddling an edge counts in part.
+        let ser = self.rail_rate.serialization(Bytes(p.size as u64));
+        let from = at.saturating_sub(ser).max(self.warm);
+        let to = at.min(self.meas_end);
+        if to > from {
+            let inside = if ser.0 == 0 {
+                p.size as u64
+            } else {
+                (p.size as u128 * (to - from).0 as u128 / ser.0 as u128) as u64
+            };
+            self.bytes_delivered_window += inside;
         }
         let (word, bit) = ((p.tag / 64) as usize, 1u64 << (p.tag % 64));
         if word >= self.seen_tags.len() {
@@ -356,6 +373,10 @@ struct Run<'a> {
     /// Link busy snapshots at the end of warm-up and of measurement.
     busy: [Option<Vec<u64>>; 2],
     error: Option<RunError>,
+    /// When the watchdog last found no deadlock (its clock restarts there).
+    checked_at: SimTime,
+    /// The wait cycle that confirmed a deadlock.
+    cycle: Vec<Blocked>,
 }
 
 impl Model for Run<'_> {
@@ -390,13 +411,31 @@ impl Model for Run<'_> {
     #[inline(always)]
     fn stalled_for(&self) -> Option<SimTime> {
         // Time test first: it is almost always false, and `in_flight` costs three loads.
-        let s = self.q.now().saturating_sub(self.net.last_progress());
+        let since = self.net.last_progress().max(self.checked_at);
+        let s = self.q.now().saturating_sub(since);
         (s > SimTime::ZERO && self.net.in_flight() > 0).then_some(s)
+    }
+
+    /// Deadlock only on evidence: a cycle of input queues each waiting for credits held by the
+    /// next. Without one, the packets are slow (long links, slow serialisation), not stuck.
+    #[cold]
+    fn confirm_stall(&mut self) -> bool {
+        match self.net.deadlock_cycle() {
+            Some(cycle) => {
+                self.cycle = cycle;
+                true
+            }
+            None => {
+                self.checked_at = self.q.now();
+                false
+            }
+        }
     }
 
     #[inline(never)]
     fn boundary(&mut self, index: usize) {
-        self.busy[index] = Some(self.net.busy_snapshot());
+        let at = if index == 0 { self.gen.warm } else { self.gen.meas_end };
+        self.busy[index] = Some(self.net.busy_snapshot_at(at));
     }
 }
 
@@ -503,6 +542,8 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
         },
         busy: [None, None],
         error: None,
+        checked_at: SimTime::ZERO,
+        cycle: Vec::new(),
     };
     // Phase boundaries: warm-up end and measurement end (link busy snapshots); the run ends
     // after the drain (`sim.drain` after the measurement) at the latest.
@@ -527,6 +568,8 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
         gen,
         busy: [busy_start, busy_end],
         error,
+        checked_at: _,
+        cycle,
     } = run;
     if let Some(e) = error {
         return Err(match e {
@@ -539,17 +582,22 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
     let end = q.now();
     let stuck = net.in_flight() > 0 || net.queued_at_sources() > 0;
     let deadlock = (matches!(out.stop, Stop::Watchdog { .. }) || (stuck && q.is_empty())).then(|| {
-        // The watchdog fired, or nothing was left to happen but packets remain: they can never
-        // move.
+        // The watchdog found a cycle of waiting queues, or nothing was left to happen but
+        // packets remain: they can never move.
         DeadlockReport {
             at_ns: end.as_ns_f64(),
             in_flight: net.in_flight(),
             queued_at_sources: net.queued_at_sources(),
+            cycle: if cycle.is_empty() {
+                net.deadlock_cycle().unwrap_or_default()
+            } else {
+                cycle
+            },
             blocked: net.blocked(32),
         }
     });
-    let busy_start = busy_start.unwrap_or_else(|| net.busy_snapshot());
-    let busy_end = busy_end.unwrap_or_else(|| net.busy_snapshot());
+    let busy_start = busy_start.unwrap_or_else(|| net.busy_snapshot_at(warm));
+    let busy_end = busy_end.unwrap_or_else(|| net.busy_snapshot_at(meas_end));
     let drained = net.in_flight() == 0 && net.queued_at_sources() == 0;
 
     // Conservation: every injected packet delivered or dropped, none twice.

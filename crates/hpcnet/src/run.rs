@@ -68,8 +68,13 @@ pub fn run(path: &Path, common: &Common, links: Option<&Path>) -> Result<(), Fai
         print_text(&rep);
     }
     if let Some(d) = &rep.deadlock {
+        let evidence = if d.cycle.is_empty() {
+            "no event was left to move them".to_string()
+        } else {
+            format!("cycle of {} waiting queues: {}", d.cycle.len(), cycle_text(&d.cycle))
+        };
         return Err(Failure::model(format!(
-            "deadlock: {} packets in flight and {} at sources stopped moving at {:.1} ns ({} blocked queues listed{})",
+            "deadlock: {} packets in flight and {} at sources stopped moving at {:.1} ns; {evidence} ({} blocked queues listed{})",
             d.in_flight,
             d.queued_at_sources,
             d.at_ns,
@@ -97,6 +102,20 @@ fn write_links(rep: &RunReport, file: &Path) -> Result<(), Failure> {
         writeln!(f, "{},{},{:.6}", l.link, l.busy_ps, l.utilisation).map_err(io)?;
     }
     f.flush().map_err(io)
+}
+
+/// A wait cycle as `r3.p1.vc0 -> r4.p2.vc0 -> ... -> r3.p1.vc0` (router, input port, VC),
+/// at most 8 queues then the count of the rest.
+pub fn cycle_text(cycle: &[hpcnet_fabric::net::Blocked]) -> String {
+    let name = |b: &hpcnet_fabric::net::Blocked| format!("r{}.p{}.vc{}", b.router.0, b.in_port.0, b.vc);
+    let mut parts: Vec<String> = cycle.iter().take(8).map(name).collect();
+    if cycle.len() > 8 {
+        parts.push(format!("... {} more", cycle.len() - 8));
+    }
+    if let Some(first) = cycle.first() {
+        parts.push(name(first));
+    }
+    parts.join(" -> ")
 }
 
 /// "conservation ok", with what was left undelivered when the run ended before draining.
@@ -207,6 +226,9 @@ pub fn print_text(r: &RunReport) {
         conservation_line(r)
     );
     if let Some(d) = &r.deadlock {
+        if !d.cycle.is_empty() {
+            outln!("  DEADLOCK cycle  {}", cycle_text(&d.cycle));
+        }
         outln!(
             "  DEADLOCK at {:.1} ns: {} packets in flight; blocked input channels:",
             d.at_ns,

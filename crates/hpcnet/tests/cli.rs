@@ -2075,3 +2075,59 @@ fn coll_offload_algorithm_runs_reports_its_statistics_and_refuses_what_it_cannot
         "nic.triggered.slots",
     );
 }
+
+#[test]
+fn slow_links_are_not_a_deadlock_but_a_wait_cycle_is() {
+    // One hop (11 us) longer than the watchdog (10 us): slow, not stuck.
+    let ft = path_str(&scenarios_dir().join("fattree-4ary-3tree.toml"));
+    let (code, out, err) = outcome(&["run", &ft, "--set", "link.latency=\"11 us\""]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("drained true, conservation ok"), "{out}");
+    assert!(!out.contains("DEADLOCK"), "{out}");
+    // Serialising one packet takes longer than the watchdog.
+    let t = torus();
+    let (code, out, err) = outcome(&[
+        "run",
+        &t,
+        "--set",
+        "link.lane_rate=\"0.1 Gb/s\"",
+        "--set",
+        "traffic.load=1.0",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("drained true, conservation ok"), "{out}");
+    // Without deadlock avoidance the rings jam: the verdict names the cycle.
+    let (code, out, err) = outcome(&["run", &t, "--set", "traffic.load=1.0", "--set", "routing.deadlock=none"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(out.contains("DEADLOCK cycle  r"), "{out}");
+    assert!(err.contains("; cycle of 8 waiting queues: r"), "{err}");
+    let first = err
+        .split("waiting queues: ")
+        .nth(1)
+        .and_then(|c| c.split(" -> ").next())
+        .unwrap();
+    assert!(
+        err.contains(&format!("-> {first} (")),
+        "the cycle closes on its first queue: {err}"
+    );
+}
+
+#[test]
+fn accepted_load_and_utilisation_stay_within_their_physical_maximum() {
+    for (file, extra) in [
+        ("chpp-pair.toml", None),
+        ("sunway-prototype.toml", None),
+        ("torus-8x8.toml", Some("link.lane_rate=\"0.1 Gb/s\"")),
+    ] {
+        let path = path_str(&scenarios_dir().join(file));
+        let mut args = vec!["run", &path, "--json", "--set", "traffic.load=1.0"];
+        if let Some(e) = extra {
+            args.extend(["--set", e]);
+        }
+        let v = json(&hpcnet(&args));
+        let accepted = v["accepted_load"].as_f64().unwrap();
+        let busiest = v["link_utilisation"]["max"].as_f64().unwrap();
+        assert!(accepted > 0.3 && accepted <= 1.0, "{file}: accepted {accepted}");
+        assert!(busiest > 0.5 && busiest <= 1.0, "{file}: busiest link {busiest}");
+    }
+}
