@@ -250,6 +250,19 @@ pub struct Routing {
     pub table_memory: Option<TableMemory>,
 }
 
+/// Most routers minimal (distance-table) routing supports: it keeps a routers × routers table.
+pub const MAX_MINIMAL_ROUTERS: u64 = 8192;
+
+/// The error of minimal routing on `routers` routers, beyond [`MAX_MINIMAL_ROUTERS`].
+pub fn minimal_too_large(routers: u64) -> ConfigError {
+    ConfigError::new(
+        "routing.algorithm",
+        format!(
+            "minimal table routing keeps a {routers}×{routers} distance table; at most {MAX_MINIMAL_ROUTERS} routers are supported"
+        ),
+    )
+}
+
 impl Routing {
     /// Build the routing function; `failed` lists dead links by one of their ends.
     pub fn new(
@@ -293,11 +306,8 @@ impl Routing {
         let mut dist = Vec::new();
         if matches!(algo, Algo::Minimal) {
             let n = topo.routers.len();
-            if n > 8192 {
-                return Err(ConfigError::new(
-                    "routing.algorithm",
-                    format!("minimal table routing keeps a {n}×{n} distance table; at most 8192 routers are supported"),
-                ));
+            if n as u64 > MAX_MINIMAL_ROUTERS {
+                return Err(minimal_too_large(n as u64));
             }
             dist = vec![u16::MAX; n * n];
             let mut diameter = 0u16;

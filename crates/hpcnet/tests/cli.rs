@@ -2131,3 +2131,31 @@ fn accepted_load_and_utilisation_stay_within_their_physical_maximum() {
         assert!(busiest > 0.5 && busiest <= 1.0, "{file}: busiest link {busiest}");
     }
 }
+
+#[test]
+fn machines_that_cannot_fit_are_refused_before_they_are_built() {
+    let t = torus();
+    let started = std::time::Instant::now();
+    let why = run_rejects(&t, &["topology.k=[8,8,8,8,8,8,8,8]"], "topology");
+    assert!(
+        why.starts_with("16777216 routers, 16777216 nodes and 301989888 ports need about 269.3 GiB of simulator memory, more than the "),
+        "{why}"
+    );
+    assert!(why.contains("GiB available (MemAvailable)"), "{why}");
+    assert!(why.contains("set sim.memory_check = false"), "{why}");
+    // A dragonfly too large for minimal routing's distance table is refused before it is built.
+    let df = path_str(&scenarios_dir().join("dragonfly-small.toml"));
+    let why = run_rejects(
+        &df,
+        &["topology={ kind = \"dragonfly\", a = 64, p = 32, h = 32 }"],
+        "routing.algorithm",
+    );
+    assert!(
+        why.starts_with("minimal table routing keeps a 131136×131136 distance table"),
+        "{why}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "refused without building"
+    );
+}

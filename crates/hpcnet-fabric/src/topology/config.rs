@@ -139,7 +139,82 @@ pub struct CrossbarConfig {
     pub radix: Option<u16>,
 }
 
+/// Routers, nodes and ports a topology configuration asks for, computed from its parameters
+/// without building it. Arithmetic saturates: absurd parameters give huge counts, which the
+/// builder then refuses.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct SizeEstimate {
+    pub routers: u64,
+    pub nodes: u64,
+    /// Router ports (cabled or not), the unit of most per-port state.
+    pub router_ports: u64,
+    /// Network ports of every node together (one per rail).
+    pub node_ports: u64,
+}
+
 impl TopologyConfig {
+    /// The sizes this configuration asks for (see [`SizeEstimate`]).
+    pub fn size_estimate(&self) -> SizeEstimate {
+        let m = |a: u64, b: u64| a.saturating_mul(b);
+        let (routers, nodes, ports_per_router, rails) = match self {
+            TopologyConfig::Torus(c) | TopologyConfig::Mesh(c) => {
+                let routers = c.k.iter().fold(1u64, |acc, &k| m(acc, u64::from(k)));
+                let conc = u64::from(c.concentration);
+                (routers, m(routers, conc), 2 * c.k.len() as u64 + conc, 1)
+            }
+            TopologyConfig::Hypercube(c) => {
+                let routers = 1u64.checked_shl(c.n).unwrap_or(u64::MAX);
+                let conc = u64::from(c.concentration);
+                (routers, m(routers, conc), u64::from(c.n) + conc, 1)
+            }
+            TopologyConfig::FatTree(c) => {
+                let k = u64::from(c.k);
+                let pow = |e: u32| (0..e).fold(1u64, |acc, _| m(acc, k));
+                (m(u64::from(c.n), pow(c.n.saturating_sub(1))), pow(c.n), 2 * k, 1)
+            }
+            TopologyConfig::LeafSpine(c) => {
+                let (l, s, p) = (u64::from(c.leaves), u64::from(c.spines), u64::from(c.nodes_per_leaf));
+                let links = m(m(l, s), u64::from(c.links_per_spine));
+                let nodes = c.nodes.map_or(m(l, p), u64::from);
+                let ports = m(l, p).saturating_add(m(links, 2));
+                let routers = l + s;
+                return SizeEstimate {
+                    routers,
+                    nodes,
+                    router_ports: ports,
+                    node_ports: nodes,
+                };
+            }
+            TopologyConfig::GeneralizedFatTree(c) => {
+                let (l, s, p) = (u64::from(c.leaves), u64::from(c.spines), u64::from(c.nodes_per_leaf));
+                let planes = u64::from(c.planes);
+                let per_plane = m(l, p)
+                    .saturating_add(m(m(l, s), 2))
+                    .saturating_add(m(l, u64::from(c.sibling_links)));
+                let nodes = c.nodes.map_or(m(l, p), u64::from);
+                return SizeEstimate {
+                    routers: m(l + s, planes),
+                    nodes,
+                    router_ports: m(per_plane, planes),
+                    node_ports: m(nodes, planes),
+                };
+            }
+            TopologyConfig::Dragonfly(c) => {
+                let (a, p, h) = (u64::from(c.a), u64::from(c.p), u64::from(c.h));
+                let g = c.g.map_or(m(a, h).saturating_add(1), u64::from);
+                let routers = m(a, g);
+                (routers, m(routers, p), a.saturating_sub(1) + p + h, 1)
+            }
+            TopologyConfig::Crossbar(c) => (1, u64::from(c.ports), u64::from(c.ports), 1),
+        };
+        SizeEstimate {
+            routers,
+            nodes,
+            router_ports: m(routers, ports_per_router),
+            node_ports: m(nodes, rails),
+        }
+    }
+
     /// The `kind` string of the family, as written in a scenario.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -19,7 +19,7 @@ mod metrics;
 pub use build::{build, MAX_ELEMENTS};
 pub use config::{
     CrossbarConfig, DragonflyConfig, FatTreeConfig, GeneralizedFatTreeConfig, GridConfig, HypercubeConfig,
-    LeafSpineConfig, TopologyConfig,
+    LeafSpineConfig, SizeEstimate, TopologyConfig,
 };
 pub use ids::{NodeId, PortIdx, RouterId};
 pub use metrics::{BisectionMethod, TopologyMetrics};
