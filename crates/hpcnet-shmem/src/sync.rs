@@ -436,11 +436,9 @@ impl Pe {
             })
     }
 
-    /// `shmem_set_lock`: acquire the lock `lock` (a symmetric 64-bit word, zero when free; its
-    /// copy on PE 0 is used) — an MCS queue lock: swap this PE's code into the lock word, and
-    /// if it was taken, link behind the previous holder and wait to be handed the lock.
-    pub async fn set_lock(&mut self, lock: Sym) -> Result<(), ShmemError> {
-        let call = "shmem_set_lock";
+    /// The lock word of `lock` on PE 0 and a fresh MCS node of this PE for it (its `locked`
+    /// word set to `locked`, no successor): (word, node slot, this PE's code for the node).
+    fn lock_node(&mut self, call: &'static str, lock: Sym, locked: u64) -> Result<(RemoteBuf, u64, u64), ShmemError> {
         let word = self.lock_word(call, lock)?;
         if self.locks.contains_key(&lock.offset()) {
             return Err(ShmemError::BadArgument {
@@ -449,11 +447,20 @@ impl Pe {
             });
         }
         let slot = self.free_slot(call)?;
-        let (locked, next) = Self::node(slot);
-        self.set_sync_word(locked, 1);
+        let (l, next) = Self::node(slot);
+        self.set_sync_word(l, locked);
         self.set_sync_word(next, 0);
+        Ok((word, slot, self.lock_code(slot)))
+    }
+
+    /// `shmem_set_lock`: acquire the lock `lock` (a symmetric 64-bit word, zero when free; its
+    /// copy on PE 0 is used) — an MCS queue lock: swap this PE's code into the lock word, and
+    /// if it was taken, link behind the previous holder and wait to be handed the lock.
+    pub async fn set_lock(&mut self, lock: Sym) -> Result<(), ShmemError> {
+        let call = "shmem_set_lock";
+        let (word, slot, code) = self.lock_node(call, lock, 1)?;
+        let locked = Self::node(slot).0;
         self.locks.insert(lock.offset(), slot);
-        let code = self.lock_code(slot);
         let old = self
             .amo::<u64>(call, AtomicOp::Swap, word, (code, 0), 0, true)
             .await?
@@ -472,18 +479,7 @@ impl Pe {
     /// true when another PE holds it.
     pub async fn test_lock(&mut self, lock: Sym) -> Result<bool, ShmemError> {
         let call = "shmem_test_lock";
-        let word = self.lock_word(call, lock)?;
-        if self.locks.contains_key(&lock.offset()) {
-            return Err(ShmemError::BadArgument {
-                call,
-                reason: format!("PE {} already holds the lock at offset {:#x}", self.me, lock.offset()),
-            });
-        }
-        let slot = self.free_slot(call)?;
-        let (locked, next) = Self::node(slot);
-        self.set_sync_word(locked, 0);
-        self.set_sync_word(next, 0);
-        let code = self.lock_code(slot);
+        let (word, slot, code) = self.lock_node(call, lock, 0)?;
         let old = self
             .amo::<u64>(call, AtomicOp::CompareSwap, word, (code, 0), 0, true)
             .await?
