@@ -454,6 +454,34 @@ mod tests {
     }
 
     #[test]
+    fn values_below_the_resolution_are_refused_not_zeroed() {
+        let e = "1e-9 ps".parse::<SimTime>().unwrap_err();
+        assert_eq!(
+            e.0,
+            "a time '1e-9 ps' is below the resolution of 1 ps and would round to 0"
+        );
+        assert!("0.4 B".parse::<Bytes>().unwrap_err().0.contains("resolution of 1 B"));
+        assert!("0.1 b/s"
+            .parse::<BitsPerSec>()
+            .unwrap_err()
+            .0
+            .contains("resolution of 1 b/s"));
+        // Zero stays zero, and values round to the nearest unit.
+        assert_eq!("0 ns".parse::<SimTime>().unwrap(), SimTime::ZERO);
+        assert_eq!("0.6 ps".parse::<SimTime>().unwrap(), SimTime(1));
+        assert_eq!("1.5 KiB".parse::<Bytes>().unwrap(), Bytes(1536));
+    }
+
+    #[test]
+    fn whole_sizes_refuse_fractions_of_a_byte() {
+        assert_eq!(Bytes::parse_whole("1.5 KiB").unwrap(), Bytes(1536));
+        assert_eq!(Bytes::parse_whole("4").unwrap(), Bytes(4));
+        let e = Bytes::parse_whole("1.5").unwrap_err();
+        assert_eq!(e.0, "a size '1.5' is not a whole number of bytes");
+        assert!(Bytes::parse_whole("0.3 KiB").is_err());
+    }
+
+    #[test]
     fn serialization_time_rounds_up() {
         // 64 B at 8 Gb/s = 64 ns exactly.
         assert_eq!(BitsPerSec::gbps(8.0).serialization(Bytes(64)), SimTime::from_ns(64));

@@ -412,7 +412,8 @@ pub struct FaultConfig {
     /// routers skip dead ports of an entry, as the Sunway deterministic mode does.
     #[serde(default)]
     pub failed_links: Vec<FailedLink>,
-    /// Stop the run when packets are in flight but none has moved for this long (default 10 us).
+    /// When packets are in flight but none has moved for this long, look for a deadlock (a cycle
+    /// of queues waiting on each other) and stop the run if there is one (default 10 us).
     #[serde(default = "d_watchdog")]
     pub watchdog: SimTime,
 }

@@ -278,6 +278,8 @@ pub struct Network {
     stats: NetStats,
     /// Time of the last packet movement (watchdog).
     last_progress: SimTime,
+    /// Packets sent on a link whose arrival (or delivery) event is pending.
+    on_wire: u64,
     drops: Vec<Drop>,
     /// Multicast tables of the router input ports.
     mcast: Tables,
@@ -480,6 +482,7 @@ impl Network {
             injections: Vec::new(),
             stats: NetStats::default(),
             last_progress: SimTime::ZERO,
+            on_wire: 0,
             drops: Vec::new(),
             mcast,
             mc_left: vec![0; node_q0 as usize],
@@ -859,6 +862,7 @@ impl Network {
         let now = q.now();
         match ev {
             NetEvent::Arrive { pkt, router, port } => {
+                self.on_wire -= 1;
                 let p = &mut self.packets[pkt as usize];
                 p.hops += 1;
                 let vc = p.vc;
@@ -876,6 +880,7 @@ impl Network {
                 }
             }
             NetEvent::Deliver { pkt } => {
+                self.on_wire -= 1;
                 let p = self.take(pkt);
                 self.stats.add(NetStat::Delivered, 1);
                 self.stats.add(NetStat::Hops, p.hops as u64);
@@ -1212,6 +1217,7 @@ impl Network {
             let k = oi - self.router_ports;
             ep.injected(NodeId(k / self.rails as u32), (k % self.rails as u32) as u8);
         }
+        self.on_wire += 1;
         match to {
             Dest::Router { router, port } => {
                 let head = if saf { start + ser + lat } else { start + lat };
@@ -1334,6 +1340,16 @@ impl Network {
             });
         }
         v
+    }
+
+    /// Whether a packet is moving or about to: one is on a link (sent, not yet arrived), a link
+    /// is still serialising after `now`, or credits are on their way back to a sender.
+    pub fn moving(&self, now: SimTime) -> bool {
+        self.on_wire > 0
+            || self
+                .out
+                .iter()
+                .any(|o| o.busy_until > now || o.returning.iter().any(|r| r.0 > now))
     }
 
     /// The evidence of a deadlock: input queues whose head packets wait for credits that only

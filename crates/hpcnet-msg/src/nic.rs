@@ -69,6 +69,11 @@ pub trait NicBackend {
     fn stalled_for(&self) -> Option<SimTime> {
         None
     }
+    /// The watchdog's time ran out: whether work in flight is stuck, not just slow (when it is
+    /// only slow the backend restarts its [`NicBackend::stalled_for`] clock). Default: stuck.
+    fn confirm_stall(&mut self) -> bool {
+        true
+    }
     /// Deadlock watchdog limit.
     fn watchdog(&self) -> SimTime {
         SimTime::MAX
@@ -206,6 +211,9 @@ impl NicBackend for World {
     #[inline]
     fn stalled_for(&self) -> Option<SimTime> {
         World::stalled_for(self)
+    }
+    fn confirm_stall(&mut self) -> bool {
+        World::confirm_stall(self)
     }
     fn watchdog(&self) -> SimTime {
         self.network().config().faults.watchdog

@@ -332,6 +332,15 @@ impl<B: NicBackend> Model for Running<'_, B> {
     fn stalled_for(&self) -> Option<SimTime> {
         self.stalled
     }
+
+    fn confirm_stall(&mut self) -> bool {
+        let mut h = self.host.borrow_mut();
+        if h.nic.confirm_stall() {
+            return true;
+        }
+        self.stalled = h.nic.stalled_for();
+        false
+    }
 }
 
 /// One rank's device context.

@@ -242,6 +242,8 @@ impl Endpoints for Arrivals {
 /// Network + NICs + memories on one event queue.
 pub struct World {
     pub(crate) q: EventQueue<WorldEvent>,
+    /// When the watchdog last found packets slow rather than stuck (its clock restarts there).
+    checked_at: SimTime,
     pub(crate) net: Network,
     pub(crate) cfg: NicConfig,
     pub(crate) timing: HostTiming,
@@ -332,6 +334,7 @@ impl World {
             trig: TrigUnit::default(),
             timing: HostTiming::new(&cfg.host),
             cfg,
+            checked_at: SimTime::ZERO,
         }
     }
 
@@ -483,7 +486,21 @@ impl World {
     /// (None when none is in flight): the deadlock watchdog's reading.
     #[inline]
     pub fn stalled_for(&self) -> Option<SimTime> {
-        (self.net.in_flight() > 0).then(|| self.q.now().saturating_sub(self.net.last_progress()))
+        let since = self.net.last_progress().max(self.checked_at);
+        (self.net.in_flight() > 0).then(|| self.q.now().saturating_sub(since))
+    }
+
+    /// The watchdog's time ran out: whether the packets are stuck — a cycle of input queues
+    /// waiting on each other, or nothing moving at all (no packet on a link, no link
+    /// serialising, no credits on their way back: packets can then wait only on NIC buffers
+    /// that nothing will free). Otherwise they are slow, and the watchdog's clock restarts.
+    pub fn confirm_stall(&mut self) -> bool {
+        let now = self.q.now();
+        if self.net.deadlock_cycle().is_some() || !self.net.moving(now) {
+            return true;
+        }
+        self.checked_at = now;
+        false
     }
 
     /// Input VCs and source queues whose head packet waits (deadlock reports).

@@ -2096,6 +2096,14 @@ fn slow_links_are_not_a_deadlock_but_a_wait_cycle_is() {
     ]);
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("drained true, conservation ok"), "{out}");
+    // Rank programs on the NICs: the same long hop is waited for, not called a deadlock.
+    let pair = chpp_pair();
+    let (code, out, err) = outcome(&["p2p", &pair, "--sizes", "64:64", "--set", "link.latency=\"11 us\""]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.lines().any(|l| l.trim_start().starts_with("64 ")), "{out}");
+    let (code, out, err) = outcome(&["coll", &t, "--op", "barrier", "--set", "link.latency=\"11 us\""]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("dissemination"), "{out}");
     // Without deadlock avoidance the rings jam: the verdict names the cycle.
     let (code, out, err) = outcome(&["run", &t, "--set", "traffic.load=1.0", "--set", "routing.deadlock=none"]);
     assert_eq!(code, Some(1), "{err}");
