@@ -223,6 +223,14 @@ pub struct NicConfig {
     /// `max_in_flight`.
     #[serde(default)]
     pub descriptor_prefetch: u32,
+    /// Programmed-I/O sends (NICEVT, spec 03: "write-combining for PIO sends"): a message whose
+    /// payload is at most this many bytes — and every read or atomic request, whose descriptor
+    /// alone crosses — is written by the CPU into the NIC through write-combined stores (a
+    /// 64-byte descriptor plus the payload as posted PCIe writes) instead of being fetched by
+    /// DMA: no descriptor read round trip, no data read. Default 0 B: every descriptor is fetched
+    /// by DMA. At most 4 KiB (the write-combining window of a NIC BAR page).
+    #[serde(default)]
+    pub pio_limit: Bytes,
     /// Receive processing per packet before its DMA write (default "20 ns").
     #[serde(default = "d_rx_overhead")]
     pub rx_overhead: SimTime,
@@ -598,6 +606,7 @@ impl Default for NicConfig {
             max_in_flight: d_in_flight(),
             message_overhead: d_msg_overhead(),
             descriptor_prefetch: 0,
+            pio_limit: Bytes(0),
             rx_overhead: d_rx_overhead(),
             hosts: d_hosts(),
             loopback_latency: d_loopback(),
@@ -644,6 +653,15 @@ impl NicConfig {
         }
         if self.immediate_rate.is_some_and(|r| r.0 == 0) {
             return Err(("nic.immediate_rate".into(), "must be positive".into()));
+        }
+        if self.pio_limit.0 > 4096 {
+            return Err((
+                "nic.pio_limit".into(),
+                format!(
+                    "must be at most 4 KiB (one write-combined NIC page), got {} B",
+                    self.pio_limit.0
+                ),
+            ));
         }
         if self.nap_buffer.0 == 0 {
             return Err(("nic.nap_buffer".into(), "must be at least 1 B".into()));

@@ -192,7 +192,11 @@ impl World {
         let m = self.msg(id);
         let (len, class, src, dst, rail, held) = (m.len, m.class, m.req.src, m.req.dst, m.req.rail, m.held);
         let internal = m.r2w_of.is_some();
-        let fsm = matches!(m.req.op, Op::Fsm { .. });
+        // PIO-written (FSM, or a `nic.pio_limit` send): descriptor and data come with the CPU's
+        // stores; a read or atomic request's descriptor alone.
+        let fsm = matches!(m.req.op, Op::Fsm { .. })
+            || (!internal && self.cfg.pio_limit.0 > 0 && (class != Class::Push || m.len <= self.cfg.pio_limit.0));
+        let pio_bytes = if class == Class::Push { len } else { 0 };
         let immediate = matches!(m.req.op, Op::Nap { immediate: true, .. });
         let op_overhead = self.overhead(&m.req.op);
         // An unreliable queue message completes at the sender once sent; its packets belong to a
@@ -216,7 +220,7 @@ impl World {
         let mut t = now;
         if fsm {
             // PIO: the descriptor (64 B) and the data were written into NIC memory by the CPU.
-            t += self.timing.write_rate.serialization(Bytes(64 + len));
+            t += self.timing.write_rate.serialization(Bytes(64 + pio_bytes));
         } else if !internal {
             t += self.timing.read_latency;
         }

@@ -54,6 +54,7 @@ pub mod sensitivity;
 pub mod sunway_allreduce_crossover;
 pub mod sunway_coll;
 pub mod sunway_rdma_bandwidth;
+pub mod torus_shmem;
 
 pub use report::{Fitted, Role, Row, StudyFailure, StudyReport};
 
@@ -145,6 +146,7 @@ pub fn all() -> Vec<&'static dyn Study> {
         &sunway_coll::BCAST,
         &sunway_allreduce_crossover::SunwayAllreduceCrossover,
         &ib_memory::IbMemory,
+        &torus_shmem::TorusShmem,
     ]
 }
 

@@ -29,6 +29,11 @@ pub enum Test {
     Barrier,
     /// HPCC RandomAccess on --pes PEs (GUPS and the standard verification).
     Randomaccess,
+    /// IMB PingPong between --from and --to on the MPI-like layer (`[mpi]`): half the round trip.
+    ImbPingpong,
+    /// IMB Bcast on --pes ranks: the collectives layer's binomial broadcast, mean over the
+    /// iterations of the time to the last member's completion.
+    ImbBcast,
 }
 
 /// Barrier flavour.
@@ -150,6 +155,74 @@ pub fn shmem(args: &Args) -> Result<(), Failure> {
                     break;
                 }
                 n = (n * 2).min(pes);
+            }
+        }
+        Test::ImbPingpong | Test::ImbBcast => {
+            for size in sizes_between(min, max) {
+                let p = if matches!(args.test, Test::ImbPingpong) {
+                    let p = hpcnet_workloads::imb::pingpong(
+                        world()?,
+                        hpcnet_workloads::Rank(a as u32),
+                        hpcnet_workloads::Rank(b as u32),
+                        size,
+                        args.iterations,
+                        2,
+                        sc.mpi,
+                    )
+                    .map_err(|e| match e {
+                        hpcnet_workloads::imb::ImbError::BadInput(_) => {
+                            Failure::input(format!("{}: {name}, {size} B: {e}", sc.source))
+                        }
+                        _ => Failure::model(format!("{}: {name}, {size} B: {e}", sc.source)),
+                    })?;
+                    ShmemPoint {
+                        size,
+                        pes: 2,
+                        count: p.iterations,
+                        time_ns: p.latency_us * 2e3 * p.iterations as f64,
+                        latency_us: p.latency_us,
+                        gbytes_per_s: p.mbytes_per_s / 1e3,
+                        messages_per_s: if p.latency_us > 0.0 { 1e6 / p.latency_us } else { 0.0 },
+                        gups: None,
+                        errors: None,
+                    }
+                } else {
+                    let ranks: Vec<hpcnet_workloads::Rank> = (0..pes as u32).map(hpcnet_workloads::Rank).collect();
+                    let p = hpcnet_workloads::coll::run_collective(
+                        world()?,
+                        &ranks,
+                        hpcnet_workloads::coll::CollOp::Bcast,
+                        hpcnet_coll::Algorithm::Binomial,
+                        size.max(8),
+                        args.iterations,
+                        2,
+                        &sc.coll.comm_config(),
+                    )
+                    .map_err(|e| {
+                        let m = format!("{}: {name}, {size} B: {e}", sc.source);
+                        if e.is_bad_input() {
+                            Failure::input(m)
+                        } else {
+                            Failure::model(m)
+                        }
+                    })?;
+                    ShmemPoint {
+                        size,
+                        pes,
+                        count: args.iterations,
+                        time_ns: p.mean_us * 1e3 * args.iterations as f64,
+                        latency_us: p.mean_us,
+                        gbytes_per_s: if p.mean_us > 0.0 {
+                            size as f64 / p.mean_us / 1e3
+                        } else {
+                            0.0
+                        },
+                        messages_per_s: if p.mean_us > 0.0 { 1e6 / p.mean_us } else { 0.0 },
+                        gups: None,
+                        errors: None,
+                    }
+                };
+                points.push(p);
             }
         }
         Test::Randomaccess => {

@@ -1669,6 +1669,48 @@ fn shmem_latency_and_barrier_tables() {
 }
 
 #[test]
+fn shmem_imb_pingpong_and_bcast() {
+    let out = hpcnet(&[
+        "shmem",
+        &nicevt_m2(),
+        "--test",
+        "imb-pingpong",
+        "--sizes",
+        "8:64K",
+        "--iterations",
+        "5",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let pts = v["points"].as_array().unwrap();
+    assert_eq!(pts.len(), 14, "8 B to 64 KiB");
+    let lat: Vec<f64> = pts.iter().map(|p| p["latency_us"].as_f64().unwrap()).collect();
+    assert!(lat.windows(2).all(|w| w[1] >= w[0]), "latency grows with size: {lat:?}");
+    // The 6.25 Gb/s links bound the bandwidth (781 MB/s).
+    let bw = pts[13]["gbytes_per_s"].as_f64().unwrap();
+    assert!(bw > 0.3 && bw < 0.782, "{bw}");
+    let out = hpcnet(&[
+        "shmem",
+        &nicevt_m2(),
+        "--test",
+        "imb-bcast",
+        "--pes",
+        "6",
+        "--sizes",
+        "8:1K",
+        "--iterations",
+        "3",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows = stdout(&out)
+        .lines()
+        .filter(|l| l.trim_start().starts_with(char::is_numeric))
+        .count();
+    assert_eq!(rows, 8, "8 B to 1 KiB");
+}
+
+#[test]
 fn shmem_bad_arguments_exit_2_with_one_line() {
     for (args, want) in [
         (vec!["--pes", "1"], "--pes 1: needs 2 to 64"),
