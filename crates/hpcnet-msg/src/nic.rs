@@ -104,6 +104,12 @@ pub trait NicBackend {
     fn in_order(&self) -> bool {
         false
     }
+    /// Read and atomic requests `rank` has posted whose answer has not come back (the NIC's
+    /// outstanding-read counter), or `None` when the model keeps no such counter.
+    fn outstanding_reads(&self, rank: Rank) -> Option<u32> {
+        let _ = rank;
+        None
+    }
     /// Create a hardware collective group of `members` (in communicator order), programming
     /// the routers' multicast tables; a model without a collective unit refuses.
     fn coll_group(&mut self, members: &[Rank]) -> Result<GroupId, String> {
@@ -190,6 +196,9 @@ impl NicBackend for World {
     }
     fn in_order(&self) -> bool {
         World::in_order(self)
+    }
+    fn outstanding_reads(&self, rank: Rank) -> Option<u32> {
+        Some(World::outstanding_reads(self, rank))
     }
     fn poll_cq(&mut self, cq: CqId) -> Option<Cqe> {
         World::poll_cq(self, cq)

@@ -405,6 +405,12 @@ impl Context {
         }
     }
 
+    /// Reads and atomics this rank has posted whose answer has not come back, from the NIC's
+    /// counter (spec 03), or `None` when the NIC model keeps none.
+    pub fn outstanding_reads(&self) -> Option<u32> {
+        self.host.borrow().nic.outstanding_reads(self.rank)
+    }
+
     /// Messages and atomics that have landed in the watched region `mr` of this rank so far
     /// (the NIC's arrival counter).
     pub fn memory_writes(&self, mr: &Mr) -> u64 {

@@ -7,7 +7,7 @@
 
 use crate::ids::{CqId, Rank, RqId};
 use crate::memory::MemoryError;
-use crate::op::{Op, PostError};
+use crate::op::{Class, Op, PostError};
 use crate::world::{Notice, World};
 use hpcnet_des::SimTime;
 use serde::Serialize;
@@ -176,6 +176,7 @@ impl World {
             Op::Send { .. } => CqeKind::Send,
         };
         let (src, function, engine) = (m.req.src, m.req.function, m.engine);
+        let read = m.class != Class::Push;
         if m.req.signaled || status != CqeStatus::Ok {
             let now = self.q.now();
             let (cq, e) = (
@@ -192,6 +193,9 @@ impl World {
                 },
             );
             self.push_cqe(cq, e);
+        }
+        if read {
+            self.reads_outstanding[src.index()] -= 1;
         }
         let node = self.place.node_of(src);
         self.nics[node.index()].outstanding[function as usize] -= 1;

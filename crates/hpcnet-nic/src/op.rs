@@ -412,6 +412,9 @@ impl World {
         let engine = req.qp.0 % self.cfg.engines;
         let src = req.src;
         self.nic_of(src).outstanding[req.function as usize] += 1;
+        if class != Class::Push {
+            self.reads_outstanding[src.index()] += 1;
+        }
         let id = self.alloc_msg(Msg {
             req,
             class,

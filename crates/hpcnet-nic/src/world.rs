@@ -251,6 +251,9 @@ pub struct World {
     pub(crate) mtu: u32,
     pub(crate) nics: Vec<Nic>,
     pub(crate) mem: Vec<Memory>,
+    /// Per rank: read and atomic requests posted whose answer has not come back (spec 03: the
+    /// NIC's hardware counter of outstanding reads, +1 per request, −1 per reply).
+    pub(crate) reads_outstanding: Vec<u32>,
     pub(crate) place: Placement,
     pub(crate) msgs: Vec<Option<Msg>>,
     pub(crate) free_msgs: Vec<u32>,
@@ -314,6 +317,7 @@ impl World {
             mtu,
             nics,
             mem: (0..n as u32 * place.hosts()).map(Memory::new).collect(),
+            reads_outstanding: vec![0; (n as u32 * place.hosts()) as usize],
             place,
             msgs: Vec::new(),
             free_msgs: Vec::new(),
@@ -456,6 +460,12 @@ impl World {
             .get(rank.index())
             .and_then(|w| w.iter().find(|w| w.0 == rkey))
             .map_or(0, |w| w.1)
+    }
+
+    /// Read and atomic requests `rank` has posted whose answer has not come back: the NICEVT
+    /// NIC's counter of outstanding reads (spec 03, `shmem_syncreads` waits for it to reach 0).
+    pub fn outstanding_reads(&self, rank: Rank) -> u32 {
+        self.reads_outstanding.get(rank.index()).copied().unwrap_or(0)
     }
 
     /// The NIC wrote into `rank`'s memory, in the region of key `rkey`: tell a watcher.
