@@ -39,6 +39,7 @@ fn torus(adaptive: bool) -> World {
             encoding: Encoding::B8B10,
             latency: SimTime::from_ns(20),
             switching: Switching::CutThrough,
+            ..LinkConfig::default()
         },
         link_overrides: Vec::new(),
         router: RouterConfig {
