@@ -1771,6 +1771,7 @@ fn mix64(mut z: u64) -> u64 {
 
 #[path = "net_link.rs"]
 mod link;
+pub use link::LinkErrors;
 
 #[cfg(test)]
 #[path = "net_tests.rs"]
