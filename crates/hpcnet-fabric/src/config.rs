@@ -87,12 +87,69 @@ pub struct LinkConfig {
     /// Switching mode of the receiving router (default "cut_through").
     #[serde(default)]
     pub switching: Switching,
+    /// Bit-error rate after FEC, per data bit, of every link direction (default 1e-12, the
+    /// Sunway links' bound, spec 01 "Reliability"; see [`crate::linkerr`]). `0`: no errors.
+    #[serde(default = "d_ber")]
+    pub ber: f64,
+    /// Replay buffer of each link direction: bytes a sender may have sent and not yet seen
+    /// acknowledged (default none: the buffer never stops a link).
+    #[serde(default)]
+    pub replay_buffer: Option<Bytes>,
+    /// Packets the replay buffer holds at most (default: no limit besides `replay_buffer`).
+    #[serde(default)]
+    pub replay_packets: Option<u32>,
+    /// Acknowledgement turnaround beyond the two cable traversals: the receiver's CRC check and
+    /// the ACK/NAK symbol (default 0). Link round trip = 2 × `latency` + `ack_delay`.
+    #[serde(default)]
+    pub ack_delay: SimTime,
+    /// Corrupted packets within `fallback_window` after which the receiving router of a
+    /// cut-through link direction falls back to store-and-forward (default 0: never).
+    #[serde(default)]
+    pub fallback_errors: u32,
+    /// Window in which `fallback_errors` corrupted packets trigger the fallback (default 10 us).
+    #[serde(default = "d_fallback_window")]
+    pub fallback_window: SimTime,
+    /// Error-free time after which a fallen-back link returns to cut-through (default 100 us).
+    #[serde(default = "d_fallback_clean")]
+    pub fallback_clean: SimTime,
+}
+
+fn d_ber() -> f64 {
+    crate::linkerr::DEFAULT_BER
+}
+fn d_fallback_window() -> SimTime {
+    SimTime::from_us(10)
+}
+fn d_fallback_clean() -> SimTime {
+    SimTime::from_us(100)
+}
+
+impl Default for LinkConfig {
+    /// A 4-lane link of 28.125 Gb/s lanes with 64b/66b coding and 10 ns latency (the Sunway
+    /// port); every other key at its documented default. Scenario files must still give
+    /// `lane_rate` and `latency`: this exists for code that builds configurations.
+    fn default() -> Self {
+        LinkConfig {
+            lanes: d_lanes(),
+            lane_rate: BitsPerSec::new(28_125_000_000),
+            encoding: Encoding::default(),
+            latency: SimTime::from_ns(10),
+            switching: Switching::default(),
+            ber: d_ber(),
+            replay_buffer: None,
+            replay_packets: None,
+            ack_delay: SimTime::ZERO,
+            fallback_errors: 0,
+            fallback_window: d_fallback_window(),
+            fallback_clean: d_fallback_clean(),
+        }
+    }
 }
 
 impl LinkConfig {
     /// Checks that `lanes` lanes of this link have a data rate the model can represent and that
     /// is not zero after line coding; `key` names the lane count in errors.
-    fn check_rate(&self, lanes: u32, key: &str) -> Result<(), ConfigError> {
+    pub(crate) fn check_rate(&self, lanes: u32, key: &str) -> Result<(), ConfigError> {
         let Some(raw) = self.lane_rate.0.checked_mul(u64::from(lanes)) else {
             return Err(ConfigError::new(
                 key,
@@ -134,6 +191,8 @@ pub struct LinkOverride {
     pub lanes: Option<u32>,
     pub latency: Option<SimTime>,
     pub switching: Option<Switching>,
+    /// Post-FEC bit-error rate of this cable (both directions), instead of `link.ber`.
+    pub ber: Option<f64>,
 }
 
 /// Output arbitration policy.
@@ -542,6 +601,7 @@ impl FabricConfig {
                 ),
             ));
         }
+        crate::linkerr::validate(self)?;
         let algo = self.routing.name();
         check_algorithm_applies(algo, kind)?;
         // VC requirements of each deadlock-avoidance scheme.

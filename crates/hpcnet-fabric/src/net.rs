@@ -28,11 +28,16 @@
 //!   arrived on; multicast is meant for tree topologies (no bubble or dateline rule applies to
 //!   it). Each extra copy counts in `net.multicast_copies`, so the conservation law reads
 //!   `injected + copies = delivered + dropped + in_flight`.
+//! - **Link-level reliability** ([`crate::linkerr`], hooks in `net_link.rs`): bit errors, CRC
+//!   check and go-back-N retransmission from a replay buffer, stomped corrupted copies under
+//!   cut-through, and the fallback to store-and-forward. Corrupted copies are not packets of
+//!   the conservation law: they are discarded by the router or node that receives them.
 
 use crate::arbiter::{Age, OutputArbiter, Request as ArbRequest, RoundRobin};
 use crate::config::{Arbitration, FabricConfig, Switching, MAX_VCS};
+use crate::linkerr::{LinkLayer, LK_REPLAY};
 use crate::multicast::{MulticastError, MulticastRoute, Tables};
-use crate::packet::{Packet, PacketId, F_MCAST};
+use crate::packet::{Packet, PacketId, F_GHOST, F_MCAST, F_STOMPED};
 use crate::routing::{Choice, CreditView, RouteError, Routing};
 use crate::topology::{NodeId, Peer, PortIdx, RouterId, Topology};
 use hpcnet_des::stats::{Registry, StatRecord};
@@ -116,6 +121,12 @@ pub struct Blocked {
 #[derive(Clone, Debug)]
 struct OutPort {
     busy_until: SimTime,
+    /// Error-free bits this link direction carries before its next bit error
+    /// ([`crate::linkerr`]; `u64::MAX`: none).
+    err_left: u64,
+    /// Link-layer flags ([`crate::linkerr::LK_REPLAY`], [`crate::linkerr::LK_FALLBACK`]): any set
+    /// sends every packet through the link layer.
+    lk: u8,
     free_private: [u16; MAX_VCS],
     free_shared: u32,
     /// Credits on their way back: (arrival time, vc, private, shared), absorbed when due.
@@ -289,6 +300,13 @@ pub struct Network {
     /// A multicast packet was injected at some point: only then do the router paths look at
     /// packets' multicast flag (unicast-only runs skip the load).
     mcast_seen: bool,
+    /// Link-level reliability state ([`crate::linkerr`]).
+    link: LinkLayer,
+    /// Corrupted copies alive (in a cut-through receiver, or forwarded stomped): only while
+    /// there are any do the router paths look at packets' corruption flags.
+    ghosts: u32,
+    /// Corrupted transmissions of the current send (reused, so the error path allocates once).
+    corrupt_buf: Vec<(SimTime, bool)>,
 }
 
 struct PortCredits<'a> {
@@ -381,6 +399,8 @@ impl Network {
         let base_rate = cfg.link.data_rate();
         let mk = |to: Dest, rate: BitsPerSec, latency: SimTime, saf: bool, origin: u32| OutPort {
             busy_until: SimTime::ZERO,
+            err_left: u64::MAX,
+            lk: 0,
             free_private,
             free_shared: cfg.router.shared_credits,
             returning: Vec::new(),
@@ -402,10 +422,12 @@ impl Network {
             origin,
         };
         let mut out = Vec::with_capacity(nports);
+        let mut bers = Vec::with_capacity(nports);
         let mut upstream = vec![u32::MAX; total as usize];
         for (ri, r) in topo.routers.iter().enumerate() {
             for (pi, peer) in r.ports.iter().enumerate() {
-                let (lanes, lat, sw) = link_params(&cfg, &topo, RouterId(ri as u32), PortIdx(pi as u16));
+                let (lanes, lat, sw, ber) = link_params(&cfg, &topo, RouterId(ri as u32), PortIdx(pi as u16));
+                bers.push(ber);
                 let rate = base_rate_for(&cfg, lanes, base_rate);
                 let dead = routing.is_dead(RouterId(ri as u32), PortIdx(pi as u16));
                 let to = match *peer {
@@ -423,7 +445,8 @@ impl Network {
         for (ni, n) in topo.nodes.iter().enumerate() {
             for rail in 0..rails as usize {
                 let (r, p) = n.ports[rail.min(n.ports.len() - 1)];
-                let (lanes, lat, sw) = link_params(&cfg, &topo, r, p);
+                let (lanes, lat, sw, ber) = link_params(&cfg, &topo, r, p);
+                bers.push(ber);
                 let rate = base_rate_for(&cfg, lanes, base_rate);
                 let g = port_base[r.index()] + p.0 as u32;
                 upstream[g as usize] = total + (ni * rails as usize + rail) as u32;
@@ -459,6 +482,12 @@ impl Network {
             ));
         }
         let mcast = Tables::new(total as usize, cfg.router.multicast_tables);
+        let mut link = LinkLayer::new(&cfg.link, &bers);
+        let lk = if link.bounded() { LK_REPLAY } else { 0 };
+        for (o, gap) in out.iter_mut().zip(link.reseed(0)) {
+            o.err_left = gap;
+            o.lk = lk;
+        }
         Ok(Network {
             topo,
             routing,
@@ -487,6 +516,9 @@ impl Network {
             mcast,
             mc_left: vec![0; node_q0 as usize],
             mcast_seen: false,
+            link,
+            ghosts: 0,
+            corrupt_buf: Vec::new(),
         })
     }
 
@@ -508,6 +540,9 @@ impl Network {
     /// the run's seed. Without it the seed is 0.
     pub fn set_seed(&mut self, seed: u64) {
         self.salt_key = salt_key(seed);
+        for (o, gap) in self.out.iter_mut().zip(self.link.reseed(seed)) {
+            o.err_left = gap;
+        }
     }
 
     /// The next random bits of a packet from `src`.
@@ -545,6 +580,9 @@ impl Network {
         let copies = self.stats.get(NetStat::Copies);
         if copies > 0 {
             v.extend(Registry::of_counters(&NET_MCAST_STATS, &[copies]).report());
+        }
+        if self.link.active() {
+            v.extend(Registry::of_counters(&crate::linkerr::LINK_STATS, &self.link.totals().values()).report());
         }
         v
     }
@@ -863,6 +901,9 @@ impl Network {
         match ev {
             NetEvent::Arrive { pkt, router, port } => {
                 self.on_wire -= 1;
+                if self.ghosts != 0 && self.packets[pkt as usize].flags & F_STOMPED != 0 {
+                    return self.stomped_arrived(q, pkt, router, port);
+                }
                 let p = &mut self.packets[pkt as usize];
                 p.hops += 1;
                 let vc = p.vc;
@@ -881,6 +922,9 @@ impl Network {
             }
             NetEvent::Deliver { pkt } => {
                 self.on_wire -= 1;
+                if self.ghosts != 0 && self.packets[pkt as usize].flags & F_STOMPED != 0 {
+                    return self.stomped_delivered(q, pkt);
+                }
                 let p = self.take(pkt);
                 self.stats.add(NetStat::Delivered, 1);
                 self.stats.add(NetStat::Hops, p.hops as u64);
@@ -898,6 +942,9 @@ impl Network {
         let in_port = PortIdx(((qi >> self.vc_shift) - base) as u16);
         loop {
             let id = self.inq.front(qi)?;
+            if self.ghosts != 0 && self.ghost_expired(qi, id, q.now()) {
+                continue;
+            }
             let routed = if self.mcast_seen && self.packets[id as usize].flags & F_MCAST != 0 {
                 self.multicast_route(qi, router, in_port, id)
             } else {
@@ -1139,6 +1186,9 @@ impl Network {
                 }
                 return None;
             };
+            if o.lk & LK_REPLAY != 0 && self.replay_stalls(q, oi, base + v, now) {
+                return None;
+            }
             self.out[oi as usize].rr = (v + 1) % n;
             let id = self.inq.front(base + v).expect("chosen queue has a head");
             (base + v, self.pkt(id).vc)
@@ -1150,6 +1200,9 @@ impl Network {
                 self.starve(q, oi);
                 return None;
             };
+            if o.lk & LK_REPLAY != 0 && self.replay_stalls(q, oi, qi, now) {
+                return None;
+            }
             // Unlink the served request; round robin resumes at the one after it.
             let o = &mut self.out[oi as usize];
             let recs = &mut self.inq.q;
@@ -1188,13 +1241,28 @@ impl Network {
             ser
         };
         let start = now.max(tail_at.saturating_sub(ser));
+        // A corrupted copy in a cut-through receiver holds no input credits; it leaves only if
+        // its tail (and bad CRC) has not arrived yet.
+        let ghost = self.ghosts != 0 && self.packets[id as usize].flags & F_GHOST != 0;
+        if ghost && self.ghost_granted(qi, id, start) {
+            return self.served_nothing(q, oi, qi);
+        }
         // Free the buffer the packet leaves, when its tail is out.
-        if last {
+        if last && !ghost {
             self.release_input(q, qi, id, start + ser);
         }
+        // The link layer: errors and retransmissions, the replay buffer, the fallback.
+        let o = &mut self.out[oi as usize];
+        let bits = (size as u64) << 3;
+        let sent = if o.lk == 0 && o.err_left >= bits {
+            o.err_left -= bits;
+            start
+        } else {
+            self.link_send(q, oi, id, out_vc, start, ser)
+        };
         // Take credits downstream.
         let o = &mut self.out[oi as usize];
-        o.busy_until = start + ser;
+        o.busy_until = sent + ser;
         o.busy_ps += ser.0;
         o.packets += 1;
         let mut shared_used = 0u16;
@@ -1210,7 +1278,7 @@ impl Network {
         let p = &mut self.packets[id as usize];
         p.vc = out_vc;
         p.shared_used = shared_used;
-        p.tail_at = start + ser + lat;
+        p.tail_at = sent + ser + lat;
         if is_node {
             p.injected = start;
             self.stats.add(NetStat::Injected, 1);
@@ -1220,7 +1288,7 @@ impl Network {
         self.on_wire += 1;
         match to {
             Dest::Router { router, port } => {
-                let head = if saf { start + ser + lat } else { start + lat };
+                let head = if saf { sent + ser + lat } else { sent + lat };
                 q.schedule_by(
                     self.port_origin(oi),
                     head + self.cfg.router.latency,
@@ -1229,7 +1297,7 @@ impl Network {
             }
             Dest::Node => q.schedule_by(
                 self.port_origin(oi),
-                start + ser + lat,
+                sent + ser + lat,
                 NetEvent::Deliver { pkt: id }.into(),
             ),
             Dest::None => unreachable!("a dead port never fits"),
@@ -1350,6 +1418,7 @@ impl Network {
                 .out
                 .iter()
                 .any(|o| o.busy_until > now || o.returning.iter().any(|r| r.0 > now))
+            || self.link.awaiting_ack(now)
     }
 
     /// The evidence of a deadlock: input queues whose head packets wait for credits that only
@@ -1550,10 +1619,12 @@ impl Network {
     }
 }
 
-fn link_params(cfg: &FabricConfig, topo: &Topology, r: RouterId, p: PortIdx) -> (u32, SimTime, Switching) {
+/// Lanes, latency, switching and bit-error rate of the cable at port `p` of router `r`.
+fn link_params(cfg: &FabricConfig, topo: &Topology, r: RouterId, p: PortIdx) -> (u32, SimTime, Switching, f64) {
     let mut lanes = cfg.link.lanes;
     let mut lat = cfg.link.latency;
     let mut sw = cfg.link.switching;
+    let mut ber = cfg.link.ber;
     let peer = match topo.routers[r.index()].ports[p.index()] {
         Peer::Router { router, port } => Some((router, port)),
         _ => None,
@@ -1563,9 +1634,10 @@ fn link_params(cfg: &FabricConfig, topo: &Topology, r: RouterId, p: PortIdx) -> 
             lanes = o.lanes.unwrap_or(lanes);
             lat = o.latency.unwrap_or(lat);
             sw = o.switching.unwrap_or(sw);
+            ber = o.ber.unwrap_or(ber);
         }
     }
-    (lanes, lat, sw)
+    (lanes, lat, sw, ber)
 }
 
 fn base_rate_for(cfg: &FabricConfig, lanes: u32, base: BitsPerSec) -> BitsPerSec {
@@ -1696,6 +1768,10 @@ fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
 }
+
+#[path = "net_link.rs"]
+mod link;
+pub use link::LinkErrors;
 
 #[cfg(test)]
 #[path = "net_tests.rs"]

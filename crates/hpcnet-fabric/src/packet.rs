@@ -15,6 +15,8 @@ pub(crate) const F_CROSSED: u8 = 1; // crossed the dateline of the current dimen
 pub(crate) const F_ESCAPE: u8 = 2; // travelling on the escape VC (minimal adaptive)
 pub(crate) const F_MEASURED: u8 = 4; // generated inside the measurement window
 pub(crate) const F_MCAST: u8 = 8; // multicast: `dst` holds the group until ejection
+pub(crate) const F_GHOST: u8 = 16; // corrupted copy in a cut-through receiver (crate::linkerr)
+pub(crate) const F_STOMPED: u8 = 32; // corrupted copy forwarded with a bad end marker
 
 /// No dimension yet (just injected).
 pub(crate) const NO_DIM: u8 = u8::MAX;

@@ -296,6 +296,7 @@ fn fabric(routing: RoutingConfig, vcs: u8) -> FabricConfig {
             encoding: Encoding::None,
             latency: SimTime::from_ns(10),
             switching: Switching::CutThrough,
+            ..LinkConfig::default()
         },
         link_overrides: Vec::new(),
         router: RouterConfig {

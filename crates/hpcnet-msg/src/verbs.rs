@@ -1136,6 +1136,7 @@ pub fn doc_world() -> World {
             encoding: Encoding::B64B66,
             latency: SimTime::from_ns(10),
             switching: Switching::CutThrough,
+            ..LinkConfig::default()
         },
         link_overrides: Vec::new(),
         router: RouterConfig {

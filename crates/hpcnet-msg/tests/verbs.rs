@@ -20,6 +20,7 @@ fn fabric(routing: RoutingConfig, max_payload: u64) -> FabricConfig {
             encoding: Encoding::B64B66,
             latency: SimTime::from_ns(10),
             switching: Switching::CutThrough,
+            ..LinkConfig::default()
         },
         link_overrides: Vec::new(),
         router: RouterConfig {

@@ -48,6 +48,7 @@ fn torus_with(adaptive: bool, nic: NicConfig) -> World {
             encoding: Encoding::B8B10,
             latency: SimTime::from_ns(20),
             switching: Switching::CutThrough,
+            ..LinkConfig::default()
         },
         link_overrides: Vec::new(),
         router: RouterConfig {

@@ -152,6 +152,11 @@ pub struct RunReport {
     pub stats: Vec<StatRecord>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub links: Option<Vec<LinkRecord>>,
+    /// Link-level reliability counters of every link direction where one is not zero
+    /// (corrupted packets, retransmissions, replay-buffer stalls, store-and-forward
+    /// fallbacks; the totals are the `link.*` statistics).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub link_errors: Vec<hpcnet_fabric::net::LinkErrors>,
     pub resolved_scenario: serde_json::Value,
 }
 
@@ -757,6 +762,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
             v
         },
         links,
+        link_errors: net.link_errors(),
         resolved_scenario: sc.resolved_json(),
     })
 }

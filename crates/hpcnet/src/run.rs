@@ -208,6 +208,9 @@ pub fn print_text(r: &RunReport) {
         u.max,
         u.max_link
     );
+    if let Some(line) = link_level_line(r) {
+        outln!("  link level      {line}");
+    }
     if let Some(t) = &r.table_memory {
         outln!(
             "  route tables    two-level {} entries vs flat {} ({:.1} % less; supernode {} endpoints)",
@@ -241,4 +244,37 @@ pub fn print_text(r: &RunReport) {
             );
         }
     }
+}
+
+/// The link-level reliability counters of a run in one line, when any is not zero.
+fn link_level_line(r: &RunReport) -> Option<String> {
+    if r.link_errors.is_empty() {
+        return None;
+    }
+    let sum = |f: &dyn Fn(&hpcnet_fabric::linkerr::LinkCounters) -> u64| -> u64 {
+        r.link_errors.iter().map(|l| f(&l.counters)).sum()
+    };
+    let mut line = format!(
+        "{} packets corrupted, {} retransmissions, {} corrupted copies forwarded; {} replay-buffer stalls ({:.1} ns)",
+        sum(&|c| c.corrupted_packets),
+        sum(&|c| c.retransmissions),
+        sum(&|c| c.corrupt_forwarded),
+        sum(&|c| c.replay_stalls),
+        sum(&|c| c.replay_stall_ps) as f64 / 1e3
+    );
+    let fell: Vec<&str> = r
+        .link_errors
+        .iter()
+        .filter(|l| l.counters.saf_fallbacks > 0)
+        .map(|l| l.from.as_str())
+        .collect();
+    if !fell.is_empty() {
+        line += &format!(
+            "; store-and-forward fallbacks {} (restored {}) on {}",
+            sum(&|c| c.saf_fallbacks),
+            sum(&|c| c.saf_restores),
+            fell.join(", ")
+        );
+    }
+    Some(line)
 }
