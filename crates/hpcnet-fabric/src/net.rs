@@ -28,6 +28,9 @@
 //!   arrived on; multicast is meant for tree topologies (no bubble or dateline rule applies to
 //!   it). Each extra copy counts in `net.multicast_copies`, so the conservation law reads
 //!   `injected + copies = delivered + dropped + in_flight`.
+//! - **Dynamic faults** (`net_faults.rs`, [`crate::faults`]): cables, routers and planes fail
+//!   and are repaired during the run; packets in a failed component are lost, routers learn of
+//!   it after `faults.detection` and recomputed tables follow after `faults.table_update`.
 
 use crate::arbiter::{Age, OutputArbiter, Request as ArbRequest, RoundRobin};
 use crate::config::{Arbitration, FabricConfig, Switching, MAX_VCS};
@@ -38,6 +41,10 @@ use crate::topology::{NodeId, Peer, PortIdx, RouterId, Topology};
 use hpcnet_des::stats::{Registry, StatRecord};
 use hpcnet_des::{BitsPerSec, EventQueue, Origin, SimTime};
 use serde::Serialize;
+
+#[path = "net_faults.rs"]
+mod faults_rt;
+pub use faults_rt::{FaultRecord, FaultStats, FaultStep};
 
 /// Events the network schedules on the shared event queue.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -52,6 +59,8 @@ pub enum NetEvent {
     Arb { oport: u32 },
     /// Tail of `pkt` has reached its destination node.
     Deliver { pkt: PacketId },
+    /// A step of the fault schedule: a failure or repair, its detection, new tables.
+    Fault { step: FaultStep },
 }
 
 /// What the network tells the endpoints cabled to it (NICs, or a traffic collector): the one
@@ -147,6 +156,8 @@ struct OutPort {
     /// Ejection port whose node accepts packets only into credited buffers
     /// ([`Network::set_ejection_credits`]).
     limited: bool,
+    /// The link is down now (a dynamic failure): whatever is sent on it is lost.
+    down: bool,
     /// Event origin of the component owning the port (its router, or its node).
     origin: u32,
 }
@@ -289,6 +300,13 @@ pub struct Network {
     /// A multicast packet was injected at some point: only then do the router paths look at
     /// packets' multicast flag (unicast-only runs skip the load).
     mcast_seen: bool,
+    /// Dynamic faults and the torus bypass (None when the scenario has neither).
+    faults: Option<Box<faults_rt::FaultRuntime>>,
+    /// A link has gone down during the run: arrivals then check whether their cable failed
+    /// under them (runs without dynamic faults skip the check).
+    fault_cut: bool,
+    /// The run's seed ([`Network::set_seed`]), for random failures.
+    seed: u64,
 }
 
 struct PortCredits<'a> {
@@ -399,6 +417,7 @@ impl Network {
             busy_ps: 0,
             packets: 0,
             limited: false,
+            down: false,
             origin,
         };
         let mut out = Vec::with_capacity(nports);
@@ -459,7 +478,7 @@ impl Network {
             ));
         }
         let mcast = Tables::new(total as usize, cfg.router.multicast_tables);
-        Ok(Network {
+        let mut net = Network {
             topo,
             routing,
             cfg,
@@ -487,7 +506,12 @@ impl Network {
             mcast,
             mc_left: vec![0; node_q0 as usize],
             mcast_seen: false,
-        })
+            faults: None,
+            fault_cut: false,
+            seed: 0,
+        };
+        net.init_faults()?;
+        Ok(net)
     }
 
     pub fn config(&self) -> &FabricConfig {
@@ -508,6 +532,7 @@ impl Network {
     /// the run's seed. Without it the seed is 0.
     pub fn set_seed(&mut self, seed: u64) {
         self.salt_key = salt_key(seed);
+        self.seed = seed;
     }
 
     /// The next random bits of a packet from `src`.
@@ -546,6 +571,7 @@ impl Network {
         if copies > 0 {
             v.extend(Registry::of_counters(&NET_MCAST_STATS, &[copies]).report());
         }
+        v.extend(self.fault_statistics());
         v
     }
 
@@ -745,8 +771,10 @@ impl Network {
         };
         if let Err(reason) = prepared {
             // A node whose cable is down loses what it sends, like any dropped packet (counted
-            // as injected and dropped, so `injected = delivered + dropped + in flight` holds).
-            if let RouteError::SourceCableDown { .. } = reason {
+            // as injected and dropped, so `injected = delivered + dropped + in flight` holds);
+            // so does a packet with no route once faults can strike during the run.
+            let dynamic = self.faults.as_ref().is_some_and(|f| f.dynamic());
+            if matches!(reason, RouteError::SourceCableDown { .. }) || dynamic {
                 self.stats.add(NetStat::Injected, 1);
                 self.stats.add(NetStat::Dropped, 1);
                 self.drops.push(Drop {
@@ -863,6 +891,9 @@ impl Network {
         match ev {
             NetEvent::Arrive { pkt, router, port } => {
                 self.on_wire -= 1;
+                if self.fault_cut && self.lost_on_cable(q, pkt, Some((router, port))) {
+                    return;
+                }
                 let p = &mut self.packets[pkt as usize];
                 p.hops += 1;
                 let vc = p.vc;
@@ -881,11 +912,15 @@ impl Network {
             }
             NetEvent::Deliver { pkt } => {
                 self.on_wire -= 1;
+                if self.fault_cut && self.lost_on_cable(q, pkt, None) {
+                    return;
+                }
                 let p = self.take(pkt);
                 self.stats.add(NetStat::Delivered, 1);
                 self.stats.add(NetStat::Hops, p.hops as u64);
                 ep.deliver(p, now);
             }
+            NetEvent::Fault { step } => self.fault_step(q, step, ep),
         }
     }
 
@@ -1107,6 +1142,10 @@ impl Network {
     ) -> Option<u32> {
         let now = q.now();
         let o = &mut self.out[oi as usize];
+        if o.down {
+            self.sink(q, oi, ep);
+            return None;
+        }
         if o.busy_until > now {
             let t = o.busy_until;
             self.wake_at(q, self.port_origin(oi), oi, t);
