@@ -4,6 +4,8 @@
 //!
 //! - [`topology`]: topology families, their builder, metrics and export;
 //! - [`config`]: the fabric's scenario keys (links, routers, routing, faults) and validation;
+//! - [`faults`]: fault schedules and random failures, and the tables recomputed around failures
+//!   (up*/down* reconstruction, the NICEVT torus first/last-step bypass);
 //! - [`routing`]: routing functions and tables, VC classes and deadlock schemes;
 //! - [`arbiter`]: output arbitration policies;
 //! - [`net`]: the packet-level simulator (input-buffered routers, credits, links) and the
@@ -15,6 +17,7 @@
 
 pub mod arbiter;
 pub mod config;
+pub mod faults;
 pub mod linkerr;
 pub mod multicast;
 pub mod net;

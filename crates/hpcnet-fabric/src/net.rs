@@ -32,6 +32,9 @@
 //!   check and go-back-N retransmission from a replay buffer, stomped corrupted copies under
 //!   cut-through, and the fallback to store-and-forward. Corrupted copies are not packets of
 //!   the conservation law: they are discarded by the router or node that receives them.
+//! - **Dynamic faults** (`net_faults.rs`, [`crate::faults`]): cables, routers and planes fail
+//!   and are repaired during the run; packets in a failed component are lost, routers learn of
+//!   it after `faults.detection` and recomputed tables follow after `faults.table_update`.
 
 use crate::arbiter::{Age, OutputArbiter, Request as ArbRequest, RoundRobin};
 use crate::config::{Arbitration, FabricConfig, Switching, MAX_VCS};
@@ -43,6 +46,10 @@ use crate::topology::{NodeId, Peer, PortIdx, RouterId, Topology};
 use hpcnet_des::stats::{Registry, StatRecord};
 use hpcnet_des::{BitsPerSec, EventQueue, Origin, SimTime};
 use serde::Serialize;
+
+#[path = "net_faults.rs"]
+mod faults_rt;
+pub use faults_rt::{FaultRecord, FaultStats, FaultStep};
 
 /// Events the network schedules on the shared event queue.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -57,6 +64,8 @@ pub enum NetEvent {
     Arb { oport: u32 },
     /// Tail of `pkt` has reached its destination node.
     Deliver { pkt: PacketId },
+    /// A step of the fault schedule: a failure or repair, its detection, new tables.
+    Fault { step: FaultStep },
 }
 
 /// What the network tells the endpoints cabled to it (NICs, or a traffic collector): the one
@@ -158,6 +167,8 @@ struct OutPort {
     /// Ejection port whose node accepts packets only into credited buffers
     /// ([`Network::set_ejection_credits`]).
     limited: bool,
+    /// The link is down now (a dynamic failure): whatever is sent on it is lost.
+    down: bool,
     /// Event origin of the component owning the port (its router, or its node).
     origin: u32,
 }
@@ -307,6 +318,13 @@ pub struct Network {
     ghosts: u32,
     /// Corrupted transmissions of the current send (reused, so the error path allocates once).
     corrupt_buf: Vec<(SimTime, bool)>,
+    /// Dynamic faults and the torus bypass (None when the scenario has neither).
+    faults: Option<Box<faults_rt::FaultRuntime>>,
+    /// A link has gone down during the run: arrivals then check whether their cable failed
+    /// under them (runs without dynamic faults skip the check).
+    fault_cut: bool,
+    /// The run's seed ([`Network::set_seed`]), for random failures.
+    seed: u64,
 }
 
 struct PortCredits<'a> {
@@ -419,6 +437,7 @@ impl Network {
             busy_ps: 0,
             packets: 0,
             limited: false,
+            down: false,
             origin,
         };
         let mut out = Vec::with_capacity(nports);
@@ -488,7 +507,7 @@ impl Network {
             o.err_left = gap;
             o.lk = lk;
         }
-        Ok(Network {
+        let mut net = Network {
             topo,
             routing,
             cfg,
@@ -519,7 +538,12 @@ impl Network {
             link,
             ghosts: 0,
             corrupt_buf: Vec::new(),
-        })
+            faults: None,
+            fault_cut: false,
+            seed: 0,
+        };
+        net.init_faults()?;
+        Ok(net)
     }
 
     pub fn config(&self) -> &FabricConfig {
@@ -543,6 +567,7 @@ impl Network {
         for (o, gap) in self.out.iter_mut().zip(self.link.reseed(seed)) {
             o.err_left = gap;
         }
+        self.seed = seed;
     }
 
     /// The next random bits of a packet from `src`.
@@ -584,6 +609,7 @@ impl Network {
         if self.link.active() {
             v.extend(Registry::of_counters(&crate::linkerr::LINK_STATS, &self.link.totals().values()).report());
         }
+        v.extend(self.fault_statistics());
         v
     }
 
@@ -783,8 +809,10 @@ impl Network {
         };
         if let Err(reason) = prepared {
             // A node whose cable is down loses what it sends, like any dropped packet (counted
-            // as injected and dropped, so `injected = delivered + dropped + in flight` holds).
-            if let RouteError::SourceCableDown { .. } = reason {
+            // as injected and dropped, so `injected = delivered + dropped + in flight` holds);
+            // so does a packet with no route once faults can strike during the run.
+            let dynamic = self.faults.as_ref().is_some_and(|f| f.dynamic());
+            if matches!(reason, RouteError::SourceCableDown { .. }) || dynamic {
                 self.stats.add(NetStat::Injected, 1);
                 self.stats.add(NetStat::Dropped, 1);
                 self.drops.push(Drop {
@@ -904,6 +932,9 @@ impl Network {
                 if self.ghosts != 0 && self.packets[pkt as usize].flags & F_STOMPED != 0 {
                     return self.stomped_arrived(q, pkt, router, port);
                 }
+                if self.fault_cut && self.lost_on_cable(q, pkt, Some((router, port))) {
+                    return;
+                }
                 let p = &mut self.packets[pkt as usize];
                 p.hops += 1;
                 let vc = p.vc;
@@ -925,11 +956,15 @@ impl Network {
                 if self.ghosts != 0 && self.packets[pkt as usize].flags & F_STOMPED != 0 {
                     return self.stomped_delivered(q, pkt);
                 }
+                if self.fault_cut && self.lost_on_cable(q, pkt, None) {
+                    return;
+                }
                 let p = self.take(pkt);
                 self.stats.add(NetStat::Delivered, 1);
                 self.stats.add(NetStat::Hops, p.hops as u64);
                 ep.deliver(p, now);
             }
+            NetEvent::Fault { step } => self.fault_step(q, step, ep),
         }
     }
 
@@ -1154,6 +1189,10 @@ impl Network {
     ) -> Option<u32> {
         let now = q.now();
         let o = &mut self.out[oi as usize];
+        if o.down {
+            self.sink(q, oi, ep);
+            return None;
+        }
         if o.busy_until > now {
             let t = o.busy_until;
             self.wake_at(q, self.port_origin(oi), oi, t);

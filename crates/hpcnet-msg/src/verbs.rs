@@ -120,6 +120,8 @@ impl<B: NicBackend + ?Sized> Host<B> {
                     }
                     None
                 }
+                // Nothing waits on a loss until a transport does (the NIC counts and lists it).
+                Notice::PacketLost(_) => None,
             };
             if let Some(waker) = waker {
                 waker.wake();

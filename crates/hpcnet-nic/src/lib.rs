@@ -47,4 +47,4 @@ pub use ids::{CqId, Placement, QpNum, Rank, RqId, Seg, TimerId};
 pub use memory::{Memory, MemoryError, Region};
 pub use op::{AtomicOp, Op, PostError, Request, FSM_MAX};
 pub use pkt::READ_REQUEST_BYTES;
-pub use world::{NicCounters, Notice, World, WorldEvent};
+pub use world::{LostPacket, NicCounters, Notice, World, WorldEvent};

@@ -3,8 +3,9 @@
 //! Three paths (spec 01): loopback inside the engine (same host interface), the NIC's on-chip
 //! crossbar (the other host interface of the same NIC), or the network. On the network, the
 //! rail is the request's (`nic.port_select = "fixed"`) or the one whose queue drains first
-//! (`"adaptive"`, [`hpcnet_fabric::Network::least_loaded_rail`]), so packets of one message may
-//! arrive out of order. With `nic.tx_queue = N` each (rail, VC class) has a transmit queue of N
+//! among the rails the routers know to be working at both ends (`"adaptive"`,
+//! [`hpcnet_fabric::Network::least_loaded_rail_to`]: a dead rail is avoided once its failure is
+//! detected), so packets of one message may arrive out of order. With `nic.tx_queue = N` each (rail, VC class) has a transmit queue of N
 //! packets; packets beyond wait in the NIC's backlog, in order, and their engine takes no new
 //! message until they are queued. GET requests may use their own VC class (`nic.get_vc`).
 
@@ -43,7 +44,7 @@ impl World {
             PortSelect::Fixed => req_rail,
             PortSelect::Adaptive => {
                 let start = (pid % self.net.rails() as u32) as u8;
-                self.net.least_loaded_rail(from_node, start)
+                self.net.least_loaded_rail_to(from_node, to_node, start)
             }
         };
         // A bounded transmit queue per (rail, VC class): packets wait in the NIC, in order, while

@@ -128,6 +128,27 @@ pub enum Notice {
     Cq(CqId),
     Timer(TimerId),
     Memory(Rank),
+    /// A packet `rank` sent was lost in the network (a failed component, or no route): its
+    /// message will not complete unless a transport sends it again ([`World::lost_packets`]).
+    PacketLost(Rank),
+}
+
+/// A packet of a message that the network lost or dropped, as the NIC that sent it sees it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LostPacket {
+    pub at: SimTime,
+    /// Sender and receiver ranks.
+    pub from: Rank,
+    pub to: Rank,
+    /// The NIC's message id (stable while the message is incomplete).
+    pub msg: u32,
+    /// "data", "read_request", "ack", "atomic_request" or "atomic_response".
+    pub kind: &'static str,
+    /// Message bytes the packet carried (data packets): offset and length.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<(u64, u64)>,
+    /// Why, as reports name it (`lost_in_cable`, `unreachable`, ...).
+    pub cause: &'static str,
 }
 
 /// One NIC: its stages' state.
@@ -158,10 +179,11 @@ pub(crate) enum NicStat {
     Refused,
     Unroutable,
     OutOfOrder,
+    Lost,
 }
 
 /// Name, unit and description of each [`NicStat`], in its order.
-const NIC_STATS: [(&str, &str, &str); 8] = [
+const NIC_STATS: [(&str, &str, &str); 9] = [
     ("nic.messages", "messages", "work requests accepted by the NICs"),
     ("nic.data_packets", "packets", "packets carrying message data"),
     (
@@ -182,11 +204,16 @@ const NIC_STATS: [(&str, &str, &str); 8] = [
         "packets",
         "data packets arriving after a later packet of their message",
     ),
+    (
+        "nic.packets_lost",
+        "packets",
+        "packets the network lost or dropped (failed components, no route)",
+    ),
 ];
 
 /// The NICs' counter values (a fixed array: the hot path indexes it with constants).
 #[derive(Default)]
-pub(crate) struct NicStats([u64; 8]);
+pub(crate) struct NicStats([u64; 9]);
 
 impl NicStats {
     #[inline(always)]
@@ -214,6 +241,13 @@ pub struct NicCounters {
     pub unroutable: u64,
     /// Data packets that arrived after a packet sent later in the same message.
     pub out_of_order: u64,
+    /// Packets the network lost or dropped ([`World::lost_packets`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub lost: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What the network handed the NICs during one network event (the NIC side of the
@@ -279,6 +313,9 @@ pub struct World {
     /// The hardware collective unit of every NIC.
     pub(crate) coll: CollUnit,
     pub(crate) trig: TrigUnit,
+    /// Drops of the network already looked at, and the NIC packets among them.
+    drops_seen: usize,
+    lost: Vec<LostPacket>,
 }
 
 impl World {
@@ -306,6 +343,7 @@ impl World {
             .collect();
         let mut q = EventQueue::new();
         q.reserve_origins(net.origins());
+        net.schedule_faults(&mut q);
         World {
             q,
             arrivals: Arrivals {
@@ -339,6 +377,8 @@ impl World {
             timing: HostTiming::new(&cfg.host),
             cfg,
             checked_at: SimTime::ZERO,
+            drops_seen: 0,
+            lost: Vec::new(),
         }
     }
 
@@ -378,12 +418,19 @@ impl World {
             refused: s.get(NicStat::Refused),
             unroutable: s.get(NicStat::Unroutable),
             out_of_order: s.get(NicStat::OutOfOrder),
+            lost: s.get(NicStat::Lost),
         }
     }
 
     /// The NICs' and the network's statistics (names, units, descriptions, values).
     pub fn statistics(&self) -> Vec<StatRecord> {
-        let mut v = Registry::of_counters(&NIC_STATS, &self.stats.0).report();
+        // The loss counter is reported when losses can happen (faults during the run) or did.
+        let n = if self.net.has_dynamic_faults() || self.stats.get(NicStat::Lost) > 0 {
+            NIC_STATS.len()
+        } else {
+            NIC_STATS.len() - 1
+        };
+        let mut v = Registry::of_counters(&NIC_STATS[..n], &self.stats.0[..n]).report();
         v.extend(self.coll_statistics());
         v.extend(self.trig_statistics());
         v.extend(self.net.statistics());
@@ -523,6 +570,12 @@ impl World {
     pub fn step(&mut self) -> bool {
         let Some((_, ev)) = self.q.pop() else { return false };
         self.handle(ev);
+        // Packets the network lost or dropped (in this event, or when it was handed one):
+        // counted and told to the software above, which may send them again; their message
+        // does not complete otherwise.
+        if self.net.drops().len() > self.drops_seen {
+            self.note_losses();
+        }
         true
     }
 
@@ -553,8 +606,6 @@ impl World {
                     // Hand the (empty) buffer back so its allocation is reused.
                     self.arrivals.delivered = ds;
                 }
-                // Packets dropped for want of a route are lost; the network counts them and
-                // their message never completes.
                 if !self.arrivals.injected.is_empty() {
                     // Injections reported while refilling are not refilled again: the refill
                     // reads the queue lengths as it goes.
@@ -577,6 +628,45 @@ impl World {
             WorldEvent::Coll(e) => self.coll_event(e),
             WorldEvent::Trig(e) => self.trig_event(e),
         }
+    }
+
+    /// The NIC packets among the network's new drops: counted, listed, and noticed.
+    #[cold]
+    fn note_losses(&mut self) {
+        let drops = self.net.drops();
+        for d in &drops[self.drops_seen..] {
+            let tag = d.packet.tag;
+            if is_coll_tag(tag) || is_trig_tag(tag) {
+                continue;
+            }
+            let Some(info) = self.pkts.get(tag as usize).and_then(Option::as_ref) else {
+                continue;
+            };
+            let (kind, bytes) = match info.kind {
+                crate::pkt::PktKind::Data { off, len } => ("data", Some((off, len))),
+                crate::pkt::PktKind::ReadReq => ("read_request", None),
+                crate::pkt::PktKind::Ack { .. } => ("ack", None),
+                crate::pkt::PktKind::AtomicReq => ("atomic_request", None),
+                crate::pkt::PktKind::AtomicResp { .. } => ("atomic_response", None),
+            };
+            self.lost.push(LostPacket {
+                at: d.at,
+                from: info.from,
+                to: info.to,
+                msg: info.msg,
+                kind,
+                bytes,
+                cause: d.reason.cause(),
+            });
+            self.stats.add(NicStat::Lost, 1);
+            self.notices.push(Notice::PacketLost(info.from));
+        }
+        self.drops_seen = drops.len();
+    }
+
+    /// Packets of messages the network lost or dropped so far, in order.
+    pub fn lost_packets(&self) -> &[LostPacket] {
+        &self.lost
     }
 
     pub(crate) fn alloc_msg(&mut self, m: Msg) -> u32 {

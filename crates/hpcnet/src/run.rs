@@ -160,6 +160,58 @@ pub fn print_text(r: &RunReport) {
     for (k, v) in &r.drops_by_reason {
         outln!("    dropped       {v} ({k})");
     }
+    if let Some(f) = &r.faults {
+        let s = &f.stats;
+        outln!(
+            "  faults          {} failures, {} repairs; lost {} on cables, {} in routers, {} sent before detection; tables rewritten {} times",
+            s.failures,
+            s.repairs,
+            s.lost_in_cable,
+            s.lost_in_router,
+            s.sent_before_detection,
+            s.table_updates
+        );
+        if s.bypass_pairs + s.bypass_unreachable > 0 {
+            outln!(
+                "    bypass        {} router pairs rerouted ({} with a first step, {} with a last step, {} the long way round), {} unreachable",
+                s.bypass_pairs,
+                s.bypass_first_steps,
+                s.bypass_last_steps,
+                s.bypass_long_way,
+                s.bypass_unreachable
+            );
+        }
+        for e in &f.events {
+            let detected = e
+                .detected_ns
+                .map(|d| format!(", detected at {:.1} ns", d))
+                .unwrap_or_default();
+            outln!(
+                "    {:>12.1} ns {} {}{}{}",
+                e.at_ns,
+                e.action,
+                e.component,
+                if e.random { " (random)" } else { "" },
+                detected
+            );
+        }
+        outln!("  timeline        window (us)        delivered  accepted  latency (ns)  dropped");
+        for b in &f.timeline {
+            let lat = b
+                .mean_latency_ns
+                .map(|l| format!("{l:12.1}"))
+                .unwrap_or_else(|| format!("{:>12}", "-"));
+            outln!(
+                "                  {:>8.2} – {:>8.2} {:>10} {:>9.4} {} {:>8}",
+                b.from_ns / 1e3,
+                b.to_ns / 1e3,
+                b.delivered,
+                b.accepted_load,
+                lat,
+                b.dropped
+            );
+        }
+    }
     outln!(
         "  load            offered {:.4}  accepted {:.4}  ({:.3} GB/s per node of {:.3})",
         r.offered_load,
