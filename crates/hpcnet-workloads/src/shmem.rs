@@ -492,3 +492,205 @@ mod tests {
         }
     }
 }
+
+/// NAS CG problem classes: (order `na`, non-zeros per generated row `nonzer`, outer iterations
+/// `niter`) from the NPB specification; each outer iteration runs 25 CG iterations.
+pub const CG_CLASSES: [(char, u64, u64, u64); 7] = [
+    ('S', 1400, 7, 15),
+    ('W', 7000, 8, 15),
+    ('A', 14000, 11, 15),
+    ('B', 75000, 13, 75),
+    ('C', 150000, 15, 75),
+    ('D', 1500000, 21, 100),
+    ('E', 9000000, 26, 100),
+];
+
+/// How the rows of the CG matrix (and the matching entries of the vectors) are dealt to PEs.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum CgPartition {
+    /// Contiguous row blocks: PE p owns rows p·na/P … (p+1)·na/P − 1; one put per peer.
+    RowBlock,
+    /// Blocks of `block` rows dealt round-robin: one put per block per peer.
+    BlockCyclic { block: u64 },
+}
+
+/// How the vector is exchanged each CG iteration.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum CgExchange {
+    /// SHMEM style: every PE puts its pieces of the direction vector into every peer's copy, then
+    /// a barrier (the PE's own configured flavour); dot products by SHMEM sum reductions.
+    OwnerPuts,
+    /// MPI style: the vector gathered by the collectives layer's allgather (`shmem_fcollect`),
+    /// dot products by its allreduce (row-block only).
+    Allgather,
+}
+
+/// One CG run.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct CgPoint {
+    pub class: char,
+    pub pes: usize,
+    pub partition: CgPartition,
+    pub exchange: CgExchange,
+    /// Simulated CG iterations.
+    pub iterations: u64,
+    /// Mean simulated time of one CG iteration, µs.
+    pub iteration_us: f64,
+    /// Of which waiting for communication (exchange and dot products), µs.
+    pub communication_us: f64,
+    /// The class's whole run (niter × 25 iterations) at that pace, s.
+    pub class_time_s: f64,
+    /// Messages each PE sends per iteration for the vector exchange.
+    pub messages_per_pe: u64,
+}
+
+/// An NPB-CG-like sparse matrix–vector exchange on `npes` PEs: per CG iteration, the PEs
+/// exchange the direction vector (`na` doubles) so that each has every entry its rows need
+/// (all of them: NPB CG's matrix touches the whole vector), compute the matrix–vector product
+/// and the vector updates (`2·nnz/P + 10·na/P` flops at `flops` per second, nnz =
+/// na·(nonzer+1)², NPB's bound), and sum two dot products across all PEs. The vector's bytes
+/// really move and are checked at the end: every PE's copy must hold every owner's values.
+/// Cost: per iteration and PE, P − 1 puts (row-block) or na/block puts (block-cyclic).
+#[allow(clippy::too_many_arguments)]
+pub fn cg(
+    world: World,
+    npes: usize,
+    class: char,
+    partition: CgPartition,
+    exchange: CgExchange,
+    iterations: u64,
+    flops: f64,
+    cfg: &ShmemConfig,
+) -> Result<CgPoint, ShmemBenchError> {
+    let call = "NPB CG";
+    let bad = |reason: String| ShmemBenchError::Call(ShmemError::BadArgument { call, reason });
+    let Some(&(_, na, nonzer, niter)) = CG_CLASSES.iter().find(|c| c.0 == class.to_ascii_uppercase()) else {
+        return Err(bad(format!("class {class}: one of S, W, A, B, C, D, E")));
+    };
+    if npes == 0 || na % npes as u64 != 0 {
+        return Err(bad(format!("{npes} PEs: the class's order {na} must divide evenly")));
+    }
+    if iterations == 0 || flops <= 0.0 || !flops.is_finite() {
+        return Err(bad("needs at least one iteration and a positive flop rate".into()));
+    }
+    let block = match partition {
+        CgPartition::RowBlock => na / npes as u64,
+        CgPartition::BlockCyclic { block } => block,
+    };
+    if block == 0 || na % (block * npes as u64) != 0 {
+        return Err(bad(format!(
+            "block of {block} rows: {npes} PEs × the block must divide the order {na}"
+        )));
+    }
+    if exchange == CgExchange::Allgather && partition != CgPartition::RowBlock {
+        return Err(bad("the allgather exchange needs the row-block partition".into()));
+    }
+    let blocks_per_pe = na / (block * npes as u64);
+    let nnz = na * (nonzer + 1) * (nonzer + 1);
+    let work = SimTime::from_ps(((2 * nnz + 10 * na) as f64 / npes as f64 / flops * 1e12).round() as u64);
+    let s = span();
+    let comm = Rc::new(RefCell::new(SimTime::ZERO));
+    let intact = Rc::new(RefCell::new(0usize));
+    let (sp, cm, ok) = (s.clone(), comm.clone(), intact.clone());
+    // Value of vector entry `i` in iteration `it` (owner-independent, so copies can be checked).
+    let value = |i: u64, it: u64| (i * 7 + it * 13) as f64;
+    let owner = move |i: u64| ((i / block) % npes as u64) as usize;
+    run_job(world, npes, cfg, move |mut pe, _| {
+        let (s, cm, ok) = (sp.clone(), cm.clone(), ok.clone());
+        async move {
+            let me = pe.my_pe();
+            let vec = pe.malloc(na * 8).await?;
+            let dots = pe.malloc(16).await?;
+            let sums = pe.malloc(16).await?;
+            let scratch = pe.malloc(block * 8).await?.with_len(block * 8);
+            let team = hpcnet_shmem::Team::world(&pe);
+            let n = pe.n_pes();
+            pe.barrier_all().await?;
+            let t0 = pe.now();
+            let mut waited = SimTime::ZERO;
+            for it in 0..iterations {
+                // My entries of this iteration's direction vector.
+                let mine: Vec<u64> = (0..blocks_per_pe)
+                    .flat_map(|b| {
+                        let first = (b * npes as u64 + me as u64) * block;
+                        first..first + block
+                    })
+                    .collect();
+                let mut bytes = Vec::with_capacity(mine.len() * 8);
+                for &i in &mine {
+                    bytes.extend_from_slice(&value(i, it).to_le_bytes());
+                }
+                let c0 = pe.now();
+                match exchange {
+                    CgExchange::OwnerPuts => {
+                        for (b, chunk) in bytes.chunks((block * 8) as usize).enumerate() {
+                            let first = (b as u64 * npes as u64 + me as u64) * block;
+                            pe.write_bytes(vec.at(first * 8).with_len(block * 8), chunk)?;
+                        }
+                        for k in 1..n {
+                            let peer = (me + k) % n;
+                            for b in 0..blocks_per_pe {
+                                let first = (b * npes as u64 + me as u64) * block;
+                                let at = vec.at(first * 8).with_len(block * 8);
+                                pe.put_from_nbi(at, at, block * 8, peer).await?;
+                            }
+                        }
+                        pe.barrier_all().await?;
+                    }
+                    CgExchange::Allgather => {
+                        pe.write_bytes(scratch, &bytes)?;
+                        pe.fcollect::<f64>(&team, vec, scratch, block).await?;
+                    }
+                }
+                waited = waited + (pe.now() - c0);
+                pe.compute(work).await;
+                // Two dot products per CG iteration.
+                for _ in 0..2 {
+                    pe.write_bytes(dots.with_len(8), &1.0f64.to_le_bytes())?;
+                    let c1 = pe.now();
+                    pe.reduce::<f64>(&team, sums, dots, 1, hpcnet_shmem::ShmemOp::Sum)
+                        .await?;
+                    waited = waited + (pe.now() - c1);
+                }
+            }
+            mark(&s, t0, pe.now());
+            {
+                let mut c = cm.borrow_mut();
+                *c = (*c).max(waited);
+            }
+            // Every copy holds every owner's values of the last iteration.
+            let got = pe.read_bytes(vec.with_len(na * 8))?;
+            let last = iterations - 1;
+            if (0..na).all(|i| got[(i * 8) as usize..][..8] == value(i, last).to_le_bytes()) {
+                *ok.borrow_mut() += 1;
+            } else {
+                return Err(ShmemError::BadArgument {
+                    call,
+                    reason: format!(
+                        "PE {me}: its copy of the vector misses values (owner of entry 0: PE {})",
+                        owner(0)
+                    ),
+                });
+            }
+            Ok(())
+        }
+    })?;
+    debug_assert_eq!(*intact.borrow(), npes);
+    let per = elapsed(&s).as_ns_f64() / iterations as f64;
+    let waited = *comm.borrow();
+    let messages_per_pe = match exchange {
+        CgExchange::OwnerPuts => (npes as u64 - 1) * blocks_per_pe,
+        CgExchange::Allgather => (npes as u64).next_power_of_two().trailing_zeros() as u64,
+    };
+    Ok(CgPoint {
+        class: class.to_ascii_uppercase(),
+        pes: npes,
+        partition,
+        exchange,
+        iterations,
+        iteration_us: per / 1e3,
+        communication_us: waited.as_ns_f64() / iterations as f64 / 1e3,
+        class_time_s: per * (niter * 25) as f64 / 1e9,
+        messages_per_pe,
+    })
+}
