@@ -90,6 +90,11 @@ pub struct Sym {
 }
 
 impl Sym {
+    /// The `len` bytes at offset `off` of the symmetric heap (for programs that name symmetric
+    /// data by offset, as the C interface does; calls check the range against the heap).
+    pub fn from_offset(off: u64, len: u64) -> Sym {
+        Sym { off, len }
+    }
     /// Offset in the symmetric heap (the same on every PE).
     pub fn offset(&self) -> u64 {
         self.off
