@@ -38,6 +38,8 @@ pub mod op {
     pub const FCOLLECT: u32 = 72;
     pub const ALLTOALL: u32 = 73;
     pub const REDUCE: u32 = 74;
+    /// The PE's simulated time (the program read a wall clock); reply v0 = picoseconds.
+    pub const TIME: u32 = 80;
 }
 
 /// Atomic operations (low byte of `aux` of [`op::AMO`]; the width in bytes is the next byte).
