@@ -110,6 +110,8 @@ static void io_full(int writing, void *buf, size_t len) {
 static struct rep call(const char *fn, struct req *r, const void *payload, size_t plen, void *out, size_t cap) {
     if (hs_fd < 0) die(fn, "called before shmem_init (or start_pes)");
     if (hs_finalized) die(fn, "called after shmem_finalize");
+    /* What the program printed so far is kept even if the job ends while this PE waits. */
+    fflush(stdout);
     r->cpu_ns = cpu_now() - hs_cpu_mark;
     r->len = plen;
     struct iovec iov[2] = {{r, sizeof *r}, {(void *)payload, plen}};

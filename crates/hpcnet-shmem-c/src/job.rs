@@ -401,13 +401,14 @@ async fn serve(mut pe: Pe, mut conn: Conn, st: Rc<State>, model: ComputeModel, c
                     Some(s) if finalized && s.success() => {
                         st.done.borrow_mut()[me] = true;
                     }
-                    Some(s) if finalized => st.fail(
-                        JobError::PeEnded {
+                    Some(s) if finalized => {
+                        // The others are past shmem_finalize too: let them end on their own.
+                        st.done.borrow_mut()[me] = true;
+                        st.failure.borrow_mut().get_or_insert(JobError::PeEnded {
                             pe: me,
                             what: format!("ended with {} after shmem_finalize", describe(s)),
-                        },
-                        me,
-                    ),
+                        });
+                    }
                     s => st.fail(
                         JobError::PeEnded {
                             pe: me,
