@@ -83,10 +83,28 @@ static uint64_t cpu_now(void) {
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+/* Stop this PE at an invalid call: the simulator reports it (naming the PE and the call) and
+ * ends the job with exit code 2. Outside a job the message goes to stderr here. */
 static void die(const char *fn, const char *msg) {
-    fprintf(stderr, "hpcnet shmem: PE %d: %s: %s\n", hs_me, fn, msg);
-    fflush(stderr);
     fflush(stdout);
+    if (hs_fd >= 0) {
+        char both[1200];
+        snprintf(both, sizeof both, "%s: %s", fn, msg);
+        struct req r = {0};
+        r.op = OP_ABORT;
+        r.len = strlen(both);
+        struct iovec iov[2] = {{&r, sizeof r}, {both, r.len}};
+        struct msghdr m = {0};
+        m.msg_iov = iov;
+        m.msg_iovlen = 2;
+        if (sendmsg(hs_fd, &m, MSG_NOSIGNAL) > 0) {
+            struct rep p;
+            ssize_t got = read(hs_fd, &p, sizeof p);
+            (void)got;
+            _exit(2);
+        }
+    }
+    fprintf(stderr, "hpcnet shmem: PE %d: %s: %s\n", hs_me, fn, msg);
     _exit(2);
 }
 
@@ -168,30 +186,13 @@ static struct rep call0(const char *fn, uint32_t op, uint32_t aux, uint64_t a0, 
     return call(fn, &r, NULL, 0, NULL, 0);
 }
 
-/* An invalid call found here: tell the simulator (which ends the job), then stop. */
+/* An invalid call found here. */
 static void bad(const char *fn, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (hs_fd >= 0 && !hs_finalized) {
-        struct req r = {0};
-        r.op = OP_ABORT;
-        char both[600];
-        snprintf(both, sizeof both, "%s: %s", fn, msg);
-        r.cpu_ns = 0;
-        r.len = strlen(both);
-        struct iovec iov[2] = {{&r, sizeof r}, {both, r.len}};
-        struct msghdr m = {0};
-        m.msg_iov = iov;
-        m.msg_iovlen = 2;
-        if (sendmsg(hs_fd, &m, MSG_NOSIGNAL) > 0) {
-            struct rep p;
-            ssize_t got = read(hs_fd, &p, sizeof p);
-            (void)got;
-        }
-    }
     die(fn, msg);
 }
 

@@ -97,7 +97,7 @@ pub enum JobError {
     /// The job could not start (program, machine, memory).
     #[error("{0}")]
     Setup(String),
-    /// A PE made an invalid call; the PE printed it on its standard error.
+    /// A PE made an invalid call (the reason names the C call).
     #[error("PE {pe}: {reason}")]
     BadCall { pe: usize, reason: String },
     /// A PE ended abnormally (crash, exit before shmem_finalize, non-zero exit status).
@@ -175,11 +175,11 @@ fn describe(s: ExitStatus) -> String {
 
 fn signal_name(sig: i32) -> &'static str {
     match sig {
-        libc::SIGSEGV => " (SIGSEGV, a memory fault)",
-        libc::SIGABRT => " (SIGABRT)",
-        libc::SIGBUS => " (SIGBUS)",
-        libc::SIGFPE => " (SIGFPE)",
-        libc::SIGKILL => " (SIGKILL)",
+        libc::SIGSEGV => ", SIGSEGV: a memory fault",
+        libc::SIGABRT => ", SIGABRT",
+        libc::SIGBUS => ", SIGBUS",
+        libc::SIGFPE => ", SIGFPE",
+        libc::SIGKILL => ", SIGKILL",
         _ => "",
     }
 }
@@ -349,9 +349,8 @@ pub fn run_job<B: NicBackend + 'static>(mut m: Machine<B>, cfg: &JobConfig) -> R
         let list: Vec<String> = unfinished.iter().map(|&i| format!("PE {i} in {}", cur[i])).collect();
         kill_all(&state);
         return Err(JobError::Stuck(format!(
-            "every PE still running waits for another ({}) at simulated time {:.3} us",
-            list.join(", "),
-            end.time.as_ns_f64() / 1000.0
+            "every PE still running waits for another ({})",
+            list.join(", ")
         )));
     }
     Ok(JobReport {
@@ -383,6 +382,8 @@ async fn serve(mut pe: Pe, mut conn: Conn, st: Rc<State>, model: ComputeModel, c
         return;
     }
     let mut finalized = false;
+    // A call refused by the library: the PE answers with the same reason naming its C call.
+    let mut refused: Option<String> = None;
     let mut out = Vec::new();
     loop {
         if st.ending() {
@@ -394,6 +395,11 @@ async fn serve(mut pe: Pe, mut conn: Conn, st: Rc<State>, model: ComputeModel, c
             Ok(Some(r)) => r,
             Ok(None) | Err(_) => {
                 if st.ending() {
+                    return;
+                }
+                if let Some(reason) = refused.take() {
+                    st.fail(JobError::BadCall { pe: me, reason }, me);
+                    let _ = st.wait(me);
                     return;
                 }
                 let status = st.wait(me);
@@ -413,7 +419,7 @@ async fn serve(mut pe: Pe, mut conn: Conn, st: Rc<State>, model: ComputeModel, c
                         JobError::PeEnded {
                             pe: me,
                             what: format!(
-                                "ended without shmem_finalize ({}) while the others ran on",
+                                "ended without shmem_finalize ({}), while the others ran on",
                                 s.map_or("an unknown end".into(), describe)
                             ),
                         },
@@ -423,20 +429,25 @@ async fn serve(mut pe: Pe, mut conn: Conn, st: Rc<State>, model: ComputeModel, c
                 return;
             }
         };
-        st.calls.set(st.calls.get() + 1);
-        st.current.borrow_mut()[me] = op_name(req.op);
-        if finalized {
-            let why = "called after shmem_finalize";
-            let _ = conn.reply(BAD_CALL, [0, 0], why.as_bytes());
-            st.fail(
-                JobError::BadCall {
-                    pe: me,
-                    reason: why.into(),
-                },
-                me,
-            );
+        if req.op == op::ABORT {
+            // The PE stops at an invalid call, named by the PE.
+            let reason = String::from_utf8_lossy(&conn.payload).into_owned();
+            let _ = conn.reply(OK, [0, 0], &[]);
+            st.fail(JobError::BadCall { pe: me, reason }, me);
             let _ = st.wait(me);
             return;
+        }
+        st.calls.set(st.calls.get() + 1);
+        st.current.borrow_mut()[me] = op_name(req.op);
+        if finalized || refused.is_some() {
+            let why = if finalized {
+                "called after shmem_finalize"
+            } else {
+                "called after a refused call"
+            };
+            let _ = conn.reply(BAD_CALL, [0, 0], why.as_bytes());
+            refused.get_or_insert_with(|| why.into());
+            continue;
         }
         let t = model.charge(req.cpu_ns);
         pe.compute(t).await;
@@ -469,9 +480,7 @@ async fn serve(mut pe: Pe, mut conn: Conn, st: Rc<State>, model: ComputeModel, c
             }
             Err(reason) => {
                 let _ = conn.reply(BAD_CALL, [0, 0], reason.as_bytes());
-                st.fail(JobError::BadCall { pe: me, reason }, me);
-                let _ = st.wait(me);
-                return;
+                refused = Some(reason);
             }
         }
     }
