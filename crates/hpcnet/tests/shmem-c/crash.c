@@ -4,7 +4,7 @@
 int main(void) {
     shmem_init();
     if (shmem_my_pe() == 1) {
-        volatile int *p = (int *)16;
+        volatile int *p = (int *)(uintptr_t)(shmem_my_pe() - 1); /* NULL */
         *p = 1;
     }
     shmem_barrier_all();
