@@ -547,9 +547,7 @@ fn value_of(code: u32, bits: u64) -> i128 {
 /// The PEs of a set given as (start, stride, size) in world numbering.
 fn team(pe: &Pe, call: &str, start: u64, stride: u64, size: u64) -> Result<Team, String> {
     let n = pe.n_pes() as u64;
-    let last = start
-        .checked_add(stride.saturating_mul(size.saturating_sub(1)))
-        .unwrap_or(u64::MAX);
+    let last = start.saturating_add(stride.saturating_mul(size.saturating_sub(1)));
     if size == 0 || stride == 0 || last >= n {
         return Err(format!(
             "{call}: the PE set (start {start}, stride {stride}, size {size}) is not within the job's {n} PEs"
