@@ -163,3 +163,62 @@ impl Drop for Mapping {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hpcnet_nic::ExternalBytes;
+    use std::io::{Seek, SeekFrom};
+
+    #[test]
+    fn a_mapping_is_the_file_itself() {
+        let path = std::env::temp_dir().join(format!("hpcnet-shmem-c-map-{}", std::process::id()));
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(&[7u8; 8192]).unwrap();
+        let fd = OwnedFd::from(f.try_clone().unwrap());
+        let mut m = Mapping::new(&fd, 8192).unwrap();
+        assert_eq!(m.bytes()[8191], 7, "the file's contents are seen");
+        m.bytes_mut()[10] = 42;
+        let mut back = [0u8; 11];
+        f.seek(SeekFrom::Start(0)).unwrap();
+        f.read_exact(&mut back).unwrap();
+        assert_eq!(back[10], 42, "writes land in the file");
+        assert!(Mapping::new(&fd, 8193).is_err(), "longer than the file");
+        drop(m);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn requests_come_whole_with_their_payload_and_end_at_eof() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let mut conn = Conn::new(a);
+        let mut peer = b;
+        let r = Req {
+            op: crate::proto::op::PUT,
+            a: [8, 1, 0, 0, 0, 0, 0],
+            len: 3,
+            ..Req::default()
+        };
+        // Header split in two writes, then the payload.
+        let bytes = r.encode();
+        peer.write_all(&bytes[..10]).unwrap();
+        peer.write_all(&bytes[10..]).unwrap();
+        peer.write_all(b"abc").unwrap();
+        let (got, fd) = conn.read().unwrap().unwrap();
+        assert_eq!((got, fd.is_none()), (r, true));
+        assert_eq!(conn.payload, b"abc");
+        conn.reply(crate::proto::OK, [5, 6], b"xy").unwrap();
+        let mut rep = [0u8; crate::proto::REP_BYTES + 2];
+        peer.read_exact(&mut rep).unwrap();
+        assert_eq!(u64::from_ne_bytes(rep[8..16].try_into().unwrap()), 5);
+        assert_eq!(&rep[32..], b"xy");
+        drop(peer);
+        assert!(conn.read().unwrap().is_none());
+    }
+}

@@ -912,3 +912,42 @@ async fn collective(pe: &mut Pe, r: &Req) -> Result<[u64; 2], String> {
     };
     Ok([total, 0])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn synchronisation_values_keep_their_sign_and_width() {
+        assert_eq!(value_of(0x12, 0xffff), -1, "short -1");
+        assert_eq!(value_of(0x02, 0xffff), 65535, "unsigned short");
+        assert_eq!(value_of(0x14, 0xffff_fffe), -2);
+        assert_eq!(value_of(0x08, u64::MAX), i128::from(u64::MAX));
+        assert_eq!(value_of(0x18, u64::MAX), -1);
+        assert!(value_of(0x14, 0xffff_ffff) < value_of(0x14, 0));
+        assert_eq!(cmp_of(3).unwrap(), Cmp::Le);
+        assert!(cmp_of(6).unwrap_err().contains("SHMEM_CMP_"));
+    }
+
+    #[test]
+    fn compute_models_charge_as_documented() {
+        assert_eq!(ComputeModel::Zero.charge(5_000), SimTime::ZERO);
+        assert_eq!(
+            ComputeModel::PerCall(SimTime::from_ns(100)).charge(5_000),
+            SimTime::from_ns(100)
+        );
+        assert_eq!(ComputeModel::Cpu(2.0).charge(5_000), SimTime::from_ns(10_000));
+        assert!(!ComputeModel::Cpu(1.0).deterministic() && ComputeModel::Zero.deterministic());
+        assert_eq!(ComputeModel::PerCall(SimTime::from_ns(100)).to_string(), "call:100ns");
+    }
+
+    #[test]
+    fn a_library_error_loses_the_library_call_name() {
+        let e = ShmemError::NoSuchPe {
+            call: "shmem_putmem",
+            pe: 9,
+            npes: 4,
+        };
+        assert_eq!(reason(&e), "PE 9 does not exist (the job has 4 PEs)");
+    }
+}
