@@ -122,6 +122,7 @@ void *shmem_ptr(const void *dest, int pe);
 void shmem_info_get_version(int *major, int *minor);
 void shmem_info_get_name(char *name);
 
+/* Collective; NULL on every PE when the symmetric heap has no room. */
 void *shmem_malloc(size_t size);
 void *shmem_malloc_with_hints(size_t size, long hints);
 void *shmem_calloc(size_t count, size_t size);
@@ -150,8 +151,10 @@ typedef struct hpcnet_team *shmem_team_t;
 typedef struct {
     int num_contexts;
 } shmem_team_config_t;
-extern struct hpcnet_team hpcnet_team_world;
+extern struct hpcnet_team hpcnet_team_world, hpcnet_team_shared;
 #define SHMEM_TEAM_WORLD (&hpcnet_team_world)
+/* The PEs whose memory this PE can load and store (shmem_ptr): only itself here. */
+#define SHMEM_TEAM_SHARED (&hpcnet_team_shared)
 #define SHMEM_TEAM_INVALID ((shmem_team_t)0)
 #define SHMEM_TEAM_NUM_CONTEXTS 1L
 

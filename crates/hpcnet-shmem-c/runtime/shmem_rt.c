@@ -70,7 +70,7 @@ static uint64_t hs_cpu_mark;
 struct hpcnet_team {
     int start, stride, size;
 };
-struct hpcnet_team hpcnet_team_world;
+struct hpcnet_team hpcnet_team_world, hpcnet_team_shared;
 
 /* The host clocks, by system call: clock_gettime itself is the simulated clock (below). */
 static int host_clock(clockid_t id, struct timespec *t) {
@@ -327,6 +327,9 @@ void shmem_init(void) {
     hpcnet_team_world.start = 0;
     hpcnet_team_world.stride = 1;
     hpcnet_team_world.size = hs_npes;
+    hpcnet_team_shared.start = hs_me;
+    hpcnet_team_shared.stride = 1;
+    hpcnet_team_shared.size = 1;
     hs_cpu_mark = cpu_now();
     atexit(at_exit);
 }
@@ -408,8 +411,9 @@ void shmem_udcflush_line(void *dest) {
 
 /* ---- symmetric heap ---------------------------------------------------------------------- */
 
+/* The simulator answers UINT64_MAX when the heap has no room (on every PE alike). */
 static void *heap_ptr(uint64_t off) {
-    return hs_heap + (off - hs_data_len);
+    return off == UINT64_MAX ? NULL : hs_heap + (off - hs_data_len);
 }
 void *shmem_malloc(size_t size) {
     if (size == 0) return NULL;
@@ -456,6 +460,7 @@ void shfree(void *ptr) {
 
 static void put_bytes(const char *fn, void *dest, const void *src, size_t len, int pe, int nbi) {
     check_pe(fn, pe);
+    if (len == 0) return;
     uint64_t d = sym(fn, dest, len);
     if (nbi && len > 0 && is_sym(src, len)) {
         /* Zero-copy from symmetric memory: the NIC reads it until the next quiet. */
@@ -471,6 +476,7 @@ static void put_bytes(const char *fn, void *dest, const void *src, size_t len, i
 
 static void get_bytes(const char *fn, void *dest, const void *src, size_t len, int pe, int nbi) {
     check_pe(fn, pe);
+    if (len == 0) return;
     uint64_t s = sym(fn, src, len);
     if (nbi && len > 0 && is_sym(dest, len)) {
         /* Lands straight in this PE's symmetric memory; complete at the next quiet. */
@@ -903,7 +909,7 @@ int shmem_team_get_config(shmem_team_t team, long config_mask, shmem_team_config
     return 0;
 }
 void shmem_team_destroy(shmem_team_t team) {
-    if (team && team != SHMEM_TEAM_WORLD) free(team);
+    if (team && team != SHMEM_TEAM_WORLD && team != SHMEM_TEAM_SHARED) free(team);
 }
 static void team_args(const char *fn, shmem_team_t t, struct req *r) {
     if (!t) bad(fn, "the team is SHMEM_TEAM_INVALID");

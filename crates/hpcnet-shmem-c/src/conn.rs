@@ -9,8 +9,14 @@ use std::os::unix::net::UnixStream;
 /// Largest payload a request may carry (a put of at most the whole symmetric region).
 const MAX_PAYLOAD: u64 = 1 << 36;
 
+/// Real time a PE may run without a call before the job notes it (once).
+const QUIET_NOTE_MS: i32 = 20_000;
+
 pub(crate) struct Conn {
     stream: UnixStream,
+    /// The PE (for the note about a PE that makes no calls).
+    pe: usize,
+    noted: bool,
     /// The payload of the last request (reused).
     pub(crate) payload: Vec<u8>,
     /// The reply being built (reused).
@@ -18,9 +24,11 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    pub(crate) fn new(stream: UnixStream) -> Self {
+    pub(crate) fn new(stream: UnixStream, pe: usize) -> Self {
         Conn {
             stream,
+            pe,
+            noted: false,
             payload: Vec::new(),
             out: Vec::new(),
         }
@@ -29,6 +37,17 @@ impl Conn {
     /// The next request and a file descriptor passed with it; None at end of stream (the
     /// process closed its socket or ended).
     pub(crate) fn read(&mut self) -> io::Result<Option<(Req, Option<OwnedFd>)>> {
+        if !self.noted && !self.readable_within(QUIET_NOTE_MS) {
+            // Remote writes reach a PE only while the simulator runs, that is during its
+            // calls: a PE polling memory without calls waits forever.
+            self.noted = true;
+            eprintln!(
+                "shmem-run: note: PE {} has run for {} s of real time without a SHMEM call (a loop that polls \
+                 symmetric memory must call shmem_wait_until or shmem_test to see remote writes)",
+                self.pe,
+                QUIET_NOTE_MS / 1000
+            );
+        }
         let mut head = [0u8; REQ_BYTES];
         let (got, fd) = recv_with_fd(&self.stream, &mut head)?;
         if got == 0 {
@@ -47,6 +66,18 @@ impl Conn {
         self.payload.resize(req.len as usize, 0);
         self.stream.read_exact(&mut self.payload)?;
         Ok(Some((req, fd)))
+    }
+
+    /// Whether a request (or the end of the stream) arrives within `ms` milliseconds.
+    fn readable_within(&self, ms: i32) -> bool {
+        let mut p = libc::pollfd {
+            fd: self.stream.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut p, 1, ms) };
+        n != 0
     }
 
     /// Send a reply.
@@ -197,7 +228,7 @@ mod tests {
     #[test]
     fn requests_come_whole_with_their_payload_and_end_at_eof() {
         let (a, b) = UnixStream::pair().unwrap();
-        let mut conn = Conn::new(a);
+        let mut conn = Conn::new(a, 0);
         let mut peer = b;
         let r = Req {
             op: crate::proto::op::PUT,

@@ -249,7 +249,7 @@ pub fn run_job<B: NicBackend + 'static>(mut m: Machine<B>, cfg: &JobConfig) -> R
             }
         }
         drop(theirs);
-        conns.push(Conn::new(ours));
+        conns.push(Conn::new(ours, pe));
     }
 
     // Every PE's shmem_init, in PE order: its memory file, mapped here.
@@ -581,9 +581,9 @@ async fn execute(
             return Ok(Done::GlobalExit(a[0] as i64 as i32));
         }
         op::ABORT => return Err(String::from_utf8_lossy(payload).into_owned()),
-        op::MALLOC => [pe.malloc(a[0]).await.map_err(e)?.offset(), 0],
-        op::CALLOC => [pe.calloc(a[0], a[1]).await.map_err(e)?.offset(), 0],
-        op::ALIGN => [pe.align(a[0], a[1]).await.map_err(e)?.offset(), 0],
+        op::MALLOC => [or_null(pe.malloc(a[0]).await).map_err(e)?, 0],
+        op::CALLOC => [or_null(pe.calloc(a[0], a[1]).await).map_err(e)?, 0],
+        op::ALIGN => [or_null(pe.align(a[0], a[1]).await).map_err(e)?, 0],
         op::FREE => {
             pe.free(sym(a[0], 0)).await.map_err(e)?;
             [0, 0]
@@ -592,7 +592,10 @@ async fn execute(
             let old = pe
                 .sym_at(a[0])
                 .ok_or_else(|| format!("{:#x} is not the start of a live allocation", a[0]))?;
-            let new = pe.malloc(a[1]).await.map_err(e)?;
+            let new = match pe.malloc(a[1]).await {
+                Err(ShmemError::HeapFull { .. }) => return Ok(Done::Reply([u64::MAX, 0])),
+                r => r.map_err(e)?,
+            };
             let keep = old.len().min(a[1]);
             let bytes = pe.read_bytes(old.with_len(keep)).map_err(e)?;
             pe.write_bytes(new, &bytes).map_err(e)?;
@@ -713,6 +716,16 @@ async fn execute(
         other => return Err(format!("unknown request {other} (a runtime of another version?)")),
     };
     Ok(Done::Reply(v))
+}
+
+/// An allocation's offset; a full heap is a null pointer (`u64::MAX`), as OpenSHMEM says
+/// (every PE's allocator makes the same decision).
+fn or_null(r: Result<Sym, ShmemError>) -> Result<u64, ShmemError> {
+    match r {
+        Ok(s) => Ok(s.offset()),
+        Err(ShmemError::HeapFull { .. }) => Ok(u64::MAX),
+        Err(e) => Err(e),
+    }
 }
 
 fn bytes_u64(b: &[u8]) -> u64 {

@@ -409,6 +409,8 @@ int main(void) {
     shmem_free(h);
     long *old = shmalloc(8);
     shfree(old);
+    CHECK(shmem_malloc((size_t)1 << 40) == NULL, "a heap without room gives NULL");
+    CHECK(shmem_team_n_pes(SHMEM_TEAM_SHARED) == 1 && shmem_team_my_pe(SHMEM_TEAM_SHARED) == 0, "team shared");
 
     /* ---- result */
     static long all_fails, mine;
