@@ -248,6 +248,8 @@ fn randomaccess_verifies_and_matches_the_rust_benchmark() {
     );
 }
 
+/// On the torus scenarios (ordered delivery: fence free, quiet acknowledges the last write per
+/// destination) and on a fat tree with unordered delivery.
 #[test]
 fn every_api_family_with_real_data() {
     let p = build("crates/hpcnet/tests/shmem-c/api.c", &["-std=c11"]);
@@ -255,6 +257,8 @@ fn every_api_family_with_real_data() {
         ("nicevt-m3.toml", 4, vec![]),
         ("nicevt-m3.toml", 5, vec!["--barrier", "fast"]),
         ("nicevt-m2.toml", 6, vec!["--heap", "1M"]),
+        // A fat tree that does not keep a pair's order: every put acknowledged, fence = quiet.
+        ("ib-qdr-fattree.toml", 6, vec![]),
     ] {
         let out = ok(&run(&scenario(scen), pes, &opts, &p, &[]));
         assert!(
