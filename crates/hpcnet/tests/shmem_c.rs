@@ -262,7 +262,7 @@ fn every_api_family_with_real_data() {
     ] {
         let out = ok(&run(&scenario(scen), pes, &opts, &p, &[]));
         assert!(
-            out.contains("[PE 0] api: 97 checks per PE, 0 failed"),
+            out.contains("[PE 0] api: 198 checks per PE, 0 failed"),
             "{scen} {pes}: {out}"
         );
         assert!(!out.contains("FAIL"), "{out}");

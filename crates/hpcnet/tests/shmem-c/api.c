@@ -147,6 +147,74 @@ int main(void) {
     shmem_barrier_all();
     CHECK(strcmp(sbuf, "hello, symmetric world") == 0, "putmem_nbi from symmetric data");
 
+    /* ---- every standard RMA type: put, p, iput, get, g, iget, put_nbi, get_nbi */
+#define TYPE_RMA(N, T) \
+    do { \
+        static T tsrc[4], tdst[8], tnbi[2]; \
+        for (int i = 0; i < 4; i++) tsrc[i] = (T)(me * 4 + i + 1); \
+        memset(tdst, 0, sizeof tdst); \
+        shmem_barrier_all(); \
+        shmem_##N##_put(tdst, tsrc, 2, right); \
+        shmem_##N##_p(&tdst[2], (T)(me + 1), right); \
+        shmem_##N##_iput(&tdst[4], tsrc, 2, 1, 2, right); \
+        shmem_##N##_put_nbi(tnbi, &tsrc[2], 2, right); \
+        shmem_quiet(); \
+        shmem_barrier_all(); \
+        CHECK(tdst[0] == (T)(left * 4 + 1) && tdst[1] == (T)(left * 4 + 2) && tdst[2] == (T)(left + 1) && \
+                  tdst[4] == (T)(left * 4 + 1) && tdst[5] == 0 && tdst[6] == (T)(left * 4 + 2) && \
+                  tnbi[1] == (T)(left * 4 + 4), \
+              #N " put/p/iput/put_nbi"); \
+        T g[4] = {0}; \
+        shmem_##N##_get(g, tsrc, 2, right); \
+        T one = shmem_##N##_g(&tsrc[3], right); \
+        CHECK(g[0] == (T)(right * 4 + 1) && g[1] == (T)(right * 4 + 2) && one == (T)(right * 4 + 4), \
+              #N " get/g"); \
+        shmem_##N##_iget(g, tsrc, 2, 2, 2, right); \
+        CHECK(g[0] == (T)(right * 4 + 1) && g[2] == (T)(right * 4 + 3), #N " iget"); \
+        shmem_##N##_get_nbi(g, &tsrc[1], 1, left); \
+        shmem_quiet(); \
+        CHECK(g[0] == (T)(left * 4 + 2), #N " get_nbi"); \
+        shmem_barrier_all(); \
+    } while (0);
+    HPCNET_RMA_TYPES(TYPE_RMA)
+    {
+        static uint8_t s8i[8], d8i[8];
+        static uint16_t s16i[8], d16i[8];
+        static uint64_t s64i[8], d64i[8], s128i[8], d128i[8];
+        for (int i = 0; i < 8; i++) {
+            s8i[i] = (uint8_t)(me + i);
+            s16i[i] = (uint16_t)(me + i);
+            s64i[i] = (uint64_t)(me + i);
+            s128i[i] = (uint64_t)(me * 10 + i);
+        }
+        shmem_barrier_all();
+        shmem_iput8(d8i, s8i, 2, 3, 2, right);
+        shmem_iput16(d16i, s16i, 2, 3, 2, right);
+        shmem_iput64(d64i, s64i, 2, 3, 2, right);
+        shmem_iput128(d128i, s128i, 2, 1, 2, right); /* 16-byte elements: pairs of words */
+        shmem_barrier_all();
+        CHECK(d8i[2] == left + 3 && d16i[2] == left + 3 && d64i[2] == (uint64_t)left + 3, "iput8/16/64");
+        CHECK(d128i[4] == (uint64_t)left * 10 + 2 && d128i[5] == (uint64_t)left * 10 + 3, "iput128");
+        uint8_t g8i[4];
+        uint16_t g16i[4];
+        uint64_t g64i[4], g128i[4];
+        shmem_iget8(g8i, s8i, 1, 3, 2, right);
+        shmem_iget16(g16i, s16i, 1, 3, 2, right);
+        shmem_iget64(g64i, s64i, 1, 3, 2, right);
+        shmem_iget128(g128i, s128i, 1, 2, 2, right);
+        CHECK(g8i[1] == right + 3 && g16i[1] == right + 3 && g64i[1] == (uint64_t)right + 3, "iget8/16/64");
+        CHECK(g128i[2] == (uint64_t)right * 10 + 4, "iget128");
+        shmem_barrier_all();
+    }
+    /* deprecated typed waits */
+    lflag = 0;
+    shmem_barrier_all();
+    shmem_long_p(&lflag, 3, right);
+    shmem_long_wait(&lflag, 0);
+    shmem_wait_until(&lflag, SHMEM_CMP_EQ, 3L);
+    CHECK(lflag == 3, "shmem_long_wait");
+    shmem_barrier_all();
+
     /* ---- C11 generic selection */
     long gl = 40 + me;
     shmem_put(&al, &gl, 1, right);
