@@ -224,6 +224,47 @@ fn the_compute_model_charges_time_between_calls() {
 }
 
 #[test]
+fn host_computation_is_charged_only_by_the_cpu_model() {
+    let p = build("crates/hpcnet/tests/shmem-c/compute.c", &[]);
+    let sim = |opts: &[&str]| {
+        let out = ok(&run(&scenario("nicevt-m3.toml"), 2, opts, &p, &[]));
+        figure(&out.replace("[PE 0] ", ""), "simulated", 1)
+    };
+    // The wall clock reads simulated time: 20 ms of host CPU between two reads is invisible
+    // with the default model, and counted (times the factor) with the CPU model.
+    assert_eq!(sim(&[]), 0.0);
+    let cpu = sim(&["--compute", "cpu:2"]);
+    assert!(
+        (39_000.0..200_000.0).contains(&cpu),
+        "cpu:2 charged {cpu} us for 20 ms of CPU"
+    );
+    let out = ok(&run(&scenario("nicevt-m3.toml"), 2, &["--compute", "cpu:2"], &p, &[]));
+    assert!(out.contains("compute cpu:2 (not deterministic)"), "{out}");
+}
+
+#[test]
+fn compile_only_and_c_runtime_are_separate_steps() {
+    let obj = build_dir().join("hello.o");
+    let o = hpcnet(&[
+        "shmem-cc",
+        "-c",
+        root().join("examples/shmem-c/hello.c").to_str().unwrap(),
+        "-o",
+        obj.to_str().unwrap(),
+    ]);
+    ok(&o);
+    let exe = build_dir().join("hello-linked");
+    ok(&hpcnet(&[
+        "shmem-cc",
+        obj.to_str().unwrap(),
+        "-o",
+        exe.to_str().unwrap(),
+    ]));
+    let out = ok(&run(&scenario("nicevt-m3.toml"), 2, &[], exe.to_str().unwrap(), &[]));
+    assert!(out.contains("[PE 1] Hello from PE 1 of 2"), "{out}");
+}
+
+#[test]
 fn randomaccess_verifies_and_matches_the_rust_benchmark() {
     let p = build("examples/shmem-c/randomaccess.c", &[]);
     let out = ok(&run(&scenario("nicevt-m3.toml"), 8, &[], &p, &["8"]));
