@@ -67,6 +67,7 @@ static int hs_finalized;
 static char *hs_data_lo, *hs_data_hi, *hs_heap;
 static uint64_t hs_data_len, hs_heap_len;
 static uint64_t hs_cpu_mark;
+static int hs_measure_cpu; /* the job's compute model uses the host CPU time */
 struct hpcnet_team {
     int start, stride, size;
 };
@@ -79,6 +80,7 @@ static int host_clock(clockid_t id, struct timespec *t) {
 
 static uint64_t cpu_now(void) {
     struct timespec t;
+    if (!hs_measure_cpu) return 0;
     host_clock(CLOCK_PROCESS_CPUTIME_ID, &t);
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
@@ -297,6 +299,7 @@ void shmem_init(void) {
     hs_data_len = dlen;
     hs_heap = h;
     hs_heap_len = heap;
+    hs_measure_cpu = getenv("HPCNET_SHMEM_CPU") != NULL;
 
     /* The request carries the memory file. */
     struct req r = {0};

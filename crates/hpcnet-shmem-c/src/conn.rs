@@ -10,7 +10,7 @@ use std::os::unix::net::UnixStream;
 const MAX_PAYLOAD: u64 = 1 << 36;
 
 /// Real time a PE may run without a call before the job notes it (once).
-const QUIET_NOTE_MS: i32 = 20_000;
+const QUIET_NOTE: std::time::Duration = std::time::Duration::from_secs(20);
 
 pub(crate) struct Conn {
     stream: UnixStream,
@@ -25,6 +25,8 @@ pub(crate) struct Conn {
 
 impl Conn {
     pub(crate) fn new(stream: UnixStream, pe: usize) -> Self {
+        // Reads give up after QUIET_NOTE (then the note is printed and the read goes on).
+        let _ = stream.set_read_timeout(Some(QUIET_NOTE));
         Conn {
             stream,
             pe,
@@ -37,24 +39,18 @@ impl Conn {
     /// The next request and a file descriptor passed with it; None at end of stream (the
     /// process closed its socket or ended).
     pub(crate) fn read(&mut self) -> io::Result<Option<(Req, Option<OwnedFd>)>> {
-        if !self.noted && !self.readable_within(QUIET_NOTE_MS) {
-            // Remote writes reach a PE only while the simulator runs, that is during its
-            // calls: a PE polling memory without calls waits forever.
-            self.noted = true;
-            eprintln!(
-                "shmem-run: note: PE {} has run for {} s of real time without a SHMEM call (a loop that polls \
-                 symmetric memory must call shmem_wait_until or shmem_test to see remote writes)",
-                self.pe,
-                QUIET_NOTE_MS / 1000
-            );
-        }
         let mut head = [0u8; REQ_BYTES];
-        let (got, fd) = recv_with_fd(&self.stream, &mut head)?;
+        let (got, fd) = loop {
+            match recv_with_fd(&self.stream, &mut head) {
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => self.note(),
+                r => break r?,
+            }
+        };
         if got == 0 {
             return Ok(None);
         }
         if got < REQ_BYTES {
-            self.stream.read_exact(&mut head[got..])?;
+            self.read_full_at(&mut head, got)?;
         }
         let req = Req::decode(&head);
         if req.len > MAX_PAYLOAD {
@@ -63,21 +59,46 @@ impl Conn {
                 format!("a request announces {} payload bytes", req.len),
             ));
         }
-        self.payload.resize(req.len as usize, 0);
-        self.stream.read_exact(&mut self.payload)?;
+        let mut payload = std::mem::take(&mut self.payload);
+        payload.resize(req.len as usize, 0);
+        let r = self.read_full_at(&mut payload, 0);
+        self.payload = payload;
+        r?;
         Ok(Some((req, fd)))
     }
 
-    /// Whether a request (or the end of the stream) arrives within `ms` milliseconds.
-    fn readable_within(&self, ms: i32) -> bool {
-        let mut p = libc::pollfd {
-            fd: self.stream.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut p, 1, ms) };
-        n != 0
+    /// Fill `buf[from..]`, waiting as long as it takes.
+    fn read_full_at(&mut self, buf: &mut [u8], mut from: usize) -> io::Result<()> {
+        while from < buf.len() {
+            match self.stream.read(&mut buf[from..]) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => from += n,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    self.note()
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Remote writes reach a PE only while the simulator runs, that is during its calls: a PE
+    /// polling memory without calls waits forever. Said once per PE.
+    fn note(&mut self) {
+        if !self.noted {
+            self.noted = true;
+            eprintln!(
+                "shmem-run: note: PE {} has run for {} s of real time without a SHMEM call (a loop that polls \
+                 symmetric memory must call shmem_wait_until or shmem_test to see remote writes)",
+                self.pe,
+                QUIET_NOTE.as_secs()
+            );
+        }
     }
 
     /// Send a reply.

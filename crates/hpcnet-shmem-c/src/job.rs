@@ -230,8 +230,12 @@ pub fn run_job<B: NicBackend + 'static>(mut m: Machine<B>, cfg: &JobConfig) -> R
         cmd.args(&cfg.args)
             .env("HPCNET_SHMEM_FD", fd.to_string())
             .env("HPCNET_SHMEM_HEAP", cfg.heap.to_string())
+            .env_remove("HPCNET_SHMEM_CPU")
             .stdin(Stdio::null())
             .stdout(out);
+        if matches!(cfg.compute, ComputeModel::Cpu(_)) {
+            cmd.env("HPCNET_SHMEM_CPU", "1");
+        }
         // SAFETY: fcntl is async-signal-safe; it only clears close-on-exec on the PE's end.
         unsafe {
             cmd.pre_exec(move || {
