@@ -461,6 +461,19 @@ impl Context {
         }
     }
 
+    /// Register memory outside the model as a region of this rank's memory (it keeps its
+    /// bytes; see [`hpcnet_nic::ExternalBytes`]).
+    pub fn reg_mr_external(&self, bytes: Box<dyn hpcnet_nic::ExternalBytes>) -> Mr {
+        let len = bytes.bytes().len() as u64;
+        let (addr, rkey) = self.host.borrow_mut().nic.register_external(self.rank, bytes);
+        Mr {
+            rank: self.rank,
+            addr,
+            len,
+            rkey,
+        }
+    }
+
     fn own(&self, mr: &Mr, call: &'static str, offset: u64, len: u64) -> Result<(), VerbsError> {
         if mr.rank != self.rank {
             return Err(VerbsError::ForeignBuffer {

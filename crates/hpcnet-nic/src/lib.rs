@@ -44,7 +44,7 @@ pub use coll::{CollDesc, CollKind, CollOp, CollSetupError, CollType, GroupId};
 pub use config::{CollUnitConfig, HostConfig, NicConfig, PortSelect, TriggeredConfig};
 pub use cq::{Cqe, CqeKind, CqeStatus};
 pub use ids::{CqId, Placement, QpNum, Rank, RqId, Seg, TimerId};
-pub use memory::{Memory, MemoryError, Region};
+pub use memory::{ExternalBytes, Memory, MemoryError, Region};
 pub use op::{AtomicOp, Op, PostError, Request, FSM_MAX};
 pub use pkt::READ_REQUEST_BYTES;
 pub use world::{LostPacket, NicCounters, Notice, World, WorldEvent};
