@@ -642,7 +642,7 @@ pub fn cg(
                         pe.fcollect::<f64>(&team, vec, scratch, block).await?;
                     }
                 }
-                waited = waited + (pe.now() - c0);
+                waited += pe.now() - c0;
                 pe.compute(work).await;
                 // Two dot products per CG iteration.
                 for _ in 0..2 {
@@ -650,7 +650,7 @@ pub fn cg(
                     let c1 = pe.now();
                     pe.reduce::<f64>(&team, sums, dots, 1, hpcnet_shmem::ShmemOp::Sum)
                         .await?;
-                    waited = waited + (pe.now() - c1);
+                    waited += pe.now() - c1;
                 }
             }
             mark(&s, t0, pe.now());

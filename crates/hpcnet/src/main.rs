@@ -267,6 +267,18 @@ enum Cmd {
         /// RandomAccess: updates per PE.
         #[arg(long, default_value_t = 4096)]
         updates: u64,
+        /// CG: NAS problem class (S, W, A, B, C, D, E).
+        #[arg(long, default_value = "S")]
+        class: char,
+        /// CG: rows per block of the block-cyclic partition; 0 = row-block partition.
+        #[arg(long, default_value_t = 0)]
+        block: u64,
+        /// CG: how the vector is exchanged.
+        #[arg(long, value_enum, default_value = "puts")]
+        exchange: shmem::ExchangeArg,
+        /// CG: floating-point rate of one PE for the computation between exchanges (flop/s).
+        #[arg(long, default_value_t = 1e9)]
+        flops: f64,
         #[command(flatten)]
         common: Common,
     },
@@ -499,6 +511,10 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             variant,
             log_table,
             updates,
+            class,
+            block,
+            exchange,
+            flops,
             common,
         } => shmem::shmem(&shmem::Args {
             scenario: &scenario,
@@ -513,6 +529,10 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             variant,
             log_table,
             updates,
+            class,
+            block,
+            exchange,
+            flops,
             common: &common,
         }),
         Cmd::ShmemRun {

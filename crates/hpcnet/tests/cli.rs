@@ -1711,6 +1711,37 @@ fn shmem_imb_pingpong_and_bcast() {
 }
 
 #[test]
+fn shmem_cg_reports_iteration_and_communication_time() {
+    let out = hpcnet(&[
+        "shmem",
+        &nicevt_m2(),
+        "--test",
+        "cg",
+        "--pes",
+        "8",
+        "--class",
+        "S",
+        "--block",
+        "25",
+        "--iterations",
+        "2",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let cg = &v["cg"];
+    assert_eq!(cg["messages_per_pe"], 49);
+    let (it, comm) = (
+        cg["iteration_us"].as_f64().unwrap(),
+        cg["communication_us"].as_f64().unwrap(),
+    );
+    assert!(comm > 0.0 && comm < it, "{cg}");
+    let out = hpcnet(&["shmem", &nicevt_m2(), "--test", "cg", "--pes", "6"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("must divide evenly"), "{}", stderr(&out));
+}
+
+#[test]
 fn shmem_bad_arguments_exit_2_with_one_line() {
     for (args, want) in [
         (vec!["--pes", "1"], "--pes 1: needs 2 to 64"),
