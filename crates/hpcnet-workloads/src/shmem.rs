@@ -567,25 +567,40 @@ pub fn cg(
     let Some(&(_, na, nonzer, niter)) = CG_CLASSES.iter().find(|c| c.0 == class.to_ascii_uppercase()) else {
         return Err(bad(format!("class {class}: one of S, W, A, B, C, D, E")));
     };
-    if npes == 0 || na % npes as u64 != 0 {
-        return Err(bad(format!("{npes} PEs: the class's order {na} must divide evenly")));
+    if npes < 2 || npes as u64 > na {
+        return Err(bad(format!("{npes} PEs: needs 2 to the class's order {na}")));
     }
     if iterations == 0 || flops <= 0.0 || !flops.is_finite() {
         return Err(bad("needs at least one iteration and a positive flop rate".into()));
     }
-    let block = match partition {
-        CgPartition::RowBlock => na / npes as u64,
-        CgPartition::BlockCyclic { block } => block,
+    // Each PE's pieces of the vector: (first entry, entries).
+    let p = npes as u64;
+    let pieces: Vec<Vec<(u64, u64)>> = match partition {
+        // Rows p·na/P … (p+1)·na/P − 1 (as NPB splits an order that P does not divide).
+        CgPartition::RowBlock => (0..p)
+            .map(|q| vec![(q * na / p, (q + 1) * na / p - q * na / p)])
+            .collect(),
+        CgPartition::BlockCyclic { block } => {
+            if block == 0 || na % (block * p) != 0 {
+                return Err(bad(format!(
+                    "block of {block} rows: {npes} PEs × the block must divide the order {na}"
+                )));
+            }
+            (0..p)
+                .map(|q| (0..na / (block * p)).map(|b| ((b * p + q) * block, block)).collect())
+                .collect()
+        }
     };
-    if block == 0 || na % (block * npes as u64) != 0 {
-        return Err(bad(format!(
-            "block of {block} rows: {npes} PEs × the block must divide the order {na}"
-        )));
-    }
     if exchange == CgExchange::Allgather && partition != CgPartition::RowBlock {
         return Err(bad("the allgather exchange needs the row-block partition".into()));
     }
-    let blocks_per_pe = na / (block * npes as u64);
+    let pieces: Rc<[Vec<(u64, u64)>]> = pieces.into();
+    let largest = pieces.iter().flatten().map(|x| x.1).max().unwrap_or(1);
+    let pieces_per_pe = pieces[0].len() as u64;
+    // The heap holds the vector, a piece and the dot products: grow it if the class needs it.
+    let mut cfg = cfg.clone();
+    cfg.heap = cfg.heap.max((na + largest) * 8 + 64 * 1024);
+    let cfg = &cfg;
     let nnz = na * (nonzer + 1) * (nonzer + 1);
     let work = SimTime::from_ps(((2 * nnz + 10 * na) as f64 / npes as f64 / flops * 1e12).round() as u64);
     let s = span();
@@ -594,52 +609,46 @@ pub fn cg(
     let (sp, cm, ok) = (s.clone(), comm.clone(), intact.clone());
     // Value of vector entry `i` in iteration `it` (owner-independent, so copies can be checked).
     let value = |i: u64, it: u64| (i * 7 + it * 13) as f64;
-    let owner = move |i: u64| ((i / block) % npes as u64) as usize;
     run_job(world, npes, cfg, move |mut pe, _| {
-        let (s, cm, ok) = (sp.clone(), cm.clone(), ok.clone());
+        let (s, cm, ok, pieces) = (sp.clone(), cm.clone(), ok.clone(), pieces.clone());
         async move {
             let me = pe.my_pe();
             let vec = pe.malloc(na * 8).await?;
             let dots = pe.malloc(16).await?;
             let sums = pe.malloc(16).await?;
-            let scratch = pe.malloc(block * 8).await?.with_len(block * 8);
+            let scratch = pe.malloc(largest * 8).await?;
             let team = hpcnet_shmem::Team::world(&pe);
             let n = pe.n_pes();
             pe.barrier_all().await?;
             let t0 = pe.now();
             let mut waited = SimTime::ZERO;
             for it in 0..iterations {
-                // My entries of this iteration's direction vector.
-                let mine: Vec<u64> = (0..blocks_per_pe)
-                    .flat_map(|b| {
-                        let first = (b * npes as u64 + me as u64) * block;
-                        first..first + block
-                    })
-                    .collect();
-                let mut bytes = Vec::with_capacity(mine.len() * 8);
-                for &i in &mine {
-                    bytes.extend_from_slice(&value(i, it).to_le_bytes());
+                // My pieces of this iteration's direction vector, in my copy.
+                let mine = &pieces[me];
+                for &(first, len) in mine.iter() {
+                    let mut bytes = Vec::with_capacity(len as usize * 8);
+                    for i in first..first + len {
+                        bytes.extend_from_slice(&value(i, it).to_le_bytes());
+                    }
+                    pe.write_bytes(vec.at(first * 8).with_len(len * 8), &bytes)?;
                 }
                 let c0 = pe.now();
                 match exchange {
                     CgExchange::OwnerPuts => {
-                        for (b, chunk) in bytes.chunks((block * 8) as usize).enumerate() {
-                            let first = (b as u64 * npes as u64 + me as u64) * block;
-                            pe.write_bytes(vec.at(first * 8).with_len(block * 8), chunk)?;
-                        }
                         for k in 1..n {
                             let peer = (me + k) % n;
-                            for b in 0..blocks_per_pe {
-                                let first = (b * npes as u64 + me as u64) * block;
-                                let at = vec.at(first * 8).with_len(block * 8);
-                                pe.put_from_nbi(at, at, block * 8, peer).await?;
+                            for &(first, len) in mine.iter() {
+                                let at = vec.at(first * 8).with_len(len * 8);
+                                pe.put_from_nbi(at, at, len * 8, peer).await?;
                             }
                         }
                         pe.barrier_all().await?;
                     }
                     CgExchange::Allgather => {
-                        pe.write_bytes(scratch, &bytes)?;
-                        pe.fcollect::<f64>(&team, vec, scratch, block).await?;
+                        let (first, len) = mine[0];
+                        let own = pe.read_bytes(vec.at(first * 8).with_len(len * 8))?;
+                        pe.write_bytes(scratch.with_len(len * 8), &own)?;
+                        pe.collect::<f64>(&team, vec, scratch, len).await?;
                     }
                 }
                 waited += pe.now() - c0;
@@ -666,10 +675,7 @@ pub fn cg(
             } else {
                 return Err(ShmemError::BadArgument {
                     call,
-                    reason: format!(
-                        "PE {me}: its copy of the vector misses values (owner of entry 0: PE {})",
-                        owner(0)
-                    ),
+                    reason: format!("PE {me}: its copy of the vector misses values of other PEs"),
                 });
             }
             Ok(())
@@ -679,7 +685,7 @@ pub fn cg(
     let per = elapsed(&s).as_ns_f64() / iterations as f64;
     let waited = *comm.borrow();
     let messages_per_pe = match exchange {
-        CgExchange::OwnerPuts => (npes as u64 - 1) * blocks_per_pe,
+        CgExchange::OwnerPuts => (npes as u64 - 1) * pieces_per_pe,
         CgExchange::Allgather => (npes as u64).next_power_of_two().trailing_zeros() as u64,
     };
     Ok(CgPoint {

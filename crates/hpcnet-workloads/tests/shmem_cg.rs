@@ -57,7 +57,7 @@ fn bad_cg_arguments_are_refused() {
             .to_string()
     };
     assert!(err(8, 'Q', CgPartition::RowBlock, CgExchange::OwnerPuts).contains("class Q"));
-    assert!(err(6, 'S', CgPartition::RowBlock, CgExchange::OwnerPuts).contains("divide"));
+    assert!(err(1, 'S', CgPartition::RowBlock, CgExchange::OwnerPuts).contains("needs 2"));
     assert!(err(8, 'S', CgPartition::BlockCyclic { block: 3 }, CgExchange::OwnerPuts).contains("block of 3"));
     assert!(err(8, 'S', CgPartition::BlockCyclic { block: 25 }, CgExchange::Allgather).contains("row-block"));
 }
