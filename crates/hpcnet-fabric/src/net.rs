@@ -1241,27 +1241,28 @@ impl Network {
             ser
         };
         let start = now.max(tail_at.saturating_sub(ser));
-        // A corrupted copy in a cut-through receiver holds no input credits; it leaves only if
-        // its tail (and bad CRC) has not arrived yet.
-        let ghost = self.ghosts != 0 && self.packets[id as usize].flags & F_GHOST != 0;
-        if ghost && self.ghost_granted(qi, id, start) {
-            return self.served_nothing(q, oi, qi);
-        }
-        // Free the buffer the packet leaves, when its tail is out.
-        if last && !ghost {
+        if self.ghosts != 0 && self.packets[id as usize].flags & F_GHOST != 0 {
+            // A corrupted copy in a cut-through receiver holds no input credits; it leaves
+            // only if its tail (and bad CRC) has not arrived yet.
+            if self.ghost_granted(qi, id, start) {
+                return self.served_nothing(q, oi, qi);
+            }
+        } else if last {
+            // Free the buffer the packet leaves, when its tail is out.
             self.release_input(q, qi, id, start + ser);
         }
         // The link layer: errors and retransmissions, the replay buffer, the fallback.
-        let o = &mut self.out[oi as usize];
+        let mut o = &mut self.out[oi as usize];
         let bits = (size as u64) << 3;
         let sent = if o.lk == 0 && o.err_left >= bits {
             o.err_left -= bits;
             start
         } else {
-            self.link_send(q, oi, id, out_vc, start, ser)
+            let sent = self.link_send(q, oi, id, out_vc, start, ser);
+            o = &mut self.out[oi as usize];
+            sent
         };
         // Take credits downstream.
-        let o = &mut self.out[oi as usize];
         o.busy_until = sent + ser;
         o.busy_ps += ser.0;
         o.packets += 1;
