@@ -35,7 +35,7 @@
 
 use crate::arbiter::{Age, OutputArbiter, Request as ArbRequest, RoundRobin};
 use crate::config::{Arbitration, FabricConfig, Switching, MAX_VCS};
-use crate::linkerr::{LinkLayer, LK_REPLAY};
+use crate::linkerr::{LinkLayer, LK_FRESH, LK_REPLAY};
 use crate::multicast::{MulticastError, MulticastRoute, Tables};
 use crate::packet::{Packet, PacketId, F_GHOST, F_MCAST, F_STOMPED};
 use crate::routing::{Choice, CreditView, RouteError, Routing};
@@ -422,12 +422,12 @@ impl Network {
             origin,
         };
         let mut out = Vec::with_capacity(nports);
-        let mut bers = Vec::with_capacity(nports);
+        let mut link = LinkLayer::new(&cfg.link, nports as u32);
         let mut upstream = vec![u32::MAX; total as usize];
         for (ri, r) in topo.routers.iter().enumerate() {
             for (pi, peer) in r.ports.iter().enumerate() {
                 let (lanes, lat, sw, ber) = link_params(&cfg, &topo, RouterId(ri as u32), PortIdx(pi as u16));
-                bers.push(ber);
+                link.set_ber(out.len() as u32, ber);
                 let rate = base_rate_for(&cfg, lanes, base_rate);
                 let dead = routing.is_dead(RouterId(ri as u32), PortIdx(pi as u16));
                 let to = match *peer {
@@ -446,7 +446,7 @@ impl Network {
             for rail in 0..rails as usize {
                 let (r, p) = n.ports[rail.min(n.ports.len() - 1)];
                 let (lanes, lat, sw, ber) = link_params(&cfg, &topo, r, p);
-                bers.push(ber);
+                link.set_ber(out.len() as u32, ber);
                 let rate = base_rate_for(&cfg, lanes, base_rate);
                 let g = port_base[r.index()] + p.0 as u32;
                 upstream[g as usize] = total + (ni * rails as usize + rail) as u32;
@@ -482,13 +482,14 @@ impl Network {
             ));
         }
         let mcast = Tables::new(total as usize, cfg.router.multicast_tables);
-        let mut link = LinkLayer::new(&cfg.link, &bers);
-        let lk = if link.bounded() { LK_REPLAY } else { 0 };
-        for (o, gap) in out.iter_mut().zip(link.reseed(0)) {
-            o.err_left = gap;
-            o.lk = lk;
+        // Replay accounting only where the buffer can fill (see `LinkLayer::can_fill`).
+        let max_pkt = cfg.packet.header + cfg.packet.max_payload;
+        for o in &mut out {
+            if link.can_fill(base_rate, o.latency, max_pkt, cfg.packet.header) {
+                o.lk = LK_REPLAY;
+            }
         }
-        Ok(Network {
+        let mut net = Network {
             topo,
             routing,
             cfg,
@@ -519,7 +520,9 @@ impl Network {
             link,
             ghosts: 0,
             corrupt_buf: Vec::new(),
-        })
+        };
+        net.set_seed(0);
+        Ok(net)
     }
 
     pub fn config(&self) -> &FabricConfig {
@@ -540,8 +543,15 @@ impl Network {
     /// the run's seed. Without it the seed is 0.
     pub fn set_seed(&mut self, seed: u64) {
         self.salt_key = salt_key(seed);
-        for (o, gap) in self.out.iter_mut().zip(self.link.reseed(seed)) {
-            o.err_left = gap;
+        // Each link's first error-free gap is drawn from the new seed when it first sends.
+        self.link.reseed(seed);
+        for (i, o) in self.out.iter_mut().enumerate() {
+            if self.link.has_errors(i as u32) {
+                o.lk |= LK_FRESH;
+            } else {
+                o.lk &= !LK_FRESH;
+                o.err_left = u64::MAX;
+            }
         }
     }
 
@@ -942,7 +952,8 @@ impl Network {
         let in_port = PortIdx(((qi >> self.vc_shift) - base) as u16);
         loop {
             let id = self.inq.front(qi)?;
-            if self.ghosts != 0 && self.ghost_expired(qi, id, q.now()) {
+            if self.ghosts != 0 && self.packets[id as usize].flags & F_GHOST != 0 && self.ghost_expired(qi, id, q.now())
+            {
                 continue;
             }
             let routed = if self.mcast_seen && self.packets[id as usize].flags & F_MCAST != 0 {

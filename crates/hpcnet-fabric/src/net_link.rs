@@ -126,13 +126,12 @@ impl Network {
         );
     }
 
-    /// A corrupted copy at the head of `qi` whose tail has arrived by `now` is discarded
-    /// before it is routed.
+    /// The corrupted copy `id` at the head of `qi` is discarded before it is routed if its tail
+    /// has arrived by `now`.
     #[cold]
     #[inline(never)]
     pub(super) fn ghost_expired(&mut self, qi: u32, id: PacketId, now: SimTime) -> bool {
-        let p = &self.packets[id as usize];
-        if p.flags & F_GHOST == 0 || now < p.tail_at {
+        if now < self.packets[id as usize].tail_at {
             return false;
         }
         self.inq.pop_front(qi);
