@@ -37,7 +37,7 @@ use crate::arbiter::{Age, OutputArbiter, Request as ArbRequest, RoundRobin};
 use crate::config::{Arbitration, FabricConfig, Switching, MAX_VCS};
 use crate::linkerr::{LinkLayer, LK_FRESH, LK_REPLAY};
 use crate::multicast::{MulticastError, MulticastRoute, Tables};
-use crate::packet::{Packet, PacketId, F_GHOST, F_MCAST, F_STOMPED};
+use crate::packet::{Packet, PacketId, F_GHOST, F_MCAST};
 use crate::routing::{Choice, CreditView, RouteError, Routing};
 use crate::topology::{NodeId, Peer, PortIdx, RouterId, Topology};
 use hpcnet_des::stats::{Registry, StatRecord};
@@ -57,6 +57,9 @@ pub enum NetEvent {
     Arb { oport: u32 },
     /// Tail of `pkt` has reached its destination node.
     Deliver { pkt: PacketId },
+    /// The tail of a corrupted copy sent stomped by output `oport` reached the receiver, which
+    /// drops it ([`crate::linkerr`]).
+    Corrupt { pkt: PacketId, oport: u32 },
 }
 
 /// What the network tells the endpoints cabled to it (NICs, or a traffic collector): the one
@@ -911,9 +914,6 @@ impl Network {
         match ev {
             NetEvent::Arrive { pkt, router, port } => {
                 self.on_wire -= 1;
-                if self.ghosts != 0 && self.packets[pkt as usize].flags & F_STOMPED != 0 {
-                    return self.stomped_arrived(q, pkt, router, port);
-                }
                 let p = &mut self.packets[pkt as usize];
                 p.hops += 1;
                 let vc = p.vc;
@@ -932,14 +932,12 @@ impl Network {
             }
             NetEvent::Deliver { pkt } => {
                 self.on_wire -= 1;
-                if self.ghosts != 0 && self.packets[pkt as usize].flags & F_STOMPED != 0 {
-                    return self.stomped_delivered(q, pkt);
-                }
                 let p = self.take(pkt);
                 self.stats.add(NetStat::Delivered, 1);
                 self.stats.add(NetStat::Hops, p.hops as u64);
                 ep.deliver(p, now);
             }
+            NetEvent::Corrupt { pkt, oport } => self.corrupt_dropped(q, pkt, oport),
         }
     }
 
@@ -1253,13 +1251,11 @@ impl Network {
         };
         let start = now.max(tail_at.saturating_sub(ser));
         if self.ghosts != 0 && self.packets[id as usize].flags & F_GHOST != 0 {
-            // A corrupted copy in a cut-through receiver holds no input credits; it leaves
-            // only if its tail (and bad CRC) has not arrived yet.
-            if self.ghost_granted(qi, id, start) {
-                return self.served_nothing(q, oi, qi);
-            }
-        } else if last {
-            // Free the buffer the packet leaves, when its tail is out.
+            // A corrupted copy in a cut-through receiver (it holds no input credits).
+            return self.ghost_granted(q, oi, qi, id, out_vc, start, ser);
+        }
+        // Free the buffer the packet leaves, when its tail is out.
+        if last {
             self.release_input(q, qi, id, start + ser);
         }
         // The link layer: errors and retransmissions, the replay buffer, the fallback.

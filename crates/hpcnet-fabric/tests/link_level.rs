@@ -438,8 +438,12 @@ fn stomped_copies_give_back_the_receive_buffer_they_took() {
     let mut sink = Collect::default();
     let n = 300;
     for tag in 0..n {
-        net.inject(&mut q, Packet::new(tag, NodeId(0), NodeId(1), 256, 16, SimTime::ZERO), &mut sink)
-            .unwrap();
+        net.inject(
+            &mut q,
+            Packet::new(tag, NodeId(0), NodeId(1), 256, 16, SimTime::ZERO),
+            &mut sink,
+        )
+        .unwrap();
     }
     let mut got = Vec::new();
     while let Some((_, ev)) = q.pop() {
