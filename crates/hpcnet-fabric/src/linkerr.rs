@@ -53,14 +53,16 @@
 //!   store-and-forward; after `link.fallback_clean` without an error it returns to cut-through
 //!   (checked when the link next sends). A link configured store-and-forward stays so.
 //!
-//! Cost: with no bounded replay buffer and no error due, a packet-hop costs one comparison and
-//! one subtraction; errors, replay accounting and fallbacks run out of line. Memory: 9 bytes per
-//! output port, plus a record per link direction that has seen an error or has a bounded replay
-//! buffer (its unacknowledged packets: at most the round trip's worth).
+//! Cost: with no bounded replay buffer and no error due, a packet-hop costs a flag test, one
+//! comparison and one subtraction; a link's first packet (its first gap is drawn then), errors,
+//! replay accounting and fallbacks run out of line. Memory: 9 bytes per output port, a list of
+//! the ports whose cable overrides `link.ber`, and, once any port needs one, 4 bytes per port
+//! plus a record per link direction that has seen an error or has a bounded replay buffer (its
+//! unacknowledged packets: at most the round trip's worth).
 
 use crate::config::{ConfigError, FabricConfig, LinkConfig};
 use hpcnet_des::rng::{RngStreams, SimRng};
-use hpcnet_des::SimTime;
+use hpcnet_des::{BitsPerSec, Bytes, SimTime};
 use rand::Rng;
 use std::collections::VecDeque;
 
@@ -230,6 +232,8 @@ fn stream(seed: u64, port: u32) -> SimRng {
 pub(crate) const LK_REPLAY: u8 = 1;
 /// Output-port flag: the link has fallen back to store-and-forward (watch for the clean period).
 pub(crate) const LK_FALLBACK: u8 = 2;
+/// Output-port flag: the link has bit errors and has not drawn its first gap yet.
+pub(crate) const LK_FRESH: u8 = 4;
 
 /// Counters of one link direction (and, summed, of the network).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -353,14 +357,19 @@ pub(crate) struct Sent {
     pub failed: u32,
 }
 
-/// The link layer of a network: per output port, its bit-error rate and, lazily, its state.
+/// The link layer of a network: the ports' bit-error rates and, lazily, per-port state.
 #[derive(Debug)]
 pub(crate) struct LinkLayer {
     seed: u64,
-    /// `ln(1 − ber)` of each output port (0: no errors).
-    ln_q: Vec<f64>,
-    /// Index into `states` per output port (`u32::MAX`: none yet).
+    /// `ln(1 − ber)` of `link.ber` (0: no errors).
+    ln_q: f64,
+    /// Output ports whose cable has another rate (`link_overrides[].ber`), sorted by port:
+    /// (port, `ln(1 − ber)`).
+    exceptions: Vec<(u32, f64)>,
+    /// Index into `states` per output port (`u32::MAX`: none yet); allocated with the first
+    /// state, so a run without errors or replay accounting keeps no per-port records.
     slot: Vec<u32>,
+    ports: u32,
     states: Vec<(u32, PortState)>,
     replay_bytes: u64,
     replay_packets: u32,
@@ -373,13 +382,16 @@ pub(crate) struct LinkLayer {
 }
 
 impl LinkLayer {
-    /// The link layer for output ports whose bit-error rates are `bers`.
-    pub(crate) fn new(l: &LinkConfig, bers: &[f64]) -> LinkLayer {
+    /// The link layer of `ports` output ports; [`LinkLayer::set_ber`] gives a port's rate when
+    /// it is not `l.ber`.
+    pub(crate) fn new(l: &LinkConfig, ports: u32) -> LinkLayer {
         let bounded = l.replay_buffer.is_some() || l.replay_packets.is_some();
         LinkLayer {
             seed: 0,
-            ln_q: bers.iter().map(|&b| (-b).ln_1p()).collect(),
-            slot: vec![u32::MAX; bers.len()],
+            ln_q: (-l.ber).ln_1p(),
+            exceptions: Vec::new(),
+            slot: Vec::new(),
+            ports,
             states: Vec::new(),
             replay_bytes: l.replay_buffer.map_or(u64::MAX, |b| b.0),
             replay_packets: l.replay_packets.unwrap_or(u32::MAX),
@@ -387,31 +399,67 @@ impl LinkLayer {
             fallback_errors: l.fallback_errors,
             fallback_window: l.fallback_window,
             fallback_clean: l.fallback_clean,
-            active: bounded || bers.iter().any(|&b| b > 0.0),
+            active: bounded || l.ber > 0.0,
         }
     }
 
-    /// Whether the replay buffer is bounded (then every port carries [`LK_REPLAY`]).
-    pub(crate) fn bounded(&self) -> bool {
-        self.replay_bytes != u64::MAX || self.replay_packets != u32::MAX
+    /// Output port `port` (given in increasing order) carries bit-error rate `ber`.
+    pub(crate) fn set_ber(&mut self, port: u32, ber: f64) {
+        let ln_q = (-ber).ln_1p();
+        if ln_q != self.ln_q {
+            self.exceptions.push((port, ln_q));
+            self.active |= ber > 0.0;
+        }
+    }
+
+    fn ln_q(&self, port: u32) -> f64 {
+        match self.exceptions.binary_search_by_key(&port, |e| e.0) {
+            Ok(i) => self.exceptions[i].1,
+            Err(_) => self.ln_q,
+        }
+    }
+
+    /// Whether output port `port` has bit errors.
+    pub(crate) fn has_errors(&self, port: u32) -> bool {
+        self.ln_q(port) != 0.0
+    }
+
+    /// Whether the bounded replay buffer can ever stop a link of data rate at most `rate` and
+    /// cable latency `latency` whose packets have `min..=max` bytes; only such ports carry
+    /// [`LK_REPLAY`]. A packet stays in the buffer for its serialisation plus the round trip
+    /// `R` after it starts, and transmissions on one link do not overlap, so when a packet is
+    /// offered at `t` the buffer holds packets started within `(t − R − T_max, t)`, serialised
+    /// one after another within `(t − R − T_max, t + T_max)`: at most `rate × (R + 2 T_max)`
+    /// bytes, and one packet more than `(R + 2 T_max) / T_min` packets. A buffer holding that
+    /// plus one maximum-size packet never refuses one; the model then skips its accounting
+    /// (the results are the same).
+    pub(crate) fn can_fill(&self, rate: BitsPerSec, latency: SimTime, max: Bytes, min: Bytes) -> bool {
+        if self.replay_bytes == u64::MAX && self.replay_packets == u32::MAX {
+            return false;
+        }
+        let t_max = rate.serialization(max);
+        let t_min = rate.serialization(min).max(SimTime::from_ps(1));
+        let window = self.rtt(latency) + t_max + t_max;
+        let bytes = (window.ps() as u128 * rate.0 as u128).div_ceil(8 * 1_000_000_000_000) as u64;
+        let packets = window.ps() / t_min.ps() + 2;
+        bytes.saturating_add(max.0) > self.replay_bytes || packets > self.replay_packets as u64
     }
 
     pub(crate) fn active(&self) -> bool {
         self.active
     }
 
-    /// Restart every port's error stream from `seed`; returns the first gap of each port
-    /// (`u64::MAX` where the rate is 0), for the ports' error counters.
-    pub(crate) fn reseed(&mut self, seed: u64) -> Vec<u64> {
+    /// Restart every port's error stream from `seed`: each port with errors draws its first gap
+    /// when it first sends ([`LK_FRESH`]).
+    pub(crate) fn reseed(&mut self, seed: u64) {
         self.seed = seed;
         for (_, s) in &mut self.states {
             s.rng = None;
         }
-        (0..self.ln_q.len() as u32).map(|p| self.first_gap(p)).collect()
     }
 
     fn first_gap(&self, port: u32) -> u64 {
-        let ln_q = self.ln_q[port as usize];
+        let ln_q = self.ln_q(port);
         if ln_q == 0.0 {
             return u64::MAX;
         }
@@ -425,6 +473,9 @@ impl LinkLayer {
     }
 
     fn state(&mut self, port: u32) -> &mut PortState {
+        if self.slot.is_empty() {
+            self.slot = vec![u32::MAX; self.ports as usize];
+        }
         let s = self.slot[port as usize];
         let i = if s == u32::MAX {
             self.slot[port as usize] = self.states.len() as u32;
@@ -503,7 +554,11 @@ impl LinkLayer {
         discard: bool,
         mut on_corrupt: impl FnMut(SimTime, bool),
     ) -> Sent {
-        let ln_q = self.ln_q[port as usize];
+        if *lk & LK_FRESH != 0 {
+            *err_left = self.first_gap(port);
+            *lk &= !LK_FRESH;
+        }
+        let ln_q = self.ln_q(port);
         let seed = self.seed;
         let (fb_n, fb_win, fb_clean) = (self.fallback_errors, self.fallback_window, self.fallback_clean);
         let replay = *lk & LK_REPLAY != 0;
@@ -527,7 +582,7 @@ impl LinkLayer {
                 // The error at bit `*err_left` of this packet, then those behind it.
                 let rng = s.rng.get_or_insert_with(|| {
                     let mut r = stream(seed, port);
-                    let _first: f64 = r.gen(); // the first gap, drawn by `reseed`
+                    let _first: f64 = r.gen(); // the first gap, drawn at the first send
                     r
                 });
                 let mut rest = bits - *err_left - 1;
@@ -652,12 +707,38 @@ mod tests {
     }
 
     #[test]
+    fn only_buffers_that_can_fill_are_tracked() {
+        let rate = BitsPerSec::gbps(8.0); // 1 B/ns
+        let lat = SimTime::from_ns(10);
+        let layer = |bytes: Option<u64>, packets: Option<u32>| {
+            let cfg = LinkConfig {
+                replay_buffer: bytes.map(hpcnet_des::Bytes),
+                replay_packets: packets,
+                ack_delay: SimTime::from_ns(20),
+                ..LinkConfig::default()
+            };
+            LinkLayer::new(&cfg, 1)
+        };
+        let (max, min) = (Bytes(272), Bytes(16));
+        // Window R + 2 T = 40 + 544 ns: 584 B, plus a maximum-size packet, 856 B.
+        assert!(!layer(None, None).can_fill(rate, lat, max, min));
+        assert!(!layer(Some(856), None).can_fill(rate, lat, max, min));
+        assert!(layer(Some(855), None).can_fill(rate, lat, max, min));
+        // 584 ns / 16 ns per smallest packet + 2 = 38 packets.
+        assert!(!layer(Some(1 << 20), Some(38)).can_fill(rate, lat, max, min));
+        assert!(layer(Some(1 << 20), Some(37)).can_fill(rate, lat, max, min));
+        // A longer cable needs more.
+        assert!(layer(Some(856), None).can_fill(rate, SimTime::from_ns(11), max, min));
+    }
+
+    #[test]
     fn replay_admission_waits_for_acknowledgements_in_order() {
         let cfg = LinkConfig {
             replay_buffer: Some(hpcnet_des::Bytes(600)),
+            ber: 0.0,
             ..LinkConfig::default()
         };
-        let mut l = LinkLayer::new(&cfg, &[0.0]);
+        let mut l = LinkLayer::new(&cfg, 1);
         let (mut err, mut lk, mut saf) = (u64::MAX, LK_REPLAY, false);
         let ser = SimTime::from_ns(272);
         let rtt = SimTime::from_ns(400);
@@ -693,7 +774,8 @@ mod tests {
             ..LinkConfig::default()
         };
         // 64-bit packets at 2 % per bit: 73 % of transmissions are corrupted.
-        let mut l = LinkLayer::new(&cfg, &[0.02]);
+        let mut l = LinkLayer::new(&cfg, 1);
+        l.set_ber(0, 0.02);
         let (mut lk, mut saf) = (0u8, false);
         let ser = SimTime::from_ns(100);
         let rtt = SimTime::from_ns(50);

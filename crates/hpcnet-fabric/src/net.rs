@@ -38,9 +38,9 @@
 
 use crate::arbiter::{Age, OutputArbiter, Request as ArbRequest, RoundRobin};
 use crate::config::{Arbitration, FabricConfig, Switching, MAX_VCS};
-use crate::linkerr::{LinkLayer, LK_REPLAY};
+use crate::linkerr::{LinkLayer, LK_FRESH, LK_REPLAY};
 use crate::multicast::{MulticastError, MulticastRoute, Tables};
-use crate::packet::{Packet, PacketId, F_GHOST, F_MCAST, F_STOMPED};
+use crate::packet::{Packet, PacketId, F_GHOST, F_MCAST};
 use crate::routing::{Choice, CreditView, RouteError, Routing};
 use crate::topology::{NodeId, Peer, PortIdx, RouterId, Topology};
 use hpcnet_des::stats::{Registry, StatRecord};
@@ -66,6 +66,9 @@ pub enum NetEvent {
     Deliver { pkt: PacketId },
     /// A step of the fault schedule: a failure or repair, its detection, new tables.
     Fault { step: FaultStep },
+    /// The tail of a corrupted copy sent stomped by output `oport` reached the receiver, which
+    /// drops it ([`crate::linkerr`]).
+    Corrupt { pkt: PacketId, oport: u32 },
 }
 
 /// What the network tells the endpoints cabled to it (NICs, or a traffic collector): the one
@@ -441,12 +444,12 @@ impl Network {
             origin,
         };
         let mut out = Vec::with_capacity(nports);
-        let mut bers = Vec::with_capacity(nports);
+        let mut link = LinkLayer::new(&cfg.link, nports as u32);
         let mut upstream = vec![u32::MAX; total as usize];
         for (ri, r) in topo.routers.iter().enumerate() {
             for (pi, peer) in r.ports.iter().enumerate() {
                 let (lanes, lat, sw, ber) = link_params(&cfg, &topo, RouterId(ri as u32), PortIdx(pi as u16));
-                bers.push(ber);
+                link.set_ber(out.len() as u32, ber);
                 let rate = base_rate_for(&cfg, lanes, base_rate);
                 let dead = routing.is_dead(RouterId(ri as u32), PortIdx(pi as u16));
                 let to = match *peer {
@@ -465,7 +468,7 @@ impl Network {
             for rail in 0..rails as usize {
                 let (r, p) = n.ports[rail.min(n.ports.len() - 1)];
                 let (lanes, lat, sw, ber) = link_params(&cfg, &topo, r, p);
-                bers.push(ber);
+                link.set_ber(out.len() as u32, ber);
                 let rate = base_rate_for(&cfg, lanes, base_rate);
                 let g = port_base[r.index()] + p.0 as u32;
                 upstream[g as usize] = total + (ni * rails as usize + rail) as u32;
@@ -501,11 +504,12 @@ impl Network {
             ));
         }
         let mcast = Tables::new(total as usize, cfg.router.multicast_tables);
-        let mut link = LinkLayer::new(&cfg.link, &bers);
-        let lk = if link.bounded() { LK_REPLAY } else { 0 };
-        for (o, gap) in out.iter_mut().zip(link.reseed(0)) {
-            o.err_left = gap;
-            o.lk = lk;
+        // Replay accounting only where the buffer can fill (see `LinkLayer::can_fill`).
+        let max_pkt = cfg.packet.header + cfg.packet.max_payload;
+        for o in &mut out {
+            if link.can_fill(base_rate, o.latency, max_pkt, cfg.packet.header) {
+                o.lk = LK_REPLAY;
+            }
         }
         let mut net = Network {
             topo,
@@ -542,6 +546,7 @@ impl Network {
             fault_cut: false,
             seed: 0,
         };
+        net.set_seed(0);
         net.init_faults()?;
         Ok(net)
     }
@@ -564,8 +569,15 @@ impl Network {
     /// the run's seed. Without it the seed is 0.
     pub fn set_seed(&mut self, seed: u64) {
         self.salt_key = salt_key(seed);
-        for (o, gap) in self.out.iter_mut().zip(self.link.reseed(seed)) {
-            o.err_left = gap;
+        // Each link's first error-free gap is drawn from the new seed when it first sends.
+        self.link.reseed(seed);
+        for (i, o) in self.out.iter_mut().enumerate() {
+            if self.link.has_errors(i as u32) {
+                o.lk |= LK_FRESH;
+            } else {
+                o.lk &= !LK_FRESH;
+                o.err_left = u64::MAX;
+            }
         }
         self.seed = seed;
     }
@@ -929,9 +941,6 @@ impl Network {
         match ev {
             NetEvent::Arrive { pkt, router, port } => {
                 self.on_wire -= 1;
-                if self.ghosts != 0 && self.packets[pkt as usize].flags & F_STOMPED != 0 {
-                    return self.stomped_arrived(q, pkt, router, port);
-                }
                 if self.fault_cut && self.lost_on_cable(q, pkt, Some((router, port))) {
                     return;
                 }
@@ -953,9 +962,6 @@ impl Network {
             }
             NetEvent::Deliver { pkt } => {
                 self.on_wire -= 1;
-                if self.ghosts != 0 && self.packets[pkt as usize].flags & F_STOMPED != 0 {
-                    return self.stomped_delivered(q, pkt);
-                }
                 if self.fault_cut && self.lost_on_cable(q, pkt, None) {
                     return;
                 }
@@ -965,6 +971,7 @@ impl Network {
                 ep.deliver(p, now);
             }
             NetEvent::Fault { step } => self.fault_step(q, step, ep),
+            NetEvent::Corrupt { pkt, oport } => self.corrupt_dropped(q, pkt, oport),
         }
     }
 
@@ -977,7 +984,8 @@ impl Network {
         let in_port = PortIdx(((qi >> self.vc_shift) - base) as u16);
         loop {
             let id = self.inq.front(qi)?;
-            if self.ghosts != 0 && self.ghost_expired(qi, id, q.now()) {
+            if self.ghosts != 0 && self.packets[id as usize].flags & F_GHOST != 0 && self.ghost_expired(qi, id, q.now())
+            {
                 continue;
             }
             let routed = if self.mcast_seen && self.packets[id as usize].flags & F_MCAST != 0 {
@@ -1280,27 +1288,26 @@ impl Network {
             ser
         };
         let start = now.max(tail_at.saturating_sub(ser));
-        // A corrupted copy in a cut-through receiver holds no input credits; it leaves only if
-        // its tail (and bad CRC) has not arrived yet.
-        let ghost = self.ghosts != 0 && self.packets[id as usize].flags & F_GHOST != 0;
-        if ghost && self.ghost_granted(qi, id, start) {
-            return self.served_nothing(q, oi, qi);
+        if self.ghosts != 0 && self.packets[id as usize].flags & F_GHOST != 0 {
+            // A corrupted copy in a cut-through receiver (it holds no input credits).
+            return self.ghost_granted(q, oi, qi, id, out_vc, start, ser);
         }
         // Free the buffer the packet leaves, when its tail is out.
-        if last && !ghost {
+        if last {
             self.release_input(q, qi, id, start + ser);
         }
         // The link layer: errors and retransmissions, the replay buffer, the fallback.
-        let o = &mut self.out[oi as usize];
+        let mut o = &mut self.out[oi as usize];
         let bits = (size as u64) << 3;
         let sent = if o.lk == 0 && o.err_left >= bits {
             o.err_left -= bits;
             start
         } else {
-            self.link_send(q, oi, id, out_vc, start, ser)
+            let sent = self.link_send(q, oi, id, out_vc, start, ser);
+            o = &mut self.out[oi as usize];
+            sent
         };
         // Take credits downstream.
-        let o = &mut self.out[oi as usize];
         o.busy_until = sent + ser;
         o.busy_ps += ser.0;
         o.packets += 1;

@@ -4,11 +4,13 @@
 //! link counters, and a cable's lane width changed while the network runs.
 //!
 //! Everything here runs out of line: the packet path only tests a port flag, a per-port count
-//! of error-free bits and the network's count of live corrupted copies.
+//! of error-free bits and the network's count of live corrupted copies; a stomped copy's end
+//! is an event of its own ([`NetEvent::Corrupt`]).
 
 use super::*;
 use crate::config::{ConfigError, LANE_WIDTHS};
 use crate::linkerr::LinkCounters;
+use crate::packet::F_STOMPED;
 
 /// Link-level counters of one link direction.
 #[derive(Clone, Debug, Serialize)]
@@ -126,13 +128,12 @@ impl Network {
         );
     }
 
-    /// A corrupted copy at the head of `qi` whose tail has arrived by `now` is discarded
-    /// before it is routed.
+    /// The corrupted copy `id` at the head of `qi` is discarded before it is routed if its tail
+    /// has arrived by `now`.
     #[cold]
     #[inline(never)]
     pub(super) fn ghost_expired(&mut self, qi: u32, id: PacketId, now: SimTime) -> bool {
-        let p = &self.packets[id as usize];
-        if p.flags & F_GHOST == 0 || now < p.tail_at {
+        if now < self.packets[id as usize].tail_at {
             return false;
         }
         self.inq.pop_front(qi);
@@ -141,71 +142,107 @@ impl Network {
         true
     }
 
-    /// An output was granted to the corrupted copy `id` of input queue `qi`, to start at
-    /// `start`. If its tail is in by then, the receiver knows the CRC failed: the copy is
-    /// discarded and nothing is sent (returns true). Otherwise it leaves stomped, charged to
-    /// the link it came in by.
+    /// Output `oi` was granted, into downstream VC `vc`, to the corrupted copy `id` at the
+    /// head of input queue `qi`, to start at `start` and serialise in `ser`. If its tail is in
+    /// by then, the receiver knows the CRC failed: the copy is dropped and nothing is sent.
+    /// Otherwise it leaves stomped (charged to the link it came in by): it takes the link and
+    /// the downstream credits like a packet, and the next receiver drops it when its tail
+    /// arrives ([`NetEvent::Corrupt`]). Returns the output the queue's next head requests.
     #[cold]
     #[inline(never)]
-    pub(super) fn ghost_granted(&mut self, qi: u32, id: PacketId, start: SimTime) -> bool {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn ghost_granted<E: From<NetEvent>>(
+        &mut self,
+        q: &mut EventQueue<E>,
+        oi: u32,
+        qi: u32,
+        id: PacketId,
+        vc: u8,
+        start: SimTime,
+        ser: SimTime,
+    ) -> Option<u32> {
+        let now = q.now();
         let tail_at = self.packets[id as usize].tail_at;
         if start >= tail_at {
             self.take(id);
             self.ghosts -= 1;
-            return true;
+        } else {
+            let up = self.upstream[(qi >> self.vc_shift) as usize];
+            if up != u32::MAX {
+                self.link.count_forwarded(up);
+            }
+            let p = &mut self.packets[id as usize];
+            p.flags = (p.flags & !F_GHOST) | F_STOMPED;
+            let credits = p.credits;
+            // Its bits go through the link's error process like any (errors in it are moot).
+            let o = &mut self.out[oi as usize];
+            let bits = (p.size as u64) << 3;
+            if o.lk == 0 && o.err_left >= bits {
+                o.err_left -= bits;
+            } else {
+                self.link_send(q, oi, id, vc, start, ser);
+            }
+            let o = &mut self.out[oi as usize];
+            o.busy_until = start + ser;
+            o.busy_ps += ser.0;
+            o.packets += 1;
+            let mut shared_used = 0u16;
+            if matches!(o.to, Dest::Router { .. }) || o.limited {
+                let v = vc as usize;
+                let from_private = credits.min(o.free_private[v]);
+                o.free_private[v] -= from_private;
+                shared_used = credits - from_private;
+                o.free_shared -= shared_used as u32;
+            }
+            let lat = o.latency;
+            let p = &mut self.packets[id as usize];
+            p.vc = vc;
+            p.shared_used = shared_used;
+            self.last_progress = now;
+            self.on_wire += 1;
+            q.schedule_by(
+                self.port_origin(oi),
+                start + ser + lat,
+                NetEvent::Corrupt { pkt: id, oport: oi }.into(),
+            );
         }
-        let p = &mut self.packets[id as usize];
-        p.flags = (p.flags & !F_GHOST) | F_STOMPED;
-        let up = self.upstream[(qi >> self.vc_shift) as usize];
-        if up != u32::MAX {
-            self.link.count_forwarded(up);
-        }
-        false
-    }
-
-    /// After a grant that sent nothing (a corrupted copy discarded): the queue's next head
-    /// requests its output, and the port looks at its other requests now.
-    #[cold]
-    #[inline(never)]
-    pub(super) fn served_nothing<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, oi: u32, qi: u32) -> Option<u32> {
+        // The queue's next head requests its output; this port serves its other requests once
+        // the link is free.
         let kick = if self.inq.is_empty(qi) {
             None
         } else {
             let router = self.router_of[(qi >> self.vc_shift) as usize];
             self.new_head(q, qi, router)
         };
-        if self.out[oi as usize].req_head != NIL {
-            self.wake_at(q, self.port_origin(oi), oi, q.now());
+        let o = &self.out[oi as usize];
+        if o.req_head != NIL {
+            let t = o.busy_until.max(now);
+            self.wake_at(q, self.port_origin(oi), oi, t);
         }
         kick
     }
 
-    /// A stomped copy's head reached input `port` of `router`: the receiver drops it as its
-    /// tail arrives, and returns the credits it took then.
+    /// The tail of the stomped copy `pkt` sent by output `oi` reached its receiver, which drops
+    /// it and frees the buffer credits it took (a router input, or a node's receive buffer).
     #[cold]
     #[inline(never)]
-    pub(super) fn stomped_arrived<E: From<NetEvent>>(
-        &mut self,
-        q: &mut EventQueue<E>,
-        pkt: PacketId,
-        router: RouterId,
-        port: PortIdx,
-    ) {
-        let p = &self.packets[pkt as usize];
-        let (vc, tail) = (p.vc, p.tail_at);
-        let qi = self.qi(self.port_base[router.index()] + port.0 as u32, vc);
-        self.release_input(q, qi, pkt, tail.max(q.now()));
-        self.take(pkt);
+    pub(super) fn corrupt_dropped<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, pkt: PacketId, oi: u32) {
+        self.on_wire -= 1;
+        match self.out[oi as usize].to {
+            Dest::Router { router, port } => {
+                let qi = self.qi(
+                    self.port_base[router.index()] + port.0 as u32,
+                    self.packets[pkt as usize].vc,
+                );
+                self.release_input(q, qi, pkt, q.now());
+                self.take(pkt);
+            }
+            _ => {
+                let p = self.take(pkt);
+                self.release_ejection(q, p.dst, p.rail, Self::buffer_credits(&p));
+            }
+        }
         self.ghosts -= 1;
-    }
-
-    /// A stomped copy reached a node: its NIC drops it (and frees the receive buffer it took).
-    #[cold]
-    #[inline(never)]
-    pub(super) fn stomped_delivered<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, pkt: PacketId) {
-        let p = self.take(pkt);
-        self.ghosts -= 1;
-        self.release_ejection(q, p.dst, p.rail, Self::buffer_credits(&p));
     }
 
     /// Link-level counters summed over every link direction.

@@ -417,3 +417,44 @@ fn bad_link_level_values_are_refused_naming_the_key() {
         "below 1",
     );
 }
+
+#[test]
+fn stomped_copies_give_back_the_receive_buffer_they_took() {
+    // Node 1 accepts packets only into two packets' worth of credited receive buffer, freed as
+    // it consumes each delivery. Corrupted copies forwarded by the cut-through router take that
+    // buffer too; the NIC drops them and the credits must come back, or node 1 starves.
+    let mut cfg = fabric(10, 0.0);
+    cfg.link_overrides.push(LinkOverride {
+        router: RouterId(0),
+        port: PortIdx(0),
+        lanes: None,
+        latency: None,
+        switching: None,
+        ber: Some(1e-4),
+    });
+    let mut net = crossbar_net(cfg, 7);
+    net.set_ejection_credits(34); // two 272-byte packets in 16-byte credits
+    let mut q: EventQueue<NetEvent> = EventQueue::new();
+    let mut sink = Collect::default();
+    let n = 300;
+    for tag in 0..n {
+        net.inject(
+            &mut q,
+            Packet::new(tag, NodeId(0), NodeId(1), 256, 16, SimTime::ZERO),
+            &mut sink,
+        )
+        .unwrap();
+    }
+    let mut got = Vec::new();
+    while let Some((_, ev)) = q.pop() {
+        net.handle(&mut q, ev, &mut sink);
+        for (p, _) in sink.delivered.drain(..) {
+            net.release_ejection(&mut q, p.dst, p.rail, Network::buffer_credits(&p));
+            got.push(p.tag);
+        }
+    }
+    assert_eq!(got, (0..n).collect::<Vec<_>>());
+    let c = net.link_counters();
+    assert!(c.corrupt_forwarded > 20, "{c:?}");
+    assert_eq!(net.in_flight(), 0);
+}

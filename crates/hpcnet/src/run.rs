@@ -321,11 +321,19 @@ fn link_level_line(r: &RunReport) -> Option<String> {
         .map(|l| l.from.as_str())
         .collect();
     if !fell.is_empty() {
+        // The first few links by name; the JSON `link_errors` lists them all.
+        const SHOWN: usize = 6;
+        let more = fell.len().saturating_sub(SHOWN);
         line += &format!(
-            "; store-and-forward fallbacks {} (restored {}) on {}",
+            "; store-and-forward fallbacks {} (restored {}) on {}{}",
             sum(&|c| c.saf_fallbacks),
             sum(&|c| c.saf_restores),
-            fell.join(", ")
+            fell[..fell.len().min(SHOWN)].join(", "),
+            if more > 0 {
+                format!(" and {more} more links")
+            } else {
+                String::new()
+            }
         );
     }
     Some(line)
