@@ -185,7 +185,13 @@ impl Network {
         let lanes: Vec<u32> = (0..total as u32)
             .map(|g| {
                 let r = self.router_of[g as usize];
-                link_params(&self.cfg, &self.topo, r, PortIdx((g - self.port_base[r.index()]) as u16)).0
+                link_params(
+                    &self.cfg,
+                    &self.topo,
+                    r,
+                    PortIdx((g - self.port_base[r.index()]) as u16),
+                )
+                .0
             })
             .collect();
         FaultRuntime {
@@ -217,7 +223,11 @@ impl Network {
         if f.scheduled {
             return;
         }
-        let counts: Vec<usize> = f.random.iter().map(|r| self.random_candidates(r.0.class).len()).collect();
+        let counts: Vec<usize> = f
+            .random
+            .iter()
+            .map(|r| self.random_candidates(r.0.class).len())
+            .collect();
         let f = self.faults.as_mut().expect("checked above");
         f.scheduled = true;
         let streams = RngStreams::new(seed);
@@ -275,7 +285,8 @@ impl Network {
             cfg.router.vcs,
             cfg.link.lanes,
         )?;
-        let static_failed: Vec<(RouterId, PortIdx)> = cfg.faults.failed_links.iter().map(|f| (f.router, f.port)).collect();
+        let static_failed: Vec<(RouterId, PortIdx)> =
+            cfg.faults.failed_links.iter().map(|f| (f.router, f.port)).collect();
         let a = schedule::resolve(std::slice::from_ref(event), &self.topo, &static_failed, cfg.link.lanes)?[0];
         if self.faults.is_none() {
             let rt = self.new_runtime(Vec::new());
@@ -436,7 +447,8 @@ impl Network {
                 .target_routers(t)
                 .into_iter()
                 .flat_map(|r| {
-                    (0..self.topo.routers[r.index()].ports.len()).flat_map(move |p| self.cable_ports(r, PortIdx(p as u16)))
+                    (0..self.topo.routers[r.index()].ports.len())
+                        .flat_map(move |p| self.cable_ports(r, PortIdx(p as u16)))
                 })
                 .collect(),
         }
@@ -799,7 +811,9 @@ impl Network {
     /// The components of class `class` that can fail now: live router–router cables, live
     /// routers, or cables with more than one working lane (as global ports of one end).
     fn random_candidates(&self, class: FaultClass) -> Vec<u32> {
-        let Some(f) = self.faults.as_ref() else { return Vec::new() };
+        let Some(f) = self.faults.as_ref() else {
+            return Vec::new();
+        };
         match class {
             FaultClass::Router => (0..self.topo.routers.len() as u32)
                 .filter(|&r| f.router_failed[r as usize] == 0)

@@ -919,7 +919,9 @@ fn torus_fault_bypass_keeps_the_bubble_property() {
             .filter(|&(r, p)| net.routing.is_dead(r, p))
             .collect();
         let ctx = |e: String| format!("{ev:?}: {e}");
-        let ex = explore(&topo, &net.routing, &template, 2, false, None, &dead).map_err(ctx).unwrap();
+        let ex = explore(&topo, &net.routing, &template, 2, false, None, &dead)
+            .map_err(ctx)
+            .unwrap();
         ex.cdg.check_bubble(&topo, |_| true).map_err(ctx).unwrap();
         ex.cdg
             .check_dimension_order(&topo, |(_, _, vc)| vc == 0)
@@ -927,7 +929,10 @@ fn torus_fault_bypass_keeps_the_bubble_property() {
             .unwrap();
         let last: Vec<_> = ex.cdg.edges.iter().filter(|(c, _)| c.2 == 1).collect();
         assert!(!last.is_empty(), "{ev:?}: no last step in the graph");
-        assert!(last.iter().all(|(_, next)| next.is_empty()), "{ev:?}: a last step leads on");
+        assert!(
+            last.iter().all(|(_, next)| next.is_empty()),
+            "{ev:?}: a last step leads on"
+        );
     }
 }
 

@@ -172,7 +172,9 @@ impl Bench {
 
     fn all_pairs(&self) -> Vec<(u32, u32)> {
         let n = self.net.topo.nodes.len() as u32;
-        (0..n).flat_map(|s| (0..n).filter(move |&d| d != s).map(move |d| (s, d))).collect()
+        (0..n)
+            .flat_map(|s| (0..n).filter(move |&d| d != s).map(move |d| (s, d)))
+            .collect()
     }
 
     /// Handle events until none is left, or until the next one is at or after `until`.
@@ -292,10 +294,19 @@ fn torus_bypass_delivers_every_pair_around_one_failed_cable_or_router() {
                 .trace(&topo, p.src, p.dst, 0, 0)
                 .expect("healthy path")
                 .len() as u16;
-            assert!(p.hops <= plain + 2, "{what}: {}->{} took {} routers, plain {plain}", p.src, p.dst, p.hops);
+            assert!(
+                p.hops <= plain + 2,
+                "{what}: {}->{} took {} routers, plain {plain}",
+                p.src,
+                p.dst,
+                p.hops
+            );
         }
         if dead_node.is_some() {
-            assert_eq!(s.bypass_unreachable, 63, "{what}: every source lacks a route to the dead router");
+            assert_eq!(
+                s.bypass_unreachable, 63,
+                "{what}: every source lacks a route to the dead router"
+            );
         }
     }
 }
@@ -352,12 +363,12 @@ fn a_packet_on_a_failing_cable_is_lost_and_its_credits_come_back() {
     cfg.faults.events = vec![cable(ns(75), 1, 0, Fail), cable(us(5), 1, 0, Repair)];
     cfg.faults.detection = us(1);
     let mut reference = Bench::new(topo.clone(), healthy, 1);
-    reference.send_at(us(10), &vec![(0, 2); 20], 0);
+    reference.send_at(us(10), &[(0, 2); 20], 0);
     reference.run();
     let gaps = |b: &Bench| -> Vec<SimTime> { b.sink.delivered.windows(2).map(|w| w[1].1 - w[0].1).collect() };
     let mut b = Bench::new(topo, cfg, 1);
     b.send_at(SimTime::ZERO, &[(0, 2)], 0);
-    let later = b.send_at(us(10), &vec![(0, 2); 20], 0);
+    let later = b.send_at(us(10), &[(0, 2); 20], 0);
     b.run();
     let out = b.outcome();
     assert_eq!(
@@ -442,7 +453,7 @@ fn lane_failures_halve_the_bandwidth_each_step() {
     let mut b = Bench::new(topo, cfg, 1);
     // Streams of 30 packets from node 0 to node 1 (over cable r0.p0) in each phase.
     for start in [0, 21, 41, 81] {
-        b.send_at(us(start), &vec![(0, 1); 30], 0);
+        b.send_at(us(start), &[(0, 1); 30], 0);
     }
     b.run();
     let out = b.outcome();
@@ -481,7 +492,10 @@ fn sibling_cables_carry_the_bypass_of_a_failed_down_cable() {
     cfg.faults.table_update = us(50);
     let mut b = Bench::new(topo, cfg, 1);
     // Every node to nodes 2 and 3 (on leaf 1), before and after the rewrite, on plane 0.
-    let pairs: Vec<(u32, u32)> = (0..8).flat_map(|s| [2, 3].map(|d| (s, d))).filter(|(s, d)| s != d).collect();
+    let pairs: Vec<(u32, u32)> = (0..8)
+        .flat_map(|s| [2, 3].map(|d| (s, d)))
+        .filter(|(s, d)| s != d)
+        .collect();
     b.send_at(us(1), &pairs, 0);
     b.send_at(us(60), &pairs, 0);
     b.run();
@@ -525,10 +539,13 @@ fn recomputed_tables_route_a_plain_tree_around_a_failed_down_cable() {
     let out = b.outcome();
     let dropped = |tags: &[u64]| tags.iter().filter(|t| out[t].is_some()).count();
     assert!(dropped(&before) > 0);
-    assert!(before
-        .iter()
-        .filter_map(|t| out[t].as_ref())
-        .all(|r| matches!(r, RouteError::Unreachable { router: RouterId(4), .. })));
+    assert!(before.iter().filter_map(|t| out[t].as_ref()).all(|r| matches!(
+        r,
+        RouteError::Unreachable {
+            router: RouterId(4),
+            ..
+        }
+    )));
     assert_eq!(dropped(&after), 0);
     assert_eq!(b.stats().table_updates, 1);
 }
@@ -571,8 +588,15 @@ fn failures_with_nothing_inside_lose_nothing() {
         assert_eq!(b.stats().failures, 1, "{what}");
         if adaptive {
             // After the failure, plane 0 carries nothing.
-            let late = b.sink.delivered.iter().filter(|(p, _)| p.tag as usize >= 2 * pairs.len());
-            assert!(late.clone().count() > 0 && late.into_iter().all(|(p, _)| p.rail == 1), "{what}");
+            let late = b
+                .sink
+                .delivered
+                .iter()
+                .filter(|(p, _)| p.tag as usize >= 2 * pairs.len());
+            assert!(
+                late.clone().count() > 0 && late.into_iter().all(|(p, _)| p.rail == 1),
+                "{what}"
+            );
         }
     }
 }
@@ -657,16 +681,10 @@ fn a_fault_in_the_past_is_refused() {
     let mut b = Bench::new(topo, fabric(dor(), 2, 16), 1);
     b.send_at(us(2), &[(0, 1)], 0);
     b.run();
-    let err = b
-        .net
-        .schedule_fault(&mut b.q, &router(us(1), 3, Fail))
-        .unwrap_err();
+    let err = b.net.schedule_fault(&mut b.q, &router(us(1), 3, Fail)).unwrap_err();
     assert_eq!(err.key, "faults.events.at");
     assert!(err.reason.contains("in the past"), "{err}");
-    let err = b
-        .net
-        .schedule_fault(&mut b.q, &router(us(10), 99, Fail))
-        .unwrap_err();
+    let err = b.net.schedule_fault(&mut b.q, &router(us(10), 99, Fail)).unwrap_err();
     assert!(err.reason.contains("does not exist"), "{err}");
     b.net.schedule_fault(&mut b.q, &router(us(10), 3, Fail)).unwrap();
     b.run();

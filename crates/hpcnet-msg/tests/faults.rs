@@ -156,7 +156,10 @@ fn a_plane_failing_while_nothing_is_inside_costs_no_message() {
     assert!(rail0 > 0 && rail1 > rail0, "rail 0 {rail0}, rail 1 {rail1} packets");
     drop(w);
     let b = m.context(Rank(15));
-    assert_eq!(b.read_local(&s.dst, 0, msgs * len).unwrap(), pattern((msgs * len) as usize, 5));
+    assert_eq!(
+        b.read_local(&s.dst, 0, msgs * len).unwrap(),
+        pattern((msgs * len) as usize, 5)
+    );
 }
 
 #[test]
@@ -180,13 +183,20 @@ fn a_plane_failing_under_traffic_loses_packets_and_the_nic_says_so() {
             ["lost_in_cable", "lost_in_router", "sent_before_detection"].contains(&l.cause),
             "{l:?}"
         );
-        assert!((l.from, l.to) == (Rank(0), Rank(15)) || (l.from, l.to) == (Rank(15), Rank(0)), "{l:?}");
+        assert!(
+            (l.from, l.to) == (Rank(0), Rank(15)) || (l.from, l.to) == (Rank(15), Rank(0)),
+            "{l:?}"
+        );
     }
     // The messages that lost a packet do not complete (no transport sends it again); the others
     // do, with their bytes in place.
     let incomplete: std::collections::BTreeSet<u32> = lost.iter().map(|l| l.msg).collect();
     let done = s.done.borrow();
-    assert!(done.len() < msgs as usize && !done.is_empty(), "{} of {msgs} completed", done.len());
+    assert!(
+        done.len() < msgs as usize && !done.is_empty(),
+        "{} of {msgs} completed",
+        done.len()
+    );
     assert_eq!(end.stuck_tasks, 1);
     assert!(!end.deadlock);
     assert!(incomplete.len() >= msgs as usize - done.len());

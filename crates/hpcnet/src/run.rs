@@ -197,7 +197,10 @@ pub fn print_text(r: &RunReport) {
         }
         outln!("  timeline        window (us)        delivered  accepted  latency (ns)  dropped");
         for b in &f.timeline {
-            let lat = b.mean_latency_ns.map(|l| format!("{l:12.1}")).unwrap_or_else(|| format!("{:>12}", "-"));
+            let lat = b
+                .mean_latency_ns
+                .map(|l| format!("{l:12.1}"))
+                .unwrap_or_else(|| format!("{:>12}", "-"));
             outln!(
                 "                  {:>8.2} – {:>8.2} {:>10} {:>9.4} {} {:>8}",
                 b.from_ns / 1e3,

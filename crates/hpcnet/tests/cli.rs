@@ -2182,7 +2182,10 @@ fn fault_schedules_are_checked_before_the_run_and_runs_report_them() {
             "router 999 does not exist",
         ),
         (
-            vec![ev(r#"{at="5 us", kind="lanes", router=0, port=0, lanes=3}"#), "link.lanes=4".into()],
+            vec![
+                ev(r#"{at="5 us", kind="lanes", router=0, port=0, lanes=3}"#),
+                "link.lanes=4".into(),
+            ],
             "faults.events[0].lanes",
             "(4, 2, 1), got 3",
         ),
@@ -2192,7 +2195,9 @@ fn fault_schedules_are_checked_before_the_run_and_runs_report_them() {
             "has not failed before",
         ),
         (
-            vec![ev(r#"{at="5 us", kind="router", router=3}, {at="9 us", kind="router", router=3}"#)],
+            vec![ev(
+                r#"{at="5 us", kind="router", router=3}, {at="9 us", kind="router", router=3}"#,
+            )],
             "faults.events[1].action",
             "cannot fail again",
         ),

@@ -89,7 +89,10 @@ impl BypassTable {
 
     /// Pairs with no live route.
     pub fn unreachable(&self) -> usize {
-        self.map.values().filter(|e| matches!(e, BypassEntry::Unreachable)).count()
+        self.map
+            .values()
+            .filter(|e| matches!(e, BypassEntry::Unreachable))
+            .count()
     }
 
     /// Whether any pair has an entry.

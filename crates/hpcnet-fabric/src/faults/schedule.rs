@@ -121,10 +121,21 @@ pub struct RandomFaults {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Target {
-    Cable { router: RouterId, port: PortIdx },
-    Router { router: RouterId },
-    Plane { plane: u8 },
-    Lanes { router: RouterId, port: PortIdx, lanes: u32 },
+    Cable {
+        router: RouterId,
+        port: PortIdx,
+    },
+    Router {
+        router: RouterId,
+    },
+    Plane {
+        plane: u8,
+    },
+    Lanes {
+        router: RouterId,
+        port: PortIdx,
+        lanes: u32,
+    },
 }
 
 impl std::fmt::Display for Target {
@@ -203,7 +214,10 @@ pub fn validate_for_kind(
             if has(k) {
                 return Err(ConfigError::new(
                     key(k),
-                    format!("not used by a '{kind_name}' event (it names its {})", need.join(" and ")),
+                    format!(
+                        "not used by a '{kind_name}' event (it names its {})",
+                        need.join(" and ")
+                    ),
                 ));
             }
         }
@@ -285,7 +299,7 @@ pub fn validate_for_kind(
                 ))
             }
         }
-        if vcs % 2 != 0 {
+        if !vcs.is_multiple_of(2) {
             return Err(ConfigError::new(
                 "router.vcs",
                 format!(
@@ -331,7 +345,10 @@ pub fn resolve(
         if let (Some(r), Some(p)) = (router, e.port) {
             let info = &topo.routers[r.index()];
             if p.index() >= info.ports.len() || matches!(info.ports[p.index()], Peer::None) {
-                return Err(ConfigError::new(key("port"), format!("router {r} has no cabled port {p}")));
+                return Err(ConfigError::new(
+                    key("port"),
+                    format!("router {r} has no cabled port {p}"),
+                ));
             }
             let c = canonical(topo, r, p);
             if static_failed.iter().any(|&(sr, sp)| canonical(topo, sr, sp) == c) {
@@ -410,13 +427,19 @@ pub fn resolve(
                 if a.fail && lanes >= cur {
                     return Err(ConfigError::new(
                         key("lanes"),
-                        format!("{what} has {cur} lanes at {} (since {since}); a lane failure narrows it, got {lanes}", a.at),
+                        format!(
+                            "{what} has {cur} lanes at {} (since {since}); a lane failure narrows it, got {lanes}",
+                            a.at
+                        ),
                     ));
                 }
                 if !a.fail && lanes <= cur {
                     return Err(ConfigError::new(
                         key("lanes"),
-                        format!("{what} has {cur} lanes at {} (since {since}); a repair widens it, got {lanes}", a.at),
+                        format!(
+                            "{what} has {cur} lanes at {} (since {since}); a repair widens it, got {lanes}",
+                            a.at
+                        ),
                     ));
                 }
                 lanes
@@ -425,7 +448,10 @@ pub fn resolve(
                 if a.fail && cur == 0 {
                     return Err(ConfigError::new(
                         key("action"),
-                        format!("{what} has been failed since {since}; it cannot fail again at {} before a repair", a.at),
+                        format!(
+                            "{what} has been failed since {since}; it cannot fail again at {} before a repair",
+                            a.at
+                        ),
                     ));
                 }
                 if !a.fail && cur == 1 {
@@ -509,7 +535,10 @@ mod tests {
         l.lanes = Some(3);
         let err = kind_err(&[l.clone()]);
         assert_eq!(err.key, "faults.events[0].lanes");
-        assert!(err.reason.contains("(4, 2, 1)") && err.reason.contains("got 3"), "{err}");
+        assert!(
+            err.reason.contains("(4, 2, 1)") && err.reason.contains("got 3"),
+            "{err}"
+        );
         l.lanes = Some(2);
         validate_for_kind(&[l], &[], false, "torus", &dor(), 2, 4).unwrap();
     }
@@ -523,7 +552,7 @@ mod tests {
             from: SimTime::ZERO,
             until: SimTime::from_us(100),
         };
-        let err = validate_for_kind(&[], &[r.clone()], false, "torus", &dor(), 2, 4).unwrap_err();
+        let err = validate_for_kind(&[], std::slice::from_ref(&r), false, "torus", &dor(), 2, 4).unwrap_err();
         assert_eq!(err.key, "faults.random[0].mtbf");
         let late = RandomFaults {
             mtbf: SimTime::from_us(1),
