@@ -125,8 +125,9 @@ pub struct FaultReport {
     pub events: Vec<hpcnet_fabric::net::FaultRecord>,
     pub timeline: Vec<TimelineBin>,
     /// The channel-load bound of the routing the run ended with (failed links and rewritten
-    /// tables; pairs with no route left out), beside `channel_load_bound` of the routing it
-    /// started with.
+    /// tables; pairs with no route counted up to where they stop), beside `channel_load_bound`
+    /// of the routing it started with. None when tracing it would take more than a quarter of
+    /// [`BOUND_HOP_BUDGET`].
     pub channel_load_bound_at_end: Option<ChannelLoadBound>,
 }
 
@@ -769,9 +770,19 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
             stats,
             events: net.fault_log().to_vec(),
             timeline,
-            channel_load_bound_at_end: channel_load_bound(&net, &dests, tc, use_rails, node_bps, &streams)
-                .ok()
-                .flatten(),
+            // Traced (failures break the symmetry), within a quarter of the hop budget: it is
+            // an addition to the report, not worth seconds on large machines.
+            channel_load_bound_at_end: traced_bound(
+                &net,
+                &dests,
+                tc,
+                use_rails,
+                node_bps,
+                &streams,
+                BOUND_HOP_BUDGET / 4,
+            )
+            .ok()
+            .flatten(),
         }
     });
     let measured_delivered = col.measured_delivered;
