@@ -1081,7 +1081,7 @@ impl Network {
     /// Arbitrate `first`, then each output the previous arbitration handed on. An arbitration
     /// makes at most one new head, which requests at most one output, so the work is a chain
     /// (this replaces a stack of pending kicks, with the same order, without its push/pop).
-    #[inline]
+    #[inline(always)]
     fn run_arbitrations<E: From<NetEvent>, S: Endpoints>(
         &mut self,
         q: &mut EventQueue<E>,

@@ -352,10 +352,18 @@ impl Network {
     /// among the rails whose cables at `node` and at `dst` the routers know to be working (the
     /// NIC's adaptive port choice avoids a dead rail, spec 01 "NIC"). With no such rail, the
     /// plain choice.
+    #[inline]
     pub fn least_loaded_rail_to(&self, node: NodeId, dst: NodeId, start: u8) -> u8 {
         if self.rails == 1 || self.routing.dead_ports() == 0 {
             return self.least_loaded_rail(node, start);
         }
+        self.least_loaded_live_rail(node, dst, start)
+    }
+
+    /// [`Network::least_loaded_rail_to`] once some port is known dead.
+    #[cold]
+    #[inline(never)]
+    fn least_loaded_live_rail(&self, node: NodeId, dst: NodeId, start: u8) -> u8 {
         let usable = |r: u8| self.rail_usable(node, r) && self.rail_usable(dst, r);
         let rails = self.rails;
         let order = (0..rails).map(|k| (start % rails + k) % rails).filter(|&r| usable(r));
@@ -367,7 +375,10 @@ impl Network {
             .unwrap_or_else(|| self.least_loaded_rail(node, start))
     }
 
-    /// Handle a step of the fault machinery.
+    /// Handle a step of the fault machinery (out of line: the network's event handler is inlined
+    /// into the run loop, which must stay as small as it was without faults).
+    #[cold]
+    #[inline(never)]
     pub(super) fn fault_step<E: From<NetEvent>, S: Endpoints>(
         &mut self,
         q: &mut EventQueue<E>,
@@ -604,7 +615,7 @@ impl Network {
             }
         }
         for g in newly_dead {
-            self.reroute_waiting(q, g, ep);
+            self.reroute_waiting(q, g);
         }
         // A node that knows its cable is dead does not send into it.
         for oi in dead_nodes {
@@ -657,14 +668,17 @@ impl Network {
     }
 
     /// Route again the head packets waiting for output `g`, which has just been found dead.
-    fn reroute_waiting<E: From<NetEvent>, S: Endpoints>(&mut self, q: &mut EventQueue<E>, g: u32, ep: &mut S) {
+    fn reroute_waiting<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, g: u32) {
         let router = self.router_of[g as usize];
         while self.out[g as usize].req_head != NIL {
             let qi = self.out[g as usize].req_head;
             self.unlink_request(g, qi);
             self.mc_left[qi as usize] = 0;
-            let kick = self.new_head(q, qi, router);
-            self.run_arbitrations(q, kick, ep);
+            // The output it asks for now arbitrates at once (as an event: the arbitration chain
+            // of the hot path is not entered from here).
+            if let Some(k) = self.new_head(q, qi, router) {
+                self.wake_at(q, self.port_origin(k), k, q.now());
+            }
         }
         self.out[g as usize].starved = false;
     }
@@ -767,13 +781,10 @@ impl Network {
 
     /// The cable at port `p` of router `r` works with `lanes` lanes from now on.
     fn set_lanes(&mut self, f: &mut FaultRuntime, r: RouterId, p: PortIdx, lanes: u32) {
-        let base = self.cfg.link.data_rate();
-        let rate = base_rate_for(&self.cfg, lanes, base);
-        for oi in self.cable_ports(r, p) {
-            let o = &mut self.out[oi as usize];
-            o.rate = rate;
-            o.ser_memo.0 = u32::MAX;
-        }
+        // The link layer's width renegotiation (both directions); the schedule's widths were
+        // checked against the same rule before the run.
+        let set = self.set_link_lanes(r, p, lanes);
+        debug_assert!(set.is_ok(), "{set:?}");
         let g = self.gport(r, p) as usize;
         f.lanes[g] = lanes;
         if let Peer::Router { router, port } = self.topo.routers[r.index()].ports[p.index()] {

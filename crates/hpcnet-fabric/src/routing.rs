@@ -429,6 +429,7 @@ impl Routing {
     }
 
     /// Number of ports the routers know to be dead.
+    #[inline]
     pub fn dead_ports(&self) -> usize {
         self.dead_count
     }

@@ -454,7 +454,7 @@ fn lane_failures_halve_the_bandwidth_each_step() {
     let mut b = Bench::new(topo, cfg, 1);
     // Streams of 30 packets from node 0 to node 1 (over cable r0.p0) in each phase.
     for start in [0, 21, 41, 81] {
-        b.send_at(us(start), &vec![(0, 1); 30], 0);
+        b.send_at(us(start), &[(0, 1); 30], 0);
     }
     b.run();
     let out = b.outcome();

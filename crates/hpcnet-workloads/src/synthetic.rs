@@ -124,6 +124,11 @@ pub struct FaultReport {
     pub stats: hpcnet_fabric::net::FaultStats,
     pub events: Vec<hpcnet_fabric::net::FaultRecord>,
     pub timeline: Vec<TimelineBin>,
+    /// The channel-load bound of the routing the run ended with (failed links and rewritten
+    /// tables; pairs with no route counted up to where they stop), beside `channel_load_bound`
+    /// of the routing it started with. None when tracing it would take more than a quarter of
+    /// [`BOUND_HOP_BUDGET`].
+    pub channel_load_bound_at_end: Option<ChannelLoadBound>,
 }
 
 /// Everything a synthetic run reports (`hpcnet run --json`).
@@ -581,6 +586,9 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
             q.schedule_by(net.node_origin(NodeId(i as u32)), phase, Ev::Gen(NodeId(i as u32)));
         }
     }
+    // The bound of the routing the run starts with (faults may change it during the run; the
+    // fault report adds the bound of the routing it ends with).
+    let bound_at_start = channel_load_bound(&net, &dests, tc, use_rails, node_bps, &streams);
     let mut run = Run {
         q,
         net,
@@ -729,8 +737,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
         mean_router_links: sum_r / cnt_r.max(1) as f64,
     };
 
-    let (bound, channel_load_bound_skipped) = match channel_load_bound(&net, &dests, tc, use_rails, node_bps, &streams)
-    {
+    let (bound, channel_load_bound_skipped) = match bound_at_start {
         Ok(b) => (b, None),
         Err(why) => (None, Some(why)),
     };
@@ -768,6 +775,19 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
             stats,
             events: net.fault_log().to_vec(),
             timeline,
+            // Traced (failures break the symmetry), within a quarter of the hop budget: it is
+            // an addition to the report, not worth seconds on large machines.
+            channel_load_bound_at_end: traced_bound(
+                &net,
+                &dests,
+                tc,
+                use_rails,
+                node_bps,
+                &streams,
+                BOUND_HOP_BUDGET / 4,
+            )
+            .ok()
+            .flatten(),
         }
     });
     let measured_delivered = col.measured_delivered;

@@ -38,10 +38,12 @@
 //! shifts the rest of the path one line over; a failed router at a corner by a last step in the
 //! dimension that leads into it.
 //!
-//! Cost: every pair's dimension-order path is traced, O(routers² × path length) per rewrite,
-//! plus at most (2n + 1)² (n + 1) candidate routes for each pair whose path is broken (n
-//! dimensions). Pairs that keep their path have no entry; the table is a hash map from (source
-//! router, destination router) to a route shared by all their packets.
+//! Cost: the broken pairs are found one destination at a time, one step per router (the
+//! dimension-order paths to a destination form a tree): O(routers²) per rewrite. Each broken
+//! pair traces at most (2n + 1)² (n + 1) candidate routes (n dimensions), each cut off as soon as
+//! it is no shorter than the best so far, and none after a route as short as dimension order.
+//! Pairs that keep their path have no entry; the table is a hash map from (source router,
+//! destination router) to a route shared by all their packets.
 
 use crate::config::TieRule;
 use crate::routing::Routing;
@@ -129,19 +131,46 @@ impl Tracer<'_> {
         }
     }
 
-    /// Whether the plain dimension-order path from `s` to `d` is live.
-    fn dor_live(&self, s: RouterId, d: RouterId) -> bool {
-        let mut cur = s;
-        for _ in 0..self.limit {
-            let Some((dim, plus, _)) = self.routing.dor_step(cur, d, self.tie, 0) else {
-                return true;
+    /// Whether the plain dimension-order path to `d` is broken, from every router (`out[s]`).
+    /// Dimension-order paths to one destination form a tree (the path from a router on the way
+    /// is the rest of the path: it corrects the same dimensions in the same directions), so each
+    /// router needs one step: its path is broken if its first hop is dead or the path from the
+    /// next router is. O(routers) per destination.
+    fn broken_to(&self, d: RouterId, out: &mut [u8], chain: &mut Vec<RouterId>) {
+        const UNKNOWN: u8 = 0;
+        const LIVE: u8 = 1;
+        const BROKEN: u8 = 2;
+        out.fill(UNKNOWN);
+        out[d.index()] = LIVE;
+        for s in 0..out.len() {
+            if out[s] != UNKNOWN {
+                continue;
+            }
+            chain.clear();
+            let mut cur = RouterId(s as u32);
+            // Follow the path until a router whose state is known (or a dead hop).
+            let verdict = loop {
+                chain.push(cur);
+                let Some((dim, plus, _)) = self.routing.dor_step(cur, d, self.tie, 0) else {
+                    break LIVE;
+                };
+                match self.step(cur, dim, plus) {
+                    None => break BROKEN,
+                    Some((_, next)) => {
+                        if out[next.index()] != UNKNOWN {
+                            break out[next.index()];
+                        }
+                        if chain.len() > self.limit {
+                            break BROKEN;
+                        }
+                        cur = next;
+                    }
+                }
             };
-            match self.step(cur, dim, plus) {
-                Some((_, next)) => cur = next,
-                None => return false,
+            for r in chain.iter() {
+                out[r.index()] = verdict;
             }
         }
-        false
     }
 
     /// Length of the plain dimension-order path (ignoring failures).
@@ -163,8 +192,8 @@ impl Tracer<'_> {
     }
 
     /// The hops of candidate `c` from `s` to `d` over live cables, keeping the ring order; None
-    /// when a hop is dead or the order is broken.
-    fn trace(&self, s: RouterId, d: RouterId, c: Candidate) -> Option<Vec<(PortIdx, u8)>> {
+    /// when a hop is dead, the order is broken, or it would take more than `max` hops.
+    fn trace(&self, s: RouterId, d: RouterId, c: Candidate, max: usize) -> Option<Vec<(PortIdx, u8)>> {
         let mut hops = Vec::new();
         let mut cur = s;
         // Ring of the last ring hop: (dimension, direction).
@@ -205,7 +234,7 @@ impl Tracer<'_> {
             ring = Some((dim, plus));
             seg = Some((dim, plus));
             cur = next;
-            if hops.len() > self.limit {
+            if hops.len() > max.min(self.limit) {
                 return None;
             }
         }
@@ -216,7 +245,7 @@ impl Tracer<'_> {
             }
             hops.push((port, LAST));
         }
-        Some(hops)
+        (hops.len() <= max).then_some(hops)
     }
 }
 
@@ -299,23 +328,28 @@ pub fn compute(routing: &Routing, topo: &Topology) -> BypassTable {
     let cands = candidates(n);
     let nr = topo.routers.len() as u32;
     let isolated: Vec<bool> = (0..nr).map(|r| cut_off(routing, topo, RouterId(r), n)).collect();
-    for s in (0..nr).map(RouterId) {
-        if isolated[s.index()] {
-            continue; // its nodes cannot send at all
-        }
-        for d in (0..nr).map(RouterId) {
-            if d == s || tracer.dor_live(s, d) {
-                continue;
+    let mut broken = vec![0u8; nr as usize];
+    let mut chain = Vec::new();
+    for d in (0..nr).map(RouterId) {
+        tracer.broken_to(d, &mut broken, &mut chain);
+        for s in (0..nr).map(RouterId) {
+            if d == s || broken[s.index()] != 2 || isolated[s.index()] {
+                continue; // live path, or a source that cannot send at all
             }
             if isolated[d.index()] {
                 table.map.insert((s.0, d.0), BypassEntry::Unreachable);
                 continue;
             }
+            // No route is shorter than dimension order: once one as short is found, the
+            // candidates after it cannot win.
+            let shortest = tracer.dor_len(s, d);
             let mut best: Option<(Vec<(PortIdx, u8)>, Candidate)> = None;
             for &c in &cands {
-                if let Some(h) = tracer.trace(s, d, c) {
-                    if best.as_ref().is_none_or(|(b, _)| h.len() < b.len()) {
-                        best = Some((h, c));
+                let max = best.as_ref().map_or(usize::MAX, |(b, _)| b.len() - 1);
+                if let Some(h) = tracer.trace(s, d, c, max) {
+                    best = Some((h, c));
+                    if best.as_ref().is_some_and(|(b, _)| b.len() == shortest) {
+                        break;
                     }
                 }
             }
