@@ -590,7 +590,9 @@ impl Scenario {
                 ));
             }
         }
-        Ok(World::new(net, self.nic.clone()))
+        let mut w = World::new(net, self.nic.clone());
+        w.set_seed(self.file.seed);
+        Ok(w)
     }
 
     /// The resolved scenario (defaults filled in) as JSON, for reports.
