@@ -292,11 +292,14 @@ fn concurrent_allreduces_on_32_nodes() {
 #[test]
 fn more_data_than_the_buffer_holds_is_pushed_back_and_nothing_is_lost() {
     // One unit of 4 slots of 1 KiB per NIC; 64 KiB per member in 64 pulses, many in flight.
+    // Random arrival delays let packets of later steps overtake those a step waits for, so
+    // they must be stored (pulses in lockstep would find their reads parked already).
     let over = [
         "nic.triggered.units=1",
         "nic.triggered.slots=4",
         "nic.triggered.buffer=\"4 KiB\"",
         "nic.rx_buffer=\"4 KiB\"",
+        "nic.triggered.jitter=\"2 us\"",
     ];
     let p = 16;
     let count = 8192;
@@ -332,6 +335,27 @@ fn more_data_than_the_buffer_holds_is_pushed_back_and_nothing_is_lost() {
         arrived += u.arrived;
     }
     assert_eq!(arrived, c.arrived);
+}
+
+#[test]
+fn firing_costs_the_step_overhead_and_the_reduction_rate() {
+    // 16 members, 128 elements: one pulse; a member fires 1 + 2·4 steps in a row (load, four
+    // halving and four doubling steps), one after the other.
+    let p = 16;
+    let dt = Datatype::F64;
+    let inputs: Vec<Vec<u8>> = (0..p).map(|m| input(dt, m, PULSE, 17)).collect();
+    let ranks = members(p, 3);
+    let time = |over: &[&str]| {
+        let (_, m) = once(world(over), &ranks, Kind::Allreduce, dt, &inputs);
+        let t = m.world().now().as_us_f64();
+        t
+    };
+    let base = time(&[]);
+    let slow_steps = time(&["nic.triggered.step_overhead=\"2050 ns\""]);
+    assert!(slow_steps - base > 8.0 * 2.0, "{base} -> {slow_steps}");
+    // 1 Gb/s: the 512 B of the first halving step alone take 4 µs.
+    let slow_reduce = time(&["nic.triggered.rate_f64=\"1 Gb/s\""]);
+    assert!(slow_reduce - base > 4.0, "{base} -> {slow_reduce}");
 }
 
 #[test]

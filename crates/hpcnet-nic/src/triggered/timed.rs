@@ -133,6 +133,8 @@ pub enum TrigEvent {
     Arrive { wire: u32 },
     /// A completion's data is in host memory.
     Written { batch: u32 },
+    /// A busy unit is free again: it takes the packets waiting in its buffer.
+    Process { node: u32, unit: u32 },
 }
 
 const TAG_TRIG: u64 = 1 << 61;
@@ -172,6 +174,12 @@ struct TrigNic {
     refused: VecDeque<Held>,
     unit_busy: Vec<SimTime>,
     read_busy: SimTime,
+    /// Per unit: packets that arrived while the unit was busy, waiting in its buffer (one slot
+    /// each) in arrival order, and whether a `Process` event is pending for it.
+    inbox: Vec<VecDeque<Waiting>>,
+    inbox_armed: Vec<bool>,
+    /// Largest occupancy of one unit's buffer, inbox included.
+    peak_unit: u64,
     /// Seeded delays of arrivals (`jitter`), one stream per NIC.
     jitter: Option<hpcnet_des::rng::SimRng>,
     /// Time integral of the slots held in all units' hash buffers (slot · ps), the occupancy
@@ -206,6 +214,14 @@ struct PostState {
     bytes: u64,
     retrying: bool,
     failed: bool,
+}
+
+/// A packet waiting for its busy unit.
+struct Waiting {
+    held: Held,
+    /// It takes a buffer slot (a packet a parked read awaits goes to the reader's operand
+    /// register instead, so a full buffer never blocks the packet a step waits for).
+    slot: bool,
 }
 
 struct Wire {
@@ -359,6 +375,8 @@ const STATS: [(&str, &str, &str); 20] = [
 /// buffers while a collective was in progress there, and what arrived.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct TrigBufferUse {
+    /// Offload units of the NIC.
+    pub units: u64,
     /// Slots of all units (units × slots) and their bytes (units × buffer).
     pub slots: u64,
     pub capacity: u64,
@@ -460,6 +478,9 @@ impl World {
                 refused: VecDeque::new(),
                 unit_busy: vec![SimTime::ZERO; t.units as usize],
                 read_busy: SimTime::ZERO,
+                inbox: (0..t.units).map(|_| VecDeque::new()).collect(),
+                inbox_armed: vec![false; t.units as usize],
+                peak_unit: 0,
                 jitter: (t.jitter > SimTime::ZERO)
                     .then(|| hpcnet_des::RngStreams::new(self.seed).stream("nic.trig.jitter", u64::from(node.0))),
                 slot_time: 0,
@@ -491,11 +512,17 @@ impl World {
         let stats = n.units.buffer_stats();
         let open = n.active_since.map_or(SimTime::ZERO, |s| now - s);
         Some(TrigBufferUse {
+            units: u64::from(t.units),
             slots: u64::from(t.units) * u64::from(t.slots),
             capacity: u64::from(t.units) * t.buffer.0,
             slot_time: n.slot_time + u128::from(n.occupied) * u128::from((now - n.occupied_since).0),
             active_time: n.active_time + open,
-            peak_unit_slots: stats.iter().map(|b| u64::from(b.peak_occupancy)).max().unwrap_or(0),
+            peak_unit_slots: stats
+                .iter()
+                .map(|b| u64::from(b.peak_occupancy))
+                .max()
+                .unwrap_or(0)
+                .max(n.peak_unit),
             arrived: n.arrived,
             arrived_bytes: n.arrived_bytes,
         })
@@ -508,7 +535,12 @@ impl World {
         let n = self.tnic(node);
         n.slot_time += u128::from(n.occupied) * u128::from((now - n.occupied_since).0);
         n.occupied_since = now;
-        n.occupied = n.units.buffer_stats().iter().map(|b| u64::from(b.occupancy)).sum();
+        n.occupied = 0;
+        for (u, inbox) in n.inbox.iter().enumerate() {
+            let here = u64::from(n.units.occupancy(u)) + inbox.iter().filter(|w| w.slot).count() as u64;
+            n.occupied += here;
+            n.peak_unit = n.peak_unit.max(here);
+        }
     }
 
     /// A uniform delay in [0, `jitter`] for an arrival at `node` (zero without jitter).
@@ -542,6 +574,7 @@ impl World {
                     .sum::<u64>()
                     + n.early_now
                     + n.refused.len() as u64
+                    + n.inbox.iter().map(|q| q.len() as u64).sum::<u64>()
             })
             .sum();
         TrigCounters {
@@ -577,7 +610,7 @@ impl World {
                 v[S::Woke as usize] += b.woke;
                 v[S::Collisions as usize] += b.collisions;
                 let o = &mut v[S::PeakOccupancy as usize];
-                *o = (*o).max(u64::from(b.peak_occupancy));
+                *o = (*o).max(u64::from(b.peak_occupancy)).max(n.peak_unit);
                 let o = &mut v[S::PeakBytes as usize];
                 *o = (*o).max(b.peak_bytes);
             }
@@ -767,6 +800,7 @@ impl World {
                 self.t_arrive(w.node, w.pkt, w.serial, w.credits);
             }
             TrigEvent::Written { batch } => self.t_written(batch),
+            TrigEvent::Process { node, unit } => self.t_process(NodeId(node), unit as usize),
         }
     }
 
@@ -1154,28 +1188,134 @@ impl World {
         n.arrived += 1;
         n.arrived_bytes += p.data.len() as u64;
         self.trig.stats[S::Arrived as usize] += 1;
+        match self.t_offer(
+            node,
+            post,
+            Held {
+                pkt: p,
+                serial,
+                credits,
+            },
+        ) {
+            Ok(()) => true,
+            Err(h) => {
+                self.trig.stats[S::Refused as usize] += 1;
+                self.tnic(node).refused.push_back(h);
+                false
+            }
+        }
+    }
+
+    /// Hand a packet of a live sequence (of `post`) to its unit: while the unit is busy (or
+    /// others wait before it) it waits in the unit's buffer, taking a slot, until the unit is
+    /// free; a free unit takes it at once (to a parked read, or into a slot). The packet back
+    /// when the buffer is full: it keeps its receive-buffer credits (the push-back) and is
+    /// offered again later.
+    fn t_offer(&mut self, node: NodeId, post: u32, h: Held) -> Result<(), Held> {
+        let now = self.q.now();
         let n = self.tnic(node);
+        let Some(u) = n.units.unit_of(h.pkt.key.job(), h.pkt.dest_vp) else {
+            // The live map names the sequence, so a unit holds it.
+            return Err(h);
+        };
+        if n.unit_busy[u] > now || !n.inbox[u].is_empty() {
+            let slot = !n.units.awaits(u, h.pkt.key);
+            let used = n.units.occupancy(u) as usize + n.inbox[u].iter().filter(|w| w.slot).count();
+            if slot && used >= n.units.slots() as usize {
+                return Err(h);
+            }
+            let Held { pkt, serial, credits } = h;
+            n.inbox[u].push_back(Waiting {
+                held: Held {
+                    pkt,
+                    serial,
+                    credits: Vec::new(),
+                },
+                slot,
+            });
+            let at = n.unit_busy[u].max(now);
+            if !std::mem::replace(&mut n.inbox_armed[u], true) {
+                let by = self.net.node_origin(node);
+                self.q.schedule_by(
+                    by,
+                    at,
+                    WorldEvent::Trig(TrigEvent::Process {
+                        node: node.0,
+                        unit: u as u32,
+                    }),
+                );
+            }
+            self.t_release_credits(credits);
+            self.t_occupancy(node);
+            return Ok(());
+        }
         let before = n.units.work();
-        let r = n.units.arrive(p, &mut |_, _| Vec::new());
+        let r = n.units.arrive(h.pkt, &mut |_, _| Vec::new());
         self.t_occupancy(node);
         match r {
             Ok((acts, None)) => {
-                self.t_release_credits(credits);
+                self.t_release_credits(h.credits);
                 self.t_fired(node, &before, acts);
-                true
+                Ok(())
             }
             Ok((acts, Some(pkt))) => {
-                self.trig.stats[S::Refused as usize] += 1;
-                self.tnic(node).refused.push_back(Held { pkt, serial, credits });
                 self.t_fired(node, &before, acts);
-                false
+                Err(Held { pkt, ..h })
             }
             Err(e) => {
-                self.t_release_credits(credits);
+                self.t_release_credits(h.credits);
                 self.t_unit_error(post, e);
-                true
+                Ok(())
             }
         }
+    }
+
+    /// Unit `u` of `node` is free (or was, when armed): it takes its waiting packets in
+    /// arrival order until one keeps it busy.
+    fn t_process(&mut self, node: NodeId, u: usize) {
+        self.tnic(node).inbox_armed[u] = false;
+        loop {
+            let now = self.q.now();
+            let n = self.tnic(node);
+            if n.inbox[u].is_empty() {
+                break;
+            }
+            if n.unit_busy[u] > now {
+                n.inbox_armed[u] = true;
+                let at = n.unit_busy[u];
+                let by = self.net.node_origin(node);
+                self.q.schedule_by(
+                    by,
+                    at,
+                    WorldEvent::Trig(TrigEvent::Process {
+                        node: node.0,
+                        unit: u as u32,
+                    }),
+                );
+                break;
+            }
+            let h = n.inbox[u].pop_front().expect("not empty").held;
+            let at = (h.pkt.key.job(), h.pkt.dest_vp);
+            let live = n.live.get(&at).filter(|l| l.serial == h.serial).map(|l| l.post);
+            let Some(post) = live else {
+                // Its collective failed here meanwhile.
+                self.trig.stats[S::Errors as usize] += 1;
+                self.t_occupancy(node);
+                continue;
+            };
+            let before = n.units.work();
+            let r = n.units.arrive(h.pkt, &mut |_, _| Vec::new());
+            self.t_occupancy(node);
+            match r {
+                Ok((acts, None)) => self.t_fired(node, &before, acts),
+                Ok((acts, Some(pkt))) => {
+                    self.tnic(node).refused.push_back(Held { pkt, ..h });
+                    self.t_fired(node, &before, acts);
+                }
+                Err(e) => self.t_unit_error(post, e),
+            }
+        }
+        self.t_retry_refused(node);
     }
 
     fn t_unit_error(&mut self, post: u32, e: UnitError) {
@@ -1202,25 +1342,9 @@ impl World {
                     self.tnic(node).refused.push_back(h);
                     continue;
                 };
-                let n = self.tnic(node);
-                let before = n.units.work();
-                let r = n.units.arrive(h.pkt, &mut |_, _| Vec::new());
-                self.t_occupancy(node);
-                match r {
-                    Ok((acts, None)) => {
-                        taken = true;
-                        self.t_release_credits(h.credits);
-                        self.t_fired(node, &before, acts);
-                    }
-                    Ok((acts, Some(pkt))) => {
-                        self.tnic(node).refused.push_back(Held { pkt, ..h });
-                        self.t_fired(node, &before, acts);
-                    }
-                    Err(e) => {
-                        taken = true;
-                        self.t_release_credits(h.credits);
-                        self.t_unit_error(post, e);
-                    }
+                match self.t_offer(node, post, h) {
+                    Ok(()) => taken = true,
+                    Err(h) => self.tnic(node).refused.push_back(h),
                 }
             }
             if !taken {
