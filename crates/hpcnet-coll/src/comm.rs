@@ -306,6 +306,9 @@ impl Comm {
             name,
             number: self.calls,
             signature,
+            // Broadcast, allgather and alltoall deliver data as it is; the reductions mark
+            // their gather and result-distribution steps themselves (`Call::kept`).
+            keep: matches!(c, Collective::Broadcast | Collective::Allgather | Collective::Alltoall),
         };
         self.calls = self.calls.wrapping_add(1);
         self.t.spend(self.t.costs.per_call).await;

@@ -19,6 +19,17 @@
 //!   closes. The header's call number and signature make a message of one collective impossible
 //!   to take for another's: a mismatch is reported as [`CollError::Mismatch`].
 //!
+//! **Rendezvous** (`rendezvous`, off by default): a message the receiver keeps as it is (a
+//! broadcast or gather step, not one it combines into its own data) of at least `rendezvous`
+//! bytes goes as the host-based protocol of spec 04's per-hop broadcast cost: the sender builds
+//! a control message (an MP descriptor: one header-only chunk on the eager path naming the
+//! registered buffer that holds the data), the receiver takes it from its completion queue,
+//! builds an RDMA read descriptor that pulls the whole message into its destination (no copy:
+//! the data lands where it is used), polls the read's completion and returns a FIN (an 8-byte
+//! write with notification) that releases the sender's buffer. A send completes at its FIN, a
+//! receive when the read's data is in. Messages the receiver combines stay eager (spec 04's
+//! per-hop reduce cost: one descriptor, the data pushed into the parent's landing slots).
+//!
 //! When a member finds an error in a call (a mismatch, a failed transfer), it sends every other
 //! member an abort notification; a member waiting in a call of this communicator, or entering
 //! one later, returns [`CollError::Aborted`] instead of waiting forever for messages that will
@@ -39,6 +50,7 @@ use hpcnet_msg::verbs::{Context, Cq, Mr, Qp, RemoteBuf, WriteWr};
 use hpcnet_nic::{Cqe, CqeKind, CqeStatus, Rank};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
+use std::ops::Range;
 use std::rc::Rc;
 
 /// Bytes of the header in front of every chunk.
@@ -48,6 +60,18 @@ const CREDIT: u64 = 1 << 63;
 /// `wr_id` of an abort notification: the sender found the members in disagreement or its
 /// transport failed, and left the call.
 const ABORT: u64 = 1 << 62;
+/// `wr_id` bit of a FIN notification: the receiver read a rendezvous message; the low bits name
+/// the sender's buffer (its token).
+const FIN: u64 = 1 << 61;
+/// `wr_id` bit of this member's own RDMA reads of rendezvous messages; the low bits name the
+/// destination buffer.
+const READ: u64 = 1 << 60;
+/// Header flag word: last chunk of a message.
+const LAST: u32 = 1;
+/// Header flag word: a rendezvous control message (the payload names the data's buffer).
+const RNDV: u32 = 2;
+/// Payload of a rendezvous control message: address (8 bytes), key (4), token (4).
+const RTS_BYTES: usize = 16;
 
 /// Transport parameters of a communicator.
 #[derive(Clone, Debug, PartialEq)]
@@ -56,13 +80,22 @@ pub struct TransportConfig {
     /// buffer size of common MPI libraries over RDMA (MVAPICH2 uses 8–16 KiB eager buffers; a
     /// smaller chunk pipelines large messages through intermediate ranks).
     pub chunk: usize,
-    /// Chunks in flight per ordered pair before the sender waits for a credit. Default 4.
+    /// Chunks in flight per ordered pair before the sender waits for a credit (and rendezvous
+    /// messages in flight per ordered pair before the sender waits for a FIN). Default 4.
     pub window: usize,
+    /// Messages the receiver keeps as they are (no reduction) of at least this many bytes go by
+    /// rendezvous (control message, RDMA read by the receiver, FIN) instead of eager chunks;
+    /// `None` (the default): every message is eager.
+    pub rendezvous: Option<usize>,
 }
 
 impl Default for TransportConfig {
     fn default() -> Self {
-        TransportConfig { chunk: 4096, window: 4 }
+        TransportConfig {
+            chunk: 4096,
+            window: 4,
+            rendezvous: None,
+        }
     }
 }
 
@@ -100,7 +133,117 @@ struct Chunk {
     signature: u32,
     total: u64,
     last: bool,
+    /// A rendezvous control message: `data` names the buffer holding the message.
+    rndv: bool,
     data: Vec<u8>,
+}
+
+/// What [`Transport::take`] found for a receive.
+enum Taken {
+    /// The message is not complete yet.
+    Waiting,
+    /// The message is complete.
+    Done,
+    /// A rendezvous control message: read `len` bytes at (`addr`, `rkey`) of the sender, then
+    /// send it a FIN naming `token`.
+    Rendezvous {
+        addr: u64,
+        rkey: u32,
+        token: u32,
+        len: usize,
+    },
+}
+
+/// The sends and receives of one [`Transport::drive`]: peers (communicator indices), the data
+/// of each send and the receive it waits for, the length of each receive and where it goes.
+trait Plan {
+    fn sends(&self) -> usize;
+    fn send_peer(&self, k: usize) -> usize;
+    fn send_data(&self, k: usize) -> &[u8];
+    /// The receive that must be done before send `k` is posted.
+    fn send_after(&self, k: usize) -> Option<usize>;
+    fn recvs(&self) -> usize;
+    fn recv_peer(&self, k: usize) -> usize;
+    fn recv_len(&self, k: usize) -> usize;
+    /// Receive `k` is complete with `data` (`recv_len(k)` bytes).
+    fn deliver(&mut self, k: usize, data: Vec<u8>);
+}
+
+/// [`Transport::exchange`]: separate send buffers, one result per receive.
+struct Lists<'a> {
+    sends: &'a [(usize, &'a [u8])],
+    recvs: &'a [(usize, usize)],
+    got: Vec<Vec<u8>>,
+}
+
+impl Plan for Lists<'_> {
+    fn sends(&self) -> usize {
+        self.sends.len()
+    }
+    fn send_peer(&self, k: usize) -> usize {
+        self.sends[k].0
+    }
+    fn send_data(&self, k: usize) -> &[u8] {
+        self.sends[k].1
+    }
+    fn send_after(&self, _: usize) -> Option<usize> {
+        None
+    }
+    fn recvs(&self) -> usize {
+        self.recvs.len()
+    }
+    fn recv_peer(&self, k: usize) -> usize {
+        self.recvs[k].0
+    }
+    fn recv_len(&self, k: usize) -> usize {
+        self.recvs[k].1
+    }
+    fn deliver(&mut self, k: usize, data: Vec<u8>) {
+        self.got[k] = data;
+    }
+}
+
+/// [`Transport::stream`]: ranges of one buffer, sends after receives.
+struct Streamed<'a> {
+    buf: &'a mut [u8],
+    sends: &'a [(usize, Range<usize>, Option<usize>)],
+    recvs: &'a [(usize, Range<usize>)],
+}
+
+impl Plan for Streamed<'_> {
+    fn sends(&self) -> usize {
+        self.sends.len()
+    }
+    fn send_peer(&self, k: usize) -> usize {
+        self.sends[k].0
+    }
+    fn send_data(&self, k: usize) -> &[u8] {
+        &self.buf[self.sends[k].1.clone()]
+    }
+    fn send_after(&self, k: usize) -> Option<usize> {
+        self.sends[k].2
+    }
+    fn recvs(&self) -> usize {
+        self.recvs.len()
+    }
+    fn recv_peer(&self, k: usize) -> usize {
+        self.recvs[k].0
+    }
+    fn recv_len(&self, k: usize) -> usize {
+        self.recvs[k].1.len()
+    }
+    fn deliver(&mut self, k: usize, data: Vec<u8>) {
+        self.buf[self.recvs[k].1.clone()].copy_from_slice(&data);
+    }
+}
+
+/// A destination buffer of this member's rendezvous reads.
+struct ReadBuf {
+    mr: Option<Mr>,
+    /// Bytes being read into it (`None`: free).
+    len: Option<usize>,
+    /// The read's completion has been taken.
+    done: bool,
 }
 
 /// What the header of every chunk of one collective call carries besides the sequence number.
@@ -111,6 +254,16 @@ pub(crate) struct Call {
     pub number: u32,
     /// Which collective, datatype and operator (each member must pass the same).
     pub signature: u32,
+    /// The receivers keep the messages as they are (broadcast, gather and allgather steps), as
+    /// opposed to combining them into their own data: such messages may go by rendezvous.
+    pub keep: bool,
+}
+
+impl Call {
+    /// The same call for steps whose receivers keep the data as it is.
+    pub fn kept(&self) -> Call {
+        Call { keep: true, ..*self }
+    }
 }
 
 /// This member's state towards one peer it has exchanged messages with (made on first use, so
@@ -127,6 +280,9 @@ struct Peer {
     inbox: VecDeque<Option<Chunk>>,
     /// The peer's landing slots in this member's memory, once its first chunk arrived.
     land_here: Option<Mr>,
+    /// Buffers holding this member's rendezvous messages to the peer, and whether each still
+    /// waits for its FIN; a message's token is its buffer's index.
+    rndv_src: Vec<(Mr, bool)>,
 }
 
 /// One member's end of the transport.
@@ -147,6 +303,9 @@ pub(crate) struct Transport {
     credit_src: Mr,
     chunk: usize,
     window: usize,
+    rendezvous: Option<usize>,
+    /// Destination buffers of rendezvous reads, indexed by the low bits of the read's `wr_id`.
+    reads: Vec<ReadBuf>,
     /// Header and payload of the chunk being posted (reused).
     scratch: Vec<u8>,
     /// Emptied chunk buffers, reused for the next arrivals.
@@ -187,6 +346,8 @@ impl Transport {
                 dir: dir.clone(),
                 chunk: cfg.chunk,
                 window: cfg.window,
+                rendezvous: cfg.rendezvous,
+                reads: Vec::new(),
                 scratch: Vec::new(),
                 pool: Vec::new(),
                 costs: costs.clone(),
@@ -209,6 +370,7 @@ impl Transport {
                 recv_next: 0,
                 inbox: VecDeque::new(),
                 land_here: None,
+                rndv_src: Vec::new(),
             });
         }
         &mut self.peer_state[slot as usize]
@@ -270,8 +432,10 @@ impl Transport {
         self.chunk
     }
 
+    /// Bytes of one landing or staging slot: a header and the larger of a chunk and a
+    /// rendezvous control payload.
     fn slot_bytes(&self) -> usize {
-        HEADER + self.chunk
+        HEADER + self.chunk.max(RTS_BYTES)
     }
 
     fn chunks(&self, len: usize) -> usize {
@@ -302,12 +466,26 @@ impl Transport {
 
     /// Post chunk `part` of `data` to `peer`; its slot is free.
     async fn post_chunk(&mut self, call: &Call, peer: usize, data: &[u8], part: usize) -> Result<(), CollError> {
-        let seq = self.peer(peer).send_seq;
-        let s = (seq % self.window as u64) as usize;
         let start = part * self.chunk;
         let end = (start + self.chunk).min(data.len());
         let payload = &data[start.min(end)..end];
         let last = part + 1 == self.chunks(data.len());
+        self.post_raw(call, peer, payload, data.len() as u64, u32::from(last) * LAST)
+            .await
+    }
+
+    /// Post one chunk carrying `payload` of a message of `total` bytes to `peer`, with the
+    /// header flags `flags`; its slot is free.
+    async fn post_raw(
+        &mut self,
+        call: &Call,
+        peer: usize,
+        payload: &[u8],
+        total: u64,
+        flags: u32,
+    ) -> Result<(), CollError> {
+        let seq = self.peer(peer).send_seq;
+        let s = (seq % self.window as u64) as usize;
         self.spend(self.costs.per_post + self.costs.copy(payload.len())).await;
         let area = (self.window * self.slot_bytes()) as u64;
         let off = (s * self.slot_bytes()) as u64;
@@ -328,8 +506,8 @@ impl Transport {
         buf.extend_from_slice(&call.number.to_le_bytes());
         buf.extend_from_slice(&call.signature.to_le_bytes());
         buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        buf.extend_from_slice(&u32::from(last).to_le_bytes());
-        buf.extend_from_slice(&(data.len() as u64).to_le_bytes());
+        buf.extend_from_slice(&flags.to_le_bytes());
+        buf.extend_from_slice(&total.to_le_bytes());
         buf.extend_from_slice(payload);
         let written = ctx.write_local(&stage, off, &buf);
         let len = buf.len() as u64;
@@ -358,6 +536,13 @@ impl Transport {
                 reason: format!("{:?} completed with {:?} (peer rank {})", c.kind, c.status, c.peer),
             });
         }
+        if c.kind == CqeKind::Read && c.wr_id & READ != 0 {
+            // One of this member's rendezvous reads: its data is in.
+            if let Some(r) = self.reads.get_mut((c.wr_id & !READ) as usize) {
+                r.done = true;
+            }
+            return Ok(());
+        }
         if c.kind != CqeKind::Notify {
             return Ok(());
         }
@@ -376,6 +561,20 @@ impl Transport {
                 call: name,
                 peer: c.peer,
             });
+        }
+        if c.wr_id & FIN != 0 {
+            // The peer has read a rendezvous message: its buffer is free again.
+            let token = (c.wr_id & !FIN) as usize;
+            match self.peer(peer).rndv_src.get_mut(token) {
+                Some((_, busy)) => *busy = false,
+                None => {
+                    return Err(CollError::Transport {
+                        call: name,
+                        reason: format!("FIN from rank {} names rendezvous buffer {token}, never used", c.peer),
+                    })
+                }
+            }
+            return Ok(());
         }
         let s = (c.wr_id & !CREDIT) as usize;
         if s >= self.window {
@@ -414,7 +613,7 @@ impl Transport {
             .map_err(|e| CollError::verbs(name, e))?;
         let word = |a: usize| u32::from_le_bytes(h[a..a + 4].try_into().expect("4 bytes"));
         let seq = u64::from_le_bytes(h[0..8].try_into().expect("8 bytes"));
-        let len = (word(16) as usize).min(self.chunk);
+        let len = (word(16) as usize).min(self.chunk.max(RTS_BYTES));
         let mut data = self.pool.pop().unwrap_or_default();
         data.clear();
         self.ctx
@@ -425,7 +624,8 @@ impl Transport {
             call: word(8),
             signature: word(12),
             total: u64::from_le_bytes(h[24..32].try_into().expect("8 bytes")),
-            last: word(20) != 0,
+            last: word(20) & LAST != 0,
+            rndv: word(20) & RNDV != 0,
             data,
         };
         let p = self.peer(peer);
@@ -449,15 +649,15 @@ impl Transport {
         Ok(())
     }
 
-    /// Move the chunks that arrived in order from `peer` into `acc`; true when the message of
-    /// `expect` bytes is complete.
-    fn take(&mut self, call: &Call, peer: usize, expect: usize, acc: &mut Vec<u8>) -> Result<bool, CollError> {
+    /// Move the chunks that arrived in order from `peer` into `acc`; whether the message of
+    /// `expect` bytes is complete, or announced by a rendezvous control message.
+    fn take(&mut self, call: &Call, peer: usize, expect: usize, acc: &mut Vec<u8>) -> Result<Taken, CollError> {
         let rank = self.ranks[peer];
         self.peer(peer);
         let p = &mut self.peer_state[self.peer_slot[peer] as usize];
         loop {
             let Some(ch) = p.inbox.front_mut().and_then(Option::take) else {
-                return Ok(false);
+                return Ok(Taken::Waiting);
             };
             p.inbox.pop_front();
             p.recv_next += 1;
@@ -485,6 +685,26 @@ impl Transport {
                     ch.total
                 )));
             }
+            if ch.rndv {
+                if !acc.is_empty() || ch.data.len() != RTS_BYTES {
+                    return Err(mismatch(format!(
+                        "a rendezvous control message of {} bytes inside a message of {} bytes received so far",
+                        ch.data.len(),
+                        acc.len()
+                    )));
+                }
+                let d = &ch.data;
+                let taken = Taken::Rendezvous {
+                    addr: u64::from_le_bytes(d[0..8].try_into().expect("8 bytes")),
+                    rkey: u32::from_le_bytes(d[8..12].try_into().expect("4 bytes")),
+                    token: u32::from_le_bytes(d[12..16].try_into().expect("4 bytes")),
+                    len: expect,
+                };
+                let mut d = ch.data;
+                d.clear();
+                self.pool.push(d);
+                return Ok(taken);
+            }
             if acc.is_empty() && ch.last {
                 // A message of one chunk: its buffer becomes the message.
                 let old = std::mem::replace(acc, ch.data);
@@ -504,7 +724,7 @@ impl Transport {
                 if acc.len() != expect {
                     return Err(mismatch(format!("received {} bytes, expected {expect}", acc.len())));
                 }
-                return Ok(true);
+                return Ok(Taken::Done);
             }
         }
     }
@@ -517,33 +737,131 @@ impl Transport {
         sends: &[(usize, &[u8])],
         recvs: &[(usize, usize)],
     ) -> Result<Vec<Vec<u8>>, CollError> {
-        let n = self.size();
-        if let Some(&p) = sends
+        self.check_peers(call, sends.iter().map(|s| s.0).chain(recvs.iter().map(|r| r.0)))?;
+        let sends: Vec<(usize, &[u8])> = sends.iter().map(|&(p, d)| (self.in_view(p), d)).collect();
+        let recvs: Vec<(usize, usize)> = recvs.iter().map(|&(p, l)| (self.in_view(p), l)).collect();
+        let mut plan = Lists {
+            sends: &sends,
+            recvs: &recvs,
+            got: recvs.iter().map(|_| Vec::new()).collect(),
+        };
+        self.drive(call, &mut plan).await?;
+        Ok(plan.got)
+    }
+
+    /// Move parts of `buf` in one go: receive `recvs` (peer, byte range of `buf`) and send
+    /// `sends` (peer, byte range, and the receive — an index into `recvs` — that must have landed
+    /// first, if any), all concurrently. A send waits only for its own receive, so a member can
+    /// forward each segment as soon as it has it (a relay streams). Messages to or from one peer
+    /// are matched in order.
+    pub(crate) async fn stream(
+        &mut self,
+        call: &Call,
+        buf: &mut [u8],
+        sends: &[(usize, Range<usize>, Option<usize>)],
+        recvs: &[(usize, Range<usize>)],
+    ) -> Result<(), CollError> {
+        self.check_peers(call, sends.iter().map(|s| s.0).chain(recvs.iter().map(|r| r.0)))?;
+        let bad = |r: &Range<usize>| r.start > r.end || r.end > buf.len();
+        if let Some(r) = sends
             .iter()
-            .map(|(p, _)| p)
-            .chain(recvs.iter().map(|(p, _)| p))
-            .find(|&&p| p >= n || p == self.view_me)
+            .map(|s| &s.1)
+            .chain(recvs.iter().map(|r| &r.1))
+            .find(|r| bad(r))
         {
             return Err(CollError::Transport {
                 call: call.name,
-                reason: format!("member {} cannot exchange with member {p}", self.view_me),
+                reason: format!("range {r:?} outside a buffer of {} bytes", buf.len()),
             });
         }
-        let sends: Vec<(usize, &[u8])> = sends.iter().map(|&(p, d)| (self.in_view(p), d)).collect();
-        let recvs: Vec<(usize, usize)> = recvs.iter().map(|&(p, l)| (self.in_view(p), l)).collect();
-        let (sends, recvs) = (&sends[..], &recvs[..]);
+        if let Some(&(_, _, Some(j))) = sends.iter().find(|s| s.2.is_some_and(|j| j >= recvs.len())) {
+            return Err(CollError::Transport {
+                call: call.name,
+                reason: format!("a send waits for receive {j} of {}", recvs.len()),
+            });
+        }
+        let sends: Vec<(usize, Range<usize>, Option<usize>)> = sends
+            .iter()
+            .map(|(p, r, a)| (self.in_view(*p), r.clone(), *a))
+            .collect();
+        let recvs: Vec<(usize, Range<usize>)> = recvs.iter().map(|(p, r)| (self.in_view(*p), r.clone())).collect();
+        let mut plan = Streamed {
+            buf,
+            sends: &sends,
+            recvs: &recvs,
+        };
+        self.drive(call, &mut plan).await
+    }
+
+    /// Every peer is a member of the current view other than this one.
+    fn check_peers(&self, call: &Call, mut peers: impl Iterator<Item = usize>) -> Result<(), CollError> {
+        let n = self.size();
+        match peers.find(|&p| p >= n || p == self.view_me) {
+            Some(p) => Err(CollError::Transport {
+                call: call.name,
+                reason: format!("member {} cannot exchange with member {p}", self.view_me),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Carry out `plan`'s sends and receives (peers as communicator indices): post what may be
+    /// posted, take what arrived, wait for the next completion, until everything is done.
+    async fn drive<P: Plan>(&mut self, call: &Call, plan: &mut P) -> Result<(), CollError> {
         if let Some(peer) = self.aborted_by {
             return Err(CollError::Aborted { call: call.name, peer });
         }
-        let mut posted = vec![0usize; sends.len()];
-        let mut got: Vec<Vec<u8>> = recvs.iter().map(|_| Vec::new()).collect();
-        let mut done = vec![false; recvs.len()];
+        let (ns, nr) = (plan.sends(), plan.recvs());
+        let mut posted = vec![0usize; ns];
+        // Rendezvous sends: the token of the posted control message.
+        let mut tokens: Vec<Option<u32>> = vec![None; ns];
+        // Sends wholly posted (eager) or whose FIN came back (rendezvous).
+        let mut complete = vec![false; ns];
+        let mut acc: Vec<Vec<u8>> = (0..nr).map(|_| Vec::new()).collect();
+        let mut done = vec![false; nr];
+        // Rendezvous receives: the read buffer and the sender's token.
+        let mut reading: Vec<Option<(usize, u32)>> = vec![None; nr];
         let mut blocked = Vec::new();
+        // Sends before `s0` are complete, receives before `r0` done (a long stream skips them).
+        let (mut s0, mut r0) = (0, 0);
         loop {
             blocked.clear();
             let mut sent = true;
-            for (k, &(p, data)) in sends.iter().enumerate() {
+            for k in s0..ns {
+                let p = plan.send_peer(k);
+                let data = plan.send_data(k);
+                if self.by_rendezvous(call, data.len()) {
+                    match tokens[k] {
+                        Some(_) if complete[k] => {}
+                        Some(tok) => {
+                            // Tokens are reused once free: the FIN is seen here before a later
+                            // send to the peer (a higher index) can take the token again.
+                            complete[k] = !self.peer(p).rndv_src[tok as usize].1;
+                            sent &= complete[k];
+                        }
+                        None if blocked.contains(&p) || !plan.send_after(k).is_none_or(|j| done[j]) => {
+                            blocked.push(p);
+                            sent = false;
+                        }
+                        None => match self.post_rts(call, p, data).await? {
+                            Some(tok) => {
+                                tokens[k] = Some(tok);
+                                sent = false;
+                            }
+                            None => {
+                                blocked.push(p);
+                                sent = false;
+                            }
+                        },
+                    }
+                    continue;
+                }
                 let total = self.chunks(data.len());
+                if posted[k] < total && !plan.send_after(k).is_none_or(|j| done[j]) {
+                    blocked.push(p);
+                    sent = false;
+                    continue;
+                }
                 while posted[k] < total && !blocked.contains(&p) {
                     let window = self.window as u64;
                     let ps = self.peer(p);
@@ -557,27 +875,164 @@ impl Transport {
                 if posted[k] < total {
                     blocked.push(p);
                     sent = false;
+                } else {
+                    complete[k] = true;
                 }
+            }
+            while s0 < ns && complete[s0] {
+                s0 += 1;
             }
             blocked.clear();
             let mut all_done = true;
-            for (k, &(p, len)) in recvs.iter().enumerate() {
+            // A receive done in this pass may release a send waiting for it.
+            let mut landed = false;
+            while r0 < nr && done[r0] {
+                r0 += 1;
+            }
+            for k in r0..nr {
+                let (p, len) = (plan.recv_peer(k), plan.recv_len(k));
                 if done[k] || blocked.contains(&p) {
                     continue;
                 }
-                done[k] = self.take(call, p, len, &mut got[k])?;
-                if !done[k] {
-                    blocked.push(p);
-                    all_done = false;
+                if let Some((r, token)) = reading[k] {
+                    // A rendezvous message is one unit: later messages from the peer may be
+                    // taken while it is read.
+                    if self.reads[r].done {
+                        let data = self.finish_read(call, p, r, token).await?;
+                        plan.deliver(k, data);
+                        done[k] = true;
+                        landed = true;
+                    } else {
+                        all_done = false;
+                    }
+                    continue;
+                }
+                match self.take(call, p, len, &mut acc[k])? {
+                    Taken::Done => {
+                        plan.deliver(k, std::mem::take(&mut acc[k]));
+                        done[k] = true;
+                        landed = true;
+                    }
+                    Taken::Waiting => {
+                        blocked.push(p);
+                        all_done = false;
+                    }
+                    Taken::Rendezvous { addr, rkey, token, len } => {
+                        let r = self.post_read(call, p, addr, rkey, len).await?;
+                        reading[k] = Some((r, token));
+                        all_done = false;
+                    }
                 }
             }
             if sent && all_done {
-                return Ok(got);
+                return Ok(());
+            }
+            if landed && !sent {
+                continue;
             }
             let c = self.cq.next().await;
             self.spend(self.costs.per_poll).await;
             self.handle(call.name, c).await?;
         }
+    }
+
+    /// Whether a message of `len` bytes of `call` goes by rendezvous.
+    fn by_rendezvous(&self, call: &Call, len: usize) -> bool {
+        call.keep && len > 0 && self.rendezvous.is_some_and(|t| len >= t)
+    }
+
+    /// Announce the rendezvous message `data` to `peer`: put it in a registered buffer (the
+    /// user's buffer, registered: no copy is charged) and post the control message naming it.
+    /// The message's token, or `None` when the peer's next slot or every buffer allowed towards
+    /// it (`window`) is still in use.
+    async fn post_rts(&mut self, call: &Call, peer: usize, data: &[u8]) -> Result<Option<u32>, CollError> {
+        let window = self.window;
+        let ctx = self.ctx.clone();
+        let ps = self.peer(peer);
+        let s = (ps.send_seq % window as u64) as usize;
+        if ps.busy[s] || ps.rndv_src.iter().filter(|b| b.1).count() >= window {
+            return Ok(None);
+        }
+        let len = data.len() as u64;
+        let tok = match ps.rndv_src.iter().position(|b| !b.1) {
+            Some(i) => i,
+            None => {
+                ps.rndv_src.push((ctx.reg_mr(len.next_power_of_two()), false));
+                ps.rndv_src.len() - 1
+            }
+        };
+        if ps.rndv_src[tok].0.len < len {
+            ps.rndv_src[tok].0 = ctx.reg_mr(len.next_power_of_two());
+        }
+        let mr = ps.rndv_src[tok].0.clone();
+        ctx.write_local(&mr, 0, data)
+            .map_err(|e| CollError::verbs(call.name, e))?;
+        let remote = mr.remote(0);
+        let mut rts = [0u8; RTS_BYTES];
+        rts[0..8].copy_from_slice(&remote.addr.to_le_bytes());
+        rts[8..12].copy_from_slice(&remote.rkey.to_le_bytes());
+        rts[12..16].copy_from_slice(&(tok as u32).to_le_bytes());
+        self.post_raw(call, peer, &rts, len, LAST | RNDV).await?;
+        self.peer(peer).rndv_src[tok].1 = true;
+        Ok(Some(tok as u32))
+    }
+
+    /// Build and post the RDMA read of a rendezvous message of `len` bytes at (`addr`, `rkey`)
+    /// of `peer` into a free read buffer; the buffer's index.
+    async fn post_read(
+        &mut self,
+        call: &Call,
+        peer: usize,
+        addr: u64,
+        rkey: u32,
+        len: usize,
+    ) -> Result<usize, CollError> {
+        self.spend(self.costs.per_post).await;
+        let r = match self.reads.iter().position(|b| b.len.is_none()) {
+            Some(r) => r,
+            None => {
+                self.reads.push(ReadBuf {
+                    mr: None,
+                    len: None,
+                    done: false,
+                });
+                self.reads.len() - 1
+            }
+        };
+        let len64 = len as u64;
+        if self.reads[r].mr.as_ref().is_none_or(|m| m.len < len64) {
+            self.reads[r].mr = Some(self.ctx.reg_mr(len64.next_power_of_two()));
+        }
+        self.reads[r].len = Some(len);
+        self.reads[r].done = false;
+        let mr = self.reads[r].mr.clone().expect("registered above");
+        let rank = self.ranks[peer];
+        let link = self.link(call.name, peer)?;
+        link.qp
+            .post_read(&mr, 0, len64, RemoteBuf { rank, addr, rkey }, READ | r as u64)
+            .map_err(|e| CollError::verbs(call.name, e))?;
+        Ok(r)
+    }
+
+    /// The read into buffer `r` is done: take its data, free the buffer and tell `peer` (FIN,
+    /// naming its `token`).
+    async fn finish_read(&mut self, call: &Call, peer: usize, r: usize, token: u32) -> Result<Vec<u8>, CollError> {
+        let len = self.reads[r].len.take().unwrap_or(0) as u64;
+        self.reads[r].done = false;
+        let mr = self.reads[r].mr.clone().expect("a read buffer in use is registered");
+        let data = self
+            .ctx
+            .read_local(&mr, 0, len)
+            .map_err(|e| CollError::verbs(call.name, e))?;
+        self.spend(self.costs.per_post).await;
+        let src = self.credit_src.clone();
+        let link = self.link(call.name, peer)?;
+        let wr = WriteWr::new(&src, 0, 8, link.credit)
+            .notify(&link.cq)
+            .wr_id(FIN | u64::from(token))
+            .unsignaled();
+        link.qp.post_write(wr).map_err(|e| CollError::verbs(call.name, e))?;
+        Ok(data)
     }
 
     /// Tell every other member that this one left the communicator on an error (best effort: a

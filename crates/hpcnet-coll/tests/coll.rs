@@ -483,11 +483,107 @@ fn runs_are_deterministic() {
     assert_eq!(e1.events, e2.events);
 }
 
+/// NIC work requests of a run of `prog` on `n` spread ranks with `cfg`, and the outputs.
+fn messages_of<T: 'static, Fut: Future<Output = T> + 'static>(
+    n: usize,
+    cfg: &CommConfig,
+    prog: impl Fn(Comm) -> Fut,
+) -> (u64, Vec<T>) {
+    let mut m = machine();
+    let comms = Comm::create(&m, &spread(n), cfg).expect("communicator");
+    let out: Rc<RefCell<Vec<Option<T>>>> = Rc::new(RefCell::new((0..n).map(|_| None).collect()));
+    for (i, c) in comms.into_iter().enumerate() {
+        let o = out.clone();
+        let fut = prog(c);
+        m.spawn(async move {
+            let v = fut.await;
+            o.borrow_mut()[i] = Some(v);
+        });
+    }
+    let end = m.run();
+    assert_eq!(end.stuck_tasks, 0, "rank programs left waiting");
+    let msgs = m
+        .world()
+        .statistics()
+        .into_iter()
+        .find(|s| s.name == "nic.messages")
+        .map(|s| match s.value {
+            hpcnet_des::stats::StatValue::Counter { value } => value,
+            _ => panic!("nic.messages is a counter"),
+        })
+        .expect("nic.messages");
+    let v = std::mem::take(&mut *out.borrow_mut());
+    (msgs, v.into_iter().map(|x| x.expect("finished")).collect())
+}
+
+/// With rendezvous, a message the receiver keeps is one control message (and the credit of its
+/// slot), one RDMA read and one FIN, whatever its size; a message it combines stays eager (a
+/// write and a credit per chunk). Results are the same either way.
+#[test]
+fn rendezvous_moves_kept_messages_by_read_and_keeps_reductions_eager() {
+    let n = 6;
+    let bytes = 64 * 1024;
+    let count = bytes / 8;
+    let chunks = (bytes / TransportConfig::default().chunk) as u64;
+    let eager = CommConfig::default();
+    let rndv = CommConfig {
+        transport: TransportConfig {
+            rendezvous: Some(0),
+            ..TransportConfig::default()
+        },
+        ..CommConfig::default()
+    };
+    let bcast = |mut c: Comm| async move {
+        let mut b: Vec<i64> = if c.rank() == 2 {
+            (0..count as i64).map(|j| j * 3 - 7).collect()
+        } else {
+            vec![0; count]
+        };
+        c.broadcast(&mut b, 2, Algorithm::Binomial).await.unwrap();
+        b
+    };
+    let want: Vec<i64> = (0..count as i64).map(|j| j * 3 - 7).collect();
+    let (m_eager, out) = messages_of(n, &eager, bcast);
+    assert!(out.iter().all(|b| *b == want));
+    assert_eq!(
+        m_eager,
+        2 * chunks * (n as u64 - 1),
+        "a write and a credit per chunk and hop"
+    );
+    let (m_rndv, out) = messages_of(n, &rndv, bcast);
+    assert!(out.iter().all(|b| *b == want));
+    assert_eq!(m_rndv, 4 * (n as u64 - 1), "control, credit, read and FIN per hop");
+    let reduce = |c: Comm| async move {
+        let mut c = c;
+        let x: Vec<i64> = (0..count as i64).map(|j| j + c.rank() as i64).collect();
+        c.reduce(&x, ReduceOp::Sum, 0, Algorithm::Binomial).await.unwrap()
+    };
+    let (r_eager, a) = messages_of(n, &eager, reduce);
+    let (r_rndv, b) = messages_of(n, &rndv, reduce);
+    assert_eq!(a, b);
+    assert_eq!(a[0].as_ref().unwrap()[5], (0..n as i64).map(|r| 5 + r).sum::<i64>());
+    assert_eq!(r_eager, r_rndv, "combined messages stay eager");
+    // Rabenseifner's allreduce: the halving is eager, the allgather by rendezvous.
+    let allreduce = |c: Comm| async move {
+        let mut c = c;
+        let x: Vec<i64> = (0..count as i64).map(|j| j * (c.rank() as i64 + 1)).collect();
+        c.allreduce(&x, ReduceOp::Sum, Algorithm::Rabenseifner).await.unwrap()
+    };
+    let (a_eager, a) = messages_of(n, &eager, allreduce);
+    let (a_rndv, b) = messages_of(n, &rndv, allreduce);
+    assert_eq!(a, b);
+    assert!(a_rndv < a_eager, "{a_rndv} vs {a_eager}");
+}
+
 /// A small window and chunk force many credit round trips; results stay correct.
 #[test]
 fn tiny_chunks_and_window_still_deliver() {
     let cfg = CommConfig {
-        transport: TransportConfig { chunk: 64, window: 1 },
+        transport: TransportConfig {
+            chunk: 64,
+            window: 1,
+            rendezvous: None,
+        },
         costs: HostCosts::default(),
         ..CommConfig::default()
     };
@@ -649,7 +745,11 @@ fn bad_communicators_are_errors() {
         Err(CollError::BadComm(_))
     ));
     let cfg = CommConfig {
-        transport: TransportConfig { chunk: 0, window: 1 },
+        transport: TransportConfig {
+            chunk: 0,
+            window: 1,
+            rendezvous: None,
+        },
         ..CommConfig::default()
     };
     assert!(matches!(Comm::create(&m, &[Rank(0)], &cfg), Err(CollError::BadComm(_))));

@@ -292,11 +292,14 @@ fn concurrent_allreduces_on_32_nodes() {
 #[test]
 fn more_data_than_the_buffer_holds_is_pushed_back_and_nothing_is_lost() {
     // One unit of 4 slots of 1 KiB per NIC; 64 KiB per member in 64 pulses, many in flight.
+    // Random arrival delays let packets of later steps overtake those a step waits for, so
+    // they must be stored (pulses in lockstep would find their reads parked already).
     let over = [
         "nic.triggered.units=1",
         "nic.triggered.slots=4",
         "nic.triggered.buffer=\"4 KiB\"",
         "nic.rx_buffer=\"4 KiB\"",
+        "nic.triggered.jitter=\"2 us\"",
     ];
     let p = 16;
     let count = 8192;
@@ -313,6 +316,84 @@ fn more_data_than_the_buffer_holds_is_pushed_back_and_nothing_is_lost() {
     assert!(c.payload_bytes > 4 * 1024 * p as u64);
     assert_eq!((c.completed, c.errors, c.waiting), (p as u64, 0, 0));
     assert_eq!(c.pulses, 64 * p as u64);
+    // Every collective packet sent entered a unit exactly once (a duplicate key would be a
+    // unit error, a lost one a stuck collective).
+    assert_eq!(c.arrived, c.sent);
+    // Each NIC's units took far more data than their buffer holds, with a mean occupancy
+    // between none and all of the slots.
+    let w = m.world();
+    let mut arrived = 0;
+    for node in 0..32u32 {
+        let Some(u) = w.trig_buffer_use(w.placement().node_of(Rank(node))) else {
+            continue;
+        };
+        assert_eq!((u.slots, u.capacity), (4, 4096));
+        assert!(u.peak_unit_slots <= 4);
+        let mean = u.mean_utilisation();
+        assert!(mean > 0.0 && mean <= 1.0, "node {node}: {mean}");
+        assert!(u.arrived_bytes > 4 * u.capacity, "node {node}: {u:?}");
+        arrived += u.arrived;
+    }
+    assert_eq!(arrived, c.arrived);
+}
+
+#[test]
+fn firing_costs_the_step_overhead_and_the_reduction_rate() {
+    // 16 members, 128 elements: one pulse; a member fires 1 + 2·4 steps in a row (load, four
+    // halving and four doubling steps), one after the other.
+    let p = 16;
+    let dt = Datatype::F64;
+    let inputs: Vec<Vec<u8>> = (0..p).map(|m| input(dt, m, PULSE, 17)).collect();
+    let ranks = members(p, 3);
+    let time = |over: &[&str]| {
+        let (_, m) = once(world(over), &ranks, Kind::Allreduce, dt, &inputs);
+        let t = m.world().now().as_us_f64();
+        t
+    };
+    let base = time(&[]);
+    let slow_steps = time(&["nic.triggered.step_overhead=\"2050 ns\""]);
+    assert!(slow_steps - base > 8.0 * 2.0, "{base} -> {slow_steps}");
+    // 1 Gb/s: the 512 B of the first halving step alone take 4 µs.
+    let slow_reduce = time(&["nic.triggered.rate_f64=\"1 Gb/s\""]);
+    assert!(slow_reduce - base > 4.0, "{base} -> {slow_reduce}");
+}
+
+#[test]
+fn float_results_are_bit_identical_under_arrival_jitter() {
+    // Random delays of up to 0.5 or 5 µs before each collective packet enters its unit reorder
+    // the arrivals; the descriptors fix the combine order, so the bits do not move.
+    let p = 16;
+    let count = 1000;
+    let dt = Datatype::F64;
+    let inputs: Vec<Vec<u8>> = (0..p).map(|m| input(dt, m, count, 13)).collect();
+    let all = ideal(Kind::Allreduce, &inputs, dt, ReduceOp::Sum, PULSE, 6);
+    let root = 5;
+    let red = ideal(Kind::Reduce(root), &inputs, dt, ReduceOp::Sum, PULSE, 7);
+    let ranks = members(p, 4);
+    let mut runs = Vec::new();
+    for over in [
+        vec![],
+        vec!["nic.triggered.jitter=\"500 ns\""],
+        vec!["nic.triggered.jitter=\"500 ns\""],
+        vec!["nic.triggered.jitter=\"500 ns\"", "seed=9"],
+        vec!["nic.triggered.jitter=\"5 us\""],
+    ] {
+        let (got, m) = once(world(&over), &ranks, Kind::Allreduce, dt, &inputs);
+        for (i, g) in got.iter().enumerate() {
+            assert_eq!(g, &all[i], "{over:?} allreduce member {i}");
+        }
+        let c = m.world().trig_counters();
+        assert_eq!((c.arrived, c.errors, c.waiting), (c.sent, 0, 0));
+        let (got, _) = once(world(&over), &ranks, Kind::Reduce(root), dt, &inputs);
+        assert_eq!(got[root], red[root], "{over:?} reduce");
+        runs.push((m.world().now(), c.stored, c.woke));
+    }
+    // Same jitter and seed: the same run; other jitter or seed: other arrival orders.
+    assert_eq!(runs[1], runs[2]);
+    assert_ne!(runs[0].0, runs[1].0);
+    assert_ne!(runs[1].0, runs[3].0);
+    assert!(runs[4].0 > runs[1].0, "{runs:?}");
+    assert!(runs.iter().any(|r| (r.1, r.2) != (runs[0].1, runs[0].2)), "{runs:?}");
 }
 
 #[test]

@@ -1,5 +1,6 @@
-//! Property: for any communicator size, vector length, root and algorithm, integer collectives
-//! give exactly the reference result at every member, and every rank program finishes.
+//! Property: for any communicator size, vector length, root, algorithm and transport protocol
+//! (eager, or rendezvous for kept messages from 0 or 40 bytes), integer collectives give exactly
+//! the reference result at every member, and every rank program finishes.
 
 use hpcnet_coll::{Algorithm, Comm, CommConfig, ReduceOp, TransportConfig};
 use hpcnet_msg::verbs::Machine;
@@ -42,13 +43,14 @@ proptest! {
         chunk in prop::sample::select(vec![8usize, 40, 4096]),
         window in 1usize..=3,
         offset in 0u32..64,
+        rendezvous in prop::sample::select(vec![None, Some(0usize), Some(40)]),
     ) {
         let root = root_pick % n;
         let (ar, bc) = (ALLREDUCE[ar], BCAST[bc]);
         let mut m = machine();
         // Members on distinct, shuffled ranks; two-level sees pairs of members as nodes.
         let ranks: Vec<Rank> = (0..n as u32).map(|i| Rank((i * 23 + offset) % 64)).collect();
-        let cfg = CommConfig { transport: TransportConfig { chunk, window }, ..CommConfig::default() };
+        let cfg = CommConfig { transport: TransportConfig { chunk, window, rendezvous }, ..CommConfig::default() };
         let comms = Comm::create_on_nodes(&m, &ranks, |r| r.0 / 2, &cfg).unwrap();
         let out = Rc::new(RefCell::new(Vec::new()));
         for mut c in comms {

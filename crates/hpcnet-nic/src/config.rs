@@ -421,6 +421,12 @@ pub struct TriggeredConfig {
     pub rate_i32: BitsPerSec,
     #[serde(default = "d_reduce_rate")]
     pub rate_i64: BitsPerSec,
+    /// Largest extra delay of a collective packet between its arrival at the NIC and its entry
+    /// into the offload unit, drawn uniformly in [0, jitter] per packet from a stream seeded by
+    /// the run's seed (default "0 ns": none). A what-if knob: it reorders arrivals, which the
+    /// order-preserving triggering must make harmless.
+    #[serde(default)]
+    pub jitter: SimTime,
 }
 
 impl Default for TriggeredConfig {
@@ -441,6 +447,7 @@ impl Default for TriggeredConfig {
             rate_f64: d_reduce_rate(),
             rate_i32: d_reduce_rate(),
             rate_i64: d_reduce_rate(),
+            jitter: SimTime::ZERO,
         }
     }
 }

@@ -316,9 +316,17 @@ pub struct World {
     /// Drops of the network already looked at, and the NIC packets among them.
     drops_seen: usize,
     lost: Vec<LostPacket>,
+    /// The run's seed, for the NIC models' random streams ([`World::set_seed`]).
+    pub(crate) seed: u64,
 }
 
 impl World {
+    /// Seed the NIC models' random streams (the offload unit's arrival jitter) from the run's
+    /// seed. Without it the seed is 0.
+    pub fn set_seed(&mut self, seed: u64) {
+        self.seed = seed;
+    }
+
     pub fn new(mut net: Network, cfg: NicConfig) -> World {
         if let Some(b) = cfg.rx_buffer {
             let credits = b.blocks_of(net.config().router.credit_unit).min(u16::MAX as u64) as u16;
@@ -374,6 +382,7 @@ impl World {
             stats: NicStats::default(),
             coll: CollUnit::default(),
             trig: TrigUnit::default(),
+            seed: 0,
             timing: HostTiming::new(&cfg.host),
             cfg,
             checked_at: SimTime::ZERO,

@@ -520,11 +520,28 @@ pub fn run_concurrent(
     warmup: u64,
     config: &CommConfig,
 ) -> Result<Vec<CollPoint>, CollBenchError> {
+    run_concurrent_observed(world, groups, spec, bytes, iterations, warmup, config, &mut |_| {})
+}
+
+/// [`run_concurrent`], handing the world to `observe` once the run has ended and every result
+/// has been checked (for figures the points do not carry, such as one NIC's buffer use).
+#[allow(clippy::too_many_arguments)]
+pub fn run_concurrent_observed(
+    world: World,
+    groups: &[Vec<Rank>],
+    spec: &CollSpec,
+    bytes: u64,
+    iterations: u64,
+    warmup: u64,
+    config: &CommConfig,
+    observe: &mut dyn FnMut(&World),
+) -> Result<Vec<CollPoint>, CollBenchError> {
+    let (b, i, w) = (bytes, iterations, warmup);
     match spec.dtype {
-        Datatype::F32 => run_typed::<f32>(world, groups, spec, bytes, iterations, warmup, config),
-        Datatype::F64 => run_typed::<f64>(world, groups, spec, bytes, iterations, warmup, config),
-        Datatype::I32 => run_typed::<i32>(world, groups, spec, bytes, iterations, warmup, config),
-        Datatype::I64 => run_typed::<i64>(world, groups, spec, bytes, iterations, warmup, config),
+        Datatype::F32 => run_typed::<f32>(world, groups, spec, b, i, w, config, observe),
+        Datatype::F64 => run_typed::<f64>(world, groups, spec, b, i, w, config, observe),
+        Datatype::I32 => run_typed::<i32>(world, groups, spec, b, i, w, config, observe),
+        Datatype::I64 => run_typed::<i64>(world, groups, spec, b, i, w, config, observe),
     }
 }
 
@@ -576,6 +593,7 @@ fn validate(groups: &[Vec<Rank>], spec: &CollSpec, bytes: u64, iterations: u64) 
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_typed<T: BenchElement>(
     world: World,
     groups: &[Vec<Rank>],
@@ -584,6 +602,7 @@ fn run_typed<T: BenchElement>(
     iterations: u64,
     warmup: u64,
     config: &CommConfig,
+    observe: &mut dyn FnMut(&World),
 ) -> Result<Vec<CollPoint>, CollBenchError> {
     validate(groups, spec, bytes, iterations)?;
     let op = spec.op;
@@ -709,6 +728,7 @@ fn run_typed<T: BenchElement>(
             statistics: trig.clone(),
         });
     }
+    observe(&m.world());
     Ok(points)
 }
 

@@ -129,6 +129,11 @@ pub struct CollSettings {
     /// Chunks in flight per ordered pair of members (default 4).
     #[serde(default = "d_window")]
     pub window: u32,
+    /// Messages the receiver keeps as they are (broadcast, gather and allgather steps) of at
+    /// least this size go by rendezvous: control message, RDMA read by the receiver, FIN
+    /// (default: absent, every message eager).
+    #[serde(default)]
+    pub rendezvous: Option<Bytes>,
 }
 
 /// `[coll.reduce_rate]`: reduction rate per datatype.
@@ -189,6 +194,7 @@ impl Default for CollSettings {
             reduce_rate: ReduceRates::default(),
             chunk: d_chunk(),
             window: d_window(),
+            rendezvous: None,
         }
     }
 }
@@ -227,6 +233,7 @@ impl CollSettings {
             transport: hpcnet_coll::TransportConfig {
                 chunk: self.chunk.0 as usize,
                 window: self.window as usize,
+                rendezvous: self.rendezvous.map(|b| b.0 as usize),
             },
             costs: hpcnet_coll::HostCosts {
                 per_call: self.per_call,
@@ -595,7 +602,9 @@ impl Scenario {
                 ));
             }
         }
-        Ok(World::new(net, self.nic.clone()))
+        let mut w = World::new(net, self.nic.clone());
+        w.set_seed(self.file.seed);
+        Ok(w)
     }
 
     /// The resolved scenario (defaults filled in) as JSON, for reports.

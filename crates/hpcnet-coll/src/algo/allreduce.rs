@@ -86,11 +86,12 @@ pub(crate) async fn fold_in(
 async fn fold_out(t: &mut Transport, call: &Call, acc: &mut Vec<u8>) -> Result<(), CollError> {
     let me = t.me();
     let (_, rem) = pof2_rem(t.size());
+    let kept = call.kept();
     if me < 2 * rem {
         if me % 2 == 1 {
-            t.exchange(call, &[(me - 1, acc)], &[]).await?;
+            t.exchange(&kept, &[(me - 1, acc)], &[]).await?;
         } else {
-            *acc = t.exchange(call, &[], &[(me + 1, acc.len())]).await?.remove(0);
+            *acc = t.exchange(&kept, &[], &[(me + 1, acc.len())]).await?.remove(0);
         }
     }
     Ok(())
@@ -177,10 +178,11 @@ pub(crate) async fn rabenseifner(
     if let Some(nr) = fold_in(t, call, dtype, op, &mut acc).await? {
         let h = halving(t, call, dtype, op, &mut acc, nr).await?;
         let (mut lo, mut hi) = h.own;
+        let kept = call.kept();
         for &(dst, (glo, ghi)) in h.steps.iter().rev() {
             let g = h.bytes(glo, ghi);
             let got = t
-                .exchange(call, &[(dst, &acc[h.bytes(lo, hi)])], &[(dst, g.len())])
+                .exchange(&kept, &[(dst, &acc[h.bytes(lo, hi)])], &[(dst, g.len())])
                 .await?
                 .remove(0);
             acc[g].copy_from_slice(&got);
@@ -204,7 +206,7 @@ pub(crate) async fn ring(
     let (n, me) = (t.size(), t.me());
     let ranges = block_ranges(dtype, acc.len(), n);
     ring_phase(t, call, dtype, op, &mut acc, &ranges).await?;
-    super::allgather::ring_pass(t, call, &mut acc, &ranges, me, (me + 1) % n, (me + n - 1) % n).await?;
+    super::allgather::ring_pass(t, &call.kept(), &mut acc, &ranges, me, (me + 1) % n, (me + n - 1) % n).await?;
     Ok(acc)
 }
 
@@ -229,7 +231,7 @@ pub(crate) async fn two_level(
     let leader = local[0];
     if me != leader {
         t.exchange(call, &[(leader, &acc)], &[]).await?;
-        return Ok(t.exchange(call, &[], &[(leader, len)]).await?.remove(0));
+        return Ok(t.exchange(&call.kept(), &[], &[(leader, len)]).await?.remove(0));
     }
     let recvs: Vec<(usize, usize)> = local[1..].iter().map(|&o| (o, len)).collect();
     for got in t.exchange(call, &[], &recvs).await? {
@@ -249,6 +251,6 @@ pub(crate) async fn two_level(
     t.clear_view();
     let acc = r?;
     let sends: Vec<(usize, &[u8])> = local[1..].iter().map(|&o| (o, &acc[..])).collect();
-    t.exchange(call, &sends, &[]).await?;
+    t.exchange(&call.kept(), &sends, &[]).await?;
     Ok(acc)
 }

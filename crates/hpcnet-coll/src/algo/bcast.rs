@@ -158,9 +158,10 @@ pub(crate) fn two_trees(m: usize) -> [Tree; 2] {
 /// forwards in one tree is a leaf of the other, so each member sends at most about the message
 /// once and both halves flow at once. (NCCL builds its second tree by mirroring or shifting the
 /// first, which leaves one member interior in both when p − 1 is odd.)
-/// Each member handles segment i of tree A, then segment i of tree B, then segment i + 1: a
-/// member never waits for tree B's segment i before forwarding tree A's, so the two trees cannot
-/// wait on each other in a cycle.
+/// Pipelined as a stream ([`Transport::stream`]): a member posts the receives of every segment
+/// of both halves at once and forwards each segment of the tree it is interior in to its
+/// children as soon as that segment has landed, so segments flow down both trees one behind
+/// the other and the trees never wait on each other.
 pub(crate) async fn double_binary_tree(
     t: &mut Transport,
     call: &Call,
@@ -186,26 +187,34 @@ pub(crate) async fn double_binary_tree(
         let s = &spans[tree];
         (s.start + i * segment).min(s.end)..(s.start + (i + 1) * segment).min(s.end)
     };
-    for i in 0..segs(0).max(segs(1)) {
-        for (tree, tr) in trees.iter().enumerate() {
-            if i >= segs(tree) {
-                continue;
-            }
-            let r = seg(tree, i);
-            let children: Vec<usize> = if v == 0 {
-                vec![abs(rel(tr.root))]
+    // This member's parent (absolute) and children in each tree.
+    let links: Vec<(Option<usize>, Vec<usize>)> = trees
+        .iter()
+        .map(|tr| {
+            if v == 0 {
+                (None, vec![abs(rel(tr.root))])
             } else {
                 let q = v - 1;
                 let up = tr.parent[q].map_or(0, rel);
-                let got = t.exchange(call, &[], &[(abs(up), r.len())]).await?;
-                buf[r.clone()].copy_from_slice(&got[0]);
-                tr.kids[q].iter().map(|&k| abs(rel(k))).collect()
-            };
-            let sends: Vec<(usize, &[u8])> = children.iter().map(|&c| (c, &buf[r.clone()])).collect();
-            t.exchange(call, &sends, &[]).await?;
+                (Some(abs(up)), tr.kids[q].iter().map(|&k| abs(rel(k))).collect())
+            }
+        })
+        .collect();
+    let mut recvs = Vec::new();
+    let mut sends = Vec::new();
+    for j in 0..segs(0).max(segs(1)) {
+        for (tree, (up, kids)) in links.iter().enumerate() {
+            if j >= segs(tree) {
+                continue;
+            }
+            let after = up.map(|up| {
+                recvs.push((up, seg(tree, j)));
+                recvs.len() - 1
+            });
+            sends.extend(kids.iter().map(|&c| (c, seg(tree, j), after)));
         }
     }
-    Ok(())
+    t.stream(call, buf, &sends, &recvs).await
 }
 
 /// Parent and children of positions 1..=m in a balanced in-order binary tree (the root is the

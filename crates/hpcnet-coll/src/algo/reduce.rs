@@ -54,6 +54,8 @@ pub(crate) async fn rabenseifner(
     let (_, rem) = pof2_rem(t.size());
     let len = acc.len();
     let gatherer = unfold(0, rem);
+    // The gather and the hand-over to the root move finished blocks as they are.
+    let kept = call.kept();
     if let Some(nr) = fold_in(t, call, dtype, op, &mut acc).await? {
         let h = halving(t, call, dtype, op, &mut acc, nr).await?;
         let (mut lo, mut hi) = h.own;
@@ -61,11 +63,11 @@ pub(crate) async fn rabenseifner(
         for (dst, (glo, ghi)) in h.steps.iter().rev() {
             mask -= 1;
             if nr & (1 << mask) != 0 {
-                t.exchange(call, &[(*dst, &acc[h.bytes(lo, hi)])], &[]).await?;
+                t.exchange(&kept, &[(*dst, &acc[h.bytes(lo, hi)])], &[]).await?;
                 break;
             }
             let g = h.bytes(*glo, *ghi);
-            let got = t.exchange(call, &[], &[(*dst, g.len())]).await?.remove(0);
+            let got = t.exchange(&kept, &[], &[(*dst, g.len())]).await?.remove(0);
             acc[g].copy_from_slice(&got);
             (lo, hi) = (lo.min(*glo), hi.max(*ghi));
         }
@@ -73,10 +75,10 @@ pub(crate) async fn rabenseifner(
     match (me == gatherer, me == root) {
         (true, true) => Ok(Some(acc)),
         (true, false) => {
-            t.exchange(call, &[(root, &acc)], &[]).await?;
+            t.exchange(&kept, &[(root, &acc)], &[]).await?;
             Ok(None)
         }
-        (false, true) => Ok(Some(t.exchange(call, &[], &[(gatherer, len)]).await?.remove(0))),
+        (false, true) => Ok(Some(t.exchange(&kept, &[], &[(gatherer, len)]).await?.remove(0))),
         (false, false) => Ok(None),
     }
 }

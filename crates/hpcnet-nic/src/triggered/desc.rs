@@ -442,6 +442,15 @@ impl Walker {
             .collect()
     }
 
+    /// Key `i` of the current step (combine order), if its packet is not delivered yet; an
+    /// allocation-free [`Walker::missing`] for the units' pump loop.
+    pub fn missing_key(&self, i: usize) -> Option<PacketKey> {
+        match self.got.get(i) {
+            Some(None) => self.expected().get(i).copied(),
+            _ => None,
+        }
+    }
+
     /// Hand over a packet read for the current step.
     pub fn deliver(&mut self, p: TrigPacket) -> Result<(), WalkError> {
         if self.is_done() {

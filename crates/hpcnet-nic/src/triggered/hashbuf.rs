@@ -210,6 +210,10 @@ impl<P, R> HashBuf<P, R> {
     pub fn parked_reads(&self) -> usize {
         self.parked.len()
     }
+    /// Is a read parked for this key (its packet will go straight to the reader)?
+    pub fn awaits(&self, key: PacketKey) -> bool {
+        self.parked.contains_key(&key)
+    }
     /// Is a packet with this key buffered?
     pub fn contains(&self, key: PacketKey) -> bool {
         self.find(key).is_some()

@@ -133,6 +133,8 @@ pub enum TrigEvent {
     Arrive { wire: u32 },
     /// A completion's data is in host memory.
     Written { batch: u32 },
+    /// A busy unit is free again: it takes the packets waiting in its buffer.
+    Process { node: u32, unit: u32 },
 }
 
 const TAG_TRIG: u64 = 1 << 61;
@@ -172,6 +174,25 @@ struct TrigNic {
     refused: VecDeque<Held>,
     unit_busy: Vec<SimTime>,
     read_busy: SimTime,
+    /// Per unit: packets that arrived while the unit was busy, waiting in its buffer (one slot
+    /// each) in arrival order, and whether a `Process` event is pending for it.
+    inbox: Vec<VecDeque<Waiting>>,
+    inbox_armed: Vec<bool>,
+    /// Largest occupancy of one unit's buffer, inbox included.
+    peak_unit: u64,
+    /// Seeded delays of arrivals (`jitter`), one stream per NIC.
+    jitter: Option<hpcnet_des::rng::SimRng>,
+    /// Time integral of the slots held in all units' hash buffers (slot · ps), the occupancy
+    /// it integrates and since when.
+    slot_time: u128,
+    occupied: u64,
+    occupied_since: SimTime,
+    /// Time some collective was in progress on the NIC, and since when it is (if it is).
+    active_time: SimTime,
+    active_since: Option<SimTime>,
+    /// Collective packets (whole) and their payload bytes that reached the NIC's units.
+    arrived: u64,
+    arrived_bytes: u64,
 }
 
 struct PostState {
@@ -193,6 +214,14 @@ struct PostState {
     bytes: u64,
     retrying: bool,
     failed: bool,
+}
+
+/// A packet waiting for its busy unit.
+struct Waiting {
+    held: Held,
+    /// It takes a buffer slot (a packet a parked read awaits goes to the reader's operand
+    /// register instead, so a full buffer never blocks the packet a step waits for).
+    slot: bool,
 }
 
 struct Wire {
@@ -251,9 +280,11 @@ enum S {
     Retries,
     Timeouts,
     PeakPulses,
+    Sent,
+    Arrived,
 }
 
-const STATS: [(&str, &str, &str); 18] = [
+const STATS: [(&str, &str, &str); 20] = [
     (
         "nic.trig.posts",
         "collectives",
@@ -328,7 +359,48 @@ const STATS: [(&str, &str, &str); 18] = [
         "pulses",
         "most pulses in flight at one NIC",
     ),
+    (
+        "nic.trig.sent",
+        "packets",
+        "collective packets sent by offload units (before fragmentation)",
+    ),
+    (
+        "nic.trig.arrived",
+        "packets",
+        "collective packets that entered an offload unit",
+    ),
 ];
+
+/// How one NIC's hash buffers were used: the time-weighted occupancy of all its units'
+/// buffers while a collective was in progress there, and what arrived.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct TrigBufferUse {
+    /// Offload units of the NIC.
+    pub units: u64,
+    /// Slots of all units (units × slots) and their bytes (units × buffer).
+    pub slots: u64,
+    pub capacity: u64,
+    /// Integral of the occupied slots over time, in slot · ps.
+    pub slot_time: u128,
+    /// Time during which at least one collective was in progress on the NIC.
+    pub active_time: SimTime,
+    /// Largest occupancy of one unit's buffer (slots).
+    pub peak_unit_slots: u64,
+    /// Collective packets that reached the units, and their payload bytes.
+    pub arrived: u64,
+    pub arrived_bytes: u64,
+}
+
+impl TrigBufferUse {
+    /// Mean fraction of all slots occupied while a collective was in progress (0 … 1).
+    pub fn mean_utilisation(&self) -> f64 {
+        if self.active_time == SimTime::ZERO || self.slots == 0 {
+            0.0
+        } else {
+            self.slot_time as f64 / (self.active_time.0 as f64 * self.slots as f64)
+        }
+    }
+}
 
 /// The offload unit's counters, summed (peaks: the largest) over every NIC.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -351,6 +423,10 @@ pub struct TrigCounters {
     pub retries: u64,
     pub timeouts: u64,
     pub peak_pulses: u64,
+    /// Collective packets sent by units, and those that entered a unit at their destination
+    /// (equal once everything is delivered: each packet exactly once).
+    pub sent: u64,
+    pub arrived: u64,
     /// Packets still waiting in hash buffers, early stores or refused queues.
     pub waiting: u64,
 }
@@ -402,6 +478,18 @@ impl World {
                 refused: VecDeque::new(),
                 unit_busy: vec![SimTime::ZERO; t.units as usize],
                 read_busy: SimTime::ZERO,
+                inbox: (0..t.units).map(|_| VecDeque::new()).collect(),
+                inbox_armed: vec![false; t.units as usize],
+                peak_unit: 0,
+                jitter: (t.jitter > SimTime::ZERO)
+                    .then(|| hpcnet_des::RngStreams::new(self.seed).stream("nic.trig.jitter", u64::from(node.0))),
+                slot_time: 0,
+                occupied: 0,
+                occupied_since: SimTime::ZERO,
+                active_time: SimTime::ZERO,
+                active_since: None,
+                arrived: 0,
+                arrived_bytes: 0,
             });
         }
         let n = self.trig.nics.get_mut(&node.0).expect("created above");
@@ -413,6 +501,57 @@ impl World {
         }
         n.vps.push(rank);
         Ok((node.0, n.vps.len() as u32 - 1))
+    }
+
+    /// How the hash buffers of `node`'s offload units were used so far (`None`: the NIC's
+    /// unit was never opened).
+    pub fn trig_buffer_use(&self, node: NodeId) -> Option<TrigBufferUse> {
+        let t = self.cfg.triggered.as_ref()?;
+        let n = self.trig.nics.get(&node.0)?;
+        let now = self.q.now();
+        let stats = n.units.buffer_stats();
+        let open = n.active_since.map_or(SimTime::ZERO, |s| now - s);
+        Some(TrigBufferUse {
+            units: u64::from(t.units),
+            slots: u64::from(t.units) * u64::from(t.slots),
+            capacity: u64::from(t.units) * t.buffer.0,
+            slot_time: n.slot_time + u128::from(n.occupied) * u128::from((now - n.occupied_since).0),
+            active_time: n.active_time + open,
+            peak_unit_slots: stats
+                .iter()
+                .map(|b| u64::from(b.peak_occupancy))
+                .max()
+                .unwrap_or(0)
+                .max(n.peak_unit),
+            arrived: n.arrived,
+            arrived_bytes: n.arrived_bytes,
+        })
+    }
+
+    /// Bring `node`'s occupancy integral up to now and take the units' current occupancy
+    /// (after every change in the units).
+    fn t_occupancy(&mut self, node: NodeId) {
+        let now = self.q.now();
+        let n = self.tnic(node);
+        n.slot_time += u128::from(n.occupied) * u128::from((now - n.occupied_since).0);
+        n.occupied_since = now;
+        n.occupied = 0;
+        for (u, inbox) in n.inbox.iter().enumerate() {
+            let here = u64::from(n.units.occupancy(u)) + inbox.iter().filter(|w| w.slot).count() as u64;
+            n.occupied += here;
+            n.peak_unit = n.peak_unit.max(here);
+        }
+    }
+
+    /// A uniform delay in [0, `jitter`] for an arrival at `node` (zero without jitter).
+    fn t_jitter(&mut self, node: NodeId) -> SimTime {
+        let Some(j) = self.cfg.triggered.as_ref().map(|t| t.jitter) else {
+            return SimTime::ZERO;
+        };
+        match self.trig.nics.get_mut(&node.0).and_then(|n| n.jitter.as_mut()) {
+            Some(rng) => SimTime(rand::Rng::gen_range(rng, 0..=j.0)),
+            None => SimTime::ZERO,
+        }
     }
 
     /// Elements of one pulse of `dtype` elements: how the library cuts a collective.
@@ -435,6 +574,7 @@ impl World {
                     .sum::<u64>()
                     + n.early_now
                     + n.refused.len() as u64
+                    + n.inbox.iter().map(|q| q.len() as u64).sum::<u64>()
             })
             .sum();
         TrigCounters {
@@ -456,6 +596,8 @@ impl World {
             retries: v[S::Retries as usize],
             timeouts: v[S::Timeouts as usize],
             peak_pulses: v[S::PeakPulses as usize],
+            sent: v[S::Sent as usize],
+            arrived: v[S::Arrived as usize],
             waiting,
         }
     }
@@ -468,7 +610,7 @@ impl World {
                 v[S::Woke as usize] += b.woke;
                 v[S::Collisions as usize] += b.collisions;
                 let o = &mut v[S::PeakOccupancy as usize];
-                *o = (*o).max(u64::from(b.peak_occupancy));
+                *o = (*o).max(u64::from(b.peak_occupancy)).max(n.peak_unit);
                 let o = &mut v[S::PeakBytes as usize];
                 *o = (*o).max(b.peak_bytes);
             }
@@ -632,7 +774,12 @@ impl World {
                         )),
                     );
                 } else {
-                    self.tnic(node).active.push(post);
+                    let now = self.q.now();
+                    let n = self.tnic(node);
+                    if n.active.is_empty() {
+                        n.active_since = Some(now);
+                    }
+                    n.active.push(post);
                     self.t_gate(node);
                 }
                 self.t_parse_next(node);
@@ -653,6 +800,7 @@ impl World {
                 self.t_arrive(w.node, w.pkt, w.serial, w.credits);
             }
             TrigEvent::Written { batch } => self.t_written(batch),
+            TrigEvent::Process { node, unit } => self.t_process(NodeId(node), unit as usize),
         }
     }
 
@@ -818,6 +966,7 @@ impl World {
             .tnic(node)
             .units
             .post(vp, pulse.descriptors, &mut |_, _| Vec::new());
+        self.t_occupancy(node);
         match r {
             Ok((acts, _)) => self.t_fired(node, &before, acts),
             Err(e) => {
@@ -933,6 +1082,7 @@ impl World {
         let dest = NodeId(p.dest);
         let len = p.data.len() as u64;
         self.trig.stats[S::Bytes as usize] += len;
+        self.trig.stats[S::Sent as usize] += 1;
         let mtu = u64::from(self.mtu);
         let frags = len.div_ceil(mtu).max(1);
         let w = Wire {
@@ -953,7 +1103,7 @@ impl World {
         if dest == node || dest.index() >= self.nics.len() {
             // Between two VPs of one NIC (or to a node that does not exist: the walker
             // validated DestID's width only; such a packet is dropped at arrival).
-            let at = self.q.now() + self.cfg.loopback_latency;
+            let at = self.q.now() + self.cfg.loopback_latency + self.t_jitter(dest);
             let by = self.net.node_origin(node);
             self.q
                 .schedule_by(by, at, WorldEvent::Trig(TrigEvent::Arrive { wire: id }));
@@ -984,7 +1134,7 @@ impl World {
         w.seen += 1;
         w.credits.extend(held);
         if w.seen == w.frags {
-            let at = self.q.now() + self.cfg.rx_overhead;
+            let at = self.q.now() + self.cfg.rx_overhead + self.t_jitter(p.dst);
             let by = self.net.node_origin(p.dst);
             self.q
                 .schedule_by(by, at, WorldEvent::Trig(TrigEvent::Arrive { wire: id }));
@@ -1035,25 +1185,137 @@ impl World {
         credits: Vec<(NodeId, u8, (u8, u16, u16))>,
     ) -> bool {
         let n = self.tnic(node);
-        let before = n.units.work();
-        match n.units.arrive(p, &mut |_, _| Vec::new()) {
-            Ok((acts, None)) => {
-                self.t_release_credits(credits);
-                self.t_fired(node, &before, acts);
-                true
-            }
-            Ok((acts, Some(pkt))) => {
+        n.arrived += 1;
+        n.arrived_bytes += p.data.len() as u64;
+        self.trig.stats[S::Arrived as usize] += 1;
+        match self.t_offer(
+            node,
+            post,
+            Held {
+                pkt: p,
+                serial,
+                credits,
+            },
+        ) {
+            Ok(()) => true,
+            Err(h) => {
                 self.trig.stats[S::Refused as usize] += 1;
-                self.tnic(node).refused.push_back(Held { pkt, serial, credits });
-                self.t_fired(node, &before, acts);
+                self.tnic(node).refused.push_back(h);
                 false
             }
+        }
+    }
+
+    /// Hand a packet of a live sequence (of `post`) to its unit: while the unit is busy (or
+    /// others wait before it) it waits in the unit's buffer, taking a slot, until the unit is
+    /// free; a free unit takes it at once (to a parked read, or into a slot). The packet back
+    /// when the buffer is full: it keeps its receive-buffer credits (the push-back) and is
+    /// offered again later.
+    fn t_offer(&mut self, node: NodeId, post: u32, h: Held) -> Result<(), Held> {
+        let now = self.q.now();
+        let n = self.tnic(node);
+        let Some(u) = n.units.unit_of(h.pkt.key.job(), h.pkt.dest_vp) else {
+            // The live map names the sequence, so a unit holds it.
+            return Err(h);
+        };
+        if n.unit_busy[u] > now || !n.inbox[u].is_empty() {
+            let slot = !n.units.awaits(u, h.pkt.key);
+            let used = n.units.occupancy(u) as usize + n.inbox[u].iter().filter(|w| w.slot).count();
+            if slot && used >= n.units.slots() as usize {
+                return Err(h);
+            }
+            let Held { pkt, serial, credits } = h;
+            n.inbox[u].push_back(Waiting {
+                held: Held {
+                    pkt,
+                    serial,
+                    credits: Vec::new(),
+                },
+                slot,
+            });
+            let at = n.unit_busy[u].max(now);
+            if !std::mem::replace(&mut n.inbox_armed[u], true) {
+                let by = self.net.node_origin(node);
+                self.q.schedule_by(
+                    by,
+                    at,
+                    WorldEvent::Trig(TrigEvent::Process {
+                        node: node.0,
+                        unit: u as u32,
+                    }),
+                );
+            }
+            self.t_release_credits(credits);
+            self.t_occupancy(node);
+            return Ok(());
+        }
+        let before = n.units.work();
+        let r = n.units.arrive(h.pkt, &mut |_, _| Vec::new());
+        self.t_occupancy(node);
+        match r {
+            Ok((acts, None)) => {
+                self.t_release_credits(h.credits);
+                self.t_fired(node, &before, acts);
+                Ok(())
+            }
+            Ok((acts, Some(pkt))) => {
+                self.t_fired(node, &before, acts);
+                Err(Held { pkt, ..h })
+            }
             Err(e) => {
-                self.t_release_credits(credits);
+                self.t_release_credits(h.credits);
                 self.t_unit_error(post, e);
-                true
+                Ok(())
             }
         }
+    }
+
+    /// Unit `u` of `node` is free (or was, when armed): it takes its waiting packets in
+    /// arrival order until one keeps it busy.
+    fn t_process(&mut self, node: NodeId, u: usize) {
+        self.tnic(node).inbox_armed[u] = false;
+        loop {
+            let now = self.q.now();
+            let n = self.tnic(node);
+            if n.inbox[u].is_empty() {
+                break;
+            }
+            if n.unit_busy[u] > now {
+                n.inbox_armed[u] = true;
+                let at = n.unit_busy[u];
+                let by = self.net.node_origin(node);
+                self.q.schedule_by(
+                    by,
+                    at,
+                    WorldEvent::Trig(TrigEvent::Process {
+                        node: node.0,
+                        unit: u as u32,
+                    }),
+                );
+                break;
+            }
+            let h = n.inbox[u].pop_front().expect("not empty").held;
+            let at = (h.pkt.key.job(), h.pkt.dest_vp);
+            let live = n.live.get(&at).filter(|l| l.serial == h.serial).map(|l| l.post);
+            let Some(post) = live else {
+                // Its collective failed here meanwhile.
+                self.trig.stats[S::Errors as usize] += 1;
+                self.t_occupancy(node);
+                continue;
+            };
+            let before = n.units.work();
+            let r = n.units.arrive(h.pkt, &mut |_, _| Vec::new());
+            self.t_occupancy(node);
+            match r {
+                Ok((acts, None)) => self.t_fired(node, &before, acts),
+                Ok((acts, Some(pkt))) => {
+                    self.tnic(node).refused.push_back(Held { pkt, ..h });
+                    self.t_fired(node, &before, acts);
+                }
+                Err(e) => self.t_unit_error(post, e),
+            }
+        }
+        self.t_retry_refused(node);
     }
 
     fn t_unit_error(&mut self, post: u32, e: UnitError) {
@@ -1080,23 +1342,9 @@ impl World {
                     self.tnic(node).refused.push_back(h);
                     continue;
                 };
-                let n = self.tnic(node);
-                let before = n.units.work();
-                match n.units.arrive(h.pkt, &mut |_, _| Vec::new()) {
-                    Ok((acts, None)) => {
-                        taken = true;
-                        self.t_release_credits(h.credits);
-                        self.t_fired(node, &before, acts);
-                    }
-                    Ok((acts, Some(pkt))) => {
-                        self.tnic(node).refused.push_back(Held { pkt, ..h });
-                        self.t_fired(node, &before, acts);
-                    }
-                    Err(e) => {
-                        taken = true;
-                        self.t_release_credits(h.credits);
-                        self.t_unit_error(post, e);
-                    }
+                match self.t_offer(node, post, h) {
+                    Ok(()) => taken = true,
+                    Err(h) => self.tnic(node).refused.push_back(h),
                 }
             }
             if !taken {
@@ -1177,7 +1425,15 @@ impl World {
     /// The post leaves the active collectives; its state goes once no pulse of it is in flight.
     fn t_finish_post(&mut self, post: u32) {
         let node = self.tpost(post).node;
-        self.tnic(node).active.retain(|&p| p != post);
+        let now = self.q.now();
+        let n = self.tnic(node);
+        let before = n.active.len();
+        n.active.retain(|&p| p != post);
+        if before > 0 && n.active.is_empty() {
+            if let Some(since) = n.active_since.take() {
+                n.active_time += now - since;
+            }
+        }
         let p = self.tpost(post);
         if p.held == 0 && p.fetched.is_empty() {
             self.trig.posts[post as usize] = None;

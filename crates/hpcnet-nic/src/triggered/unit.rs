@@ -181,6 +181,26 @@ impl OffloadUnits {
         self.route.contains_key(&(job, vp))
     }
 
+    /// The unit holding the live sequence of job `job` on VP `vp`.
+    pub fn unit_of(&self, job: u32, vp: u32) -> Option<usize> {
+        self.route.get(&(job, vp)).copied()
+    }
+
+    /// Slots of each unit's buffer.
+    pub fn slots(&self) -> u32 {
+        self.cfg.buffer.slots
+    }
+
+    /// Whether a read of unit `unit` is parked for `key`.
+    pub fn awaits(&self, unit: usize, key: PacketKey) -> bool {
+        self.units[unit].buf.awaits(key)
+    }
+
+    /// Slots in use in unit `unit`'s buffer.
+    pub fn occupancy(&self, unit: usize) -> u32 {
+        self.units[unit].buf.len() as u32
+    }
+
     /// Post a sequence on VP `vp`; returns what fired at once, and the packets that had
     /// arrived early and that the unit's buffer refuses now (the caller offers them again
     /// through [`OffloadUnits::arrive`]). `fetch(addr, len)` reads local data of address
@@ -301,7 +321,8 @@ impl OffloadUnits {
             let u = &mut self.units[unit];
             for (&(job, vp), s) in u.seqs.iter_mut() {
                 let walk = |source| UnitError::Walk { unit, job, vp, source };
-                for k in s.walker.missing() {
+                for i in 0..s.walker.expected().len() {
+                    let Some(k) = s.walker.missing_key(i) else { continue };
                     if s.issued.insert(k) {
                         let r = u
                             .buf
@@ -313,7 +334,13 @@ impl OffloadUnits {
                     }
                 }
                 let before = s.walker.step();
+                let done_before = s.walker.work();
                 let acts = s.walker.advance(fetch).map_err(walk)?;
+                let w = s.walker.work().since(&done_before);
+                u.work.steps += w.steps;
+                for (a, b) in u.work.reduced.iter_mut().zip(w.reduced) {
+                    *a += b;
+                }
                 // A step may fire without an action; the next step's keys must still be read.
                 moved |= s.walker.step() != before;
                 out.extend(acts.into_iter().map(|action| UnitAction { unit, vp, action }));
