@@ -52,6 +52,7 @@ use crate::op::{Class, Op};
 use crate::pkt::{PktInfo, PktKind, ProbeState};
 use crate::world::{NicStat, World, WorldEvent};
 use hpcnet_des::{Bytes, SimTime};
+use hpcnet_fabric::config::NodeInjection;
 use hpcnet_fabric::topology::NodeId;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -177,9 +178,21 @@ impl World {
     }
 
     /// Start the timer of message `id` for a packet entering `node`'s injection queue on
-    /// `rail` now: it expires `timeout` after the packets queued ahead have been sent.
+    /// `rail` now: it expires `timeout` after the packets queued ahead have been sent. With one
+    /// injection queue per VC, served in turn, a packet waits for as many packets of every VC as
+    /// are in the longest queue (an upper bound: a queue shorter than that empties first).
     pub(crate) fn rel_arm_at_injection(&mut self, id: u32, node: NodeId, rail: u8) {
-        let queued = self.net.source_queue_len(node, rail) as u64;
+        let queued = match self.net.config().router.node_injection {
+            NodeInjection::PerVc => {
+                let vcs = self.net.config().router.vcs;
+                let longest = (0..vcs)
+                    .map(|v| self.net.source_queue_len_vc(node, rail, v))
+                    .max()
+                    .unwrap_or(0);
+                (longest * vcs as usize) as u64
+            }
+            NodeInjection::Fifo => self.net.source_queue_len(node, rail) as u64,
+        };
         let wire = self
             .net
             .injection_rate(node, rail)
@@ -288,14 +301,8 @@ impl World {
     fn rel_resend(&mut self, id: u32, only_missing: bool) {
         let m = self.msg(id);
         match m.class {
-            Class::Pull => {
-                self.stats.add(NicStat::Retransmitted, 1);
-                return self.rel_control(id, PktKind::ReadReq);
-            }
-            Class::Atomic => {
-                self.stats.add(NicStat::Retransmitted, 1);
-                return self.rel_control(id, PktKind::AtomicReq);
-            }
+            Class::Pull => return self.rel_control(id, PktKind::ReadReq),
+            Class::Atomic => return self.rel_control(id, PktKind::AtomicReq),
             Class::Push => {}
         }
         let (len, from, to, engine, attempt) = (m.len, m.req.src, m.req.dst, m.engine, m.rel.attempt);
@@ -348,7 +355,9 @@ impl World {
             self.q.schedule_by(by, ready, WorldEvent::Inject { pkt: p });
         }
         self.nics[node.index()].host.read_until(link, ready);
-        self.stats.add(NicStat::Retransmitted, missing.len() as u64);
+        // Until the last packet is queued (and its timer restarts), time runs from when its
+        // data will have been read.
+        self.rel_arm(id, ready);
     }
 
     /// The target of reliable message `id` answers a probe.

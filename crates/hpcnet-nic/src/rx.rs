@@ -71,8 +71,14 @@ impl World {
         let info = self.pkts[pid as usize].clone().expect("live packet");
         let now = self.q.now();
         if !self.live(info.msg, info.gen) {
-            // A late copy of a message that has completed (or failed) meanwhile.
-            return self.discard(pid, &info, NicStat::Duplicates);
+            // A late copy of a message that has completed (or failed) meanwhile; a late answer
+            // (acknowledgement, probe answer) is dropped without being counted.
+            let data = matches!(info.kind, PktKind::Data { .. } | PktKind::ReadReq | PktKind::AtomicReq);
+            if data {
+                self.stats.add(NicStat::Duplicates, 1);
+            }
+            self.release(info.held);
+            return self.free_pkt(pid);
         }
         match info.kind {
             PktKind::Data { off, len } => {

@@ -26,6 +26,9 @@ impl World {
         let info = self.pkts[pid as usize].as_ref().expect("live packet");
         let (from, to, req_rail) = (info.from, info.to, info.rail);
         let payload = info.kind.payload();
+        if info.attempt > 0 && matches!(info.kind, PktKind::Data { .. } | PktKind::ReadReq | PktKind::AtomicReq) {
+            self.stats.add(NicStat::Retransmitted, 1);
+        }
         if let PktKind::Data { len, .. } = info.kind {
             self.stats.add(NicStat::DataPackets, 1);
             self.stats.add(NicStat::PayloadBytes, len);
