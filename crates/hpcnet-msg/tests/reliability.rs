@@ -360,7 +360,7 @@ fn early_timeouts_make_duplicates_that_are_never_delivered_twice() {
     let nic = NicConfig {
         reliability: Some(ReliabilityConfig {
             timeout: SimTime::from_ns(100),
-            retries: 250,
+            retries: 100,
             ..ReliabilityConfig::default()
         }),
         ..NicConfig::default()

@@ -362,7 +362,7 @@ fn d_rel_window() -> u32 {
 }
 
 /// Most retransmissions of one message.
-pub const MAX_RETRIES: u32 = 255;
+pub const MAX_RETRIES: u32 = 100;
 
 /// `[nic.reliability]`: the transport's recovery of lost packets (spec 01, "Reliability":
 /// sliding windows for asynchronous queue messages, acknowledgement and status probing for
