@@ -541,3 +541,18 @@ fn rdma_bandwidth_under_random_loss_stays_near_the_loss_free_value() {
         assert!(bw > 0.97 * base, "loss {p:e}: {bw:.3} GB/s against {base:.3}");
     }
 }
+
+#[test]
+fn adaptive_rails_with_loss_still_deliver_exactly_once() {
+    // Packets of one message take both rails and arrive out of order: the packet maps
+    // reassemble them, and queue messages arriving ahead of their window are re-sent.
+    let nic = NicConfig {
+        loss_rate: 0.01,
+        port_select: hpcnet_nic::PortSelect::Adaptive,
+        ..reliable(NicConfig::default())
+    };
+    let o = mixed(world(nic, FaultConfig::default(), 4), &PAIRS, 8, 4 * MTU);
+    eprintln!("{:?}", o.counters);
+    assert_exactly_once(&o, "adaptive rails, loss 1 %");
+    assert!(o.counters.lost > 0 && o.counters.out_of_order > 0, "{:?}", o.counters);
+}

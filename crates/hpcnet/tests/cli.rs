@@ -2240,3 +2240,35 @@ fn machines_that_cannot_fit_are_refused_before_they_are_built() {
         "refused without building"
     );
 }
+
+#[test]
+fn p2p_under_random_loss_finishes_only_with_transport_reliability() {
+    let chpp = chpp();
+    let base = [
+        "p2p",
+        &chpp,
+        "--test",
+        "bw",
+        "--sizes",
+        "64K:64K",
+        "--set",
+        "nic.loss_rate=0.01",
+    ];
+    // Without the unit a lost packet's message never completes.
+    one_error_line(
+        &hpcnet(&base),
+        1,
+        &["the run did not finish: ", "rank program(s) still waiting"],
+    );
+    let mut args = base.to_vec();
+    args.extend(["--set", "nic.reliability.enabled=true", "--json"]);
+    let v = json(&hpcnet(&args));
+    assert!(v.to_string().contains("\"gbytes_per_s\""), "{v}");
+    // Bad values name their key.
+    let bad = hpcnet(&["p2p", &chpp, "--set", "nic.loss_rate=1"]);
+    assert!(bad_input(&bad, &chpp, "nic.loss_rate").contains("probability"));
+    let bad = hpcnet(&["p2p", &chpp, "--set", "nic.reliability.window=0"]);
+    assert!(bad_input(&bad, &chpp, "nic.reliability.window").contains("got 0"));
+    let bad = hpcnet(&["p2p", &chpp, "--set", "nic.reliability.retries=101"]);
+    bad_input(&bad, &chpp, "nic.reliability.retries");
+}
