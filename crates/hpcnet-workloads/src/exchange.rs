@@ -124,7 +124,7 @@ pub fn run_exchange(
     if p < 2 {
         return Err(format!("an exchange needs at least 2 members, got {p}"));
     }
-    if size == 0 || size % 8 != 0 {
+    if size == 0 || !size.is_multiple_of(8) {
         return Err(format!(
             "the block size must be a positive multiple of 8 bytes, got {size}"
         ));
