@@ -143,12 +143,13 @@ pub struct LostPacket {
     pub to: Rank,
     /// The NIC's message id (stable while the message is incomplete).
     pub msg: u32,
-    /// "data", "read_request", "ack", "atomic_request" or "atomic_response".
+    /// "data", "read_request", "ack", "atomic_request", "atomic_response", "probe" or
+    /// "probe_response".
     pub kind: &'static str,
     /// Message bytes the packet carried (data packets): offset and length.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bytes: Option<(u64, u64)>,
-    /// Why, as reports name it (`lost_in_cable`, `unreachable`, ...).
+    /// Why, as reports name it (`lost_in_cable`, `unreachable`, `random_loss`, ...).
     pub cause: &'static str,
 }
 
