@@ -582,6 +582,11 @@ impl Network {
         self.seed = seed;
     }
 
+    /// The run's seed ([`Network::set_seed`]; 0 without it), for the endpoints' own streams.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
     /// The next random bits of a packet from `src`.
     #[cold]
     fn draw_salt(&mut self, src: NodeId) -> u8 {

@@ -31,6 +31,9 @@ pub enum CqeStatus {
     TrigTimeout,
     /// An offloaded (triggered) collective failed at its offload unit (the reason).
     TrigFailed(String),
+    /// The transport gave up on the message after `nic.reliability.retries` timeouts without
+    /// progress (its target may have received part of it).
+    RetryExceeded,
 }
 
 /// What completed.
@@ -176,6 +179,7 @@ impl World {
             Op::Send { .. } => CqeKind::Send,
         };
         let (src, function, engine) = (m.req.src, m.req.function, m.engine);
+        let win = m.rel.win;
         let read = m.class != Class::Push;
         if m.req.signaled || status != CqeStatus::Ok {
             let now = self.q.now();
@@ -202,5 +206,8 @@ impl World {
         self.nics[node.index()].engines[engine as usize].in_flight -= 1;
         self.release_msg(id);
         self.start_next(node, engine);
+        if let Some((w, _)) = win {
+            self.rel_window_free(w);
+        }
     }
 }

@@ -53,6 +53,7 @@ pub mod report;
 pub mod sensitivity;
 pub mod sunway_allreduce_crossover;
 pub mod sunway_coll;
+pub mod sunway_faults;
 pub mod sunway_rdma_bandwidth;
 pub mod torus_shmem;
 
@@ -147,6 +148,7 @@ pub fn all() -> Vec<&'static dyn Study> {
         &sunway_allreduce_crossover::SunwayAllreduceCrossover,
         &ib_memory::IbMemory,
         &torus_shmem::TorusShmem,
+        &sunway_faults::SunwayFaults,
     ]
 }
 

@@ -576,6 +576,13 @@ impl Scenario {
                 "the flow-level network has no dynamic faults; run this on the packet network (mpi.network = \"packet\")",
             ));
         }
+        if self.nic.loss_rate > 0.0 {
+            return Err(ScenarioError::new(
+                &self.source,
+                "nic.loss_rate",
+                "the flow-level network loses no packet; run this on the packet network (mpi.network = \"packet\")",
+            ));
+        }
         let net = Network::new(self.topology.clone(), self.fabric.clone())
             .map_err(|e| ScenarioError::new(&self.source, e.key, e.reason))?;
         Ok(hpcnet_flow::FlowWorld::new(net, self.nic.clone()))

@@ -2345,3 +2345,35 @@ fn fault_schedules_are_checked_before_the_run_and_runs_report_them() {
     };
     assert_eq!(strip(first), strip(json(&hpcnet(&args))));
 }
+
+#[test]
+fn p2p_under_random_loss_finishes_only_with_transport_reliability() {
+    let chpp = chpp();
+    let base = [
+        "p2p",
+        &chpp,
+        "--test",
+        "bw",
+        "--sizes",
+        "64K:64K",
+        "--set",
+        "nic.loss_rate=0.01",
+    ];
+    // Without the unit a lost packet's message never completes.
+    one_error_line(
+        &hpcnet(&base),
+        1,
+        &["the run did not finish: ", "rank program(s) still waiting"],
+    );
+    let mut args = base.to_vec();
+    args.extend(["--set", "nic.reliability.enabled=true", "--json"]);
+    let v = json(&hpcnet(&args));
+    assert!(v.to_string().contains("\"gbytes_per_s\""), "{v}");
+    // Bad values name their key.
+    let bad = hpcnet(&["p2p", &chpp, "--set", "nic.loss_rate=1"]);
+    assert!(bad_input(&bad, &chpp, "nic.loss_rate").contains("probability"));
+    let bad = hpcnet(&["p2p", &chpp, "--set", "nic.reliability.window=0"]);
+    assert!(bad_input(&bad, &chpp, "nic.reliability.window").contains("got 0"));
+    let bad = hpcnet(&["p2p", &chpp, "--set", "nic.reliability.retries=101"]);
+    bad_input(&bad, &chpp, "nic.reliability.retries");
+}
