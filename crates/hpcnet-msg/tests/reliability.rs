@@ -556,3 +556,49 @@ fn adaptive_rails_with_loss_still_deliver_exactly_once() {
     assert_exactly_once(&o, "adaptive rails, loss 1 %");
     assert!(o.counters.lost > 0 && o.counters.out_of_order > 0, "{:?}", o.counters);
 }
+
+#[test]
+fn locally_completed_writes_are_recovered_from_the_nic_copy() {
+    // A write that completes when sent (the source buffer is free again at once): the NIC
+    // re-sends from its own copy, and the target counts every write exactly once.
+    let n = 32u64;
+    let nic = NicConfig {
+        loss_rate: 0.05,
+        ..reliable(NicConfig::default())
+    };
+    let mut m = Machine::new(world(nic, FaultConfig::default(), 8));
+    let (a, b) = (m.context(Rank(1)), m.context(Rank(14)));
+    let src = a.reg_mr(n * 2 * MTU);
+    let dst = b.reg_mr(n * 2 * MTU);
+    let word = b.reg_mr(8);
+    let cq = a.create_cq();
+    let qp = a.create_qp(&cq, Rank(14));
+    let ctx = a.clone();
+    let (s2, d2, w2) = (src.clone(), dst.clone(), word.clone());
+    m.spawn(async move {
+        for i in 0..n {
+            let off = i * 2 * MTU;
+            ctx.write_local(&s2, off, &pattern(2 * MTU as usize, i)).unwrap();
+            let wr = WriteWr::new(&s2, off, 2 * MTU, d2.remote(off))
+                .local_completion()
+                .reply_word(w2.remote(0));
+            qp.post_write(wr).unwrap();
+            assert_eq!(cq.next().await.status, CqeStatus::Ok);
+            // The source is reused at once: the NIC must not re-read it.
+            ctx.write_local(&s2, off, &vec![0xee; 2 * MTU as usize]).unwrap();
+        }
+    });
+    let end = m.run();
+    assert_eq!(end.stuck_tasks, 0);
+    assert_eq!(b.read_u64(&word, 0).unwrap(), n, "every write counted once");
+    for i in 0..n {
+        let off = i * 2 * MTU;
+        assert_eq!(
+            b.read_local(&dst, off, 2 * MTU).unwrap(),
+            pattern(2 * MTU as usize, i),
+            "write {i}"
+        );
+    }
+    let c = m.world().counters();
+    assert!(c.lost > 0 && c.retransmitted > 0 && c.messages_failed == 0, "{c:?}");
+}
