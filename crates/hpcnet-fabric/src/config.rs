@@ -272,6 +272,35 @@ pub struct RouterConfig {
     /// Iterations of the iSLIP allocator (default 1).
     #[serde(default = "d_speedup")]
     pub islip_iterations: u32,
+    /// Output-VC allocation (default `shared`: no allocation stage, packets share a
+    /// downstream VC buffer as its credits allow, the virtual cut-through rule). `per_packet`:
+    /// a packet must win a free output VC at each hop; the VC is held by that one packet until
+    /// its tail has left the downstream buffer and the credits are back (the flit-level
+    /// routers' rule, Dally & Towles §16).
+    #[serde(default)]
+    pub vc_allocation: VcAllocation,
+    /// The pipeline stages that make up `latency`, if given: route computation, VC allocation,
+    /// switch allocation and switch traversal. Those given must sum to `latency` (missing
+    /// stages count 0); the model applies the sum once, from head arrival to the request.
+    #[serde(default)]
+    pub route_latency: Option<SimTime>,
+    #[serde(default)]
+    pub vc_alloc_latency: Option<SimTime>,
+    #[serde(default)]
+    pub switch_alloc_latency: Option<SimTime>,
+    #[serde(default)]
+    pub traversal_latency: Option<SimTime>,
+}
+
+/// How a packet obtains its downstream VC (`router.vc_allocation`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum VcAllocation {
+    /// No allocation: packets share a VC buffer as its credits allow.
+    #[default]
+    Shared,
+    /// One packet per VC buffer at a time, held until its credits return.
+    PerPacket,
 }
 
 fn d_speedup() -> u32 {
@@ -306,6 +335,11 @@ impl Default for RouterConfig {
             output_speedup: d_speedup(),
             allocator: None,
             islip_iterations: d_speedup(),
+            vc_allocation: VcAllocation::default(),
+            route_latency: None,
+            vc_alloc_latency: None,
+            switch_alloc_latency: None,
+            traversal_latency: None,
         }
     }
 }
@@ -733,6 +767,32 @@ impl FabricConfig {
                 "router.islip_iterations",
                 format!("must be between 1 and 64, got {}", r.islip_iterations),
             ));
+        }
+        let stages = [
+            ("route_latency", r.route_latency),
+            ("vc_alloc_latency", r.vc_alloc_latency),
+            ("switch_alloc_latency", r.switch_alloc_latency),
+            ("traversal_latency", r.traversal_latency),
+        ];
+        if stages.iter().any(|(_, v)| v.is_some()) {
+            let sum = stages
+                .iter()
+                .fold(SimTime::ZERO, |a, (_, v)| a + v.unwrap_or(SimTime::ZERO));
+            if sum != r.latency {
+                let parts: Vec<String> = stages
+                    .iter()
+                    .filter_map(|(k, v)| v.map(|t| format!("{k} {t}")))
+                    .collect();
+                return Err(ConfigError::new(
+                    "router.latency",
+                    format!(
+                        "is {} but the pipeline stages sum to {} ({}); they must agree",
+                        r.latency,
+                        sum,
+                        parts.join(" + ")
+                    ),
+                ));
+            }
         }
         if r.allocator == Some(Allocator::RoundRobin) && r.arbitration == Arbitration::Age {
             return Err(ConfigError::new(

@@ -144,6 +144,9 @@ struct OutPort {
     free_shared: u32,
     /// Credits on their way back: (arrival time, vc, private, shared), absorbed when due.
     returning: Vec<(SimTime, u8, u16, u16)>,
+    /// Downstream VCs held by one packet each (`router.vc_allocation = "per_packet"`; bit v:
+    /// VC v), released when that packet's credits come back.
+    vc_held: u8,
     /// Earliest arrival time in `returning` (MAX when empty): readers skip the list while no
     /// credits are due (adaptive routing asks every candidate port, 18 on the Sunway fabric).
     ret_min: SimTime,
@@ -175,6 +178,12 @@ struct OutPort {
     down: bool,
     /// Event origin of the component owning the port (its router, or its node).
     origin: u32,
+}
+
+/// Whether `to` is a node (ejection, or a node's rail seen from its router).
+#[inline(always)]
+fn is_node_dest(to: Dest) -> bool {
+    matches!(to, Dest::Node)
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -338,6 +347,8 @@ pub struct Network {
     /// The separable switch allocator (`router.allocator` islip, separable_*), or None for a
     /// per-output policy.
     matcher: Option<Box<Matcher>>,
+    /// `router.vc_allocation = "per_packet"`: a granted packet holds its downstream VC.
+    vc_per_packet: bool,
     /// Per-output policy is age (`router.allocator` / `router.arbitration`).
     by_age: bool,
     /// Scratch of the separable allocator (reused: no allocation per decision).
@@ -414,6 +425,7 @@ impl OutPort {
             if t <= now {
                 self.free_private[vc as usize] += p;
                 self.free_shared += sh as u32;
+                self.vc_held &= !(1u8 << vc);
                 self.returning.swap_remove(i);
             } else {
                 min = min.min(t);
@@ -446,6 +458,7 @@ impl Network {
             free_private,
             free_shared: cfg.router.shared_credits,
             returning: Vec::new(),
+            vc_held: 0,
             ret_min: SimTime::MAX,
             arb_at: SimTime::MAX,
             starved: false,
@@ -569,6 +582,7 @@ impl Network {
             in_free: Vec::new(),
             in_speedup: 0,
             matcher: None,
+            vc_per_packet: false,
             by_age: false,
             alloc_reqs: Vec::new(),
             alloc_out: Vec::new(),
@@ -584,6 +598,7 @@ impl Network {
         net.out_backlog = u64::from(net.cfg.router.output_speedup.max(1) - 1);
         let allocator = net.cfg.router.switch_allocator();
         net.by_age = allocator == Allocator::Age;
+        net.vc_per_packet = net.cfg.router.vc_allocation == crate::config::VcAllocation::PerPacket;
         if allocator.separable() {
             net.matcher = Some(Box::new(Matcher::new(
                 allocator,
@@ -1157,6 +1172,9 @@ impl Network {
             Dest::None => false,
             Dest::Router { .. } => {
                 let need = p.credits as u32;
+                if o.vc_held & (1u8 << p.vc) != 0 {
+                    return false;
+                }
                 let private = o.free_private[p.vc as usize] as u32;
                 if self.routing.uses_bubble() {
                     private >= need + self.bubble_credits
@@ -1172,6 +1190,9 @@ impl Network {
     fn request_fits(o: &OutPort, r: &Fifo) -> bool {
         match o.to {
             Dest::Router { .. } => {
+                if o.vc_held & (1u8 << r.vc) != 0 {
+                    return false;
+                }
                 let private = o.free_private[r.vc as usize] as u32;
                 if r.private_only {
                     private >= r.need
@@ -1489,6 +1510,9 @@ impl Network {
         }
         // Outputs with requests that were not served: wait for an input, or for credits.
         for o in base..end {
+            // Credits due by now count (an output may have gained its request after the
+            // offers above, from a head that a match exposed).
+            self.out[o as usize].absorb(now);
             let op = &self.out[o as usize];
             if op.req_head == NIL || op.down || served[(o - base) as usize] {
                 continue;
@@ -1590,6 +1614,9 @@ impl Network {
             o.free_private[v] -= from_private;
             shared_used = credits - from_private;
             o.free_shared -= shared_used as u32;
+            if self.vc_per_packet && !is_node_dest(o.to) {
+                o.vc_held |= 1u8 << v;
+            }
         }
         let (lat, saf, to) = (o.latency, o.saf, o.to);
         self.last_progress = now;
