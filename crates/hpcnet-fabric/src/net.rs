@@ -13,10 +13,15 @@
 //!   the head only with the tail.
 //! - **Head-of-line blocking**: only the head packet of each input VC competes for an output.
 //!   Routing happens once, when a packet becomes head; adaptive choices are made then.
-//! - **Output arbitration**: a policy of [`crate::arbiter`] (round robin over requesting input
-//!   VCs, or age-based) chooses among the input VCs requesting an output; the crossbar
-//!   is not a separate resource (its latency is part of `router.latency`); the Sunway tiled
-//!   crossbar's row/column buffers are not modelled individually.
+//! - **Switch allocation**: a policy of [`crate::arbiter`] (round robin over requesting input
+//!   VCs, or age-based) chooses among the input VCs requesting an output, or a separable
+//!   allocator of [`crate::alloc`] (iSLIP, input-first, output-first) matches a router's free
+//!   outputs with its inputs at once. At most `router.input_speedup` packets are read out of one
+//!   input port at a time (default 1, the input-queued router); with `router.output_speedup`
+//!   above 1 an output buffers packets for its link. With `router.vc_allocation = "per_packet"`
+//!   a downstream VC carries one packet at a time until its credits return. The crossbar is not
+//!   a separate resource (its latency is part of `router.latency`); the Sunway tiled crossbar's
+//!   row/column buffers are not modelled individually.
 //! - **One pending event per resource**: an output port schedules at most one arbitration; a
 //!   packet has at most one pending event (arrival or delivery).
 //! - **Endpoints**: each node rail has an injection queue without limit and an output port with
