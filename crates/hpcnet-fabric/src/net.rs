@@ -1237,6 +1237,9 @@ impl Network {
         if self.in_speedup == 0 {
             return SimTime::ZERO;
         }
+        if self.in_speedup == 1 && !self.mcast_seen {
+            return self.in_free[(qi >> self.vc_shift) as usize];
+        }
         self.input_ready_slow(qi)
     }
 
@@ -1252,8 +1255,17 @@ impl Network {
 
     /// A packet of router queue `qi` crosses the crossbar until `until`: it holds the input
     /// port's earliest free read slot until then.
-    #[inline(never)]
+    #[inline(always)]
     fn occupy_input(&mut self, qi: u32, id: PacketId, until: SimTime) {
+        if self.in_speedup == 1 && !self.mcast_seen {
+            self.in_free[(qi >> self.vc_shift) as usize] = until;
+            return;
+        }
+        self.occupy_input_slow(qi, id, until);
+    }
+
+    #[inline(never)]
+    fn occupy_input_slow(&mut self, qi: u32, id: PacketId, until: SimTime) {
         if self.mcast_seen && self.pkt(id).flags & F_MCAST != 0 {
             return;
         }
@@ -1268,10 +1280,11 @@ impl Network {
     /// holds one of its credit-fitting requests frees a crossbar read slot, if any is busy.
     #[cold]
     #[inline(never)]
-    fn input_wait(&self, oi: u32, now: SimTime) -> Option<SimTime> {
+    fn input_wait(&self, oi: u32, now: SimTime) -> (Option<SimTime>, bool) {
         let o = &self.out[oi as usize];
         let mut cur = o.req_head;
         let mut best: Option<SimTime> = None;
+        let mut credit_blocked = false;
         while cur != NIL {
             let r = &self.inq.q[cur as usize];
             if Self::request_fits(o, r) {
@@ -1279,10 +1292,27 @@ impl Network {
                 if t > now && best.is_none_or(|b| t < b) {
                     best = Some(t);
                 }
+            } else {
+                credit_blocked = true;
             }
             cur = r.req_next;
         }
-        best
+        (best, credit_blocked)
+    }
+
+    /// Output `oi` found no request it can serve now: look again when the first busy input
+    /// holding a credit-fitting request frees, and when credits return if a request waits for
+    /// them (only then: a port woken by every credit return would decide in vain).
+    #[cold]
+    #[inline(never)]
+    fn wait_inputs_or_credits<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, oi: u32) {
+        let (t, credit_blocked) = self.input_wait(oi, q.now());
+        if let Some(t) = t {
+            self.wake_at(q, self.port_origin(oi), oi, t);
+        }
+        if credit_blocked || t.is_none() {
+            self.starve(q, oi);
+        }
     }
 
     /// The earliest time router or node output `oi` may grant its next packet: when its link
@@ -1400,11 +1430,10 @@ impl Network {
             }
             let Some(qi) = self.pick_request(o, now) else {
                 if self.in_speedup != 0 {
-                    if let Some(t) = self.input_wait(oi, now) {
-                        self.wake_at(q, self.port_origin(oi), oi, t);
-                    }
+                    self.wait_inputs_or_credits(q, oi);
+                } else {
+                    self.starve(q, oi);
                 }
-                self.starve(q, oi);
                 return None;
             };
             if o.lk & LK_REPLAY != 0 && self.replay_stalls(q, oi, qi, now) {
@@ -1538,10 +1567,7 @@ impl Network {
                     self.starve(q, o);
                 }
             } else {
-                if let Some(t) = self.input_wait(o, now) {
-                    self.wake_at(q, self.port_origin(o), o, t);
-                }
-                self.starve(q, o);
+                self.wait_inputs_or_credits(q, o);
             }
         }
         self.alloc_reqs = reqs;
@@ -1657,6 +1683,17 @@ impl Network {
         if !is_node && !self.inq.is_empty(qi) {
             let router = self.router_of[(qi >> self.vc_shift) as usize];
             kick = self.new_head(q, qi, router);
+            if let Some(k) = kick {
+                // The new head shares the input port the packet is still being read out of: with
+                // one read slot it cannot cross before that ends, so its output looks again
+                // then instead of failing now (an output with other requests that could go now
+                // already has its own decision pending).
+                let free = self.input_ready(qi);
+                if self.in_speedup == 1 && free > now && self.matcher.is_none() {
+                    self.wake_at(q, self.port_origin(k), k, free);
+                    kick = None;
+                }
+            }
         }
         // More work for this port once the link is free.
         let o = &self.out[oi as usize];
