@@ -6,7 +6,7 @@
 //! port may be matched up to its free crossbar read slots (`router.input_speedup`), an output
 //! port once. Arbiters are round robin with a pointer per output (over input ports) and per
 //! input (over output ports), kept between decisions. Policies (Dally & Towles, *Principles and
-//! Practices of Interconnection Networks*, §19.3–19.4; McKeown, "The iSLIP scheduling
+//! Practices of Interconnection Networks*, ch. 19; McKeown, "The iSLIP scheduling
 //! algorithm", IEEE/ACM ToN 1999):
 //! - **iSLIP**: each unmatched output grants the requesting input nearest its pointer; each
 //!   input accepts the grant nearest its pointer; pointers move one past the match only for

@@ -276,7 +276,7 @@ pub struct RouterConfig {
     /// downstream VC buffer as its credits allow, the virtual cut-through rule). `per_packet`:
     /// a packet must win a free output VC at each hop; the VC is held by that one packet until
     /// its tail has left the downstream buffer and the credits are back (the flit-level
-    /// routers' rule, Dally & Towles §16).
+    /// routers' rule, Dally & Towles ch. 13).
     #[serde(default)]
     pub vc_allocation: VcAllocation,
     /// The pipeline stages that make up `latency`, if given: route computation, VC allocation,

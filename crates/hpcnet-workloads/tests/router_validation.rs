@@ -2,10 +2,9 @@
 //! shipped 8 × 8 and 8 × 8 × 8 tori and the 4-ary 3-tree under uniform traffic, a router with
 //! input speedup 1 and a one-iteration iSLIP allocator saturates well below the channel-load
 //! bound, and its saturation throughput grows with more VCs and with input speedup (Dally &
-//! Towles, *Principles and Practices of Interconnection Networks*: Fig. 17.3/§17.1 for the
-//! input-queued switch limited by head-of-line blocking, ≈ 0.59 of capacity for one FIFO per
-//! input, rising with more queues per input and with speedup; Fig. 16.x for throughput rising
-//! with VCs; McKeown 1999 for iSLIP-1).
+//! Towles, *Principles and Practices of Interconnection Networks*, ch. 13 and 17: throughput
+//! rising with VCs and with speedup; Karol, Hluchyj & Morgan 1987: one FIFO per input
+//! saturates at 2 − √2 ≈ 0.586 of capacity under uniform traffic; McKeown 1999 for iSLIP).
 //!
 //! Saturation throughput is measured as the accepted load at offered load 1.0 (every source
 //! always has packets), as a fraction of the channel-load bound the run reports.
