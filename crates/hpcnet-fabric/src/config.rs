@@ -267,7 +267,7 @@ pub struct RouterConfig {
     /// own (the policy `arbitration` names); `islip`, `separable_input_first` and
     /// `separable_output_first` match a router's inputs and outputs together. Default: the
     /// `arbitration` policy.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocator: Option<Allocator>,
     /// Iterations of the iSLIP allocator (default 1).
     #[serde(default = "d_speedup")]
@@ -282,13 +282,13 @@ pub struct RouterConfig {
     /// The pipeline stages that make up `latency`, if given: route computation, VC allocation,
     /// switch allocation and switch traversal. Those given must sum to `latency` (missing
     /// stages count 0); the model applies the sum once, from head arrival to the request.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route_latency: Option<SimTime>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vc_alloc_latency: Option<SimTime>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub switch_alloc_latency: Option<SimTime>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traversal_latency: Option<SimTime>,
 }
 
