@@ -10,9 +10,8 @@
 //!
 //! Policies: round robin (the first fitting request from the pointer) and age (the fitting
 //! request whose head packet is oldest; ties keep scan order). Separable allocators that match
-//! inputs and outputs over several iterations (iSLIP, wavefront) need the requests of every
-//! output of a router at once; they belong beside these as another implementation of the
-//! network's decision step.
+//! inputs and outputs over several iterations (iSLIP and others) need the requests of every
+//! output of a router at once: they are [`crate::alloc`].
 
 use hpcnet_des::SimTime;
 

@@ -4,6 +4,7 @@
 //! Every struct denies unknown keys and documents its defaults; [`FabricConfig::validate`] checks
 //! cross-field constraints against the built topology and names the offending key and both values.
 
+pub use crate::alloc::Allocator;
 use crate::faults::{FaultEvent, RandomFaults};
 use crate::topology::{PortIdx, RouterId, Shape, Topology};
 use hpcnet_des::{BitsPerSec, Bytes, SimTime};
@@ -252,6 +253,95 @@ pub struct RouterConfig {
     /// multicast routing tables, each replicating to any subset of the 40 ports").
     #[serde(default = "d_multicast_tables")]
     pub multicast_tables: u32,
+    /// Packets that may leave one input port at the same time, whatever their VCs (default 1:
+    /// the conventional input-queued router, one crossbar input per port). A value of at least
+    /// `vcs` removes the constraint.
+    #[serde(default = "d_speedup")]
+    pub input_speedup: u32,
+    /// Packets that may cross the crossbar into one output port per packet time (default 1:
+    /// the crossbar feeds the link directly). With `S > 1` the output holds up to `S − 1`
+    /// packets waiting for its link, so an input is freed while the link is still busy.
+    #[serde(default = "d_speedup")]
+    pub output_speedup: u32,
+    /// Switch allocator ([`crate::alloc`]): `round_robin` or `age` decide each output on its
+    /// own (the policy `arbitration` names); `islip`, `separable_input_first` and
+    /// `separable_output_first` match a router's inputs and outputs together. Default: the
+    /// `arbitration` policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocator: Option<Allocator>,
+    /// Iterations of the iSLIP allocator (default 1).
+    #[serde(default = "d_speedup")]
+    pub islip_iterations: u32,
+    /// Output-VC allocation (default `shared`: no allocation stage, packets share a
+    /// downstream VC buffer as its credits allow, the virtual cut-through rule). `per_packet`:
+    /// a packet must win a free output VC at each hop; the VC is held by that one packet until
+    /// its tail has left the downstream buffer and the credits are back (the flit-level
+    /// routers' rule, Dally & Towles ch. 13).
+    #[serde(default)]
+    pub vc_allocation: VcAllocation,
+    /// The pipeline stages that make up `latency`, if given: route computation, VC allocation,
+    /// switch allocation and switch traversal. Those given must sum to `latency` (missing
+    /// stages count 0); the model applies the sum once, from head arrival to the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_latency: Option<SimTime>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vc_alloc_latency: Option<SimTime>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch_alloc_latency: Option<SimTime>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traversal_latency: Option<SimTime>,
+}
+
+/// How a packet obtains its downstream VC (`router.vc_allocation`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum VcAllocation {
+    /// No allocation: packets share a VC buffer as its credits allow.
+    #[default]
+    Shared,
+    /// One packet per VC buffer at a time, held until its credits return.
+    PerPacket,
+}
+
+fn d_speedup() -> u32 {
+    1
+}
+
+impl RouterConfig {
+    /// The switch allocator in force: `allocator` if given, else the `arbitration` policy.
+    pub fn switch_allocator(&self) -> Allocator {
+        self.allocator.unwrap_or(match self.arbitration {
+            Arbitration::RoundRobin => Allocator::RoundRobin,
+            Arbitration::Age => Allocator::Age,
+        })
+    }
+}
+
+impl Default for RouterConfig {
+    /// Every key at its documented default (code that builds configurations; scenario files
+    /// get the same defaults from serde).
+    fn default() -> Self {
+        RouterConfig {
+            vcs: d_vcs(),
+            credit_unit: d_credit_unit(),
+            private_credits: d_private(),
+            shared_credits: 0,
+            latency: d_latency(),
+            arbitration: Arbitration::default(),
+            vc_select: VcSelect::default(),
+            node_injection: NodeInjection::default(),
+            multicast_tables: d_multicast_tables(),
+            input_speedup: d_speedup(),
+            output_speedup: d_speedup(),
+            allocator: None,
+            islip_iterations: d_speedup(),
+            vc_allocation: VcAllocation::default(),
+            route_latency: None,
+            vc_alloc_latency: None,
+            switch_alloc_latency: None,
+            traversal_latency: None,
+        }
+    }
 }
 
 fn d_multicast_tables() -> u32 {
@@ -657,6 +747,58 @@ impl FabricConfig {
             if v > MAX_CREDITS {
                 return Err(ConfigError::new(key, format!("must be at most {MAX_CREDITS}, got {v}")));
             }
+        }
+        for (key, v) in [
+            ("router.input_speedup", r.input_speedup),
+            ("router.output_speedup", r.output_speedup),
+        ] {
+            if v == 0 {
+                return Err(ConfigError::new(
+                    key,
+                    "must be at least 1 (packets a port moves through the crossbar at once)",
+                ));
+            }
+            if v > 64 {
+                return Err(ConfigError::new(key, format!("must be at most 64, got {v}")));
+            }
+        }
+        if r.islip_iterations == 0 || r.islip_iterations > 64 {
+            return Err(ConfigError::new(
+                "router.islip_iterations",
+                format!("must be between 1 and 64, got {}", r.islip_iterations),
+            ));
+        }
+        let stages = [
+            ("route_latency", r.route_latency),
+            ("vc_alloc_latency", r.vc_alloc_latency),
+            ("switch_alloc_latency", r.switch_alloc_latency),
+            ("traversal_latency", r.traversal_latency),
+        ];
+        if stages.iter().any(|(_, v)| v.is_some()) {
+            let sum = stages
+                .iter()
+                .fold(SimTime::ZERO, |a, (_, v)| a + v.unwrap_or(SimTime::ZERO));
+            if sum != r.latency {
+                let parts: Vec<String> = stages
+                    .iter()
+                    .filter_map(|(k, v)| v.map(|t| format!("{k} {t}")))
+                    .collect();
+                return Err(ConfigError::new(
+                    "router.latency",
+                    format!(
+                        "is {} but the pipeline stages sum to {} ({}); they must agree",
+                        r.latency,
+                        sum,
+                        parts.join(" + ")
+                    ),
+                ));
+            }
+        }
+        if r.allocator == Some(Allocator::RoundRobin) && r.arbitration == Arbitration::Age {
+            return Err(ConfigError::new(
+                "router.allocator",
+                "'round_robin' conflicts with router.arbitration = 'age'; set one of the two",
+            ));
         }
         let per_vc = u64::from(r.private_credits) + u64::from(r.shared_credits);
         if per_vc < need {

@@ -8,6 +8,8 @@
 //!   (up*/down* reconstruction, the NICEVT torus first/last-step bypass);
 //! - [`routing`]: routing functions and tables, VC classes and deadlock schemes;
 //! - [`arbiter`]: output arbitration policies;
+//! - [`alloc`]: separable switch allocators (iSLIP, input-first, output-first) matching a
+//!   router's inputs and outputs;
 //! - [`net`]: the packet-level simulator (input-buffered routers, credits, links) and the
 //!   [`Endpoints`] seam through which it hands packets to NICs or traffic collectors;
 //! - [`linkerr`]: link-level reliability (bit errors, CRC, go-back-N retransmission from a
@@ -15,6 +17,7 @@
 //! - [`packet`]: the packet record;
 //! - [`multicast`]: the routers' multicast tables and how a group's tables are computed.
 
+pub mod alloc;
 pub mod arbiter;
 pub mod config;
 pub mod faults;

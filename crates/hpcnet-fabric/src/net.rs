@@ -13,10 +13,15 @@
 //!   the head only with the tail.
 //! - **Head-of-line blocking**: only the head packet of each input VC competes for an output.
 //!   Routing happens once, when a packet becomes head; adaptive choices are made then.
-//! - **Output arbitration**: a policy of [`crate::arbiter`] (round robin over requesting input
-//!   VCs, or age-based) chooses among the input VCs requesting an output; the crossbar
-//!   is not a separate resource (its latency is part of `router.latency`); the Sunway tiled
-//!   crossbar's row/column buffers are not modelled individually.
+//! - **Switch allocation**: a policy of [`crate::arbiter`] (round robin over requesting input
+//!   VCs, or age-based) chooses among the input VCs requesting an output, or a separable
+//!   allocator of [`crate::alloc`] (iSLIP, input-first, output-first) matches a router's free
+//!   outputs with its inputs at once. At most `router.input_speedup` packets are read out of one
+//!   input port at a time (default 1, the input-queued router); with `router.output_speedup`
+//!   above 1 an output buffers packets for its link. With `router.vc_allocation = "per_packet"`
+//!   a downstream VC carries one packet at a time until its credits return. The crossbar is not
+//!   a separate resource (its latency is part of `router.latency`); the Sunway tiled crossbar's
+//!   row/column buffers are not modelled individually.
 //! - **One pending event per resource**: an output port schedules at most one arbitration; a
 //!   packet has at most one pending event (arrival or delivery).
 //! - **Endpoints**: each node rail has an injection queue without limit and an output port with
@@ -36,8 +41,9 @@
 //!   and are repaired during the run; packets in a failed component are lost, routers learn of
 //!   it after `faults.detection` and recomputed tables follow after `faults.table_update`.
 
+use crate::alloc::{Allocator, Matcher, Request as AllocRequest};
 use crate::arbiter::{Age, OutputArbiter, Request as ArbRequest, RoundRobin};
-use crate::config::{Arbitration, FabricConfig, Switching, MAX_VCS};
+use crate::config::{FabricConfig, Switching, MAX_VCS};
 use crate::linkerr::{LinkLayer, LK_FRESH, LK_REPLAY};
 use crate::multicast::{MulticastError, MulticastRoute, Tables};
 use crate::packet::{Packet, PacketId, F_GHOST, F_MCAST};
@@ -143,6 +149,9 @@ struct OutPort {
     free_shared: u32,
     /// Credits on their way back: (arrival time, vc, private, shared), absorbed when due.
     returning: Vec<(SimTime, u8, u16, u16)>,
+    /// Downstream VCs held by one packet each (`router.vc_allocation = "per_packet"`; bit v:
+    /// VC v), released when that packet's credits come back.
+    vc_held: u8,
     /// Earliest arrival time in `returning` (MAX when empty): readers skip the list while no
     /// credits are due (adaptive routing asks every candidate port, 18 on the Sunway fabric).
     ret_min: SimTime,
@@ -174,6 +183,12 @@ struct OutPort {
     down: bool,
     /// Event origin of the component owning the port (its router, or its node).
     origin: u32,
+}
+
+/// Whether `to` is a node (ejection, or a node's rail seen from its router).
+#[inline(always)]
+fn is_node_dest(to: Dest) -> bool {
+    matches!(to, Dest::Node)
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -328,6 +343,28 @@ pub struct Network {
     fault_cut: bool,
     /// The run's seed ([`Network::set_seed`]), for random failures.
     seed: u64,
+    /// Crossbar read slots of each router input port (`router.input_speedup` per port, flat):
+    /// the time each is free again. Empty when the speedup is at least the VC count (then the
+    /// constraint can never bind and the hot path skips it).
+    in_free: Vec<SimTime>,
+    /// `router.input_speedup` when `in_free` is used.
+    in_speedup: u32,
+    /// The separable switch allocator (`router.allocator` islip, separable_*), or None for a
+    /// per-output policy.
+    matcher: Option<Box<Matcher>>,
+    /// `router.vc_allocation = "per_packet"`: a granted packet holds its downstream VC.
+    vc_per_packet: bool,
+    /// Per-output policy is age (`router.allocator` / `router.arbitration`).
+    by_age: bool,
+    /// Scratch of the separable allocator (reused: no allocation per decision).
+    alloc_reqs: Vec<AllocRequest>,
+    alloc_out: Vec<AllocRequest>,
+    alloc_served: Vec<bool>,
+    /// Outputs to arbitrate after a decision that served several packets.
+    kicks: Vec<u32>,
+    /// Packets an output holds waiting for its link besides the one on it
+    /// (`router.output_speedup − 1`).
+    out_backlog: u64,
 }
 
 struct PortCredits<'a> {
@@ -393,6 +430,7 @@ impl OutPort {
             if t <= now {
                 self.free_private[vc as usize] += p;
                 self.free_shared += sh as u32;
+                self.vc_held &= !(1u8 << vc);
                 self.returning.swap_remove(i);
             } else {
                 min = min.min(t);
@@ -425,6 +463,7 @@ impl Network {
             free_private,
             free_shared: cfg.router.shared_credits,
             returning: Vec::new(),
+            vc_held: 0,
             ret_min: SimTime::MAX,
             arb_at: SimTime::MAX,
             starved: false,
@@ -545,7 +584,33 @@ impl Network {
             faults: None,
             fault_cut: false,
             seed: 0,
+            in_free: Vec::new(),
+            in_speedup: 0,
+            matcher: None,
+            vc_per_packet: false,
+            by_age: false,
+            alloc_reqs: Vec::new(),
+            alloc_out: Vec::new(),
+            alloc_served: Vec::new(),
+            kicks: Vec::new(),
+            out_backlog: 0,
         };
+        let s_in = net.cfg.router.input_speedup.max(1);
+        if s_in < net.vcs {
+            net.in_speedup = s_in;
+            net.in_free = vec![SimTime::ZERO; (total * s_in) as usize];
+        }
+        net.out_backlog = u64::from(net.cfg.router.output_speedup.max(1) - 1);
+        let allocator = net.cfg.router.switch_allocator();
+        net.by_age = allocator == Allocator::Age;
+        net.vc_per_packet = net.cfg.router.vc_allocation == crate::config::VcAllocation::PerPacket;
+        if allocator.separable() {
+            net.matcher = Some(Box::new(Matcher::new(
+                allocator,
+                net.cfg.router.islip_iterations,
+                total as usize,
+            )));
+        }
         net.set_seed(0);
         net.init_faults()?;
         Ok(net)
@@ -1096,6 +1161,9 @@ impl Network {
         let mut next = first;
         while let Some(o) = next {
             next = self.arbitrate(q, o, ep);
+            if next.is_none() {
+                next = self.kicks.pop();
+            }
         }
     }
 
@@ -1109,6 +1177,9 @@ impl Network {
             Dest::None => false,
             Dest::Router { .. } => {
                 let need = p.credits as u32;
+                if o.vc_held & (1u8 << p.vc) != 0 {
+                    return false;
+                }
                 let private = o.free_private[p.vc as usize] as u32;
                 if self.routing.uses_bubble() {
                     private >= need + self.bubble_credits
@@ -1124,6 +1195,9 @@ impl Network {
     fn request_fits(o: &OutPort, r: &Fifo) -> bool {
         match o.to {
             Dest::Router { .. } => {
+                if o.vc_held & (1u8 << r.vc) != 0 {
+                    return false;
+                }
                 let private = o.free_private[r.vc as usize] as u32;
                 if r.private_only {
                     private >= r.need
@@ -1141,16 +1215,116 @@ impl Network {
     /// arbitration policy ([`crate::arbiter`]), scanning the requests in arrival order from the
     /// round-robin pointer `rr_q`.
     #[inline(always)]
-    fn pick_request(&self, o: &OutPort) -> Option<u32> {
+    fn pick_request(&self, o: &OutPort, now: SimTime) -> Option<u32> {
         // One requester (the common case below saturation; the caller checked the list is not
         // empty): no scan, no policy.
         if o.req_head == o.req_tail {
             let qi = o.req_head;
-            return Self::request_fits(o, &self.inq.q[qi as usize]).then_some(qi);
+            return (Self::request_fits(o, &self.inq.q[qi as usize]) && self.input_ready(qi) <= now).then_some(qi);
         }
-        match self.cfg.router.arbitration {
-            Arbitration::RoundRobin => self.scan_requests(o, RoundRobin),
-            Arbitration::Age => self.pick_by_age(o),
+        if self.by_age {
+            self.pick_by_age(o, now)
+        } else {
+            self.scan_requests(o, RoundRobin, now)
+        }
+    }
+
+    /// When a crossbar read slot of the input port of router queue `qi` is next free (zero
+    /// when the port has no input constraint, `router.input_speedup` ≥ `vcs`). A multicast
+    /// head is replicated in the crossbar from one read of its input and is not held back.
+    #[inline(always)]
+    fn input_ready(&self, qi: u32) -> SimTime {
+        if self.in_speedup == 0 {
+            return SimTime::ZERO;
+        }
+        if self.in_speedup == 1 && !self.mcast_seen {
+            return self.in_free[(qi >> self.vc_shift) as usize];
+        }
+        self.input_ready_slow(qi)
+    }
+
+    #[inline(never)]
+    fn input_ready_slow(&self, qi: u32) -> SimTime {
+        if self.mcast_seen && self.pkt(self.inq.q[qi as usize].head).flags & F_MCAST != 0 {
+            return SimTime::ZERO;
+        }
+        let s = self.in_speedup as usize;
+        let g = (qi >> self.vc_shift) as usize * s;
+        self.in_free[g..g + s].iter().copied().min().unwrap_or(SimTime::ZERO)
+    }
+
+    /// A packet of router queue `qi` crosses the crossbar until `until`: it holds the input
+    /// port's earliest free read slot until then.
+    #[inline(always)]
+    fn occupy_input(&mut self, qi: u32, id: PacketId, until: SimTime) {
+        if self.in_speedup == 1 && !self.mcast_seen {
+            self.in_free[(qi >> self.vc_shift) as usize] = until;
+            return;
+        }
+        self.occupy_input_slow(qi, id, until);
+    }
+
+    #[inline(never)]
+    fn occupy_input_slow(&mut self, qi: u32, id: PacketId, until: SimTime) {
+        if self.mcast_seen && self.pkt(id).flags & F_MCAST != 0 {
+            return;
+        }
+        let s = self.in_speedup as usize;
+        let g = (qi >> self.vc_shift) as usize * s;
+        if let Some(slot) = self.in_free[g..g + s].iter_mut().min() {
+            *slot = until;
+        }
+    }
+
+    /// Output `oi` found no request it can serve now: the earliest time an input port that
+    /// holds one of its credit-fitting requests frees a crossbar read slot, if any is busy.
+    #[cold]
+    #[inline(never)]
+    fn input_wait(&self, oi: u32, now: SimTime) -> (Option<SimTime>, bool) {
+        let o = &self.out[oi as usize];
+        let mut cur = o.req_head;
+        let mut best: Option<SimTime> = None;
+        let mut credit_blocked = false;
+        while cur != NIL {
+            let r = &self.inq.q[cur as usize];
+            if Self::request_fits(o, r) {
+                let t = self.input_ready(cur);
+                if t > now && best.is_none_or(|b| t < b) {
+                    best = Some(t);
+                }
+            } else {
+                credit_blocked = true;
+            }
+            cur = r.req_next;
+        }
+        (best, credit_blocked)
+    }
+
+    /// Output `oi` found no request it can serve now: look again when the first busy input
+    /// holding a credit-fitting request frees, and when credits return if a request waits for
+    /// them (only then: a port woken by every credit return would decide in vain).
+    #[cold]
+    #[inline(never)]
+    fn wait_inputs_or_credits<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, oi: u32) {
+        let (t, credit_blocked) = self.input_wait(oi, q.now());
+        if let Some(t) = t {
+            self.wake_at(q, self.port_origin(oi), oi, t);
+        }
+        if credit_blocked || t.is_none() {
+            self.starve(q, oi);
+        }
+    }
+
+    /// The earliest time router or node output `oi` may grant its next packet: when its link
+    /// is free, or, with `router.output_speedup` S > 1 on a router output, when at most
+    /// S − 1 packets of the size it last sent are still ahead on the link.
+    #[inline(always)]
+    fn grant_gate(&self, oi: u32) -> SimTime {
+        let o = &self.out[oi as usize];
+        if self.out_backlog == 0 || oi >= self.router_ports {
+            o.busy_until
+        } else {
+            o.busy_until.saturating_sub(o.ser_memo.1 * self.out_backlog)
         }
     }
 
@@ -1159,13 +1333,13 @@ impl Network {
     /// when every policy's loop was copied into each).
     #[cold]
     #[inline(never)]
-    fn pick_by_age(&self, o: &OutPort) -> Option<u32> {
-        self.scan_requests(o, Age::default())
+    fn pick_by_age(&self, o: &OutPort, now: SimTime) -> Option<u32> {
+        self.scan_requests(o, Age::default(), now)
     }
 
     /// Offer the requests of `o`, from the round-robin pointer on, cyclically, to `arb`.
     #[inline(always)]
-    fn scan_requests<A: OutputArbiter>(&self, o: &OutPort, mut arb: A) -> Option<u32> {
+    fn scan_requests<A: OutputArbiter>(&self, o: &OutPort, mut arb: A, now: SimTime) -> Option<u32> {
         let recs = &self.inq.q;
         let start = if o.rr_q == NIL { o.req_head } else { o.rr_q };
         let mut cur = start;
@@ -1173,7 +1347,7 @@ impl Network {
             let r = &recs[cur as usize];
             let req = ArbRequest {
                 queue: cur,
-                fits: Self::request_fits(o, r),
+                fits: Self::request_fits(o, r) && self.input_ready(cur) <= now,
                 created: if A::NEEDS_AGE {
                     self.pkt(r.head).created
                 } else {
@@ -1207,11 +1381,14 @@ impl Network {
             return None;
         }
         if o.busy_until > now {
-            let t = o.busy_until;
-            self.wake_at(q, self.port_origin(oi), oi, t);
-            return None;
+            let t = self.grant_gate(oi);
+            if t > now {
+                self.wake_at(q, self.port_origin(oi), oi, t);
+                return None;
+            }
         }
         // Absorb credits that have arrived by now.
+        let o = &mut self.out[oi as usize];
         o.absorb(now);
         let o = &self.out[oi as usize];
         let is_node = oi >= self.router_ports;
@@ -1248,33 +1425,171 @@ impl Network {
             if o.req_head == NIL {
                 return None;
             }
-            let Some(qi) = self.pick_request(o) else {
-                self.starve(q, oi);
+            if self.matcher.is_some() {
+                return self.allocate_router(q, oi, ep);
+            }
+            let Some(qi) = self.pick_request(o, now) else {
+                if self.in_speedup != 0 {
+                    self.wait_inputs_or_credits(q, oi);
+                } else {
+                    self.starve(q, oi);
+                }
                 return None;
             };
             if o.lk & LK_REPLAY != 0 && self.replay_stalls(q, oi, qi, now) {
                 return None;
             }
-            // Unlink the served request; round robin resumes at the one after it.
-            let o = &mut self.out[oi as usize];
-            let recs = &mut self.inq.q;
-            let (next, prev, vc) = {
-                let r = &recs[qi as usize];
-                (r.req_next, r.req_prev, r.vc)
-            };
-            if prev == NIL {
-                o.req_head = next;
-            } else {
-                recs[prev as usize].req_next = next;
-            }
-            if next == NIL {
-                o.req_tail = prev;
-            } else {
-                recs[next as usize].req_prev = prev;
-            }
-            o.rr_q = next;
-            (qi, vc)
+            (qi, self.unlink_served(oi, qi))
         };
+        self.send_from(q, oi, qi, out_vc, ep)
+    }
+
+    /// Unlink the request of queue `qi` from router output `oi` (it is being served); round
+    /// robin resumes at the one after it. Returns the downstream VC it asked for.
+    #[inline(always)]
+    fn unlink_served(&mut self, oi: u32, qi: u32) -> u8 {
+        let o = &mut self.out[oi as usize];
+        let recs = &mut self.inq.q;
+        let (next, prev, vc) = {
+            let r = &recs[qi as usize];
+            (r.req_next, r.req_prev, r.vc)
+        };
+        if prev == NIL {
+            o.req_head = next;
+        } else {
+            recs[prev as usize].req_next = next;
+        }
+        if next == NIL {
+            o.req_tail = prev;
+        } else {
+            recs[next as usize].req_prev = prev;
+        }
+        o.rr_q = next;
+        vc
+    }
+
+    /// A separable allocator's decision at the router of output `oi`: every output of that
+    /// router whose link can take a packet now offers its requests (those that fit downstream
+    /// and whose input port has a free read slot, from the output's round-robin pointer on);
+    /// the [`Matcher`] matches inputs to outputs and each match is served. Outputs left with
+    /// requests wait for an input to free, or for credits. Returns an output to arbitrate
+    /// next (the others go to `kicks`).
+    #[inline(never)]
+    fn allocate_router<E: From<NetEvent>, S: Endpoints>(
+        &mut self,
+        q: &mut EventQueue<E>,
+        oi: u32,
+        ep: &mut S,
+    ) -> Option<u32> {
+        let now = q.now();
+        let router = self.router_of[oi as usize];
+        let base = self.port_base[router.index()];
+        let end = self.port_base[router.index() + 1];
+        let radix = (end - base) as u16;
+        let mut reqs = std::mem::take(&mut self.alloc_reqs);
+        let mut matched = std::mem::take(&mut self.alloc_out);
+        reqs.clear();
+        matched.clear();
+        for o in base..end {
+            let op = &mut self.out[o as usize];
+            if op.down || op.req_head == NIL || op.lk != 0 || self.grant_gate(o) > now {
+                // Links with a replay buffer or in fallback decide on their own (below).
+                continue;
+            }
+            let op = &mut self.out[o as usize];
+            op.absorb(now);
+            let op = &self.out[o as usize];
+            let start = if op.rr_q == NIL { op.req_head } else { op.rr_q };
+            let mut cur = start;
+            loop {
+                let r = &self.inq.q[cur as usize];
+                if Self::request_fits(op, r) && self.input_ready(cur) <= now {
+                    reqs.push(AllocRequest {
+                        input: ((cur >> self.vc_shift) - base) as u16,
+                        output: (o - base) as u16,
+                        queue: cur,
+                    });
+                }
+                cur = if r.req_next == NIL { op.req_head } else { r.req_next };
+                if cur == start {
+                    break;
+                }
+            }
+        }
+        let in_free = &self.in_free;
+        let s = self.in_speedup as usize;
+        let vcs = self.vcs as u8;
+        let cap = |i: u16| -> u8 {
+            if s == 0 {
+                vcs
+            } else {
+                let g = (base as usize + i as usize) * s;
+                in_free[g..g + s].iter().filter(|&&t| t <= now).count() as u8
+            }
+        };
+        self.matcher
+            .as_mut()
+            .expect("a separable allocator")
+            .allocate(base, radix, &reqs, cap, &mut matched);
+        let mut served = std::mem::take(&mut self.alloc_served);
+        served.clear();
+        served.resize(radix as usize, false);
+        for m in &matched {
+            let o = base + m.output as u32;
+            served[m.output as usize] = true;
+            let vc = self.unlink_served(o, m.queue);
+            if let Some(k) = self.send_from(q, o, m.queue, vc, ep) {
+                self.kicks.push(k);
+            }
+        }
+        // Outputs with requests that were not served: wait for an input, or for credits.
+        for o in base..end {
+            // Credits due by now count (an output may have gained its request after the
+            // offers above, from a head that a match exposed).
+            self.out[o as usize].absorb(now);
+            let op = &self.out[o as usize];
+            if op.req_head == NIL || op.down || served[(o - base) as usize] {
+                continue;
+            }
+            let gate = self.grant_gate(o);
+            if gate > now {
+                self.wake_at(q, self.port_origin(o), o, gate);
+            } else if op.lk != 0 {
+                // A replay-buffer link arbitrates by itself, round robin.
+                if let Some(qi) = self.pick_request(op, now) {
+                    if !self.replay_stalls(q, o, qi, now) {
+                        let vc = self.unlink_served(o, qi);
+                        if let Some(k) = self.send_from(q, o, qi, vc, ep) {
+                            self.kicks.push(k);
+                        }
+                    }
+                } else {
+                    self.starve(q, o);
+                }
+            } else {
+                self.wait_inputs_or_credits(q, o);
+            }
+        }
+        self.alloc_reqs = reqs;
+        self.alloc_out = matched;
+        self.alloc_served = served;
+        self.kicks.pop()
+    }
+
+    /// Send the head packet of queue `qi` (chosen by output `oi`, downstream VC `out_vc`):
+    /// timing, link layer, credits, the event at the other end. Returns the output the new
+    /// head of `qi` requests, to be arbitrated next.
+    #[inline(always)]
+    fn send_from<E: From<NetEvent>, S: Endpoints>(
+        &mut self,
+        q: &mut EventQueue<E>,
+        oi: u32,
+        qi: u32,
+        out_vc: u8,
+        ep: &mut S,
+    ) -> Option<u32> {
+        let now = q.now();
+        let is_node = oi >= self.router_ports;
         let (id, last) = if self.mcast_seen && !is_node {
             self.multicast_take_or_pop(qi, oi)
         } else {
@@ -1292,10 +1607,17 @@ impl Network {
             o.ser_memo = (size, ser);
             ser
         };
+        // The crossbar transfer (from the input buffer) starts when the tail could have arrived
+        // at the latest; the link transmission when the link is free too (later only with an
+        // output speedup, whose output buffer decouples the two).
         let start = now.max(tail_at.saturating_sub(ser));
+        if self.in_speedup != 0 && !is_node {
+            self.occupy_input(qi, id, start + ser);
+        }
+        let link_start = start.max(self.out[oi as usize].busy_until);
         if self.ghosts != 0 && self.packets[id as usize].flags & F_GHOST != 0 {
             // A corrupted copy in a cut-through receiver (it holds no input credits).
-            return self.ghost_granted(q, oi, qi, id, out_vc, start, ser);
+            return self.ghost_granted(q, oi, qi, id, out_vc, link_start, ser);
         }
         // Free the buffer the packet leaves, when its tail is out.
         if last {
@@ -1306,9 +1628,9 @@ impl Network {
         let bits = (size as u64) << 3;
         let sent = if o.lk == 0 && o.err_left >= bits {
             o.err_left -= bits;
-            start
+            link_start
         } else {
-            let sent = self.link_send(q, oi, id, out_vc, start, ser);
+            let sent = self.link_send(q, oi, id, out_vc, link_start, ser);
             o = &mut self.out[oi as usize];
             sent
         };
@@ -1323,6 +1645,9 @@ impl Network {
             o.free_private[v] -= from_private;
             shared_used = credits - from_private;
             o.free_shared -= shared_used as u32;
+            if self.vc_per_packet && !is_node_dest(o.to) {
+                o.vc_held |= 1u8 << v;
+            }
         }
         let (lat, saf, to) = (o.latency, o.saf, o.to);
         self.last_progress = now;
@@ -1358,6 +1683,17 @@ impl Network {
         if !is_node && !self.inq.is_empty(qi) {
             let router = self.router_of[(qi >> self.vc_shift) as usize];
             kick = self.new_head(q, qi, router);
+            if let Some(k) = kick {
+                // The new head shares the input port the packet is still being read out of: with
+                // one read slot it cannot cross before that ends, so its output looks again
+                // then instead of failing now (an output with other requests that could go now
+                // already has its own decision pending).
+                let free = self.input_ready(qi);
+                if self.in_speedup == 1 && free > now && self.matcher.is_none() {
+                    self.wake_at(q, self.port_origin(k), k, free);
+                    kick = None;
+                }
+            }
         }
         // More work for this port once the link is free.
         let o = &self.out[oi as usize];
@@ -1368,7 +1704,7 @@ impl Network {
             o.req_head != NIL
         };
         if more {
-            let t = o.busy_until;
+            let t = self.grant_gate(oi).max(now);
             self.wake_at(q, self.port_origin(oi), oi, t);
         }
         kick

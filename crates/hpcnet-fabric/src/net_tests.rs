@@ -8,8 +8,8 @@
 
 use super::*;
 use crate::config::{
-    DeadlockAvoidance, Encoding, FailedLink, FaultConfig, LinkConfig, NodeInjection, PacketConfig, RouterConfig,
-    RoutingConfig, TieRule, VcSelect,
+    Arbitration, DeadlockAvoidance, Encoding, FailedLink, FaultConfig, LinkConfig, NodeInjection, PacketConfig,
+    RouterConfig, RoutingConfig, TieRule, VcSelect,
 };
 use crate::topology::{build, CrossbarConfig, GridConfig, TopologyConfig};
 use hpcnet_des::Bytes;
@@ -46,6 +46,7 @@ fn fabric(routing: RoutingConfig, vcs: u8, private_credits: u32) -> FabricConfig
             vc_select: VcSelect::RoundRobin,
             node_injection: NodeInjection::PerVc,
             multicast_tables: 32,
+            ..RouterConfig::default()
         },
         packet: PacketConfig {
             header: Bytes(16),
@@ -505,4 +506,170 @@ fn a_jammed_ring_shows_its_wait_cycle_and_a_moving_packet_none() {
     let _ = q.pop().map(|(_, ev)| handle(&mut net, &mut q, ev));
     assert!(net.in_flight() > 0);
     assert!(net.deadlock_cycle().is_none());
+}
+
+/// Packet `tag` of `payload` bytes from `src` to `dst` on VC class `class`, queued now.
+fn send_on(net: &mut Network, q: &mut EventQueue<NetEvent>, tag: u64, src: u32, dst: u32, payload: u32, class: u8) {
+    let mut p = Packet::new(tag, NodeId(src), NodeId(dst), payload, 16, q.now());
+    p.class = class;
+    net.inject(q, p, &mut Collect::default()).unwrap();
+}
+
+/// Delivery times (ns) by tag of the input-port contention case: nodes 3 and 4 occupy the
+/// outputs to nodes 1 and 2 with one packet each (X, Y); node 0 sends a short packet Z, then A
+/// to node 1 on VC 1 and B to node 2 on VC 0. A waits for X's output and leaves at
+/// L + R + SER; B arrives on the other VC of the same input port while A is still being read
+/// out of it. Without an input constraint B leaves at once (two packets cross the crossbar
+/// from one input); with input speedup 1 it waits until A's tail has left the input.
+fn input_contention(input_speedup: u32) -> BTreeMap<u64, u64> {
+    let mut cfg = fabric(dor(DeadlockAvoidance::None), 2, 20);
+    cfg.router.vc_select = VcSelect::Packet;
+    cfg.router.input_speedup = input_speedup;
+    let mut net = Network::new(crossbar(6), cfg).unwrap();
+    let mut q = EventQueue::new();
+    send_on(&mut net, &mut q, 10, 3, 1, 256, 0); // X
+    send_on(&mut net, &mut q, 11, 4, 2, 256, 1); // Y
+    send_on(&mut net, &mut q, 1, 0, 5, 16, 0); // Z: 32 B, 32 ns
+    send_on(&mut net, &mut q, 2, 0, 1, 256, 1); // A
+    send_on(&mut net, &mut q, 3, 0, 2, 256, 0); // B
+    run_until_idle(&mut net, &mut q)
+        .into_iter()
+        .map(|d| (d.packet.tag, d.at.0 / 1000))
+        .collect()
+}
+
+#[test]
+fn input_speedup_one_lets_one_packet_leave_an_input_port_at_a_time() {
+    let z = 32;
+    let a_start = L + R + SER; // after X on the output to node 1
+                               // Without the constraint (speedup = VCs): B leaves when its head is routed.
+    let free = input_contention(2);
+    assert_eq!(free[&2], a_start + SER + L);
+    let b_routed = z + SER + L + R;
+    assert_eq!(free[&3], b_routed + SER + L);
+    // Input speedup 1: B waits for A's tail to leave the input port, whatever its VC.
+    let one = input_contention(1);
+    assert_eq!(one[&2], a_start + SER + L);
+    assert_eq!(one[&3], a_start + SER + SER + L);
+    // Everything else is the same, and every packet arrives exactly once.
+    for tag in [1, 10, 11] {
+        assert_eq!(one[&tag], free[&tag], "packet {tag}");
+    }
+    assert_eq!(one.len(), 5);
+}
+
+/// Output speedup 2: an output may take a second packet from another input while its link
+/// is still sending the first; that input is then free earlier. Nodes 2 and 0 both send to
+/// node 1 (node 0's packet second, behind a short one) and node 0 has a packet for node 3
+/// behind: with output speedup 1 that packet can leave only after node 0's packet for
+/// node 1, which waits for the shared output, has been read out of the input.
+#[test]
+fn output_speedup_lets_an_output_buffer_a_packet_while_its_link_is_busy() {
+    let run = |out_speedup: u32| {
+        let mut cfg = fabric(dor(DeadlockAvoidance::None), 2, 20);
+        cfg.router.vc_select = VcSelect::Packet;
+        cfg.router.output_speedup = out_speedup;
+        let mut net = Network::new(crossbar(4), cfg).unwrap();
+        let mut q = EventQueue::new();
+        send_on(&mut net, &mut q, 1, 2, 1, 256, 0);
+        send_on(&mut net, &mut q, 9, 0, 2, 16, 0); // 32 B: packet 2 arrives after packet 1
+        send_on(&mut net, &mut q, 2, 0, 1, 256, 1);
+        send_on(&mut net, &mut q, 3, 0, 3, 256, 0);
+        run_until_idle(&mut net, &mut q)
+            .into_iter()
+            .map(|d| (d.packet.tag, d.at.0 / 1000))
+            .collect::<BTreeMap<u64, u64>>()
+    };
+    let one = run(1);
+    let two = run(2);
+    // The shared output sends both packets back to back either way.
+    assert_eq!(one[&1], L + R + SER + L);
+    assert_eq!(one[&2], L + R + 2 * SER + L);
+    assert_eq!((two[&1], two[&2]), (one[&1], one[&2]));
+    // Node 0's packet for node 3: behind packet 2 on the input port. With speedup 1 packet 2
+    // crosses when the link frees (L + R + SER) and holds the input one serialisation; with
+    // speedup 2 it crosses into the output buffer as soon as it is routed.
+    let z = 32;
+    assert_eq!(one[&3], L + R + 2 * SER + SER + L);
+    assert_eq!(two[&3], z + L + R + SER + SER + L);
+    assert!(two[&3] < one[&3]);
+}
+
+/// With `vc_allocation = "per_packet"` a packet must win a free downstream VC: one VC holds one
+/// packet until its credits are back, so with one VC and ample credits the node sends one
+/// packet per credit round trip (2L + R + SER), as with room for a single packet; sharing the
+/// VC buffer lets it send back to back.
+#[test]
+fn per_packet_vc_allocation_holds_a_vc_until_its_credits_return() {
+    let period = 2 * L + R + SER;
+    let shared = injection_times(grid(&[2], 1, false), fabric(dor(DeadlockAvoidance::None), 1, 20), 4);
+    assert_eq!(shared, vec![0, SER, 2 * SER, 3 * SER]);
+    let mut cfg = fabric(dor(DeadlockAvoidance::None), 1, 20);
+    cfg.router.vc_allocation = crate::config::VcAllocation::PerPacket;
+    let held = injection_times(grid(&[2], 1, false), cfg, 4);
+    assert_eq!(held, vec![0, period, 2 * period, 3 * period]);
+}
+
+/// Every node of a 4 × 4 torus sends 30 packets to pseudo-random destinations at once, under
+/// each switch allocator and input speedup: every packet is delivered exactly once, and a
+/// second run gives the same delivery times.
+#[test]
+fn every_allocator_delivers_everything_once_and_repeats_exactly() {
+    use crate::config::Allocator;
+    let run = |alloc: Allocator, speedup: u32, vc_alloc: crate::config::VcAllocation| {
+        let mut cfg = fabric(dor(DeadlockAvoidance::Dateline), 2, 10);
+        cfg.router.allocator = Some(alloc);
+        cfg.router.islip_iterations = 2;
+        cfg.router.input_speedup = speedup;
+        cfg.router.vc_allocation = vc_alloc;
+        let mut net = Network::new(grid(&[4, 4], 1, true), cfg).unwrap();
+        let mut q = EventQueue::new();
+        let mut x: u64 = 12345;
+        let mut tag = 0;
+        for _ in 0..30 {
+            for src in 0..16u32 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let dst = ((x >> 33) % 15) as u32;
+                let dst = if dst >= src { dst + 1 } else { dst };
+                send(&mut net, &mut q, tag, NodeId(src), NodeId(dst));
+                tag += 1;
+            }
+        }
+        let d = run_until_idle(&mut net, &mut q);
+        let mut tags: Vec<u64> = d.iter().map(|d| d.packet.tag).collect();
+        tags.sort_unstable();
+        assert_eq!(
+            tags,
+            (0..tag).collect::<Vec<_>>(),
+            "{alloc:?}: each packet exactly once"
+        );
+        assert_eq!(net.in_flight(), 0);
+        d.iter().map(|d| (d.packet.tag, d.at.0)).collect::<Vec<_>>()
+    };
+    let mut ends = Vec::new();
+    for alloc in [
+        Allocator::RoundRobin,
+        Allocator::Age,
+        Allocator::Islip,
+        Allocator::SeparableInputFirst,
+        Allocator::SeparableOutputFirst,
+    ] {
+        for speedup in [1, 2] {
+            for vca in [
+                crate::config::VcAllocation::Shared,
+                crate::config::VcAllocation::PerPacket,
+            ] {
+                let a = run(alloc, speedup, vca);
+                assert_eq!(
+                    a,
+                    run(alloc, speedup, vca),
+                    "{alloc:?} speedup {speedup}: deterministic"
+                );
+                ends.push(a.iter().map(|x| x.1).max().unwrap());
+            }
+        }
+    }
+    // With round robin, one read slot per input makes this burst finish no earlier than with
+    // two (the constraint binds here; it is not a theorem for every pattern).
+    assert!(ends[0] >= ends[2], "{ends:?}");
 }

@@ -309,6 +309,7 @@ fn fabric(routing: RoutingConfig, vcs: u8) -> FabricConfig {
             vc_select: VcSelect::RoundRobin,
             node_injection: NodeInjection::PerVc,
             multicast_tables: 32,
+            ..RouterConfig::default()
         },
         packet: PacketConfig {
             header: Bytes(16),

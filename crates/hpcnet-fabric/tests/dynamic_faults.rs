@@ -51,6 +51,7 @@ fn fabric(routing: RoutingConfig, vcs: u8, private_credits: u32) -> FabricConfig
             vc_select: VcSelect::RoundRobin,
             node_injection: NodeInjection::PerVc,
             multicast_tables: 32,
+            ..RouterConfig::default()
         },
         packet: PacketConfig {
             header: Bytes(16),

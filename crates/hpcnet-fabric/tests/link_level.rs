@@ -44,6 +44,7 @@ fn fabric(latency_ns: u64, ber: f64) -> FabricConfig {
             vc_select: VcSelect::RoundRobin,
             node_injection: NodeInjection::PerVc,
             multicast_tables: 32,
+            ..RouterConfig::default()
         },
         packet: PacketConfig {
             header: Bytes(16),

@@ -1394,6 +1394,7 @@ pub fn line_world(nodes: u32, per_node: u32) -> hpcnet_nic::World {
             vc_select: VcSelect::RoundRobin,
             node_injection: NodeInjection::PerVc,
             multicast_tables: 32,
+            ..RouterConfig::default()
         },
         packet: PacketConfig::default(),
         routing: RoutingConfig::DimensionOrder {

@@ -1164,6 +1164,7 @@ pub fn doc_world() -> World {
             vc_select: VcSelect::RoundRobin,
             node_injection: NodeInjection::PerVc,
             multicast_tables: 32,
+            ..RouterConfig::default()
         },
         packet: PacketConfig::default(),
         routing: RoutingConfig::DimensionOrder {

@@ -38,6 +38,7 @@ fn fabric(faults: FaultConfig) -> FabricConfig {
             vc_select: VcSelect::RoundRobin,
             node_injection: NodeInjection::PerVc,
             multicast_tables: 32,
+            ..RouterConfig::default()
         },
         packet: PacketConfig {
             header: Bytes(24),

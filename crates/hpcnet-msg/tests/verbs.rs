@@ -33,6 +33,7 @@ fn fabric(routing: RoutingConfig, max_payload: u64) -> FabricConfig {
             vc_select: VcSelect::RoundRobin,
             node_injection: NodeInjection::PerVc,
             multicast_tables: 32,
+            ..RouterConfig::default()
         },
         packet: PacketConfig {
             header: Bytes(24),

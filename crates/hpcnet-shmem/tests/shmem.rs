@@ -65,6 +65,7 @@ fn torus_with(adaptive: bool, nic: NicConfig) -> World {
             },
             node_injection: NodeInjection::PerVc,
             multicast_tables: 32,
+            ..RouterConfig::default()
         },
         packet: PacketConfig {
             header: Bytes(16),
