@@ -24,8 +24,8 @@
 //! [`PostError::Unsupported`]. Not modelled: DMA read tags, per-packet engine and receive costs, link-level flow
 //! control and congestion trees (max-min fairness assumes ideal sharing), per-link overrides.
 //!
-//! Cost: O(F·L) per flow start or end (F flows in progress, L links they use), independent of
-//! message size — against O(bytes × hops) at packet level.
+//! Cost: O((L + F·h)·log L) per flow start or end (F flows in progress of h links each, L links
+//! they use), independent of message size — against O(bytes × hops) at packet level.
 
 use hpcnet_des::SimTime;
 use hpcnet_fabric::topology::NodeId;
@@ -270,8 +270,9 @@ impl FlowWorld {
     }
 
     /// Max-min fair rates of the flows in progress (progressive filling): repeatedly the link
-    /// with the least capacity left per unfrozen flow fixes the rate of its flows. O(L·R + F·h)
-    /// for L links in use, R distinct bottleneck levels, F flows of h links.
+    /// with the least capacity left per unfrozen flow fixes the rate of its flows. The links
+    /// wait in a heap keyed by that share (stale entries skipped), so one recomputation costs
+    /// O((L + F·h)·log L) for L links in use and F flows of h links.
     fn share(&mut self) {
         let nl = self.cap.len();
         let mut left = std::mem::take(&mut self.scratch_left);
@@ -293,20 +294,17 @@ impl FlowWorld {
                 on[l].push(fi);
             }
         }
-        used.sort_unstable();
+        // Shares are non-negative, so their IEEE bit patterns order like the values; ties go
+        // to the lower link index, as a scan in index order would.
+        let key = |left: f64, n: u32| (left.max(0.0) / f64::from(n)).to_bits();
+        let mut heap: BinaryHeap<Reverse<(u64, usize)>> =
+            used.iter().map(|&l| Reverse((key(left[l], count[l]), l))).collect();
         let mut rate: Vec<Option<f64>> = vec![None; flows.len()];
-        loop {
-            let mut best: Option<(f64, usize)> = None;
-            for &l in &used {
-                if count[l] == 0 {
-                    continue;
-                }
-                let s = left[l].max(0.0) / f64::from(count[l]);
-                if best.is_none_or(|(b, _)| s < b) {
-                    best = Some((s, l));
-                }
+        while let Some(Reverse((k, l))) = heap.pop() {
+            if count[l] == 0 || key(left[l], count[l]) != k {
+                continue;
             }
-            let Some((s, l)) = best else { break };
+            let s = f64::from_bits(k);
             for &fi in &on[l] {
                 if rate[fi].is_some() {
                     continue;
@@ -315,6 +313,9 @@ impl FlowWorld {
                 for &x in &flows[fi].links {
                     left[x] -= s;
                     count[x] -= 1;
+                    if x != l && count[x] > 0 {
+                        heap.push(Reverse((key(left[x], count[x]), x)));
+                    }
                 }
             }
         }
