@@ -85,7 +85,7 @@ const QUICK: Scale = Scale {
 
 const FULL: Scale = Scale {
     divisor: 16,
-    ft: Class::B,
+    ft: Class::A,
     lu: Class::A,
     ft_iterations: 2,
     lu_iterations: 3,
