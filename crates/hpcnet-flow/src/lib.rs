@@ -4,7 +4,8 @@
 //! layers (verbs, `hpcnet-mpi`) run on it unchanged. A message is a *flow*: after a start-up
 //! latency at the source NIC it moves its bytes over the links of its route (the fabric's own
 //! routing function, traced on the idle network) at a rate given by **max-min fairness** among all
-//! flows in progress (progressive filling, recomputed whenever a flow starts or ends); when its
+//! flows in progress (progressive filling, recomputed whenever a flow starts or ends, for the
+//! flows that share links with it directly or through others — the rest keep their rates); when its
 //! last byte has crossed, it lands after the route's latency, and the initiator's completion
 //! follows after the same latency back. No packet, credit or buffer is simulated.
 //!
@@ -24,8 +25,8 @@
 //! [`PostError::Unsupported`]. Not modelled: DMA read tags, per-packet engine and receive costs, link-level flow
 //! control and congestion trees (max-min fairness assumes ideal sharing), per-link overrides.
 //!
-//! Cost: O(F·L) per flow start or end (F flows in progress, L links they use), independent of
-//! message size — against O(bytes × hops) at packet level.
+//! Cost: O((L + F·h)·log L) per flow start or end (F flows of h links each in the changed flow's
+//! component, L links they use) plus O(log F) for the next finish, independent of message size — against O(bytes × hops) at packet level.
 
 use hpcnet_des::SimTime;
 use hpcnet_fabric::topology::NodeId;
@@ -51,8 +52,12 @@ enum Then {
 
 #[derive(Clone, Debug)]
 struct Flow {
+    /// Bytes left at `since`, moving at `rate` since then.
     remaining: f64,
+    since: SimTime,
     rate: f64,
+    /// Bumped at every change of rate: older finish entries are stale.
+    version: u64,
     links: Vec<usize>,
     /// Route latency added when the flow ends.
     latency: SimTime,
@@ -127,11 +132,16 @@ pub struct FlowWorld {
     start_latency: SimTime,
     header: u64,
     notices: Vec<Notice>,
-    /// Time the flow rates were last applied.
-    last: SimTime,
+    /// Flows in progress on every link.
+    on_link: Vec<Vec<u64>>,
+    /// When each flow ends at its current rate: (time, flow, version); stale entries are
+    /// skipped.
+    finish: BinaryHeap<Reverse<(SimTime, u64, u64)>>,
     scratch_left: Vec<f64>,
     scratch_count: Vec<u32>,
-    scratch_on: Vec<Vec<usize>>,
+    /// Epoch marks of the links and flows met by the current recomputation.
+    link_mark: Vec<u64>,
+    epoch: u64,
 }
 
 impl FlowWorld {
@@ -203,10 +213,12 @@ impl FlowWorld {
             start_latency,
             header,
             notices: Vec::new(),
-            last: SimTime::ZERO,
+            on_link: Vec::new(),
+            finish: BinaryHeap::new(),
             scratch_left: Vec::new(),
             scratch_count: Vec::new(),
-            scratch_on: Vec::new(),
+            link_mark: Vec::new(),
+            epoch: 0,
         }
     }
 
@@ -269,87 +281,114 @@ impl FlowWorld {
         }
     }
 
-    /// Max-min fair rates of the flows in progress (progressive filling): repeatedly the link
-    /// with the least capacity left per unfrozen flow fixes the rate of its flows. O(L·R + F·h)
-    /// for L links in use, R distinct bottleneck levels, F flows of h links.
-    fn share(&mut self) {
+    /// Max-min fair rates (progressive filling: repeatedly the link with the least capacity
+    /// left per unfrozen flow fixes the rate of its flows) of the flows that share a link,
+    /// directly or through other flows, with `seeds` — the links of a flow that started or
+    /// ended. Flows of other components keep their rates: max-min fairness of independent
+    /// components is independent. The component's links wait in a heap keyed by their share
+    /// (stale entries skipped). Cost: O((L + F·h)·log L) for the component's L links and F
+    /// flows of h links — in an all-to-all on a fat tree with one engine per node, a few flows.
+    fn share(&mut self, seeds: &[usize]) {
         let nl = self.cap.len();
+        self.on_link.resize_with(nl, Vec::new);
+        self.link_mark.resize(nl, 0);
+        self.epoch += 1;
+        let epoch = self.epoch;
+        // The component: links reached through flows, flows through links.
+        let mut links: Vec<usize> = Vec::new();
+        let mut comp: Vec<u64> = Vec::new();
+        let mut seen: std::collections::HashSet<u64> = std::collections::HashSet::new();
+        let mut stack: Vec<usize> = Vec::new();
+        for &l in seeds {
+            if self.link_mark[l] != epoch {
+                self.link_mark[l] = epoch;
+                stack.push(l);
+            }
+        }
+        while let Some(l) = stack.pop() {
+            links.push(l);
+            for &id in &self.on_link[l] {
+                if seen.insert(id) {
+                    comp.push(id);
+                    for &x in &self.flows[&id].links {
+                        if self.link_mark[x] != epoch {
+                            self.link_mark[x] = epoch;
+                            stack.push(x);
+                        }
+                    }
+                }
+            }
+        }
+        if comp.is_empty() {
+            return;
+        }
+        links.sort_unstable();
+        comp.sort_unstable();
         let mut left = std::mem::take(&mut self.scratch_left);
         let mut count = std::mem::take(&mut self.scratch_count);
-        let mut on = std::mem::take(&mut self.scratch_on);
-        left.clear();
-        left.extend_from_slice(&self.cap);
-        count.clear();
+        left.resize(nl, 0.0);
         count.resize(nl, 0);
-        on.resize_with(nl, Vec::new);
-        let mut used: Vec<usize> = Vec::new();
-        let flows: Vec<&mut Flow> = self.flows.values_mut().collect();
-        for (fi, f) in flows.iter().enumerate() {
-            for &l in &f.links {
-                if count[l] == 0 {
-                    used.push(l);
-                }
-                count[l] += 1;
-                on[l].push(fi);
-            }
+        for &l in &links {
+            left[l] = self.cap[l];
+            count[l] = self.on_link[l].len() as u32;
         }
-        used.sort_unstable();
-        let mut rate: Vec<Option<f64>> = vec![None; flows.len()];
-        loop {
-            let mut best: Option<(f64, usize)> = None;
-            for &l in &used {
-                if count[l] == 0 {
-                    continue;
-                }
-                let s = left[l].max(0.0) / f64::from(count[l]);
-                if best.is_none_or(|(b, _)| s < b) {
-                    best = Some((s, l));
-                }
+        // Shares are non-negative, so their IEEE bit patterns order like the values; ties go
+        // to the lower link index, as a scan in index order would.
+        let key = |left: f64, n: u32| (left.max(0.0) / f64::from(n)).to_bits();
+        let mut heap: BinaryHeap<Reverse<(u64, usize)>> = links
+            .iter()
+            .filter(|&&l| count[l] > 0)
+            .map(|&l| Reverse((key(left[l], count[l]), l)))
+            .collect();
+        let mut rate: HashMap<u64, f64> = HashMap::with_capacity(comp.len());
+        while let Some(Reverse((k, l))) = heap.pop() {
+            if count[l] == 0 || key(left[l], count[l]) != k {
+                continue;
             }
-            let Some((s, l)) = best else { break };
-            for &fi in &on[l] {
-                if rate[fi].is_some() {
+            let r = f64::from_bits(k);
+            for &id in &self.on_link[l] {
+                if rate.contains_key(&id) {
                     continue;
                 }
-                rate[fi] = Some(s);
-                for &x in &flows[fi].links {
-                    left[x] -= s;
+                rate.insert(id, r);
+                for &x in &self.flows[&id].links {
+                    left[x] -= r;
                     count[x] -= 1;
+                    if x != l && count[x] > 0 {
+                        heap.push(Reverse((key(left[x], count[x]), x)));
+                    }
                 }
             }
         }
-        for (f, r) in flows.into_iter().zip(rate) {
-            f.rate = r.unwrap_or(0.0);
-        }
-        for &l in &used {
-            on[l].clear();
+        let now = self.now;
+        for id in comp {
+            let r = rate.get(&id).copied().unwrap_or(0.0);
+            let f = self.flows.get_mut(&id).expect("flow of the component");
+            if r == f.rate {
+                continue;
+            }
+            f.remaining -= f.rate * (now - f.since).as_secs_f64();
+            f.since = now;
+            f.rate = r;
+            f.version += 1;
+            if r > 0.0 {
+                let end = now + SimTime::from_ps((f.remaining.max(0.0) / r * 1e12).ceil() as u64);
+                self.finish.push(Reverse((end, id, f.version)));
+            }
         }
         self.scratch_left = left;
         self.scratch_count = count;
-        self.scratch_on = on;
     }
 
-    /// Moves every flow on to `t`.
-    fn advance(&mut self, t: SimTime) {
-        let dt = (t - self.last).as_secs_f64();
-        if dt > 0.0 {
-            for f in self.flows.values_mut() {
-                f.remaining -= f.rate * dt;
+    /// When the next flow ends, if any (stale entries dropped).
+    fn next_finish(&mut self) -> Option<(SimTime, u64)> {
+        while let Some(&Reverse((t, id, v))) = self.finish.peek() {
+            if self.flows.get(&id).is_some_and(|f| f.version == v) {
+                return Some((t, id));
             }
+            self.finish.pop();
         }
-        self.last = t;
-    }
-
-    /// When the next flow ends, if any.
-    fn next_finish(&self) -> Option<(SimTime, u64)> {
-        self.flows
-            .iter()
-            .filter(|(_, f)| f.rate > 0.0)
-            .map(|(&id, f)| {
-                let secs = f.remaining.max(0.0) / f.rate;
-                (self.last + SimTime::from_ps((secs * 1e12).ceil() as u64), id)
-            })
-            .min()
+        None
     }
 
     fn complete(&mut self, req: &Request, kind: CqeKind, status: CqeStatus, bytes: u64, after: SimTime) {
@@ -403,18 +442,27 @@ impl FlowWorld {
                 };
                 let id = self.next_flow;
                 self.next_flow += 1;
+                for &l in &links {
+                    if l >= self.on_link.len() {
+                        self.on_link.resize_with(l + 1, Vec::new);
+                    }
+                    self.on_link[l].push(id);
+                }
+                let seeds = links.clone();
                 self.flows.insert(
                     id,
                     Flow {
                         remaining: size as f64,
+                        since: self.now,
                         rate: 0.0,
+                        version: 0,
                         links,
                         latency,
                         engine,
                         then,
                     },
                 );
-                self.share();
+                self.share(&seeds);
             }
             Ev::ReadRequest(req) => {
                 let Op::Read { len, remote, rkey, .. } = req.op else {
@@ -668,20 +716,25 @@ impl NicBackend for FlowWorld {
         self.events += 1;
         if event_first {
             let Reverse((t, s)) = self.queue.pop().expect("peeked");
-            self.advance(t);
             self.now = t;
             let ev = self.pending.remove(&s).expect("scheduled");
             self.handle(ev);
         } else {
             let (t, id) = fin.expect("a flow ends");
-            self.advance(t);
+            self.finish.pop();
             self.now = t;
             let f = self.flows.remove(&id).expect("flow");
+            for &l in &f.links {
+                let on = &mut self.on_link[l];
+                if let Some(i) = on.iter().position(|&x| x == id) {
+                    on.remove(i);
+                }
+            }
             if let Some(node) = f.engine {
                 self.busy[node] -= 1;
                 self.run_engines(node);
             }
-            self.share();
+            self.share(&f.links);
             self.at(t + f.latency, Ev::Arrive(f.then));
         }
         true

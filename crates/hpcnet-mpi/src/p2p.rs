@@ -926,7 +926,14 @@ impl Endpoint {
         let mut blocked: BTreeSet<u64> = BTreeSet::new();
         let mut keep = VecDeque::new();
         while let Some(o) = st.pending.pop_front() {
-            if blocked.contains(&o.dest) || st.free_staging.is_empty() {
+            if st.free_staging.is_empty() {
+                // No send buffer: nothing behind can leave either (O(1) instead of a scan of
+                // every queued message at each progress call).
+                keep.push_back(o);
+                keep.append(&mut st.pending);
+                break;
+            }
+            if blocked.contains(&o.dest) {
                 blocked.insert(o.dest);
                 keep.push_back(o);
                 continue;

@@ -47,6 +47,7 @@ pub mod chpp_crossbar;
 pub mod chpp_latency;
 pub mod chpp_vf_fairness;
 pub mod ib_memory;
+pub mod ib_nas;
 pub mod loggp;
 pub mod plot;
 pub mod report;
@@ -147,6 +148,7 @@ pub fn all() -> Vec<&'static dyn Study> {
         &sunway_coll::BCAST,
         &sunway_allreduce_crossover::SunwayAllreduceCrossover,
         &ib_memory::IbMemory,
+        &ib_nas::IbNas,
         &torus_shmem::TorusShmem,
         &sunway_faults::SunwayFaults,
     ]

@@ -119,6 +119,33 @@ pub struct NasReport {
     pub memory_max: u64,
     pub memory_static_max: u64,
     pub rnr_retries: u64,
+    /// End of the first phase (the slowest rank's): FT's forward FFT, LU's first iteration.
+    /// Connections opened on demand are opened in it.
+    pub first_phase: SimTime,
+    /// Iterations in the first phase (0 for FT, 1 for LU).
+    pub first_phase_iterations: u32,
+    /// Simulated time of one iteration after the first phase: between the slowest rank's
+    /// starts of the last two iterations (one that another follows), or of the last iteration
+    /// when only one follows the first phase.
+    pub iteration_time: Option<SimTime>,
+}
+
+impl NasReport {
+    /// Simulated time of one iteration after the first phase.
+    pub fn per_iteration(&self) -> Option<SimTime> {
+        self.iteration_time
+    }
+
+    /// The run time of `iterations` iterations (at least the run's): the run as simulated plus
+    /// the missing iterations at [`NasReport::per_iteration`]. Every iteration after the first
+    /// phase sends the same messages and computes the same time; the LU wavefront of one
+    /// iteration overlaps the start of the next, so the last iteration (which nothing follows)
+    /// is shorter and a run needs two iterations after the first phase for a steady figure.
+    pub fn extrapolated(&self, iterations: u32) -> Option<SimTime> {
+        let per = self.per_iteration()?;
+        let rest = u64::from(iterations.saturating_sub(self.iterations));
+        Some(self.time + SimTime::from_ps(per.ps() * rest))
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -164,10 +191,14 @@ pub fn run_nas_on<B: NicBackend + 'static>(world: B, per_node: u64, cfg: &NasCon
         .unwrap_or(0);
     let plan = Rc::new(plan(cfg, ranks)?);
     let counts = Rc::new(RefCell::new((0u64, 0u64)));
+    let marks = Rc::new(RefCell::new(vec![SimTime::ZERO; plan.starts.len()]));
     for r in 0..ranks as u32 {
+        let marks = marks.clone();
         let plan = plan.clone();
         let counts = counts.clone();
-        job.spawn(&m, Rank(r), move |ep| async move { run_rank(ep, &plan, counts).await });
+        job.spawn(&m, Rank(r), move |ep| async move {
+            run_rank(ep, &plan, counts, marks).await
+        });
     }
     let end = m.run();
     if let Some((r, e)) = job.errors().into_iter().next() {
@@ -178,6 +209,7 @@ pub fn run_nas_on<B: NicBackend + 'static>(world: B, per_node: u64, cfg: &NasCon
     }
     let eps: Vec<_> = (0..ranks as u32).map(|r| job.endpoint(Rank(r))).collect();
     let (messages, bytes) = *counts.borrow();
+    let marks = marks.borrow().clone();
     Ok(NasReport {
         ranks,
         iterations: plan.iterations,
@@ -189,6 +221,13 @@ pub fn run_nas_on<B: NicBackend + 'static>(world: B, per_node: u64, cfg: &NasCon
         memory_max: eps.iter().map(|e| e.memory().total()).max().unwrap_or(0),
         memory_static_max: statics,
         rnr_retries: eps.iter().map(|e| e.stats().rnr_retries).sum(),
+        first_phase: marks.first().copied().unwrap_or(end.time),
+        first_phase_iterations: plan.first_iterations,
+        iteration_time: match marks.as_slice() {
+            [] => None,
+            [m] => Some(end.time - *m),
+            [.., a, b] => Some(*b - *a),
+        },
     })
 }
 
@@ -225,6 +264,10 @@ struct Plan {
     steps: Vec<Step>,
     iterations: u32,
     compute_total: SimTime,
+    /// Steps at which the iterations after the first phase start, and the first phase's
+    /// iterations.
+    starts: Vec<usize>,
+    first_iterations: u32,
     /// Partition kinds for all-to-alls: 0 = all ranks, 1 = rows of p1, 2 = columns.
     p1: u64,
     /// LU process grid.
@@ -275,7 +318,11 @@ fn plan(cfg: &NasConfig, p: u64) -> Result<Plan, NasError> {
                     });
                 }
             };
+            let mut starts = Vec::new();
             for it in 0..=iters {
+                if it >= 1 {
+                    starts.push(steps.len());
+                }
                 if it > 0 {
                     steps.push(Step::Compute(evolve));
                     compute += evolve;
@@ -289,6 +336,8 @@ fn plan(cfg: &NasConfig, p: u64) -> Result<Plan, NasError> {
                 steps,
                 iterations: iters,
                 compute_total: compute,
+                starts,
+                first_iterations: 0,
                 p1: px,
                 px,
                 py,
@@ -311,7 +360,11 @@ fn plan(cfg: &NasConfig, p: u64) -> Result<Plan, NasError> {
             // Boundary messages: 5 doubles per point of the plane's edge.
             let edge = [5 * 8 * ly, 5 * 8 * lx];
             let ghost = [2 * 5 * 8 * ly * n, 2 * 5 * 8 * lx * n];
-            for _ in 0..iters {
+            let mut starts = Vec::new();
+            for it in 0..iters {
+                if it >= 1 {
+                    starts.push(steps.len());
+                }
                 steps.push(Step::Halo { bytes: ghost });
                 steps.push(Step::Compute(rhs_t));
                 compute += rhs_t;
@@ -338,6 +391,8 @@ fn plan(cfg: &NasConfig, p: u64) -> Result<Plan, NasError> {
                 steps,
                 iterations: iters,
                 compute_total: compute,
+                starts,
+                first_iterations: iters.min(1),
                 p1: px,
                 px,
                 py,
@@ -373,7 +428,12 @@ fn neighbour(plan: &Plan, r: u64, d: Dir) -> Option<(u64, usize)> {
     }
 }
 
-async fn run_rank(ep: hpcnet_mpi::Endpoint, plan: &Plan, counts: Rc<RefCell<(u64, u64)>>) -> Result<(), MpiError> {
+async fn run_rank(
+    ep: hpcnet_mpi::Endpoint,
+    plan: &Plan,
+    counts: Rc<RefCell<(u64, u64)>>,
+    marks: Rc<RefCell<Vec<SimTime>>>,
+) -> Result<(), MpiError> {
     let p = ep.size();
     let r = u64::from(ep.rank().0);
     let largest = plan
@@ -394,7 +454,13 @@ async fn run_rank(ep: hpcnet_mpi::Endpoint, plan: &Plan, counts: Rc<RefCell<(u64
         c.0 += n;
         c.1 += n * b;
     };
+    let mut next_start = 0;
     for (tag, s) in plan.steps.iter().enumerate() {
+        if plan.starts.get(next_start) == Some(&tag) {
+            let mut m = marks.borrow_mut();
+            m[next_start] = m[next_start].max(ep.ctx().now());
+            next_start += 1;
+        }
         let tag = tag as u64;
         match s {
             Step::Compute(t) => ep.ctx().sleep(*t).await,
@@ -504,6 +570,25 @@ mod tests {
     }
 
     #[test]
+    fn per_iteration_time_reproduces_the_run_it_was_taken_from() {
+        // FT: the forward FFT, then 3 identical iterations; LU: a first iteration, then 2.
+        for (bench, it) in [(Bench::Ft, 3), (Bench::Lu, 3)] {
+            let r = run_nas(world(4), &cfg(bench, Policy::grouped(Transport::XrcS, 4), it)).unwrap();
+            assert!(r.first_phase > SimTime::ZERO && r.first_phase < r.time, "{r:?}");
+            let per = r.per_iteration().expect("steady iterations");
+            assert_eq!(r.extrapolated(it), Some(r.time));
+            // One iteration more costs one per-iteration time more (within 1 % of it: the LU
+            // wavefront of one iteration overlaps the next, so iteration times settle slowly).
+            let longer = run_nas(world(4), &cfg(bench, Policy::grouped(Transport::XrcS, 4), it + 1)).unwrap();
+            let err = (longer.time.as_secs_f64() - r.extrapolated(it + 1).unwrap().as_secs_f64()).abs();
+            assert!(err <= 0.01 * per.as_secs_f64(), "{bench:?}: {longer:?} vs {r:?}");
+        }
+        // A single LU iteration has no steady part.
+        let one = run_nas(world(4), &cfg(Bench::Lu, Policy::full(Transport::RcSrq), 1)).unwrap();
+        assert_eq!((one.first_phase, one.per_iteration()), (one.time, None));
+    }
+
+    #[test]
     fn lu_wavefront_runs_with_neighbour_messages_only() {
         // 16 ranks: 4 x 4 grid, class S n = 12: 3 x 3 points per rank.
         let r = run_nas(world(4), &cfg(Bench::Lu, Policy::full(Transport::RcSrq), 2)).unwrap();
@@ -560,13 +645,16 @@ mod flow_tests {
     }
 
     /// The flow-level mode's validation on small runs: completion time within 10 % of packet
-    /// level (issue 14 item 4), same messages and connections.
+    /// level, same messages and connections.
     #[test]
     fn flow_level_agrees_with_packet_level_within_ten_percent() {
         for (nodes, bench, policy, it) in [
             (8, Bench::Ft, Policy::full(Transport::RcSrq), 1),
             (8, Bench::Ft, Policy::grouped(Transport::XrcS, 8), 1),
             (4, Bench::Lu, Policy::full(Transport::RcSrq), 2),
+            // The largest runs of `ib-nas --quick`: 64 ranks, groups of 16.
+            (16, Bench::Ft, Policy::grouped(Transport::XrcS, 16), 2),
+            (16, Bench::Lu, Policy::grouped(Transport::XrcS, 16), 3),
         ] {
             let (p, f) = both(nodes, bench, policy, it);
             assert_eq!((p.messages, p.bytes, p.on_demand), (f.messages, f.bytes, f.on_demand));

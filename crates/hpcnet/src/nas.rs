@@ -65,9 +65,17 @@ pub fn nas(args: &Args) -> Result<(), Failure> {
         Some(NetworkArg::Flow) => NetworkModel::Flow,
         None => sc.mpi_network,
     };
-    let world = sc.world().map_err(Failure::input)?;
-    let ranks = world.ranks() as u64;
-    let per_node = u64::from(world.placement().hosts());
+    // The flow-level run builds no packet network.
+    let (world, flow) = match network {
+        NetworkModel::Packet => (Some(sc.world().map_err(Failure::input)?), None),
+        NetworkModel::Flow => (None, Some(sc.flow_world().map_err(Failure::input)?)),
+    };
+    let ranks = match (&world, &flow) {
+        (Some(w), _) => w.ranks() as u64,
+        (_, Some(f)) => hpcnet_msg::NicBackend::ranks(f) as u64,
+        _ => unreachable!("one model is built"),
+    };
+    let per_node = u64::from(sc.nic.hosts);
     let layout = Layout::new(ranks, per_node).map_err(Failure::input)?;
     let one = Allocator::new(policy, job.conn, layout, 0, false).map_err(Failure::input)?;
     if one.account().recv_buffers.saturating_mul(ranks) > MAX_BUFFERS {
@@ -89,9 +97,10 @@ pub fn nas(args: &Args) -> Result<(), Failure> {
         iterations: args.iterations,
     };
     let started = std::time::Instant::now();
-    let result = match network {
-        NetworkModel::Packet => run_nas(world, &cfg),
-        NetworkModel::Flow => run_nas_on(sc.flow_world().map_err(Failure::input)?, per_node, &cfg),
+    let result = match (world, flow) {
+        (Some(w), _) => run_nas(w, &cfg),
+        (_, Some(f)) => run_nas_on(f, per_node, &cfg),
+        _ => unreachable!("one model is built"),
     };
     let r = result.map_err(|e| {
         let what = format!("{}: {e}", sc.source);
@@ -102,6 +111,10 @@ pub fn nas(args: &Args) -> Result<(), Failure> {
         }
     })?;
     let wall = started.elapsed().as_secs_f64();
+    let class_iterations = match bench {
+        Bench::Ft => class.ft().1,
+        Bench::Lu => class.lu().1,
+    };
     let name = match bench {
         Bench::Ft => "FT",
         Bench::Lu => "LU",
@@ -118,6 +131,10 @@ pub fn nas(args: &Args) -> Result<(), Failure> {
             "messages": r.messages, "bytes": r.bytes, "on_demand_connections": r.on_demand,
             "memory_static_max_bytes": r.memory_static_max, "memory_max_bytes": r.memory_max,
             "rnr_retries": r.rnr_retries,
+            "first_phase_s": r.first_phase.as_secs_f64(),
+            "per_iteration_s": r.per_iteration().map(|t| t.as_secs_f64()),
+            "class_iterations": class_iterations,
+            "extrapolated_class_time_s": r.extrapolated(class_iterations).map(|t| t.as_secs_f64()),
         });
         outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
         return Ok(());
@@ -138,6 +155,22 @@ pub fn nas(args: &Args) -> Result<(), Failure> {
         r.compute.as_secs_f64(),
         args.flops
     );
+    let first = if r.first_phase_iterations == 0 {
+        "forward FFT"
+    } else {
+        "first iteration"
+    };
+    outln!(
+        "  first phase     {:.6} s ({first}; on-demand connections open in it)",
+        r.first_phase.as_secs_f64()
+    );
+    if let (Some(per), Some(all)) = (r.per_iteration(), r.extrapolated(class_iterations)) {
+        outln!(
+            "  per iteration   {:.6} s after it; the class's {class_iterations} iterations at that rate: {:.6} s",
+            per.as_secs_f64(),
+            all.as_secs_f64()
+        );
+    }
     outln!("  messages        {} ({} bytes)", r.messages, r.bytes);
     outln!(
         "  on demand       {} connections opened (summed over processes)",

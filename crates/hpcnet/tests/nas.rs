@@ -96,3 +96,52 @@ fn nas_takes_the_mpi_section_and_its_overrides() {
     assert_eq!(code, 2);
     assert!(err.contains("mpi.send_depth"), "{err}");
 }
+
+#[test]
+fn nas_reports_the_per_iteration_time_and_the_class_estimate() {
+    let sc = scenario();
+    let (code, out, err) = run(&[
+        "nas",
+        &sc,
+        "--bench",
+        "ft",
+        "--iterations",
+        "2",
+        "--json",
+        "--network",
+        "flow",
+        "--set",
+        "topology.nodes=4",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (time, first, per) = (
+        v["time_s"].as_f64().unwrap(),
+        v["first_phase_s"].as_f64().unwrap(),
+        v["per_iteration_s"].as_f64().unwrap(),
+    );
+    assert!(first > 0.0 && first + per < time + 1e-12, "{v}");
+    // Class S has 6 iterations: 4 more at the per-iteration time.
+    assert_eq!(v["class_iterations"], 6);
+    let est = v["extrapolated_class_time_s"].as_f64().unwrap();
+    assert!((est - (time + 4.0 * per)).abs() < 1e-9, "{v}");
+}
+
+#[test]
+fn ib_nas_quick_study_reports_memory_and_overheads() {
+    let (code, out, err) = run(&["reproduce", "ib-nas", "--quick"]);
+    // Honest FAILs are allowed (exit 1); a refusal or a crash is not.
+    assert!(code == 0 || code == 1, "{err}");
+    for l in [
+        "memory RC_SRQ N=16384",
+        "memory XRC_S_G N=16384",
+        "FT N=16384 overhead <= 2.5 %",
+        "LU N=8192 on-demand overhead",
+        "8 post-hoc rows within tolerance",
+    ] {
+        assert!(out.contains(l), "{l}: {out}");
+    }
+    let (code, _, err) = run(&["reproduce", "ib-nas", "--quick", "--set", "mpi.send_depth=0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("mpi.send_depth"), "{err}");
+}
