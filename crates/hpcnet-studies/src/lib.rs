@@ -54,6 +54,7 @@ pub mod sensitivity;
 pub mod sunway_allreduce_crossover;
 pub mod sunway_coll;
 pub mod sunway_rdma_bandwidth;
+pub mod tianhe_offload;
 
 pub use report::{Fitted, Role, Row, StudyFailure, StudyReport};
 
@@ -144,6 +145,7 @@ pub fn all() -> Vec<&'static dyn Study> {
         &sunway_coll::ALLREDUCE,
         &sunway_coll::BCAST,
         &sunway_allreduce_crossover::SunwayAllreduceCrossover,
+        &tianhe_offload::TianheOffload,
         &ib_memory::IbMemory,
     ]
 }

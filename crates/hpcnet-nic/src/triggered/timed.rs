@@ -42,19 +42,28 @@
 //!
 //! **Packets.** A `Send` becomes ⌈bytes / `packet.max_payload`⌉ fabric packets (a header-only
 //! packet for no data) tagged as offload packets; the side table holds the collective packet
-//! until its last fragment is in, `nic.rx_overhead` later it enters the unit. A send between
-//! two VPs of one NIC crosses it in `nic.loopback_latency` without the fabric.
+//! until its last fragment is in, `nic.rx_overhead` later (plus a seeded random delay of up to
+//! `jitter`, zero by default) it enters the unit. A send between two VPs of one NIC crosses it
+//! in `nic.loopback_latency` without the fabric.
 //!
-//! **Buffer and back-pressure.** [`OffloadUnits::arrive`] routes a packet to the unit holding
-//! its sequence; a packet awaited by a parked read goes straight to the walker, others take a
-//! hash-buffer slot. A full buffer refuses the packet: with `nic.rx_buffer` set its fragments
-//! keep their receive-buffer credits, so the fabric stops delivering to that NIC port (the
-//! credit push-back); the packet is retried, in arrival order, after every change in the
-//! NIC's units, and nothing is lost.
+//! **Buffer and back-pressure.** A packet goes to the unit holding its sequence. While that
+//! unit is busy firing (or other packets wait before it) the packet waits in the unit's buffer
+//! in arrival order, taking one slot — unless a parked read awaits its key, when it waits in
+//! the reader's operand register instead, so a buffer full of later steps' packets never
+//! blocks the packet a step waits for — and the unit takes the waiting packets when it is
+//! free. A free unit takes a packet at once ([`OffloadUnits::arrive`]): an awaited packet goes
+//! straight to its walker, others take a hash-buffer slot. A full buffer refuses the packet:
+//! with `nic.rx_buffer` set its fragments keep their receive-buffer credits, so the fabric
+//! stops delivering to that NIC port (the credit push-back); the packet is retried, in arrival
+//! order, after every change in the NIC's units, and nothing is lost. Per NIC the model keeps
+//! the time integral of the occupied slots and the time during which a collective was in
+//! progress ([`World::trig_buffer_use`]: mean utilisation, peak, data taken).
 //!
 //! **Firing.** Everything a unit fires in response to one post or arrival costs
 //! `step_overhead` per step plus the reduced operand bytes at the type's `rate_*`, on the
 //! unit's busy-until pipeline; the resulting sends and completions happen when it is done.
+//! (The walker itself moves on at once: the reads of its next step are parked immediately,
+//! while the unit's time is charged to what it fired.)
 //! A completion writes the result to host memory (DMA write through the host interface) at
 //! the address of the CollEndFlag descriptor's payload; when every pulse of the post is
 //! written, a [`CqeKind::Trig`] completion goes to the post's completion queue.
@@ -63,9 +72,10 @@
 //! collective unit's are (they share neither the message engines nor the transmit backlog
 //! bound `nic.tx_queue`), on rail `serial mod rails`, and a collective packet pays
 //! `nic.rx_overhead` once, when its last fragment is in; the offload unit's DMA reads use a
-//! read channel of their own (they do not queue behind message engines' reads); early
-//! arrivals wait in an unbounded store (the paper does not say where packets of a collective
-//! not yet started wait); without `nic.rx_buffer` a refused packet waits in the NIC instead
+//! read channel of their own (they do not queue behind message engines' reads); the slots of
+//! packets waiting for a busy unit are counted, not placed in the hash table (they take their
+//! home slot when the unit takes them); early arrivals wait in an unbounded store (the paper
+//! does not say where packets of a collective not yet started wait); without `nic.rx_buffer` a refused packet waits in the NIC instead
 //! of the network; an error completes the collective only at the NIC where it happened (the
 //! other members' sequences keep waiting: there is no abort message); point-to-point MP/RDMA
 //! descriptors on a VP are not modelled (point-to-point traffic uses the verbs path).
