@@ -4,6 +4,7 @@
 //! Every struct denies unknown keys and documents its defaults; [`FabricConfig::validate`] checks
 //! cross-field constraints against the built topology and names the offending key and both values.
 
+use crate::faults::{FaultEvent, RandomFaults};
 use crate::topology::{PortIdx, RouterId, Shape, Topology};
 use hpcnet_des::{BitsPerSec, Bytes, SimTime};
 use serde::{Deserialize, Serialize};
@@ -87,12 +88,69 @@ pub struct LinkConfig {
     /// Switching mode of the receiving router (default "cut_through").
     #[serde(default)]
     pub switching: Switching,
+    /// Bit-error rate after FEC, per data bit, of every link direction (default 1e-12, the
+    /// Sunway links' bound, spec 01 "Reliability"; see [`crate::linkerr`]). `0`: no errors.
+    #[serde(default = "d_ber")]
+    pub ber: f64,
+    /// Replay buffer of each link direction: bytes a sender may have sent and not yet seen
+    /// acknowledged (default none: the buffer never stops a link).
+    #[serde(default)]
+    pub replay_buffer: Option<Bytes>,
+    /// Packets the replay buffer holds at most (default: no limit besides `replay_buffer`).
+    #[serde(default)]
+    pub replay_packets: Option<u32>,
+    /// Acknowledgement turnaround beyond the two cable traversals: the receiver's CRC check and
+    /// the ACK/NAK symbol (default 0). Link round trip = 2 × `latency` + `ack_delay`.
+    #[serde(default)]
+    pub ack_delay: SimTime,
+    /// Corrupted packets within `fallback_window` after which the receiving router of a
+    /// cut-through link direction falls back to store-and-forward (default 0: never).
+    #[serde(default)]
+    pub fallback_errors: u32,
+    /// Window in which `fallback_errors` corrupted packets trigger the fallback (default 10 us).
+    #[serde(default = "d_fallback_window")]
+    pub fallback_window: SimTime,
+    /// Error-free time after which a fallen-back link returns to cut-through (default 100 us).
+    #[serde(default = "d_fallback_clean")]
+    pub fallback_clean: SimTime,
+}
+
+fn d_ber() -> f64 {
+    crate::linkerr::DEFAULT_BER
+}
+fn d_fallback_window() -> SimTime {
+    SimTime::from_us(10)
+}
+fn d_fallback_clean() -> SimTime {
+    SimTime::from_us(100)
+}
+
+impl Default for LinkConfig {
+    /// A 4-lane link of 28.125 Gb/s lanes with 64b/66b coding and 10 ns latency (the Sunway
+    /// port); every other key at its documented default. Scenario files must still give
+    /// `lane_rate` and `latency`: this exists for code that builds configurations.
+    fn default() -> Self {
+        LinkConfig {
+            lanes: d_lanes(),
+            lane_rate: BitsPerSec::new(28_125_000_000),
+            encoding: Encoding::default(),
+            latency: SimTime::from_ns(10),
+            switching: Switching::default(),
+            ber: d_ber(),
+            replay_buffer: None,
+            replay_packets: None,
+            ack_delay: SimTime::ZERO,
+            fallback_errors: 0,
+            fallback_window: d_fallback_window(),
+            fallback_clean: d_fallback_clean(),
+        }
+    }
 }
 
 impl LinkConfig {
     /// Checks that `lanes` lanes of this link have a data rate the model can represent and that
     /// is not zero after line coding; `key` names the lane count in errors.
-    fn check_rate(&self, lanes: u32, key: &str) -> Result<(), ConfigError> {
+    pub(crate) fn check_rate(&self, lanes: u32, key: &str) -> Result<(), ConfigError> {
         let Some(raw) = self.lane_rate.0.checked_mul(u64::from(lanes)) else {
             return Err(ConfigError::new(
                 key,
@@ -134,6 +192,8 @@ pub struct LinkOverride {
     pub lanes: Option<u32>,
     pub latency: Option<SimTime>,
     pub switching: Option<Switching>,
+    /// Post-FEC bit-error rate of this cable (both directions), instead of `link.ber`.
+    pub ber: Option<f64>,
 }
 
 /// Output arbitration policy.
@@ -403,9 +463,16 @@ pub struct FailedLink {
 fn d_watchdog() -> SimTime {
     SimTime::from_us(10)
 }
+fn d_detection() -> SimTime {
+    SimTime::from_us(1)
+}
+fn d_table_update() -> SimTime {
+    SimTime::from_us(100)
+}
 
-/// `[faults]`: failures present before the run, and the deadlock watchdog.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// `[faults]`: failures present before the run, failures and repairs during it, how long the
+/// machine takes to notice and to rewrite its tables, and the deadlock watchdog.
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FaultConfig {
     /// Links down for the whole run (both directions). Routing tables are *not* recomputed:
@@ -416,6 +483,51 @@ pub struct FaultConfig {
     /// of queues waiting on each other) and stop the run if there is one (default 10 us).
     #[serde(default = "d_watchdog")]
     pub watchdog: SimTime,
+    /// Failures and repairs at given times ([`crate::faults::schedule`]).
+    #[serde(default)]
+    pub events: Vec<FaultEvent>,
+    /// Random failures from a seeded MTBF model, per component class.
+    #[serde(default)]
+    pub random: Vec<RandomFaults>,
+    /// From a failure or repair to the moment the routers next to it and the NICs act on it
+    /// (default 1 us, an assumption: the papers give no figure).
+    #[serde(default = "d_detection")]
+    pub detection: SimTime,
+    /// Management delay from detection to installing recomputed routing tables (default
+    /// 100 us, an assumption).
+    #[serde(default = "d_table_update")]
+    pub table_update: SimTime,
+    /// NICEVT torus fault bypass: recomputed tables give the pairs whose path crosses a failure a
+    /// "non-standard first and last step" route (spec 03). Reserves half the VCs for last steps.
+    #[serde(default)]
+    pub torus_bypass: bool,
+}
+
+impl FaultConfig {
+    /// Whether faults can change during a run (a schedule or random failures).
+    pub fn dynamic(&self) -> bool {
+        !self.events.is_empty() || !self.random.is_empty()
+    }
+}
+
+/// The dynamic-fault keys are written out (in resolved scenarios) only when the scenario uses
+/// them, so scenarios without them read as before.
+impl Serialize for FaultConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let used = self.dynamic() || self.torus_bypass;
+        let mut st = s.serialize_struct("FaultConfig", if used { 7 } else { 2 })?;
+        st.serialize_field("failed_links", &self.failed_links)?;
+        st.serialize_field("watchdog", &self.watchdog)?;
+        if used {
+            st.serialize_field("events", &self.events)?;
+            st.serialize_field("random", &self.random)?;
+            st.serialize_field("detection", &self.detection)?;
+            st.serialize_field("table_update", &self.table_update)?;
+            st.serialize_field("torus_bypass", &self.torus_bypass)?;
+        }
+        st.end()
+    }
 }
 
 impl Default for FaultConfig {
@@ -423,6 +535,11 @@ impl Default for FaultConfig {
         FaultConfig {
             failed_links: Vec::new(),
             watchdog: d_watchdog(),
+            events: Vec::new(),
+            random: Vec::new(),
+            detection: d_detection(),
+            table_update: d_table_update(),
+            torus_bypass: false,
         }
     }
 }
@@ -460,7 +577,16 @@ impl FabricConfig {
     /// the links named by faults and overrides.
     pub fn validate(&self, topo: &Topology) -> Result<(), ConfigError> {
         self.validate_for_kind(shape_kind(&topo.shape))?;
-        self.validate_links(topo)
+        self.validate_links(topo)?;
+        self.fault_schedule(topo).map(|_| ())
+    }
+
+    /// The resolved schedule of `faults.events` on `topo` (checked: components exist and their
+    /// events alternate failure and repair), in time order.
+    pub fn fault_schedule(&self, topo: &Topology) -> Result<Vec<crate::faults::schedule::Action>, ConfigError> {
+        let static_failed: Vec<(RouterId, PortIdx)> =
+            self.faults.failed_links.iter().map(|f| (f.router, f.port)).collect();
+        crate::faults::schedule::resolve(&self.faults.events, topo, &static_failed, self.link.lanes)
     }
 
     /// Every check that needs only the topology's kind (`"torus"`, `"dragonfly"`, ...), not the
@@ -542,6 +668,7 @@ impl FabricConfig {
                 ),
             ));
         }
+        crate::linkerr::validate(self)?;
         let algo = self.routing.name();
         check_algorithm_applies(algo, kind)?;
         // VC requirements of each deadlock-avoidance scheme.
@@ -614,7 +741,16 @@ impl FabricConfig {
                 self.link.check_rate(lanes, &format!("link_overrides[{i}].lanes"))?;
             }
         }
-        Ok(())
+        let f = &self.faults;
+        crate::faults::schedule::validate_for_kind(
+            &f.events,
+            &f.random,
+            f.torus_bypass,
+            kind,
+            &self.routing,
+            r.vcs,
+            self.link.lanes,
+        )
     }
 
     /// The routers and ports named by `faults.failed_links` and `link_overrides` exist.

@@ -4,15 +4,21 @@
 //!
 //! - [`topology`]: topology families, their builder, metrics and export;
 //! - [`config`]: the fabric's scenario keys (links, routers, routing, faults) and validation;
+//! - [`faults`]: fault schedules and random failures, and the tables recomputed around failures
+//!   (up*/down* reconstruction, the NICEVT torus first/last-step bypass);
 //! - [`routing`]: routing functions and tables, VC classes and deadlock schemes;
 //! - [`arbiter`]: output arbitration policies;
 //! - [`net`]: the packet-level simulator (input-buffered routers, credits, links) and the
 //!   [`Endpoints`] seam through which it hands packets to NICs or traffic collectors;
+//! - [`linkerr`]: link-level reliability (bit errors, CRC, go-back-N retransmission from a
+//!   replay buffer, cut-through to store-and-forward fallback) and its closed forms;
 //! - [`packet`]: the packet record;
 //! - [`multicast`]: the routers' multicast tables and how a group's tables are computed.
 
 pub mod arbiter;
 pub mod config;
+pub mod faults;
+pub mod linkerr;
 pub mod multicast;
 pub mod net;
 pub mod packet;

@@ -28,16 +28,28 @@
 //!   arrived on; multicast is meant for tree topologies (no bubble or dateline rule applies to
 //!   it). Each extra copy counts in `net.multicast_copies`, so the conservation law reads
 //!   `injected + copies = delivered + dropped + in_flight`.
+//! - **Link-level reliability** ([`crate::linkerr`], hooks in `net_link.rs`): bit errors, CRC
+//!   check and go-back-N retransmission from a replay buffer, stomped corrupted copies under
+//!   cut-through, and the fallback to store-and-forward. Corrupted copies are not packets of
+//!   the conservation law: they are discarded by the router or node that receives them.
+//! - **Dynamic faults** (`net_faults.rs`, [`crate::faults`]): cables, routers and planes fail
+//!   and are repaired during the run; packets in a failed component are lost, routers learn of
+//!   it after `faults.detection` and recomputed tables follow after `faults.table_update`.
 
 use crate::arbiter::{Age, OutputArbiter, Request as ArbRequest, RoundRobin};
 use crate::config::{Arbitration, FabricConfig, Switching, MAX_VCS};
+use crate::linkerr::{LinkLayer, LK_FRESH, LK_REPLAY};
 use crate::multicast::{MulticastError, MulticastRoute, Tables};
-use crate::packet::{Packet, PacketId, F_MCAST};
+use crate::packet::{Packet, PacketId, F_GHOST, F_MCAST};
 use crate::routing::{Choice, CreditView, RouteError, Routing};
 use crate::topology::{NodeId, Peer, PortIdx, RouterId, Topology};
 use hpcnet_des::stats::{Registry, StatRecord};
 use hpcnet_des::{BitsPerSec, EventQueue, Origin, SimTime};
 use serde::Serialize;
+
+#[path = "net_faults.rs"]
+mod faults_rt;
+pub use faults_rt::{FaultRecord, FaultStats, FaultStep};
 
 /// Events the network schedules on the shared event queue.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -52,6 +64,11 @@ pub enum NetEvent {
     Arb { oport: u32 },
     /// Tail of `pkt` has reached its destination node.
     Deliver { pkt: PacketId },
+    /// A step of the fault schedule: a failure or repair, its detection, new tables.
+    Fault { step: FaultStep },
+    /// The tail of a corrupted copy sent stomped by output `oport` reached the receiver, which
+    /// drops it ([`crate::linkerr`]).
+    Corrupt { pkt: PacketId, oport: u32 },
 }
 
 /// What the network tells the endpoints cabled to it (NICs, or a traffic collector): the one
@@ -116,6 +133,12 @@ pub struct Blocked {
 #[derive(Clone, Debug)]
 struct OutPort {
     busy_until: SimTime,
+    /// Error-free bits this link direction carries before its next bit error
+    /// ([`crate::linkerr`]; `u64::MAX`: none).
+    err_left: u64,
+    /// Link-layer flags ([`crate::linkerr::LK_REPLAY`], [`crate::linkerr::LK_FALLBACK`]): any set
+    /// sends every packet through the link layer.
+    lk: u8,
     free_private: [u16; MAX_VCS],
     free_shared: u32,
     /// Credits on their way back: (arrival time, vc, private, shared), absorbed when due.
@@ -147,6 +170,8 @@ struct OutPort {
     /// Ejection port whose node accepts packets only into credited buffers
     /// ([`Network::set_ejection_credits`]).
     limited: bool,
+    /// The link is down now (a dynamic failure): whatever is sent on it is lost.
+    down: bool,
     /// Event origin of the component owning the port (its router, or its node).
     origin: u32,
 }
@@ -289,6 +314,20 @@ pub struct Network {
     /// A multicast packet was injected at some point: only then do the router paths look at
     /// packets' multicast flag (unicast-only runs skip the load).
     mcast_seen: bool,
+    /// Link-level reliability state ([`crate::linkerr`]).
+    link: LinkLayer,
+    /// Corrupted copies alive (in a cut-through receiver, or forwarded stomped): only while
+    /// there are any do the router paths look at packets' corruption flags.
+    ghosts: u32,
+    /// Corrupted transmissions of the current send (reused, so the error path allocates once).
+    corrupt_buf: Vec<(SimTime, bool)>,
+    /// Dynamic faults and the torus bypass (None when the scenario has neither).
+    faults: Option<Box<faults_rt::FaultRuntime>>,
+    /// A link has gone down during the run: arrivals then check whether their cable failed
+    /// under them (runs without dynamic faults skip the check).
+    fault_cut: bool,
+    /// The run's seed ([`Network::set_seed`]), for random failures.
+    seed: u64,
 }
 
 struct PortCredits<'a> {
@@ -381,6 +420,8 @@ impl Network {
         let base_rate = cfg.link.data_rate();
         let mk = |to: Dest, rate: BitsPerSec, latency: SimTime, saf: bool, origin: u32| OutPort {
             busy_until: SimTime::ZERO,
+            err_left: u64::MAX,
+            lk: 0,
             free_private,
             free_shared: cfg.router.shared_credits,
             returning: Vec::new(),
@@ -399,13 +440,16 @@ impl Network {
             busy_ps: 0,
             packets: 0,
             limited: false,
+            down: false,
             origin,
         };
         let mut out = Vec::with_capacity(nports);
+        let mut link = LinkLayer::new(&cfg.link, nports as u32);
         let mut upstream = vec![u32::MAX; total as usize];
         for (ri, r) in topo.routers.iter().enumerate() {
             for (pi, peer) in r.ports.iter().enumerate() {
-                let (lanes, lat, sw) = link_params(&cfg, &topo, RouterId(ri as u32), PortIdx(pi as u16));
+                let (lanes, lat, sw, ber) = link_params(&cfg, &topo, RouterId(ri as u32), PortIdx(pi as u16));
+                link.set_ber(out.len() as u32, ber);
                 let rate = base_rate_for(&cfg, lanes, base_rate);
                 let dead = routing.is_dead(RouterId(ri as u32), PortIdx(pi as u16));
                 let to = match *peer {
@@ -423,7 +467,8 @@ impl Network {
         for (ni, n) in topo.nodes.iter().enumerate() {
             for rail in 0..rails as usize {
                 let (r, p) = n.ports[rail.min(n.ports.len() - 1)];
-                let (lanes, lat, sw) = link_params(&cfg, &topo, r, p);
+                let (lanes, lat, sw, ber) = link_params(&cfg, &topo, r, p);
+                link.set_ber(out.len() as u32, ber);
                 let rate = base_rate_for(&cfg, lanes, base_rate);
                 let g = port_base[r.index()] + p.0 as u32;
                 upstream[g as usize] = total + (ni * rails as usize + rail) as u32;
@@ -459,7 +504,14 @@ impl Network {
             ));
         }
         let mcast = Tables::new(total as usize, cfg.router.multicast_tables);
-        Ok(Network {
+        // Replay accounting only where the buffer can fill (see `LinkLayer::can_fill`).
+        let max_pkt = cfg.packet.header + cfg.packet.max_payload;
+        for o in &mut out {
+            if link.can_fill(base_rate, o.latency, max_pkt, cfg.packet.header) {
+                o.lk = LK_REPLAY;
+            }
+        }
+        let mut net = Network {
             topo,
             routing,
             cfg,
@@ -487,7 +539,16 @@ impl Network {
             mcast,
             mc_left: vec![0; node_q0 as usize],
             mcast_seen: false,
-        })
+            link,
+            ghosts: 0,
+            corrupt_buf: Vec::new(),
+            faults: None,
+            fault_cut: false,
+            seed: 0,
+        };
+        net.set_seed(0);
+        net.init_faults()?;
+        Ok(net)
     }
 
     pub fn config(&self) -> &FabricConfig {
@@ -508,6 +569,22 @@ impl Network {
     /// the run's seed. Without it the seed is 0.
     pub fn set_seed(&mut self, seed: u64) {
         self.salt_key = salt_key(seed);
+        // Each link's first error-free gap is drawn from the new seed when it first sends.
+        self.link.reseed(seed);
+        for (i, o) in self.out.iter_mut().enumerate() {
+            if self.link.has_errors(i as u32) {
+                o.lk |= LK_FRESH;
+            } else {
+                o.lk &= !LK_FRESH;
+                o.err_left = u64::MAX;
+            }
+        }
+        self.seed = seed;
+    }
+
+    /// The run's seed ([`Network::set_seed`]; 0 without it), for the endpoints' own streams.
+    pub fn seed(&self) -> u64 {
+        self.seed
     }
 
     /// The next random bits of a packet from `src`.
@@ -546,6 +623,10 @@ impl Network {
         if copies > 0 {
             v.extend(Registry::of_counters(&NET_MCAST_STATS, &[copies]).report());
         }
+        if self.link.active() {
+            v.extend(Registry::of_counters(&crate::linkerr::LINK_STATS, &self.link.totals().values()).report());
+        }
+        v.extend(self.fault_statistics());
         v
     }
 
@@ -745,8 +826,10 @@ impl Network {
         };
         if let Err(reason) = prepared {
             // A node whose cable is down loses what it sends, like any dropped packet (counted
-            // as injected and dropped, so `injected = delivered + dropped + in flight` holds).
-            if let RouteError::SourceCableDown { .. } = reason {
+            // as injected and dropped, so `injected = delivered + dropped + in flight` holds);
+            // so does a packet with no route once faults can strike during the run.
+            let dynamic = self.faults.as_ref().is_some_and(|f| f.dynamic());
+            if matches!(reason, RouteError::SourceCableDown { .. }) || dynamic {
                 self.stats.add(NetStat::Injected, 1);
                 self.stats.add(NetStat::Dropped, 1);
                 self.drops.push(Drop {
@@ -863,6 +946,9 @@ impl Network {
         match ev {
             NetEvent::Arrive { pkt, router, port } => {
                 self.on_wire -= 1;
+                if self.fault_cut && self.lost_on_cable(q, pkt, Some((router, port))) {
+                    return;
+                }
                 let p = &mut self.packets[pkt as usize];
                 p.hops += 1;
                 let vc = p.vc;
@@ -881,11 +967,16 @@ impl Network {
             }
             NetEvent::Deliver { pkt } => {
                 self.on_wire -= 1;
+                if self.fault_cut && self.lost_on_cable(q, pkt, None) {
+                    return;
+                }
                 let p = self.take(pkt);
                 self.stats.add(NetStat::Delivered, 1);
                 self.stats.add(NetStat::Hops, p.hops as u64);
                 ep.deliver(p, now);
             }
+            NetEvent::Fault { step } => self.fault_step(q, step, ep),
+            NetEvent::Corrupt { pkt, oport } => self.corrupt_dropped(q, pkt, oport),
         }
     }
 
@@ -898,6 +989,10 @@ impl Network {
         let in_port = PortIdx(((qi >> self.vc_shift) - base) as u16);
         loop {
             let id = self.inq.front(qi)?;
+            if self.ghosts != 0 && self.packets[id as usize].flags & F_GHOST != 0 && self.ghost_expired(qi, id, q.now())
+            {
+                continue;
+            }
             let routed = if self.mcast_seen && self.packets[id as usize].flags & F_MCAST != 0 {
                 self.multicast_route(qi, router, in_port, id)
             } else {
@@ -991,7 +1086,7 @@ impl Network {
     /// Arbitrate `first`, then each output the previous arbitration handed on. An arbitration
     /// makes at most one new head, which requests at most one output, so the work is a chain
     /// (this replaces a stack of pending kicks, with the same order, without its push/pop).
-    #[inline]
+    #[inline(always)]
     fn run_arbitrations<E: From<NetEvent>, S: Endpoints>(
         &mut self,
         q: &mut EventQueue<E>,
@@ -1107,6 +1202,10 @@ impl Network {
     ) -> Option<u32> {
         let now = q.now();
         let o = &mut self.out[oi as usize];
+        if o.down {
+            self.sink(q, oi, ep);
+            return None;
+        }
         if o.busy_until > now {
             let t = o.busy_until;
             self.wake_at(q, self.port_origin(oi), oi, t);
@@ -1139,6 +1238,9 @@ impl Network {
                 }
                 return None;
             };
+            if o.lk & LK_REPLAY != 0 && self.replay_stalls(q, oi, base + v, now) {
+                return None;
+            }
             self.out[oi as usize].rr = (v + 1) % n;
             let id = self.inq.front(base + v).expect("chosen queue has a head");
             (base + v, self.pkt(id).vc)
@@ -1150,6 +1252,9 @@ impl Network {
                 self.starve(q, oi);
                 return None;
             };
+            if o.lk & LK_REPLAY != 0 && self.replay_stalls(q, oi, qi, now) {
+                return None;
+            }
             // Unlink the served request; round robin resumes at the one after it.
             let o = &mut self.out[oi as usize];
             let recs = &mut self.inq.q;
@@ -1188,13 +1293,27 @@ impl Network {
             ser
         };
         let start = now.max(tail_at.saturating_sub(ser));
+        if self.ghosts != 0 && self.packets[id as usize].flags & F_GHOST != 0 {
+            // A corrupted copy in a cut-through receiver (it holds no input credits).
+            return self.ghost_granted(q, oi, qi, id, out_vc, start, ser);
+        }
         // Free the buffer the packet leaves, when its tail is out.
         if last {
             self.release_input(q, qi, id, start + ser);
         }
+        // The link layer: errors and retransmissions, the replay buffer, the fallback.
+        let mut o = &mut self.out[oi as usize];
+        let bits = (size as u64) << 3;
+        let sent = if o.lk == 0 && o.err_left >= bits {
+            o.err_left -= bits;
+            start
+        } else {
+            let sent = self.link_send(q, oi, id, out_vc, start, ser);
+            o = &mut self.out[oi as usize];
+            sent
+        };
         // Take credits downstream.
-        let o = &mut self.out[oi as usize];
-        o.busy_until = start + ser;
+        o.busy_until = sent + ser;
         o.busy_ps += ser.0;
         o.packets += 1;
         let mut shared_used = 0u16;
@@ -1210,7 +1329,7 @@ impl Network {
         let p = &mut self.packets[id as usize];
         p.vc = out_vc;
         p.shared_used = shared_used;
-        p.tail_at = start + ser + lat;
+        p.tail_at = sent + ser + lat;
         if is_node {
             p.injected = start;
             self.stats.add(NetStat::Injected, 1);
@@ -1220,7 +1339,7 @@ impl Network {
         self.on_wire += 1;
         match to {
             Dest::Router { router, port } => {
-                let head = if saf { start + ser + lat } else { start + lat };
+                let head = if saf { sent + ser + lat } else { sent + lat };
                 q.schedule_by(
                     self.port_origin(oi),
                     head + self.cfg.router.latency,
@@ -1229,7 +1348,7 @@ impl Network {
             }
             Dest::Node => q.schedule_by(
                 self.port_origin(oi),
-                start + ser + lat,
+                sent + ser + lat,
                 NetEvent::Deliver { pkt: id }.into(),
             ),
             Dest::None => unreachable!("a dead port never fits"),
@@ -1350,6 +1469,7 @@ impl Network {
                 .out
                 .iter()
                 .any(|o| o.busy_until > now || o.returning.iter().any(|r| r.0 > now))
+            || self.link.awaiting_ack(now)
     }
 
     /// The evidence of a deadlock: input queues whose head packets wait for credits that only
@@ -1550,10 +1670,12 @@ impl Network {
     }
 }
 
-fn link_params(cfg: &FabricConfig, topo: &Topology, r: RouterId, p: PortIdx) -> (u32, SimTime, Switching) {
+/// Lanes, latency, switching and bit-error rate of the cable at port `p` of router `r`.
+fn link_params(cfg: &FabricConfig, topo: &Topology, r: RouterId, p: PortIdx) -> (u32, SimTime, Switching, f64) {
     let mut lanes = cfg.link.lanes;
     let mut lat = cfg.link.latency;
     let mut sw = cfg.link.switching;
+    let mut ber = cfg.link.ber;
     let peer = match topo.routers[r.index()].ports[p.index()] {
         Peer::Router { router, port } => Some((router, port)),
         _ => None,
@@ -1563,9 +1685,10 @@ fn link_params(cfg: &FabricConfig, topo: &Topology, r: RouterId, p: PortIdx) -> 
             lanes = o.lanes.unwrap_or(lanes);
             lat = o.latency.unwrap_or(lat);
             sw = o.switching.unwrap_or(sw);
+            ber = o.ber.unwrap_or(ber);
         }
     }
-    (lanes, lat, sw)
+    (lanes, lat, sw, ber)
 }
 
 fn base_rate_for(cfg: &FabricConfig, lanes: u32, base: BitsPerSec) -> BitsPerSec {
@@ -1696,6 +1819,10 @@ fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
 }
+
+#[path = "net_link.rs"]
+mod link;
+pub use link::LinkErrors;
 
 #[cfg(test)]
 #[path = "net_tests.rs"]

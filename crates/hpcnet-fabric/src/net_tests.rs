@@ -32,6 +32,8 @@ fn fabric(routing: RoutingConfig, vcs: u8, private_credits: u32) -> FabricConfig
             encoding: Encoding::None,
             latency: ns(L),
             switching: Switching::CutThrough,
+            ber: 0.0,
+            ..LinkConfig::default()
         },
         link_overrides: Vec::new(),
         router: RouterConfig {

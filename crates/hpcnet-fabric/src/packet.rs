@@ -15,6 +15,9 @@ pub(crate) const F_CROSSED: u8 = 1; // crossed the dateline of the current dimen
 pub(crate) const F_ESCAPE: u8 = 2; // travelling on the escape VC (minimal adaptive)
 pub(crate) const F_MEASURED: u8 = 4; // generated inside the measurement window
 pub(crate) const F_MCAST: u8 = 8; // multicast: `dst` holds the group until ejection
+pub(crate) const F_GHOST: u8 = 16; // corrupted copy in a cut-through receiver (crate::linkerr)
+pub(crate) const F_STOMPED: u8 = 32; // corrupted copy forwarded with a bad end marker
+pub(crate) const F_BYPASS: u8 = 64; // `path` is a fault-bypass route (VCs relative to the class)
 
 /// No dimension yet (just injected).
 pub(crate) const NO_DIM: u8 = u8::MAX;
@@ -56,9 +59,10 @@ pub struct Packet {
     /// When its tail is fully in the buffer it occupies.
     pub(crate) tail_at: SimTime,
     /// Source route: output port and VC (bit 7: enters a ring) at each router, computed at
-    /// injection (a thin pointer: 8 bytes in the packet instead of 16).
-    #[allow(clippy::box_collection)]
-    pub(crate) path: Option<Box<Vec<(PortIdx, u8)>>>,
+    /// injection, or a fault-bypass route shared by the packets of a pair of routers (a thin
+    /// pointer: 8 bytes in the packet instead of 16).
+    #[allow(clippy::rc_buffer)]
+    pub(crate) path: Option<std::sync::Arc<Vec<(PortIdx, u8)>>>,
 }
 
 const _: () = assert!(std::mem::size_of::<Packet>() == 64);

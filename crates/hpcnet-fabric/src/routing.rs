@@ -20,7 +20,9 @@
 //! - **Source**: the deterministic path is computed at injection and carried in the packet.
 
 use crate::config::{ConfigError, DeadlockAvoidance, RoutingConfig, Selection, TieRule};
-use crate::packet::{Packet, F_CROSSED, F_ESCAPE, NO_DIM};
+use crate::faults::bypass::{BypassEntry, BypassTable};
+use crate::faults::tables::TreeTables;
+use crate::packet::{Packet, F_BYPASS, F_CROSSED, F_ESCAPE, NO_DIM};
 use crate::topology::{NodeId, Peer, PortIdx, PortKind, RouterId, Shape, Topology};
 use serde::Serialize;
 
@@ -237,10 +239,19 @@ pub struct Routing {
     nrouters: usize,
     /// First global port index of each router, for `dead`.
     port_base: Vec<u32>,
-    /// Failed links (both ends marked).
+    /// Failed links (both ends marked), as the routers know them: static failures, and dynamic
+    /// ones once detected.
     dead: Vec<bool>,
+    /// Number of ports marked in `dead`.
+    dead_count: usize,
     /// Whether any link failed: lets the hot path skip the `dead` lookup.
     any_dead: bool,
+    /// `faults.torus_bypass`: VC class c also owns VC `classes + c`, for last steps.
+    last_step_vcs: bool,
+    /// Per-pair first/last-step routes installed after a failure (torus fault bypass).
+    bypass: Option<Box<BypassTable>>,
+    /// Up*/down* tables recomputed on the live tree after a failure.
+    tables: Option<Box<TreeTables>>,
     /// Cached [`Routing::uses_bubble`] (asked once per hop).
     bubble: bool,
     /// Router and port of every node's rail: `attach[node * rails + rail]`.
@@ -346,7 +357,8 @@ impl Routing {
             }
             _ => None,
         };
-        let any_dead = dead.contains(&true);
+        let dead_count = dead.iter().filter(|&&d| d).count();
+        let any_dead = dead_count > 0;
         let mut routing = Routing {
             algo,
             source,
@@ -357,7 +369,11 @@ impl Routing {
             nrouters: topo.routers.len(),
             port_base,
             dead,
+            dead_count,
             any_dead,
+            last_step_vcs: false,
+            bypass: None,
+            tables: None,
             bubble: false,
             attach,
             rails,
@@ -374,8 +390,75 @@ impl Routing {
                 deadlock: DeadlockAvoidance::Dateline,
                 ..
             } => (self.vcs / 2).max(1),
+            Algo::Dor { .. } if self.last_step_vcs => (self.vcs / 2).max(1),
             Algo::Adaptive { .. } | Algo::Minimal => 1,
             _ => self.vcs,
+        }
+    }
+
+    /// Reserve the upper half of the VCs for the last steps of fault-bypass routes
+    /// (`faults.torus_bypass`): class c rides VC c on rings and VC `classes + c` on a last step.
+    pub(crate) fn reserve_last_step_vcs(&mut self) {
+        self.last_step_vcs = true;
+    }
+
+    /// The VC of class `class` on a hop of a bypass route: the class's ring VC, or (`last`) its
+    /// last-step VC.
+    #[inline]
+    fn bypass_vc(&self, class: u8, last: bool) -> u8 {
+        if last {
+            class + self.classes()
+        } else {
+            class
+        }
+    }
+
+    /// Mark the port `p` of router `r` dead or alive as the routers know it (a detected failure
+    /// or repair). The far end of a cable is marked by its own call.
+    pub(crate) fn set_dead(&mut self, r: RouterId, p: PortIdx, dead: bool) {
+        let g = (self.port_base[r.index()] + p.0 as u32) as usize;
+        if self.dead[g] != dead {
+            self.dead[g] = dead;
+            if dead {
+                self.dead_count += 1;
+            } else {
+                self.dead_count -= 1;
+            }
+            self.any_dead = self.dead_count > 0;
+        }
+    }
+
+    /// Number of ports the routers know to be dead.
+    #[inline]
+    pub fn dead_ports(&self) -> usize {
+        self.dead_count
+    }
+
+    /// Install (or, with `None`, remove) the recomputed up*/down* tables.
+    pub(crate) fn install_tables(&mut self, t: Option<Box<TreeTables>>) {
+        self.tables = t;
+    }
+
+    /// Install (or, with `None`, remove) the per-pair fault-bypass routes.
+    pub(crate) fn install_bypass(&mut self, b: Option<Box<BypassTable>>) {
+        self.bypass = b;
+    }
+
+    /// The installed per-pair bypass routes, if any.
+    pub fn bypass_table(&self) -> Option<&BypassTable> {
+        self.bypass.as_deref()
+    }
+
+    /// Whether this routing is tree routing (up*/down* or tables).
+    pub(crate) fn is_tree(&self) -> bool {
+        matches!(self.algo, Algo::Tree { .. })
+    }
+
+    /// The tie rule of dimension-order routing (None for other algorithms).
+    pub(crate) fn dor_tie(&self) -> Option<TieRule> {
+        match self.algo {
+            Algo::Dor { tie, .. } => Some(tie),
+            _ => None,
         }
     }
 
@@ -478,7 +561,25 @@ impl Routing {
         pkt.class = class % self.classes().max(1);
         pkt.vc = self.first_vc(pkt);
         pkt.last_dim = NO_DIM;
-        pkt.flags &= !(F_CROSSED | F_ESCAPE);
+        pkt.flags &= !(F_CROSSED | F_ESCAPE | F_BYPASS);
+        if let Some(b) = &self.bypass {
+            let (sr, _) = self.attach(pkt.src, pkt.rail);
+            let (dr, _) = self.attach(pkt.dst, pkt.rail);
+            match b.get(sr, dr) {
+                None => {}
+                Some(BypassEntry::Unreachable) => {
+                    return Err(RouteError::Unreachable {
+                        router: sr,
+                        dst: pkt.dst,
+                    })
+                }
+                Some(BypassEntry::Route(path)) => {
+                    pkt.path = Some(path.clone());
+                    pkt.flags |= F_BYPASS;
+                    return Ok(());
+                }
+            }
+        }
         if self.source {
             let mut scratch = pkt.clone();
             let mut path = Vec::new();
@@ -509,7 +610,7 @@ impl Routing {
                     }
                 }
             }
-            pkt.path = Some(Box::new(path));
+            pkt.path = Some(std::sync::Arc::new(path));
         }
         Ok(())
     }
@@ -612,7 +713,12 @@ impl Routing {
     ) -> Result<Choice, RouteError> {
         if let Some(path) = &pkt.path {
             let hop = pkt.hops as usize - 1;
+            let bypass = pkt.flags & F_BYPASS != 0;
             let Some(&(port, vcf)) = path.get(hop) else {
+                if bypass {
+                    // A bypass route ends at the destination's router, which ejects.
+                    return self.route_table(topo, r, in_port, pkt, credits);
+                }
                 return Err(RouteError::Loop {
                     router: r,
                     dst: pkt.dst,
@@ -624,9 +730,14 @@ impl Routing {
                     dst: pkt.dst,
                 });
             }
+            let vc = if bypass {
+                self.bypass_vc(pkt.class, vcf & 0x7f != 0)
+            } else {
+                vcf & 0x7f
+            };
             return Ok(Choice {
                 port,
-                vc: vcf & 0x7f,
+                vc,
                 enters_ring: vcf & 0x80 != 0,
             });
         }
@@ -671,7 +782,7 @@ impl Routing {
     /// Next dimension and direction toward `dr` in dimension order, and whether that step crosses
     /// the dimension's wrap-around link; None if arrived.
     #[inline(always)]
-    fn dor_step(&self, r: RouterId, dr: RouterId, tie: TieRule, salt: u8) -> Option<(usize, bool, bool)> {
+    pub(crate) fn dor_step(&self, r: RouterId, dr: RouterId, tie: TieRule, salt: u8) -> Option<(usize, bool, bool)> {
         match &self.grid {
             Some(g) => {
                 if !g.packed.is_empty() {
@@ -712,7 +823,7 @@ impl Routing {
     }
 
     #[inline]
-    fn dim_port(&self, d: usize, plus: bool) -> PortIdx {
+    pub(crate) fn dim_port(&self, d: usize, plus: bool) -> PortIdx {
         if self.grid.is_some() {
             PortIdx((2 * d + usize::from(!plus)) as u16)
         } else {
@@ -919,6 +1030,9 @@ impl Routing {
         sel: Selection,
         credits: &mut impl CreditView,
     ) -> Result<Choice, RouteError> {
+        if let Some(tb) = &self.tables {
+            return self.tree_rewritten(tb, topo, r, in_port, dr, pkt, sel, credits);
+        }
         let t = self.trees.as_ref().expect("tree tables built for tree routing");
         let leaves = t.leaf_router.len();
         let dl = t.leaf_of_router[dr.index()] as usize;
@@ -986,6 +1100,145 @@ impl Routing {
         Err(unreachable)
     }
 
+    /// [`Routing::pick_live`] among the ports `keep` accepts (the recomputed tables' entry).
+    #[allow(clippy::too_many_arguments)]
+    fn pick_where(
+        &self,
+        r: RouterId,
+        ports: &[PortIdx],
+        rot: usize,
+        sel: Selection,
+        vc: u8,
+        credits: &mut impl CreditView,
+        keep: impl Fn(PortIdx) -> bool,
+    ) -> Option<PortIdx> {
+        let n = ports.len();
+        if n == 0 {
+            return None;
+        }
+        let start = rot % n;
+        let mut best: Option<(u32, PortIdx)> = None;
+        for i in 0..n {
+            let p = ports[(start + i) % n];
+            if self.is_dead(r, p) || !keep(p) {
+                continue;
+            }
+            match sel {
+                Selection::Deterministic | Selection::Random => return Some(p),
+                Selection::Adaptive => {
+                    let f = credits.free(p, vc);
+                    if best.is_none_or(|(bf, _)| f > bf) {
+                        best = Some((f, p));
+                    }
+                }
+            }
+        }
+        best.map(|(_, p)| p)
+    }
+
+    /// Up*/down* with the tables recomputed on the live tree ([`TreeTables`]): a port is taken
+    /// only toward a router that still reaches the destination leaf — directly below, or by
+    /// up*/down* — and the sibling bypass only when no direct way is left. Where the tables
+    /// offer nothing, the rule before reconstruction applies (skip dead ports).
+    #[allow(clippy::too_many_arguments)]
+    fn tree_rewritten(
+        &self,
+        tb: &TreeTables,
+        topo: &Topology,
+        r: RouterId,
+        in_port: PortIdx,
+        dr: RouterId,
+        pkt: &mut Packet,
+        sel: Selection,
+        credits: &mut impl CreditView,
+    ) -> Result<Choice, RouteError> {
+        let t = self.trees.as_ref().expect("tree tables built for tree routing");
+        let leaves = t.leaf_router.len();
+        let dl = t.leaf_of_router[dr.index()] as usize;
+        let info = &topo.routers[r.index()];
+        let vc = pkt.class;
+        let unreachable = RouteError::Unreachable {
+            router: r,
+            dst: pkt.dst,
+        };
+        let random = sel == Selection::Random;
+        let rot = if random {
+            random_start(pkt.salt, pkt.hops)
+        } else {
+            pkt.dst.index()
+        };
+        let up_rot = if random { rot } else { rot / t.up_div[r.index()] };
+        let far = |p: PortIdx| match info.ports[p.index()] {
+            Peer::Router { router, .. } => Some(router),
+            _ => None,
+        };
+        let choose = |p: PortIdx| {
+            Ok(Choice {
+                port: p,
+                vc,
+                enters_ring: false,
+            })
+        };
+        let sib = t.sibling[dl];
+        // 1. Below me: down toward a child that reaches the leaf, else toward the sibling leaf.
+        let down = &t.down[r.index() * leaves + dl];
+        if !down.is_empty() {
+            let direct = |p: PortIdx| far(p).is_some_and(|c| tb.below(c, dl));
+            if let Some(p) = self.pick_where(r, down, rot, sel, vc, credits, direct) {
+                return choose(p);
+            }
+            if sib != u32::MAX {
+                let sdown = &t.down[r.index() * leaves + sib as usize];
+                let via = |p: PortIdx| far(p).is_some_and(|c| tb.below_via_sibling(c, dl));
+                if let Some(p) = self.pick_where(r, sdown, rot, sel, vc, credits, via) {
+                    return choose(p);
+                }
+            }
+            return Err(unreachable);
+        }
+        let came_from_sibling = matches!(info.kinds.get(in_port.index()), Some(PortKind::Sibling));
+        let came_from_above = matches!(info.kinds.get(in_port.index()), Some(PortKind::Up));
+        let my_leaf = t.leaf_of_router[r.index()];
+        let sibs = &t.sibs[r.index()];
+        // 2. The destination is my sibling leaf, reached from above (the bypass).
+        if my_leaf != u32::MAX && sib == my_leaf && !came_from_sibling && came_from_above {
+            return self
+                .pick_where(r, sibs, rot, sel, vc, credits, |_| true)
+                .map_or(Err(unreachable), choose);
+        }
+        if came_from_above {
+            return Err(unreachable);
+        }
+        // 3. Up, D-mod-k ordered, toward a router that reaches the leaf by up*/down*; else one
+        //    that reaches it through the sibling bypass.
+        let ups = &t.ups[r.index()];
+        let reach = |p: PortIdx| far(p).is_some_and(|q| tb.reaches(q, dl));
+        if let Some(p) = self.pick_where(r, ups, up_rot, sel, vc, credits, reach) {
+            return choose(p);
+        }
+        // 4. My sibling leaf reaches it while I do not: cross (not back where we came from).
+        if my_leaf != u32::MAX && !came_from_sibling {
+            let across = |p: PortIdx| far(p).is_some_and(|s| tb.reaches(s, dl));
+            if let Some(p) = self.pick_where(r, sibs, rot, sel, vc, credits, across) {
+                return choose(p);
+            }
+        }
+        let via_sib = |p: PortIdx| far(p).is_some_and(|q| tb.reaches_via_sibling(q, dl));
+        if let Some(p) = self.pick_where(r, ups, up_rot, sel, vc, credits, via_sib) {
+            return choose(p);
+        }
+        // Nothing in the tables: the rule of deterministic tables (first live port).
+        if let Some(p) = self.pick_where(r, ups, up_rot, sel, vc, credits, |_| true) {
+            return choose(p);
+        }
+        if my_leaf != u32::MAX && !came_from_sibling {
+            return self
+                .pick_where(r, sibs, rot, sel, vc, credits, |_| true)
+                .map_or(Err(unreachable), choose);
+        }
+        Err(unreachable)
+    }
+
     // ---------------------------------------------------------------------------------------
     // Minimal (BFS distance table)
 
@@ -1036,6 +1289,41 @@ pub enum RouteError {
         port: PortIdx,
         group: u32,
     },
+    /// On the cable leaving `router` by `port` (or the node cable at that port) when it, or a
+    /// router at either end, failed.
+    #[error("lost on the cable at router {router} port {port} when it failed")]
+    LostInCable { router: RouterId, port: PortIdx },
+    /// In a buffer of `router` when it failed.
+    #[error("lost in router {router} when it failed")]
+    LostInRouter { router: RouterId },
+    /// Sent into a failed cable whose failure its sender had not yet detected (the cable leaves
+    /// `router` by `port`; for a node's own cable, the router it is cabled to).
+    #[error("sent into the failed cable at router {router} port {port} before the failure was detected")]
+    SentIntoFailure { router: RouterId, port: PortIdx },
+}
+
+impl RouteError {
+    /// The cause as reports name it (`drops_by_reason` keys).
+    pub fn cause(&self) -> &'static str {
+        match self {
+            RouteError::Unreachable { .. } => "unreachable",
+            RouteError::Loop { .. } => "routing_loop",
+            RouteError::SourceCableDown { .. } => "source_cable_down",
+            RouteError::NoMulticastTable { .. } => "no_multicast_table",
+            RouteError::LostInCable { .. } => "lost_in_cable",
+            RouteError::LostInRouter { .. } => "lost_in_router",
+            RouteError::SentIntoFailure { .. } => "sent_before_detection",
+        }
+    }
+
+    /// Whether the packet was lost to a failure (in a failed component, or sent into one before
+    /// it was detected), rather than refused for want of a route.
+    pub fn is_loss(&self) -> bool {
+        matches!(
+            self,
+            RouteError::LostInCable { .. } | RouteError::LostInRouter { .. } | RouteError::SentIntoFailure { .. }
+        )
+    }
 }
 
 fn bfs(topo: &Topology, s: usize, dead: &[bool], base: &[u32], out: &mut [u16]) {

@@ -296,6 +296,7 @@ fn fabric(routing: RoutingConfig, vcs: u8) -> FabricConfig {
             encoding: Encoding::None,
             latency: SimTime::from_ns(10),
             switching: Switching::CutThrough,
+            ..LinkConfig::default()
         },
         link_overrides: Vec::new(),
         router: RouterConfig {
@@ -868,6 +869,74 @@ fn schemes_on_a_4x4_torus() {
 /// The generalized fat tree's detours around failed links: with the links spine 2–leaf 1 and
 /// spine 3–leaf 0 down, each spine reaches the leaf it lost through that leaf's sibling, so
 /// packets cross the sibling link in both directions, without a dependency cycle.
+/// The torus fault bypass keeps the bubble property: with one failed cable or router on a
+/// 5×5×5 torus (detected, tables rewritten; odd rings, so every ring has dependency cycles of
+/// its own), the dependency graph of every route — dimension
+/// order for the pairs the failure leaves alone, first/last-step routes for the others — has
+/// its cycles inside rings, entered with a bubble; the ring hops keep dimension order; and the
+/// last steps, on the reserved VC, lead only to ejection.
+#[test]
+fn torus_fault_bypass_keeps_the_bubble_property() {
+    use hpcnet_fabric::faults::{FaultAction, FaultEvent, FaultKind};
+    let topo = build(&grid(&[5, 5, 5], 1, true)).unwrap();
+    let routing = RoutingConfig::DimensionOrder {
+        deadlock: DeadlockAvoidance::Bubble,
+        tie: TieRule::Balanced,
+    };
+    let healthy = fabric(routing.clone(), 2);
+    let template = sized_packet(&topo, &healthy);
+    let fault = |kind, router: u32, port: Option<u16>| FaultEvent {
+        at: SimTime::ZERO,
+        kind,
+        action: FaultAction::Fail,
+        router: Some(RouterId(router)),
+        port: port.map(PortIdx),
+        plane: None,
+        lanes: None,
+    };
+    for ev in [
+        // Router 31 = (1, 1, 1), 32 = (2, 1, 1).
+        fault(FaultKind::Router, 31, None),
+        fault(FaultKind::Router, 32, None),
+        fault(FaultKind::Cable, 31, Some(0)),
+        fault(FaultKind::Cable, 0, Some(5)),
+    ] {
+        let mut cfg = healthy.clone();
+        cfg.faults.torus_bypass = true;
+        cfg.faults.events = vec![ev.clone()];
+        cfg.faults.detection = SimTime::ZERO;
+        cfg.faults.table_update = SimTime::ZERO;
+        let mut net = Network::new(topo.clone(), cfg).unwrap();
+        let mut q = EventQueue::<NetEvent>::new();
+        net.schedule_faults(&mut q);
+        let mut sink = hpcnet_fabric::Collect::default();
+        while let Some((_, e)) = q.pop() {
+            net.handle(&mut q, e, &mut sink);
+        }
+        let b = net.routing.bypass_table().expect("tables rewritten");
+        assert!(b.rerouted() > 0 && b.last_steps > 0, "{ev:?}");
+        let dead: Vec<(RouterId, PortIdx)> = (0..topo.routers.len())
+            .flat_map(|r| (0..topo.routers[r].ports.len()).map(move |p| (RouterId(r as u32), PortIdx(p as u16))))
+            .filter(|&(r, p)| net.routing.is_dead(r, p))
+            .collect();
+        let ctx = |e: String| format!("{ev:?}: {e}");
+        let ex = explore(&topo, &net.routing, &template, 2, false, None, &dead)
+            .map_err(ctx)
+            .unwrap();
+        ex.cdg.check_bubble(&topo, |_| true).map_err(ctx).unwrap();
+        ex.cdg
+            .check_dimension_order(&topo, |(_, _, vc)| vc == 0)
+            .map_err(ctx)
+            .unwrap();
+        let last: Vec<_> = ex.cdg.edges.iter().filter(|(c, _)| c.2 == 1).collect();
+        assert!(!last.is_empty(), "{ev:?}: no last step in the graph");
+        assert!(
+            last.iter().all(|(_, next)| next.is_empty()),
+            "{ev:?}: a last step leads on"
+        );
+    }
+}
+
 #[test]
 fn sibling_bypass_around_failed_links_is_acyclic() {
     // Leaves 0 and 1 (siblings), spines 2 and 3; leaf ports: nodes 0–1, up 2–3, sibling 4.

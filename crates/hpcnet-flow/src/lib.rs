@@ -550,6 +550,9 @@ impl NicBackend for FlowWorld {
     fn register(&mut self, rank: Rank, len: u64) -> (u64, u32) {
         self.mem[rank.0 as usize].register(len)
     }
+    fn register_external(&mut self, rank: Rank, bytes: Box<dyn hpcnet_nic::ExternalBytes>) -> (u64, u32) {
+        self.mem[rank.0 as usize].register_external(bytes)
+    }
     fn load(&self, rank: Rank, addr: u64, len: u64) -> Result<Vec<u8>, MemoryError> {
         self.mem[rank.0 as usize].read(addr, len).map(<[u8]>::to_vec)
     }

@@ -1381,6 +1381,7 @@ pub fn line_world(nodes: u32, per_node: u32) -> hpcnet_nic::World {
             encoding: Encoding::B64B66,
             latency: SimTime::from_ns(10),
             switching: Switching::CutThrough,
+            ..LinkConfig::default()
         },
         link_overrides: Vec::new(),
         router: RouterConfig {

@@ -13,7 +13,8 @@ use hpcnet_des::SimTime;
 use hpcnet_fabric::net::Blocked;
 use hpcnet_nic::triggered::TrigPost;
 use hpcnet_nic::{
-    CollDesc, CollType, CqId, Cqe, GroupId, MemoryError, Notice, PostError, QpNum, Rank, Request, RqId, TimerId, World,
+    CollDesc, CollType, CqId, Cqe, ExternalBytes, GroupId, MemoryError, Notice, PostError, QpNum, Rank, Request, RqId,
+    TimerId, World,
 };
 
 /// What the message library needs of a NIC model.
@@ -24,6 +25,9 @@ pub trait NicBackend {
     fn ranks(&self) -> usize;
     /// Register `len` zeroed bytes of `rank`'s memory: (address, key).
     fn register(&mut self, rank: Rank, len: u64) -> (u64, u32);
+    /// Register memory outside the model (it keeps its bytes) as a region of `rank`'s memory:
+    /// (address, key).
+    fn register_external(&mut self, rank: Rank, bytes: Box<dyn ExternalBytes>) -> (u64, u32);
     /// CPU load from `rank`'s memory.
     fn load(&self, rank: Rank, addr: u64, len: u64) -> Result<Vec<u8>, MemoryError>;
     /// CPU load of `out.len()` bytes from `rank`'s memory into `out` (no allocation).
@@ -104,6 +108,12 @@ pub trait NicBackend {
     fn in_order(&self) -> bool {
         false
     }
+    /// Read and atomic requests `rank` has posted whose answer has not come back (the NIC's
+    /// outstanding-read counter), or `None` when the model keeps no such counter.
+    fn outstanding_reads(&self, rank: Rank) -> Option<u32> {
+        let _ = rank;
+        None
+    }
     /// Create a hardware collective group of `members` (in communicator order), programming
     /// the routers' multicast tables; a model without a collective unit refuses.
     fn coll_group(&mut self, members: &[Rank]) -> Result<GroupId, String> {
@@ -142,6 +152,9 @@ impl NicBackend for World {
     }
     fn register(&mut self, rank: Rank, len: u64) -> (u64, u32) {
         self.memory_mut(rank).register(len)
+    }
+    fn register_external(&mut self, rank: Rank, bytes: Box<dyn ExternalBytes>) -> (u64, u32) {
+        self.memory_mut(rank).register_external(bytes)
     }
     fn load(&self, rank: Rank, addr: u64, len: u64) -> Result<Vec<u8>, MemoryError> {
         self.memory(rank).read(addr, len).map(<[u8]>::to_vec)
@@ -190,6 +203,9 @@ impl NicBackend for World {
     }
     fn in_order(&self) -> bool {
         World::in_order(self)
+    }
+    fn outstanding_reads(&self, rank: Rank) -> Option<u32> {
+        Some(World::outstanding_reads(self, rank))
     }
     fn poll_cq(&mut self, cq: CqId) -> Option<Cqe> {
         World::poll_cq(self, cq)

@@ -120,6 +120,8 @@ impl<B: NicBackend + ?Sized> Host<B> {
                     }
                     None
                 }
+                // Nothing waits on a loss until a transport does (the NIC counts and lists it).
+                Notice::PacketLost(_) => None,
             };
             if let Some(waker) = waker {
                 waker.wake();
@@ -405,6 +407,12 @@ impl Context {
         }
     }
 
+    /// Reads and atomics this rank has posted whose answer has not come back, from the NIC's
+    /// counter (spec 03), or `None` when the NIC model keeps none.
+    pub fn outstanding_reads(&self) -> Option<u32> {
+        self.host.borrow().nic.outstanding_reads(self.rank)
+    }
+
     /// Messages and atomics that have landed in the watched region `mr` of this rank so far
     /// (the NIC's arrival counter).
     pub fn memory_writes(&self, mr: &Mr) -> u64 {
@@ -445,6 +453,19 @@ impl Context {
     /// Register `len` zeroed bytes of this rank's memory.
     pub fn reg_mr(&self, len: u64) -> Mr {
         let (addr, rkey) = self.host.borrow_mut().nic.register(self.rank, len);
+        Mr {
+            rank: self.rank,
+            addr,
+            len,
+            rkey,
+        }
+    }
+
+    /// Register memory outside the model as a region of this rank's memory (it keeps its
+    /// bytes; see [`hpcnet_nic::ExternalBytes`]).
+    pub fn reg_mr_external(&self, bytes: Box<dyn hpcnet_nic::ExternalBytes>) -> Mr {
+        let len = bytes.bytes().len() as u64;
+        let (addr, rkey) = self.host.borrow_mut().nic.register_external(self.rank, bytes);
         Mr {
             rank: self.rank,
             addr,
@@ -1130,6 +1151,7 @@ pub fn doc_world() -> World {
             encoding: Encoding::B64B66,
             latency: SimTime::from_ns(10),
             switching: Switching::CutThrough,
+            ..LinkConfig::default()
         },
         link_overrides: Vec::new(),
         router: RouterConfig {

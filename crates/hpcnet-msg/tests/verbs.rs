@@ -20,6 +20,7 @@ fn fabric(routing: RoutingConfig, max_payload: u64) -> FabricConfig {
             encoding: Encoding::B64B66,
             latency: SimTime::from_ns(10),
             switching: Switching::CutThrough,
+            ..LinkConfig::default()
         },
         link_overrides: Vec::new(),
         router: RouterConfig {
@@ -237,6 +238,38 @@ fn reads_execute_as_write_back_at_the_target() {
     });
     assert_eq!(m.run().stuck_tasks, 0);
     assert_eq!(a.read_local(&local, 0, 5000).unwrap(), pattern(5000, 77));
+}
+
+#[test]
+fn the_nic_counts_outstanding_reads_up_per_request_and_down_per_reply() {
+    let mut m = Machine::new(torus_world(NicConfig::default()));
+    let (a, b) = (m.context(Rank(0)), m.context(Rank(5)));
+    let local = a.reg_mr(4 * 256);
+    let remote = b.reg_mr(256);
+    let cq = a.create_cq();
+    let qp = a.create_qp(&cq, Rank(5));
+    let r = remote.remote(0);
+    let (l2, a2) = (local.clone(), a.clone());
+    m.spawn(async move {
+        assert_eq!(a2.outstanding_reads(), Some(0));
+        for i in 0..4u64 {
+            qp.post_read(&l2, i * 256, 256, r, i).unwrap();
+        }
+        // A write is not a read: the counter does not move.
+        qp.post_write(WriteWr::new(&l2, 0, 8, r).wr_id(9)).unwrap();
+        assert_eq!(a2.outstanding_reads(), Some(4));
+        let mut reads = 0;
+        while reads < 4 {
+            let c = cq.next().await;
+            if c.kind == CqeKind::Read {
+                reads += 1;
+                assert_eq!(a2.outstanding_reads(), Some(4 - reads));
+            }
+        }
+    });
+    assert_eq!(m.run().stuck_tasks, 0);
+    assert_eq!(a.outstanding_reads(), Some(0));
+    assert_eq!(b.outstanding_reads(), Some(0));
 }
 
 #[test]

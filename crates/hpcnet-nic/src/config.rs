@@ -223,6 +223,14 @@ pub struct NicConfig {
     /// `max_in_flight`.
     #[serde(default)]
     pub descriptor_prefetch: u32,
+    /// Programmed-I/O sends (NICEVT, spec 03: "write-combining for PIO sends"): a message whose
+    /// payload is at most this many bytes — and every read or atomic request, whose descriptor
+    /// alone crosses — is written by the CPU into the NIC through write-combined stores (a
+    /// 64-byte descriptor plus the payload as posted PCIe writes) instead of being fetched by
+    /// DMA: no descriptor read round trip, no data read. Default 0 B: every descriptor is fetched
+    /// by DMA. At most 4 KiB (the write-combining window of a NIC BAR page).
+    #[serde(default)]
+    pub pio_limit: Bytes,
     /// Receive processing per packet before its DMA write (default "20 ns").
     #[serde(default = "d_rx_overhead")]
     pub rx_overhead: SimTime,
@@ -324,6 +332,97 @@ pub struct NicConfig {
     /// have none and refuse offloaded collectives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub triggered: Option<TriggeredConfig>,
+    /// Transport reliability ([`crate::reliability`]): retransmission timers, probes,
+    /// de-duplication and sliding windows. Absent (the default): nothing recovers a packet the
+    /// network loses, as before this unit existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reliability: Option<ReliabilityConfig>,
+    /// Probability that a packet reaching a NIC fails its end-to-end check and is discarded
+    /// (a seeded draw per packet; default 0). Packets of point-to-point messages only: the
+    /// collective and offload units' packets are not subject to it.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub loss_rate: f64,
+}
+
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
+}
+
+fn d_true() -> bool {
+    true
+}
+fn d_rel_timeout() -> SimTime {
+    SimTime::from_us(20)
+}
+fn d_rel_retries() -> u32 {
+    7
+}
+fn d_rel_window() -> u32 {
+    64
+}
+
+/// Most retransmissions of one message.
+pub const MAX_RETRIES: u32 = 100;
+
+/// `[nic.reliability]`: the transport's recovery of lost packets (spec 01, "Reliability":
+/// sliding windows for asynchronous queue messages, acknowledgement and status probing for
+/// RDMA). The paper gives none of these values; the defaults are assumptions, stated with each.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ReliabilityConfig {
+    /// Whether the unit works (default true once the section is present; `false` turns it off
+    /// without removing the section).
+    #[serde(default = "d_true")]
+    pub enabled: bool,
+    /// Time from the moment a transmission's last packet is expected on the wire to the
+    /// retransmission (or probe) when no answer came (default "20 us", an assumption: about
+    /// ten times the loaded round trip of the 512-node prototype, so that a slow answer is
+    /// rarely taken for a lost one).
+    #[serde(default = "d_rel_timeout")]
+    pub timeout: SimTime,
+    /// Timeouts without progress before a message fails with a `RetryExceeded` completion
+    /// (default 7, the largest retry count of an InfiniBand queue pair).
+    #[serde(default = "d_rel_retries")]
+    pub retries: u32,
+    /// Reliable queue messages one sender may have unacknowledged towards one receive queue
+    /// (one sliding window; default 64, an assumption).
+    #[serde(default = "d_rel_window")]
+    pub window: u32,
+}
+
+impl Default for ReliabilityConfig {
+    fn default() -> Self {
+        ReliabilityConfig {
+            enabled: true,
+            timeout: d_rel_timeout(),
+            retries: d_rel_retries(),
+            window: d_rel_window(),
+        }
+    }
+}
+
+impl ReliabilityConfig {
+    pub fn validate(&self, key: &str) -> Result<(), (String, String)> {
+        if self.timeout == SimTime::ZERO || self.timeout > SimTime::from_ms(1000) {
+            return Err((
+                format!("{key}.timeout"),
+                format!("must be positive and at most 1 s, got {}", self.timeout),
+            ));
+        }
+        if self.retries > MAX_RETRIES {
+            return Err((
+                format!("{key}.retries"),
+                format!("must be 0 to {MAX_RETRIES}, got {}", self.retries),
+            ));
+        }
+        if self.window == 0 || self.window > MAX_QUEUE_DEPTH {
+            return Err((
+                format!("{key}.window"),
+                format!("must be 1 to {MAX_QUEUE_DEPTH}, got {}", self.window),
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn d_units() -> u32 {
@@ -605,6 +704,7 @@ impl Default for NicConfig {
             max_in_flight: d_in_flight(),
             message_overhead: d_msg_overhead(),
             descriptor_prefetch: 0,
+            pio_limit: Bytes(0),
             rx_overhead: d_rx_overhead(),
             hosts: d_hosts(),
             loopback_latency: d_loopback(),
@@ -631,6 +731,8 @@ impl Default for NicConfig {
             host: HostConfig::default(),
             coll: CollUnitConfig::default(),
             triggered: None,
+            reliability: None,
+            loss_rate: 0.0,
         }
     }
 }
@@ -651,6 +753,15 @@ impl NicConfig {
         }
         if self.immediate_rate.is_some_and(|r| r.0 == 0) {
             return Err(("nic.immediate_rate".into(), "must be positive".into()));
+        }
+        if self.pio_limit.0 > 4096 {
+            return Err((
+                "nic.pio_limit".into(),
+                format!(
+                    "must be at most 4 KiB (one write-combined NIC page), got {} B",
+                    self.pio_limit.0
+                ),
+            ));
         }
         if self.nap_buffer.0 == 0 {
             return Err(("nic.nap_buffer".into(), "must be at least 1 B".into()));
@@ -719,6 +830,18 @@ impl NicConfig {
         }
         if let Some(t) = &self.triggered {
             t.validate("nic.triggered")?;
+        }
+        if let Some(r) = &self.reliability {
+            r.validate("nic.reliability")?;
+        }
+        if !(0.0..1.0).contains(&self.loss_rate) {
+            return Err((
+                "nic.loss_rate".into(),
+                format!(
+                    "must be a probability from 0 up to (not including) 1, got {}",
+                    self.loss_rate
+                ),
+            ));
         }
         self.host.validate("nic.host")
     }

@@ -7,7 +7,7 @@
 
 use crate::ids::{CqId, Rank, RqId};
 use crate::memory::MemoryError;
-use crate::op::{Op, PostError};
+use crate::op::{Class, Op, PostError};
 use crate::world::{Notice, World};
 use hpcnet_des::SimTime;
 use serde::Serialize;
@@ -31,6 +31,9 @@ pub enum CqeStatus {
     TrigTimeout,
     /// An offloaded (triggered) collective failed at its offload unit (the reason).
     TrigFailed(String),
+    /// The transport gave up on the message after `nic.reliability.retries` timeouts without
+    /// progress (its target may have received part of it).
+    RetryExceeded,
 }
 
 /// What completed.
@@ -176,6 +179,8 @@ impl World {
             Op::Send { .. } => CqeKind::Send,
         };
         let (src, function, engine) = (m.req.src, m.req.function, m.engine);
+        let win = m.rel.win;
+        let read = m.class != Class::Push;
         if m.req.signaled || status != CqeStatus::Ok {
             let now = self.q.now();
             let (cq, e) = (
@@ -193,10 +198,16 @@ impl World {
             );
             self.push_cqe(cq, e);
         }
+        if read {
+            self.reads_outstanding[src.index()] -= 1;
+        }
         let node = self.place.node_of(src);
         self.nics[node.index()].outstanding[function as usize] -= 1;
         self.nics[node.index()].engines[engine as usize].in_flight -= 1;
         self.release_msg(id);
         self.start_next(node, engine);
+        if let Some((w, _)) = win {
+            self.rel_window_free(w);
+        }
     }
 }

@@ -139,8 +139,17 @@ impl Engine {
 }
 
 impl World {
-    /// The doorbell of message `msg` has reached its NIC: queue it on its engine.
+    /// The doorbell of message `msg` has reached its NIC: queue it on its engine (a reliable
+    /// queue message once its window has room, [`crate::reliability`]).
     pub(crate) fn doorbell(&mut self, msg: u32) {
+        if self.rel.on && !self.rel_window_admit(msg) {
+            return;
+        }
+        self.enqueue_on_engine(msg);
+    }
+
+    /// Queue message `msg` on its engine.
+    pub(crate) fn enqueue_on_engine(&mut self, msg: u32) {
         let m = self.msg(msg);
         let (node, engine) = (self.place.node_of(m.req.src), m.engine);
         let r = &m.req;
@@ -192,13 +201,19 @@ impl World {
         let m = self.msg(id);
         let (len, class, src, dst, rail, held) = (m.len, m.class, m.req.src, m.req.dst, m.req.rail, m.held);
         let internal = m.r2w_of.is_some();
-        let fsm = matches!(m.req.op, Op::Fsm { .. });
+        // PIO-written (FSM, or a `nic.pio_limit` send): descriptor and data come with the CPU's
+        // stores; a read or atomic request's descriptor alone.
+        let fsm = matches!(m.req.op, Op::Fsm { .. })
+            || (!internal && self.cfg.pio_limit.0 > 0 && (class != Class::Push || m.len <= self.cfg.pio_limit.0));
+        let pio_bytes = if class == Class::Push { len } else { 0 };
         let immediate = matches!(m.req.op, Op::Nap { immediate: true, .. });
         let op_overhead = self.overhead(&m.req.op);
         // An unreliable queue message completes at the sender once sent; its packets belong to a
         // target-side copy of the message.
         let sent_completes = matches!(m.req.op, Op::Send { reliable: false, .. }) || m.req.local_completion;
         let unreliable_copy = m.unreliable_copy;
+        let reliable = m.reliable;
+        let gen = self.gens[id as usize];
         if internal {
             // A write-back is driven by a request packet, not a doorbell: its descriptor is in
             // the packet, and it holds no in-flight slot beyond its transmission. Taking it
@@ -216,7 +231,7 @@ impl World {
         let mut t = now;
         if fsm {
             // PIO: the descriptor (64 B) and the data were written into NIC memory by the CPU.
-            t += self.timing.write_rate.serialization(Bytes(64 + len));
+            t += self.timing.write_rate.serialization(Bytes(64 + pio_bytes));
         } else if !internal {
             t += self.timing.read_latency;
         }
@@ -243,6 +258,10 @@ impl World {
                 to: dst,
                 rail,
                 held: None,
+                gen,
+                attempt: 0,
+                arm: reliable,
+                tx_engine: None,
             };
             let p = self.alloc_pkt(info);
             // The request leaves through the data path, after the previous message's packets.
@@ -256,6 +275,8 @@ impl World {
                 unreliable_copy: true,
                 ..self.msg(id).clone()
             });
+            // The copy carries the message's place in its window.
+            self.msg_mut(id).rel.win = None;
             self.unreliable_sent.push(id);
             copy
         } else {
@@ -275,6 +296,24 @@ impl World {
         m.data = data;
         let mtu = self.mtu as u64;
         let npk = len.div_ceil(mtu).max(1);
+        let gen = self.gens[id as usize];
+        // A write-back for a reliable read sends only the packets the requester lacks (the
+        // repeated request carries its packet map).
+        let pull = self.msg(id).r2w_of.filter(|&p| {
+            let g = self.msg(id).rel.pull_gen;
+            self.live(p, g) && self.msg(p).reliable
+        });
+        let lacks = |w: &World, k: u64| {
+            pull.is_none_or(|p| {
+                w.msg(p)
+                    .rel
+                    .got
+                    .get((k / 64) as usize)
+                    .is_none_or(|b| b & (1 << (k % 64)) == 0)
+            })
+        };
+        let last_k = (0..npk).rev().find(|&k| lacks(self, k));
+        let mut emitted = 0u32;
         // When the data is in the NIC: immediate data comes with the descriptor (its first
         // `immediate_inline` bytes with the descriptor's first read, the rest extracted at the
         // immediate rate); otherwise DMA reads through the engine's PCIe link.
@@ -308,6 +347,10 @@ impl World {
         let mut emit_free = entry;
         let mut last = first;
         for k in 0..npk {
+            if pull.is_some() && !lacks(self, k) {
+                continue;
+            }
+            emitted += 1;
             let off = k * mtu;
             let plen = (len - off).min(mtu);
             let data_ready = first
@@ -329,11 +372,24 @@ impl World {
                 to,
                 rail,
                 held: None,
+                gen,
+                attempt: 0,
+                arm: reliable && !internal && Some(k) == last_k,
+                tx_engine: None,
             });
             self.q.schedule_by(by, ready, WorldEvent::Inject { pkt: p });
         }
         if !immediate && !fsm {
             self.nics[node.index()].host.read_until(link, last);
+        }
+        self.msg_mut(id).pending = emitted;
+        if let Some(p) = pull {
+            // The read's target is busy with it until its last packet is out.
+            self.msg_mut(p).rel.writeback = Some(last);
+        }
+        if internal && emitted == 0 {
+            // The requester has every byte already: nothing to send.
+            self.release_msg(id);
         }
         let free = self.leave_data_stage(node, engine, desc_done, entry, last);
         self.q.schedule_by(by, free, WorldEvent::EngineFree { node, engine });

@@ -18,6 +18,9 @@
 //!   buffer, pulsed credits, descriptors and sequence walker, offload units as untimed
 //!   building blocks, and their timed model in the [`World`]: virtual ports, parser, offload
 //!   packets with back-pressure, completions);
+//! - [`reliability`]: the transport's recovery of lost packets (sliding windows for queue
+//!   messages, acknowledgement and status probing for RDMA, retransmission timers) and the
+//!   seeded random loss of `nic.loss_rate`;
 //! - [`pkt`]: packet kinds and their sizes on the wire; [`ids`]: typed identities and where
 //!   ranks live; [`memory`]: host memories with registered, key-protected regions.
 //!
@@ -35,16 +38,17 @@ pub mod ids;
 pub mod memory;
 pub mod op;
 pub mod pkt;
+pub mod reliability;
 pub mod rx;
 pub mod triggered;
 pub mod tx;
 pub mod world;
 
 pub use coll::{CollDesc, CollKind, CollOp, CollSetupError, CollType, GroupId};
-pub use config::{CollUnitConfig, HostConfig, NicConfig, PortSelect, TriggeredConfig};
+pub use config::{CollUnitConfig, HostConfig, NicConfig, PortSelect, ReliabilityConfig, TriggeredConfig};
 pub use cq::{Cqe, CqeKind, CqeStatus};
 pub use ids::{CqId, Placement, QpNum, Rank, RqId, Seg, TimerId};
-pub use memory::{Memory, MemoryError, Region};
+pub use memory::{ExternalBytes, Memory, MemoryError, Region};
 pub use op::{AtomicOp, Op, PostError, Request, FSM_MAX};
 pub use pkt::READ_REQUEST_BYTES;
-pub use world::{NicCounters, Notice, World, WorldEvent};
+pub use world::{LostPacket, NicCounters, Notice, World, WorldEvent};

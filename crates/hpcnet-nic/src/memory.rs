@@ -4,15 +4,64 @@
 //! (page aligned: 4 KiB, like a registered buffer) and returns it with its key; the NIC checks, for every remote access, that
 //! the whole range lies inside one region and that the packet's key matches (Sunway memory
 //! keys, cHPP QP Magic). A failed check writes nothing.
+//!
+//! A region's bytes are normally owned by the model (zeroed at registration). A region may
+//! instead live in memory outside the model ([`Memory::register_external`]): the bytes of a
+//! real process mapped into the simulator, so that what the NIC writes *is* that process's
+//! memory (the C interface of the SHMEM library runs programs this way).
 
 use serde::Serialize;
 
+/// Bytes outside the model that a region lives in (for example a shared mapping of another
+/// process's memory). The length never changes.
+pub trait ExternalBytes {
+    fn bytes(&self) -> &[u8];
+    fn bytes_mut(&mut self) -> &mut [u8];
+}
+
+enum Bytes {
+    Owned(Vec<u8>),
+    External(Box<dyn ExternalBytes>),
+}
+
+impl Bytes {
+    fn get(&self) -> &[u8] {
+        match self {
+            Bytes::Owned(v) => v,
+            Bytes::External(e) => e.bytes(),
+        }
+    }
+    fn get_mut(&mut self) -> &mut [u8] {
+        match self {
+            Bytes::Owned(v) => v,
+            Bytes::External(e) => e.bytes_mut(),
+        }
+    }
+}
+
 /// A registered memory region.
-#[derive(Clone, Debug)]
 pub struct Region {
     pub addr: u64,
     pub key: u32,
-    pub data: Vec<u8>,
+    data: Bytes,
+}
+
+impl Region {
+    /// The region's bytes.
+    pub fn data(&self) -> &[u8] {
+        self.data.get()
+    }
+}
+
+impl std::fmt::Debug for Region {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Region")
+            .field("addr", &self.addr)
+            .field("key", &self.key)
+            .field("len", &self.data().len())
+            .field("external", &matches!(self.data, Bytes::External(_)))
+            .finish()
+    }
 }
 
 /// Why an access was refused.
@@ -25,7 +74,7 @@ pub enum MemoryError {
 }
 
 /// All regions of one node.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct Memory {
     regions: Vec<Region>,
     next_addr: u64,
@@ -48,6 +97,17 @@ impl Memory {
 
     /// Register `len` zeroed bytes; returns (address, key).
     pub fn register(&mut self, len: u64) -> (u64, u32) {
+        self.push(Bytes::Owned(vec![0; len as usize]))
+    }
+
+    /// Register a region whose bytes live outside the model (they keep their contents);
+    /// returns (address, key).
+    pub fn register_external(&mut self, bytes: Box<dyn ExternalBytes>) -> (u64, u32) {
+        self.push(Bytes::External(bytes))
+    }
+
+    fn push(&mut self, data: Bytes) -> (u64, u32) {
+        let len = data.get().len() as u64;
         let addr = self.next_addr;
         // One guard page between regions, so an overrun never lands in the next region.
         self.next_addr += len.max(1).div_ceil(PAGE) * PAGE + PAGE;
@@ -55,7 +115,7 @@ impl Memory {
         self.regions.push(Region {
             addr,
             key: self.next_key,
-            data: vec![0; len as usize],
+            data,
         });
         (addr, self.next_key)
     }
@@ -68,7 +128,8 @@ impl Memory {
         let reg = &self.regions[r];
         // `addr + len` may wrap for a forged remote address: compare offsets instead.
         let off = addr - reg.addr;
-        if len > reg.data.len() as u64 || off > reg.data.len() as u64 - len {
+        let size = reg.data().len() as u64;
+        if len > size || off > size - len {
             return Err(bad);
         }
         Ok(r)
@@ -88,7 +149,7 @@ impl Memory {
         let r = self.find(addr, len)?;
         let reg = &self.regions[r];
         let off = (addr - reg.addr) as usize;
-        Ok(&reg.data[off..off + len as usize])
+        Ok(&reg.data()[off..off + len as usize])
     }
 
     /// Local write.
@@ -96,7 +157,7 @@ impl Memory {
         let r = self.find(addr, bytes.len() as u64)?;
         let reg = &mut self.regions[r];
         let off = (addr - reg.addr) as usize;
-        reg.data[off..off + bytes.len()].copy_from_slice(bytes);
+        reg.data.get_mut()[off..off + bytes.len()].copy_from_slice(bytes);
         Ok(())
     }
 
@@ -135,5 +196,31 @@ mod tests {
         assert!(m.check(b, u64::MAX, kb).is_err());
         assert!(m.check(b + 4, u64::MAX - 2, kb).is_err());
         assert!(m.write(u64::MAX - 3, &[1, 2, 3, 4]).is_err());
+    }
+
+    struct Ext(Vec<u8>);
+    impl ExternalBytes for Ext {
+        fn bytes(&self) -> &[u8] {
+            &self.0
+        }
+        fn bytes_mut(&mut self) -> &mut [u8] {
+            &mut self.0
+        }
+    }
+
+    #[test]
+    fn external_regions_keep_their_bytes_and_bounds() {
+        let mut m = Memory::new(0);
+        let (a, _) = m.register(16);
+        let (b, kb) = m.register_external(Box::new(Ext(vec![7; 100])));
+        assert!(b >= a + 16 + PAGE, "a guard page after the owned region");
+        assert_eq!(m.read(b + 99, 1).unwrap(), &[7], "registration keeps the contents");
+        m.write(b + 1, &[1, 2]).unwrap();
+        assert_eq!(m.read(b, 4).unwrap(), &[7, 1, 2, 7]);
+        assert!(m.check(b, 100, kb).is_ok());
+        assert!(m.check(b, 101, kb).is_err());
+        assert!(m.write(b + 99, &[0, 0]).is_err(), "a write past the end is refused");
+        assert_eq!(m.read(b + 99, 1).unwrap(), &[7]);
+        assert!(format!("{:?}", m.regions[1]).contains("external: true"));
     }
 }

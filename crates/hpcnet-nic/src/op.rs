@@ -194,6 +194,44 @@ pub(crate) struct Msg {
     /// Receive buffer's wr_id (queue messages), set when a buffer is taken.
     pub(crate) recv_wr: u64,
     pub(crate) engine: u32,
+    /// Covered by the transport's reliability (`[nic.reliability]`): timed out, probed, sent
+    /// again and de-duplicated ([`crate::reliability`]).
+    pub(crate) reliable: bool,
+    /// Packets of this message made and not yet consumed (landed, discarded or lost): a
+    /// target-side record (a write-back, the copy of a message completed when sent) is released
+    /// when the last one is.
+    pub(crate) pending: u32,
+    /// The reliability unit's state of the message.
+    pub(crate) rel: RelMsg,
+}
+
+/// The reliability unit's record of one message ([`crate::reliability`]). The initiator's and
+/// the target's views of a message share one record in this model; each side reads only its
+/// own fields.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RelMsg {
+    /// Initiator: timeouts without progress so far.
+    pub(crate) attempt: u8,
+    /// Initiator: the armed timer's tag (a timer whose tag differs is stale).
+    pub(crate) tag: u32,
+    /// Receiver: bit k set when packet k has arrived (empty until the first arrival).
+    pub(crate) got: Vec<u64>,
+    /// Target: the message has completed here (landed, or an atomic applied).
+    pub(crate) done: bool,
+    /// Target: an atomic's old value, answered again to a repeated request.
+    pub(crate) old: u64,
+    /// Target: the last attempt whose duplicate was acknowledged again (queue messages).
+    pub(crate) acked_attempt: u8,
+    /// Reliable queue message: its sliding window and sequence number.
+    pub(crate) win: Option<(u32, u32)>,
+    /// Receiver: the queue message was admitted by its window (in sequence).
+    pub(crate) admitted: bool,
+    /// Target of a read: its write-back is queued (`SimTime::MAX`) or being sent until then.
+    pub(crate) writeback: Option<SimTime>,
+    /// Write-back: generation of the read it serves.
+    pub(crate) pull_gen: u32,
+    /// Copy of an unreliable message: one of its packets was lost.
+    pub(crate) lost: bool,
 }
 
 /// A request the NIC cannot accept.
@@ -410,8 +448,12 @@ impl World {
             self.mem[req.src.index()].read(a, l).map_err(PostError::Local)?;
         }
         let engine = req.qp.0 % self.cfg.engines;
+        let reliable = self.rel.on && !matches!(req.op, Op::Send { reliable: false, .. });
         let src = req.src;
         self.nic_of(src).outstanding[req.function as usize] += 1;
+        if class != Class::Push {
+            self.reads_outstanding[src.index()] += 1;
+        }
         let id = self.alloc_msg(Msg {
             req,
             class,
@@ -429,6 +471,9 @@ impl World {
             unreliable_copy: false,
             recv_wr: 0,
             engine,
+            reliable,
+            pending: 0,
+            rel: RelMsg::default(),
         });
         self.stats.add(NicStat::Messages, 1);
         let t = self.q.now() + self.cfg.host.doorbell_latency;

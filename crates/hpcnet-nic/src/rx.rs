@@ -14,9 +14,10 @@
 
 use crate::cq::{Cqe, CqeKind, CqeStatus};
 use crate::ids::Rank;
-use crate::op::{Msg, Op};
+use crate::op::{Msg, Op, RelMsg};
 use crate::pkt::{Held, PktInfo, PktKind};
 use crate::world::{NicStat, World, WorldEvent};
+use hpcnet_des::SimTime;
 use hpcnet_fabric::topology::NodeId;
 
 impl World {
@@ -69,8 +70,21 @@ impl World {
     fn arrive(&mut self, pid: u32) {
         let info = self.pkts[pid as usize].clone().expect("live packet");
         let now = self.q.now();
+        if !self.live(info.msg, info.gen) {
+            // A late copy of a message that has completed (or failed) meanwhile; a late answer
+            // (acknowledgement, probe answer) is dropped without being counted.
+            let data = matches!(info.kind, PktKind::Data { .. } | PktKind::ReadReq | PktKind::AtomicReq);
+            if data {
+                self.stats.add(NicStat::Duplicates, 1);
+            }
+            self.release(info.held);
+            return self.free_pkt(pid);
+        }
         match info.kind {
             PktKind::Data { off, len } => {
+                if (self.rel.on || self.msg(info.msg).r2w_of.is_some()) && !self.rel_accept_data(pid, &info, off) {
+                    return;
+                }
                 let seen = &mut self.next_seen[info.msg as usize];
                 if off + len <= *seen && off != 0 {
                     self.stats.add(NicStat::OutOfOrder, 1);
@@ -99,6 +113,11 @@ impl World {
                 self.q.schedule_by(by, done, WorldEvent::Landed { pkt: pid });
             }
             PktKind::ReadReq => {
+                let reliable = self.msg(info.msg).reliable;
+                if reliable && self.msg(info.msg).rel.writeback.is_some_and(|t| now < t) {
+                    // A repeated request while the write-back is queued or being sent.
+                    return self.discard(pid, &info, NicStat::Duplicates);
+                }
                 self.free_pkt(pid);
                 let status = self.accept(info.msg, info.to);
                 if status != CqeStatus::Ok {
@@ -111,6 +130,9 @@ impl World {
                 // R2W: the target's engine writes the data back to the requester.
                 let m = self.msg(info.msg).clone();
                 let engine = m.req.qp.0 % self.cfg.engines;
+                if reliable {
+                    self.msg_mut(info.msg).rel.writeback = Some(SimTime::MAX);
+                }
                 // The request keeps its receive-buffer space until the engine takes it.
                 let w = self.alloc_msg(Msg {
                     r2w_of: Some(info.msg),
@@ -118,6 +140,12 @@ impl World {
                     data: Vec::new(),
                     landed: 0,
                     held: info.held,
+                    reliable: false,
+                    pending: 0,
+                    rel: RelMsg {
+                        pull_gen: info.gen,
+                        ..RelMsg::default()
+                    },
                     ..m
                 });
                 let node = self.place.node_of(info.to);
@@ -127,16 +155,26 @@ impl World {
             PktKind::Ack { status } => {
                 self.free_pkt(pid);
                 self.release(info.held);
-                self.complete_at_source(info.msg, status, 0);
+                self.acked(info.msg, status);
             }
             PktKind::AtomicReq => {
                 self.free_pkt(pid);
                 self.release(info.held);
                 // Read-modify-write in the target's memory, atomically at arrival; the response
-                // leaves after the receive processing and one memory round trip.
-                let status = self.accept(info.msg, info.to);
-                let mut old = 0;
-                if status == CqeStatus::Ok {
+                // leaves after the receive processing and one memory round trip. A repeated
+                // request of a reliable atomic gets the first answer again, never applied twice.
+                let reliable = self.msg(info.msg).reliable;
+                let done = reliable && self.msg(info.msg).rel.done;
+                let status = if done {
+                    self.stats.add(NicStat::Duplicates, 1);
+                    self.msg(info.msg).status.clone()
+                } else {
+                    self.accept(info.msg, info.to)
+                };
+                let mut old = if done { self.msg(info.msg).rel.old } else { 0 };
+                if done {
+                    // answered below from the record
+                } else if status == CqeStatus::Ok {
                     let m = self.msg(info.msg);
                     if let Op::Atomic {
                         op,
@@ -161,6 +199,12 @@ impl World {
                 } else {
                     self.stats.add(NicStat::Refused, 1);
                 }
+                if reliable && !done {
+                    let m = self.msg_mut(info.msg);
+                    m.rel.done = true;
+                    m.rel.old = old;
+                    m.status = status.clone();
+                }
                 let p = self.alloc_pkt(PktInfo {
                     msg: info.msg,
                     kind: PktKind::AtomicResp { status, old },
@@ -168,6 +212,10 @@ impl World {
                     to: info.from,
                     rail: info.rail,
                     held: None,
+                    gen: info.gen,
+                    attempt: info.attempt,
+                    arm: false,
+                    tx_engine: None,
                 });
                 let t = now + self.cfg.rx_overhead + self.timing.read_latency;
                 let by = self.net.node_origin(self.place.node_of(info.to));
@@ -176,19 +224,37 @@ impl World {
             PktKind::AtomicResp { status, old } => {
                 self.free_pkt(pid);
                 self.release(info.held);
-                if status == CqeStatus::Ok {
-                    if let Op::Atomic {
-                        result: Some(a), width, ..
-                    } = self.msg(info.msg).req.op
-                    {
-                        self.mem[info.to.index()]
-                            .write(a, &old.to_le_bytes()[..usize::from(width)])
-                            .expect("checked at post");
-                    }
-                }
-                self.complete_at_source(info.msg, status, old);
+                self.atomic_answered(info.msg, status, old);
+            }
+            PktKind::Probe => {
+                self.free_pkt(pid);
+                self.release(info.held);
+                self.rel_probe_arrived(&info);
+            }
+            PktKind::ProbeResp { state } => {
+                self.free_pkt(pid);
+                self.release(info.held);
+                self.rel_answer(info.msg, state);
             }
         }
+    }
+
+    /// The answer of atomic `id` (the old value `old`) reached its initiator: the result is
+    /// written and the atomic completes.
+    pub(crate) fn atomic_answered(&mut self, id: u32, status: CqeStatus, old: u64) {
+        if status == CqeStatus::Ok {
+            let m = self.msg(id);
+            if let Op::Atomic {
+                result: Some(a), width, ..
+            } = m.req.op
+            {
+                let src = m.req.src;
+                self.mem[src.index()]
+                    .write(a, &old.to_le_bytes()[..usize::from(width)])
+                    .expect("checked at post");
+            }
+        }
+        self.complete_at_source(id, status, old);
     }
 
     /// May message `id` write into the memory of `rank`? Range and key for addressed
@@ -262,8 +328,20 @@ impl World {
         self.release(info.held);
         let PktKind::Data { off, len } = info.kind else { return };
         let id = info.msg;
+        if !self.live(id, info.gen) {
+            return; // its message failed while the packet was being written
+        }
+        // A write-back's bytes count for the read it serves.
+        let (rec, write) = match self.msg(id).r2w_of {
+            Some(pull) => {
+                let alive = self.live(pull, self.msg(id).rel.pull_gen);
+                (pull, alive)
+            }
+            None => (id, true),
+        };
         let m = self.msgs[id as usize].as_mut().expect("live message");
-        if m.status == CqeStatus::Ok {
+        m.pending = m.pending.saturating_sub(1);
+        if write && m.status == CqeStatus::Ok {
             // Scatter [off, off + len) of the message over the landing segments.
             let mem = &mut self.mem[info.to.index()];
             let mut base = 0u64;
@@ -276,25 +354,38 @@ impl World {
                 base += l;
             }
         }
+        if rec != id {
+            // The read completes at the requester when its last byte has landed; the
+            // write-back is released when none of its packets is left.
+            let complete = write && {
+                let r = self.msg_mut(rec);
+                r.landed += len;
+                r.landed >= r.len
+            };
+            self.settle_record(id);
+            if complete {
+                self.complete_at_source(rec, CqeStatus::Ok, 0);
+            }
+            return;
+        }
+        let m = self.msgs[id as usize].as_mut().expect("live message");
         m.landed += len;
         if m.landed < m.len {
+            if m.rel.lost {
+                self.settle_record(id);
+            }
             return;
         }
         // Every byte is in place: the data buffer can serve another message.
         let data = std::mem::take(&mut m.data);
         self.data_pool.push(data);
+        m.rel.done = true;
         let m = self.msg(id);
-        if m.r2w_of.is_none() && m.status == CqeStatus::Ok {
+        if m.status == CqeStatus::Ok {
             let rkey = m.rkey;
             self.memory_touched(info.to, rkey);
         }
         let m = self.msg(id);
-        if let Some(pull) = m.r2w_of {
-            // The read / GET is complete at the requester; the write-back is done.
-            self.release_msg(id);
-            self.complete_at_source(pull, CqeStatus::Ok, 0);
-            return;
-        }
         let (bytes, src, dst, rail, status, unreliable_copy) = (
             m.len,
             m.req.src,
@@ -353,7 +444,7 @@ impl World {
         } else {
             self.stats.add(NicStat::Refused, 1);
         }
-        if unreliable_copy {
+        if unreliable_copy && !self.msg(id).reliable {
             // Nobody waits for an acknowledgement.
             self.release_msg(id);
             return;
@@ -362,7 +453,8 @@ impl World {
     }
 
     /// Acknowledge message `msg` (landed, or refused with `status`) from `from` to `to`.
-    fn send_ack(&mut self, msg: u32, from: Rank, to: Rank, rail: u8, status: CqeStatus) {
+    pub(crate) fn send_ack(&mut self, msg: u32, from: Rank, to: Rank, rail: u8, status: CqeStatus) {
+        let gen = self.gens[msg as usize];
         let p = self.alloc_pkt(PktInfo {
             msg,
             kind: PktKind::Ack { status },
@@ -370,6 +462,10 @@ impl World {
             to,
             rail,
             held: None,
+            gen,
+            attempt: 0,
+            arm: false,
+            tx_engine: None,
         });
         self.send_packet(p);
     }

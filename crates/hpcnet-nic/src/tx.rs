@@ -3,8 +3,9 @@
 //! Three paths (spec 01): loopback inside the engine (same host interface), the NIC's on-chip
 //! crossbar (the other host interface of the same NIC), or the network. On the network, the
 //! rail is the request's (`nic.port_select = "fixed"`) or the one whose queue drains first
-//! (`"adaptive"`, [`hpcnet_fabric::Network::least_loaded_rail`]), so packets of one message may
-//! arrive out of order. With `nic.tx_queue = N` each (rail, VC class) has a transmit queue of N
+//! among the rails the routers know to be working at both ends (`"adaptive"`,
+//! [`hpcnet_fabric::Network::least_loaded_rail_to`]: a dead rail is avoided once its failure is
+//! detected), so packets of one message may arrive out of order. With `nic.tx_queue = N` each (rail, VC class) has a transmit queue of N
 //! packets; packets beyond wait in the NIC's backlog, in order, and their engine takes no new
 //! message until they are queued. GET requests may use their own VC class (`nic.get_vc`).
 
@@ -17,9 +18,17 @@ use hpcnet_fabric::Packet;
 impl World {
     /// A packet's data is in the NIC: give it to a port (or the internal path).
     pub(crate) fn send_packet(&mut self, pid: u32) {
+        if !self.pkt_live(pid) {
+            // Its message completed (or failed) while the packet waited to be sent again.
+            self.free_pkt(pid);
+            return;
+        }
         let info = self.pkts[pid as usize].as_ref().expect("live packet");
         let (from, to, req_rail) = (info.from, info.to, info.rail);
         let payload = info.kind.payload();
+        if info.attempt > 0 && matches!(info.kind, PktKind::Data { .. } | PktKind::ReadReq | PktKind::AtomicReq) {
+            self.stats.add(NicStat::Retransmitted, 1);
+        }
         if let PktKind::Data { len, .. } = info.kind {
             self.stats.add(NicStat::DataPackets, 1);
             self.stats.add(NicStat::PayloadBytes, len);
@@ -40,10 +49,10 @@ impl World {
             return;
         }
         let rail = match self.cfg.port_select {
-            PortSelect::Fixed => req_rail,
+            PortSelect::Fixed => self.fixed_rail(from_node, to_node, req_rail),
             PortSelect::Adaptive => {
                 let start = (pid % self.net.rails() as u32) as u8;
-                self.net.least_loaded_rail(from_node, start)
+                self.net.least_loaded_rail_to(from_node, to_node, start)
             }
         };
         // A bounded transmit queue per (rail, VC class): packets wait in the NIC, in order, while
@@ -57,6 +66,7 @@ impl World {
             if waiting || self.net.source_queue_len_vc(from_node, rail, vc) >= limit {
                 if let Some(e) = self.engine_of(pid) {
                     self.nics[from_node.index()].engines[e as usize].pending_tx += 1;
+                    self.pkts[pid as usize].as_mut().expect("live packet").tx_engine = Some(e as u16);
                 }
                 self.nics[from_node.index()].tx_backlog[slot].push_back(pid);
                 return;
@@ -70,7 +80,7 @@ impl World {
         let info = self.pkts[pid as usize].as_ref().expect("live packet");
         match info.kind {
             PktKind::Data { .. } | PktKind::ReadReq | PktKind::AtomicReq => Some(self.msg(info.msg).engine),
-            PktKind::Ack { .. } | PktKind::AtomicResp { .. } => None,
+            PktKind::Ack { .. } | PktKind::AtomicResp { .. } | PktKind::Probe | PktKind::ProbeResp { .. } => None,
         }
     }
 
@@ -86,7 +96,9 @@ impl World {
         };
         match info.kind {
             PktKind::ReadReq => self.cfg.get_vc.unwrap_or(0),
-            PktKind::Ack { .. } | PktKind::AtomicResp { .. } => self.cfg.response_vc.unwrap_or(0),
+            PktKind::Ack { .. } | PktKind::AtomicResp { .. } | PktKind::ProbeResp { .. } => {
+                self.cfg.response_vc.unwrap_or(0)
+            }
             PktKind::Data { .. } if self.cfg.response_vc.is_some() && self.msg(info.msg).r2w_of.is_some() => {
                 self.cfg.response_vc.unwrap_or(0)
             }
@@ -95,6 +107,12 @@ impl World {
     }
 
     fn inject(&mut self, pid: u32, from: NodeId, to: NodeId, rail: u8, payload: u32) {
+        let info = self.pkts[pid as usize].as_ref().expect("live packet");
+        if info.arm {
+            // The last packet of a transmission: its message's timer starts.
+            let msg = info.msg;
+            self.rel_arm_at_injection(msg, from, rail);
+        }
         let mut p = Packet::new(pid as u64, from, to, payload, self.header, self.q.now());
         p.rail = rail;
         // GET requests may travel on their own VC class (cHPP's fix for the GET deadlock).
@@ -119,8 +137,12 @@ impl World {
                     let Some(pid) = self.nics[node.index()].tx_backlog[slot].pop_front() else {
                         break;
                     };
-                    if let Some(e) = self.engine_of(pid) {
+                    if let Some(e) = self.pkts[pid as usize].as_ref().expect("live packet").tx_engine {
                         self.nics[node.index()].engines[e as usize].pending_tx -= 1;
+                    }
+                    if !self.pkt_live(pid) {
+                        self.free_pkt(pid);
+                        continue;
                     }
                     let info = self.pkts[pid as usize].as_ref().expect("live packet");
                     let to = self.place.node_of(info.to);

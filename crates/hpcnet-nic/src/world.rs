@@ -71,6 +71,7 @@ use crate::ids::{CqId, Placement, QpNum, Rank, Seg, TimerId};
 use crate::memory::Memory;
 use crate::op::Msg;
 use crate::pkt::PktInfo;
+use crate::reliability::RelUnit;
 use crate::triggered::timed::{is_trig_tag, TrigEvent, TrigUnit};
 use hpcnet_des::stats::{Registry, StatRecord};
 use hpcnet_des::{EventQueue, SimTime};
@@ -128,6 +129,28 @@ pub enum Notice {
     Cq(CqId),
     Timer(TimerId),
     Memory(Rank),
+    /// A packet `rank` sent was lost in the network (a failed component, or no route): its
+    /// message will not complete unless a transport sends it again ([`World::lost_packets`]).
+    PacketLost(Rank),
+}
+
+/// A packet of a message that the network lost or dropped, as the NIC that sent it sees it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LostPacket {
+    pub at: SimTime,
+    /// Sender and receiver ranks.
+    pub from: Rank,
+    pub to: Rank,
+    /// The NIC's message id (stable while the message is incomplete).
+    pub msg: u32,
+    /// "data", "read_request", "ack", "atomic_request", "atomic_response", "probe" or
+    /// "probe_response".
+    pub kind: &'static str,
+    /// Message bytes the packet carried (data packets): offset and length.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<(u64, u64)>,
+    /// Why, as reports name it (`lost_in_cable`, `unreachable`, `random_loss`, ...).
+    pub cause: &'static str,
 }
 
 /// One NIC: its stages' state.
@@ -158,10 +181,18 @@ pub(crate) enum NicStat {
     Refused,
     Unroutable,
     OutOfOrder,
+    Lost,
+    Timeouts,
+    Probes,
+    Retransmitted,
+    Duplicates,
+    OutOfWindow,
+    MessagesFailed,
+    MessagesLost,
 }
 
 /// Name, unit and description of each [`NicStat`], in its order.
-const NIC_STATS: [(&str, &str, &str); 8] = [
+const NIC_STATS: [(&str, &str, &str); 16] = [
     ("nic.messages", "messages", "work requests accepted by the NICs"),
     ("nic.data_packets", "packets", "packets carrying message data"),
     (
@@ -182,11 +213,46 @@ const NIC_STATS: [(&str, &str, &str); 8] = [
         "packets",
         "data packets arriving after a later packet of their message",
     ),
+    (
+        "nic.packets_lost",
+        "packets",
+        "packets the network lost or dropped (failed components, no route, nic.loss_rate)",
+    ),
+    ("nic.timeouts", "events", "retransmission timers that expired"),
+    ("nic.probes", "packets", "status probes sent after a timeout"),
+    (
+        "nic.retransmitted",
+        "packets",
+        "data packets and requests sent again by the transport",
+    ),
+    (
+        "nic.duplicates",
+        "packets",
+        "packets discarded at their receiver as already received or of a completed message",
+    ),
+    (
+        "nic.out_of_window",
+        "packets",
+        "queue-message packets discarded ahead of their window (no buffering out of order)",
+    ),
+    (
+        "nic.messages_failed",
+        "messages",
+        "reliable messages given up after nic.reliability.retries timeouts",
+    ),
+    (
+        "nic.messages_lost",
+        "messages",
+        "unreliable messages that lost a packet (not recovered)",
+    ),
 ];
+
+/// Index of the first reliability counter in [`NIC_STATS`].
+const REL_STATS: usize = NicStat::Timeouts as usize;
 
 /// The NICs' counter values (a fixed array: the hot path indexes it with constants).
 #[derive(Default)]
-pub(crate) struct NicStats([u64; 8]);
+pub(crate) struct NicStats([u64; 16]);
 
 impl NicStats {
     #[inline(always)]
@@ -214,6 +280,34 @@ pub struct NicCounters {
     pub unroutable: u64,
     /// Data packets that arrived after a packet sent later in the same message.
     pub out_of_order: u64,
+    /// Packets the network lost or dropped ([`World::lost_packets`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub lost: u64,
+    /// Retransmission timers that expired (`[nic.reliability]`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub timeouts: u64,
+    /// Status probes sent.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub probes: u64,
+    /// Data packets and requests sent again.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub retransmitted: u64,
+    /// Packets discarded at their receiver as duplicates or late copies.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub duplicates: u64,
+    /// Queue-message packets discarded ahead of their window.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub out_of_window: u64,
+    /// Reliable messages given up after the last retry.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub messages_failed: u64,
+    /// Unreliable messages that lost a packet.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub messages_lost: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What the network handed the NICs during one network event (the NIC side of the
@@ -251,6 +345,9 @@ pub struct World {
     pub(crate) mtu: u32,
     pub(crate) nics: Vec<Nic>,
     pub(crate) mem: Vec<Memory>,
+    /// Per rank: read and atomic requests posted whose answer has not come back (spec 03: the
+    /// NIC's hardware counter of outstanding reads, +1 per request, −1 per reply).
+    pub(crate) reads_outstanding: Vec<u32>,
     pub(crate) place: Placement,
     pub(crate) msgs: Vec<Option<Msg>>,
     pub(crate) free_msgs: Vec<u32>,
@@ -276,8 +373,16 @@ pub struct World {
     /// The hardware collective unit of every NIC.
     pub(crate) coll: CollUnit,
     pub(crate) trig: TrigUnit,
+    /// Drops of the network already looked at, and the NIC packets among them.
+    drops_seen: usize,
+    lost: Vec<LostPacket>,
     /// The run's seed, for the NIC models' random streams ([`World::set_seed`]).
     pub(crate) seed: u64,
+    /// Generation of each message slot (bumped when the slot is released), so that packets of
+    /// a message that has completed are recognised ([`crate::reliability`]).
+    pub(crate) gens: Vec<u32>,
+    /// The transport reliability unit and the random loss.
+    pub(crate) rel: RelUnit,
 }
 
 impl World {
@@ -311,6 +416,8 @@ impl World {
             .collect();
         let mut q = EventQueue::new();
         q.reserve_origins(net.origins());
+        net.schedule_faults(&mut q);
+        let rel = RelUnit::new(&cfg, net.seed(), n);
         World {
             q,
             arrivals: Arrivals {
@@ -322,6 +429,7 @@ impl World {
             mtu,
             nics,
             mem: (0..n as u32 * place.hosts()).map(Memory::new).collect(),
+            reads_outstanding: vec![0; (n as u32 * place.hosts()) as usize],
             place,
             msgs: Vec::new(),
             free_msgs: Vec::new(),
@@ -344,6 +452,10 @@ impl World {
             timing: HostTiming::new(&cfg.host),
             cfg,
             checked_at: SimTime::ZERO,
+            drops_seen: 0,
+            lost: Vec::new(),
+            gens: Vec::new(),
+            rel,
         }
     }
 
@@ -383,12 +495,32 @@ impl World {
             refused: s.get(NicStat::Refused),
             unroutable: s.get(NicStat::Unroutable),
             out_of_order: s.get(NicStat::OutOfOrder),
+            lost: s.get(NicStat::Lost),
+            timeouts: s.get(NicStat::Timeouts),
+            probes: s.get(NicStat::Probes),
+            retransmitted: s.get(NicStat::Retransmitted),
+            duplicates: s.get(NicStat::Duplicates),
+            out_of_window: s.get(NicStat::OutOfWindow),
+            messages_failed: s.get(NicStat::MessagesFailed),
+            messages_lost: s.get(NicStat::MessagesLost),
         }
     }
 
     /// The NICs' and the network's statistics (names, units, descriptions, values).
     pub fn statistics(&self) -> Vec<StatRecord> {
-        let mut v = Registry::of_counters(&NIC_STATS, &self.stats.0).report();
+        // The loss counter is reported when losses can happen (faults during the run, a random
+        // loss rate) or did; the reliability counters when the unit works or they count.
+        let lossy = self.net.has_dynamic_faults() || self.rel.lossy() || self.rel.on;
+        let lost = NicStat::Lost as usize;
+        let rel = self.rel.on || self.stats.0[REL_STATS..].iter().any(|&c| c > 0);
+        let n = if rel {
+            NIC_STATS.len()
+        } else if lossy || self.stats.get(NicStat::Lost) > 0 {
+            lost + 1
+        } else {
+            lost
+        };
+        let mut v = Registry::of_counters(&NIC_STATS[..n], &self.stats.0[..n]).report();
         v.extend(self.coll_statistics());
         v.extend(self.trig_statistics());
         v.extend(self.net.statistics());
@@ -467,6 +599,12 @@ impl World {
             .map_or(0, |w| w.1)
     }
 
+    /// Read and atomic requests `rank` has posted whose answer has not come back: the NICEVT
+    /// NIC's counter of outstanding reads (spec 03, `shmem_syncreads` waits for it to reach 0).
+    pub fn outstanding_reads(&self, rank: Rank) -> u32 {
+        self.reads_outstanding.get(rank.index()).copied().unwrap_or(0)
+    }
+
     /// The NIC wrote into `rank`'s memory, in the region of key `rkey`: tell a watcher.
     #[inline]
     pub(crate) fn memory_touched(&mut self, rank: Rank, rkey: u32) {
@@ -520,8 +658,21 @@ impl World {
     /// Pop and handle one event; false when nothing is left.
     #[inline]
     pub fn step(&mut self) -> bool {
+        // A retransmission timer due before the next event goes first.
+        if self.rel_timers() && self.rel_due() {
+            if self.net.drops().len() > self.drops_seen {
+                self.note_losses();
+            }
+            return true;
+        }
         let Some((_, ev)) = self.q.pop() else { return false };
         self.handle(ev);
+        // Packets the network lost or dropped (in this event, or when it was handed one):
+        // counted and told to the software above, which may send them again; their message
+        // does not complete otherwise.
+        if self.net.drops().len() > self.drops_seen {
+            self.note_losses();
+        }
         true
     }
 
@@ -543,6 +694,17 @@ impl World {
                             continue;
                         }
                         let pid = p.tag as u32;
+                        if self.rel.lossy() && self.random_loss(p.dst) {
+                            // Failed the end-to-end check: discarded before it takes buffer
+                            // space at the NIC.
+                            if limited {
+                                let c = Network::buffer_credits(&p);
+                                self.net.release_ejection(&mut self.q, p.dst, p.rail, c);
+                            }
+                            let now = self.q.now();
+                            self.packet_lost(pid, now, "random_loss");
+                            continue;
+                        }
                         if limited {
                             let held = (p.dst, p.rail, Network::buffer_credits(&p));
                             self.pkts[pid as usize].as_mut().expect("live packet").held = Some(held);
@@ -552,8 +714,6 @@ impl World {
                     // Hand the (empty) buffer back so its allocation is reused.
                     self.arrivals.delivered = ds;
                 }
-                // Packets dropped for want of a route are lost; the network counts them and
-                // their message never completes.
                 if !self.arrivals.injected.is_empty() {
                     // Injections reported while refilling are not refilled again: the refill
                     // reads the queue lengths as it goes.
@@ -578,6 +738,58 @@ impl World {
         }
     }
 
+    /// The NIC packets among the network's new drops: counted, listed, and noticed.
+    #[cold]
+    fn note_losses(&mut self) {
+        let (from, to) = (self.drops_seen, self.net.drops().len());
+        self.drops_seen = to;
+        for i in from..to {
+            let d = &self.net.drops()[i];
+            let (tag, at, cause) = (d.packet.tag, d.at, d.reason.cause());
+            if is_coll_tag(tag) || is_trig_tag(tag) {
+                continue;
+            }
+            self.packet_lost(tag as u32, at, cause);
+        }
+    }
+
+    /// NIC packet `pid` was lost at `at` (`cause` as reports name it): counted, listed, told
+    /// to the software above, and accounted to its message.
+    pub(crate) fn packet_lost(&mut self, pid: u32, at: SimTime, cause: &'static str) {
+        let Some(info) = self.pkts.get_mut(pid as usize).and_then(Option::take) else {
+            return;
+        };
+        self.free_pkts.push(pid);
+        let (kind, bytes) = match info.kind {
+            crate::pkt::PktKind::Data { off, len } => ("data", Some((off, len))),
+            crate::pkt::PktKind::ReadReq => ("read_request", None),
+            crate::pkt::PktKind::Ack { .. } => ("ack", None),
+            crate::pkt::PktKind::AtomicReq => ("atomic_request", None),
+            crate::pkt::PktKind::AtomicResp { .. } => ("atomic_response", None),
+            crate::pkt::PktKind::Probe => ("probe", None),
+            crate::pkt::PktKind::ProbeResp { .. } => ("probe_response", None),
+        };
+        self.lost.push(LostPacket {
+            at,
+            from: info.from,
+            to: info.to,
+            msg: info.msg,
+            kind,
+            bytes,
+            cause,
+        });
+        self.stats.add(NicStat::Lost, 1);
+        self.notices.push(Notice::PacketLost(info.from));
+        if bytes.is_some() {
+            self.consumed(info.msg, info.gen, true);
+        }
+    }
+
+    /// Packets of messages the network lost or dropped so far, in order.
+    pub fn lost_packets(&self) -> &[LostPacket] {
+        &self.lost
+    }
+
     pub(crate) fn alloc_msg(&mut self, m: Msg) -> u32 {
         if let Some(i) = self.free_msgs.pop() {
             self.msgs[i as usize] = Some(m);
@@ -585,6 +797,7 @@ impl World {
         } else {
             self.msgs.push(Some(m));
             self.next_seen.push(0);
+            self.gens.push(0);
             (self.msgs.len() - 1) as u32
         }
     }
@@ -605,7 +818,12 @@ impl World {
                 self.seg_pool.push(v);
             }
         }
+        if m.data.capacity() > 0 {
+            self.data_pool.push(m.data);
+        }
+        self.rel.recycle_map(m.rel.got);
         self.next_seen[id as usize] = 0;
+        self.gens[id as usize] = self.gens[id as usize].wrapping_add(1);
         self.free_msgs.push(id);
     }
 

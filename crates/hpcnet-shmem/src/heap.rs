@@ -14,9 +14,19 @@ pub(crate) struct Allocator {
 }
 
 impl Allocator {
+    #[cfg(test)]
     pub(crate) fn new(size: u64) -> Self {
+        Self::with_reserved(size, 0)
+    }
+
+    /// A heap of `size` bytes whose first `reserved` bytes are never handed out.
+    pub(crate) fn with_reserved(size: u64, reserved: u64) -> Self {
         Allocator {
-            free: vec![(0, size)],
+            free: if reserved < size {
+                vec![(reserved, size - reserved)]
+            } else {
+                Vec::new()
+            },
             used: Vec::new(),
             size,
         }
@@ -139,6 +149,15 @@ mod tests {
         assert!(a.free("t", 3).is_err());
         let e = a.alloc("t", 2000, 8).unwrap_err();
         assert!(matches!(e, ShmemError::HeapFull { free: 1024, .. }), "{e}");
+    }
+
+    #[test]
+    fn reserved_bytes_are_never_handed_out() {
+        let mut a = Allocator::with_reserved(1024, 256);
+        assert_eq!(a.alloc("t", 8, 8).unwrap(), 256);
+        assert_eq!(a.alloc("t", 4, 512).unwrap(), 512);
+        assert!(a.alloc("t", 1024 - 256, 8).is_err());
+        assert!(Allocator::with_reserved(64, 64).alloc("t", 1, 8).is_err());
     }
 
     #[test]

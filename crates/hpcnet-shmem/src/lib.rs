@@ -90,6 +90,11 @@ pub struct Sym {
 }
 
 impl Sym {
+    /// The `len` bytes at offset `off` of the symmetric heap (for programs that name symmetric
+    /// data by offset, as the C interface does; calls check the range against the heap).
+    pub fn from_offset(off: u64, len: u64) -> Sym {
+        Sym { off, len }
+    }
     /// Offset in the symmetric heap (the same on every PE).
     pub fn offset(&self) -> u64 {
         self.off
@@ -161,6 +166,9 @@ impl Default for ShmemCosts {
 pub struct ShmemConfig {
     /// Symmetric heap bytes per PE (default 1 MiB).
     pub heap: u64,
+    /// Bytes at the start of the symmetric heap that the allocator never hands out (default
+    /// 0): the C interface keeps a program's static symmetric data there.
+    pub reserved: u64,
     /// Private staging buffer bytes per PE for puts of private data and blocking gets
     /// (default 256 KiB); larger transfers are cut into pieces of this size.
     pub staging: u64,
@@ -175,6 +183,7 @@ impl Default for ShmemConfig {
     fn default() -> Self {
         ShmemConfig {
             heap: 1 << 20,
+            reserved: 0,
             staging: 256 << 10,
             costs: ShmemCosts::default(),
             barrier: BarrierKind::Classic,
@@ -235,5 +244,17 @@ pub enum ShmemError {
 /// heap, synchronisation region and staging buffer, and return one handle per PE, in PE order
 /// (OpenSHMEM `shmem_init` for all PEs at once, as a launcher does).
 pub fn init<B: NicBackend + 'static>(m: &Machine<B>, npes: usize, cfg: &ShmemConfig) -> Result<Vec<Pe>, ShmemError> {
-    pe::init(m, npes, cfg)
+    pe::init(m, npes, cfg, None)
+}
+
+/// [`init`] with every PE's symmetric heap living in memory outside the model, one per PE in
+/// PE order, each [`ShmemConfig::heap`] bytes long (they keep their contents): the memory of
+/// the processes of a C program, so that what the NICs write lands in those processes.
+pub fn init_external<B: NicBackend + 'static>(
+    m: &Machine<B>,
+    npes: usize,
+    cfg: &ShmemConfig,
+    heaps: Vec<Box<dyn hpcnet_nic::ExternalBytes>>,
+) -> Result<Vec<Pe>, ShmemError> {
+    pe::init(m, npes, cfg, Some(heaps))
 }

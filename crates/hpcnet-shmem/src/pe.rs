@@ -138,6 +138,7 @@ pub(crate) fn init<B: NicBackend + 'static>(
     m: &Machine<B>,
     npes: usize,
     cfg: &ShmemConfig,
+    external: Option<Vec<Box<dyn hpcnet_nic::ExternalBytes>>>,
 ) -> Result<Vec<Pe>, ShmemError> {
     let call = "shmem_init";
     if npes == 0 {
@@ -162,6 +163,33 @@ pub(crate) fn init<B: NicBackend + 'static>(
             ),
         });
     }
+    if cfg.reserved > cfg.heap || !cfg.reserved.is_multiple_of(8) {
+        return Err(ShmemError::BadArgument {
+            call,
+            reason: format!(
+                "{} reserved bytes: they must be a multiple of 8 within the symmetric heap of {} bytes",
+                cfg.reserved, cfg.heap
+            ),
+        });
+    }
+    if let Some(ext) = &external {
+        if ext.len() != npes {
+            return Err(ShmemError::BadArgument {
+                call,
+                reason: format!("{} heaps given for {npes} PEs", ext.len()),
+            });
+        }
+        if let Some((i, e)) = ext.iter().enumerate().find(|(_, e)| e.bytes().len() as u64 != cfg.heap) {
+            return Err(ShmemError::BadArgument {
+                call,
+                reason: format!(
+                    "the heap of PE {i} has {} bytes, the job's heap {} bytes",
+                    e.bytes().len(),
+                    cfg.heap
+                ),
+            });
+        }
+    }
     if cfg.staging < 64 || cfg.staging > MAX_HEAP {
         return Err(ShmemError::BadArgument {
             call,
@@ -172,7 +200,10 @@ pub(crate) fn init<B: NicBackend + 'static>(
         });
     }
     let ctxs: Vec<Context> = (0..npes).map(|i| m.context(Rank(i as u32))).collect();
-    let heaps: Vec<Mr> = ctxs.iter().map(|c| c.reg_mr(cfg.heap)).collect();
+    let heaps: Vec<Mr> = match external {
+        None => ctxs.iter().map(|c| c.reg_mr(cfg.heap)).collect(),
+        Some(ext) => ctxs.iter().zip(ext).map(|(c, e)| c.reg_mr_external(e)).collect(),
+    };
     let syncs: Vec<Mr> = ctxs.iter().map(|c| c.reg_mr(SYNC_BYTES)).collect();
     for (c, (h, s)) in ctxs.iter().zip(heaps.iter().zip(&syncs)) {
         c.watch_memory(h).map_err(|source| ShmemError::Verbs { call, source })?;
@@ -202,7 +233,7 @@ pub(crate) fn init<B: NicBackend + 'static>(
             sync,
             qps: vec![None; npes],
             shared: shared.clone(),
-            alloc: Allocator::new(cfg.heap),
+            alloc: Allocator::with_reserved(cfg.heap, cfg.reserved),
             allocs_made: 0,
             next_wr: 0,
             pending: BTreeMap::new(),
@@ -1068,8 +1099,9 @@ impl Pe {
         self.ctx.memory_writes(&self.heap)
     }
 
-    /// Wait until the NIC next writes into this PE's memory.
-    pub(crate) async fn memory_changed(&self) {
+    /// Wait until the NIC next writes into this PE's memory (for point synchronisation
+    /// written outside the library, e.g. by its C interface).
+    pub async fn memory_changed(&self) {
         self.ctx.memory_changed().await
     }
 

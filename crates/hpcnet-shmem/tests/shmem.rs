@@ -15,6 +15,15 @@ use std::rc::Rc;
 /// A 4×4 torus (16 nodes, one PE each) with request and response VC classes; adaptive routing
 /// (which reorders a pair's packets) or dimension order with bubble flow control.
 fn torus(adaptive: bool) -> World {
+    let nic = NicConfig {
+        response_vc: (!adaptive).then_some(1),
+        ..NicConfig::default()
+    };
+    torus_with(adaptive, nic)
+}
+
+/// [`torus`] with the given NIC.
+fn torus_with(adaptive: bool, nic: NicConfig) -> World {
     let topo = build(&TopologyConfig::Torus(GridConfig {
         k: vec![4, 4],
         concentration: 1,
@@ -39,6 +48,7 @@ fn torus(adaptive: bool) -> World {
             encoding: Encoding::B8B10,
             latency: SimTime::from_ns(20),
             switching: Switching::CutThrough,
+            ..LinkConfig::default()
         },
         link_overrides: Vec::new(),
         router: RouterConfig {
@@ -64,10 +74,6 @@ fn torus(adaptive: bool) -> World {
         faults: FaultConfig::default(),
     };
     let net = Network::new(topo, fabric).unwrap();
-    let nic = NicConfig {
-        response_vc: (!adaptive).then_some(1),
-        ..NicConfig::default()
-    };
     World::new(net, nic)
 }
 
@@ -559,4 +565,57 @@ fn runs_are_deterministic() {
     let b = run(true, &ShmemConfig::default(), prog);
     assert_eq!(a, b);
     assert!(a > SimTime::ZERO);
+}
+
+#[test]
+fn request_and_response_classes_prevent_the_protocol_deadlock_of_one_class() {
+    // Every PE reads 64 blocks of 256 B from the others at once, into NICs with a small
+    // receive buffer that stall while their send engine has a read to answer (spec 03's
+    // protocol deadlock): on one VC class the answers wait behind requests that wait for
+    // answers; with responses on their own class (NICEVT's two virtual subnetworks) every read
+    // completes.
+    let storm = |response_vc: Option<u8>| {
+        let nic = NicConfig {
+            response_vc,
+            rx_buffer: Some(Bytes(512)),
+            get_queue: 1,
+            tx_queue: 2,
+            ..NicConfig::default()
+        };
+        let mut m = Machine::new(torus_with(false, nic));
+        let pes = init(&m, 16, &ShmemConfig::default()).unwrap();
+        let done = Rc::new(RefCell::new(0usize));
+        for mut pe in pes {
+            let done = done.clone();
+            m.spawn(async move {
+                let s = pe.malloc(2 * 64 * 256).await.unwrap();
+                let (me, n) = (pe.my_pe(), pe.n_pes());
+                pe.write_bytes(s.with_len(64 * 256), &pattern(64 * 256, me as u8))
+                    .unwrap();
+                pe.barrier_all().await.unwrap();
+                for k in 0..64u64 {
+                    let from = (me + 1 + (k as usize % (n - 1))) % n;
+                    let dst = s.at(64 * 256 + k * 256).with_len(256);
+                    pe.get_into_nbi(dst, s.at(k * 256).with_len(256), 256, from)
+                        .await
+                        .unwrap();
+                }
+                pe.syncreads().await.unwrap();
+                for k in 0..64u64 {
+                    let from = (me + 1 + (k as usize % (n - 1))) % n;
+                    let got = pe.read_bytes(s.at(64 * 256 + k * 256).with_len(256)).unwrap();
+                    assert_eq!(got, pattern(64 * 256, from as u8)[(k * 256) as usize..][..256]);
+                }
+                *done.borrow_mut() += 1;
+            });
+        }
+        let end = m.run();
+        let finished = *done.borrow();
+        (end, finished)
+    };
+    let (end, finished) = storm(Some(1));
+    assert_eq!((end.stuck_tasks, finished, end.net_in_flight), (0, 16, 0));
+    let (end, finished) = storm(None);
+    assert!(end.deadlock, "one VC class: the read storm must deadlock");
+    assert!(end.stuck_tasks > 0 && finished < 16 && end.net_in_flight > 0);
 }

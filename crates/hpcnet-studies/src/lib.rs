@@ -53,8 +53,10 @@ pub mod report;
 pub mod sensitivity;
 pub mod sunway_allreduce_crossover;
 pub mod sunway_coll;
+pub mod sunway_faults;
 pub mod sunway_rdma_bandwidth;
 pub mod tianhe_offload;
+pub mod torus_shmem;
 
 pub use report::{Fitted, Role, Row, StudyFailure, StudyReport};
 
@@ -147,6 +149,8 @@ pub fn all() -> Vec<&'static dyn Study> {
         &sunway_allreduce_crossover::SunwayAllreduceCrossover,
         &tianhe_offload::TianheOffload,
         &ib_memory::IbMemory,
+        &torus_shmem::TorusShmem,
+        &sunway_faults::SunwayFaults,
     ]
 }
 

@@ -3,6 +3,8 @@
 //! sizes, warm-up/measurement/drain phases) and the drivers that run them and report results.
 
 pub mod coll;
+pub mod exchange;
+pub mod imb;
 pub mod msgload;
 pub mod nas;
 pub mod p2p;

@@ -564,6 +564,25 @@ impl Scenario {
     /// A fresh flow-level model of this scenario's machine (`hpcnet-flow`), for message-level
     /// workloads at scales where packets are too many.
     pub fn flow_world(&self) -> Result<hpcnet_flow::FlowWorld, ScenarioError> {
+        if self.fabric.faults.dynamic() {
+            let key = if self.fabric.faults.events.is_empty() {
+                "faults.random"
+            } else {
+                "faults.events"
+            };
+            return Err(ScenarioError::new(
+                &self.source,
+                key,
+                "the flow-level network has no dynamic faults; run this on the packet network (mpi.network = \"packet\")",
+            ));
+        }
+        if self.nic.loss_rate > 0.0 {
+            return Err(ScenarioError::new(
+                &self.source,
+                "nic.loss_rate",
+                "the flow-level network loses no packet; run this on the packet network (mpi.network = \"packet\")",
+            ));
+        }
         let net = Network::new(self.topology.clone(), self.fabric.clone())
             .map_err(|e| ScenarioError::new(&self.source, e.key, e.reason))?;
         Ok(hpcnet_flow::FlowWorld::new(net, self.nic.clone()))

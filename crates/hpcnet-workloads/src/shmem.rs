@@ -492,3 +492,211 @@ mod tests {
         }
     }
 }
+
+/// NAS CG problem classes: (order `na`, non-zeros per generated row `nonzer`, outer iterations
+/// `niter`) from the NPB specification; each outer iteration runs 25 CG iterations.
+pub const CG_CLASSES: [(char, u64, u64, u64); 7] = [
+    ('S', 1400, 7, 15),
+    ('W', 7000, 8, 15),
+    ('A', 14000, 11, 15),
+    ('B', 75000, 13, 75),
+    ('C', 150000, 15, 75),
+    ('D', 1500000, 21, 100),
+    ('E', 9000000, 26, 100),
+];
+
+/// How the rows of the CG matrix (and the matching entries of the vectors) are dealt to PEs.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum CgPartition {
+    /// Contiguous row blocks: PE p owns rows p·na/P … (p+1)·na/P − 1; one put per peer.
+    RowBlock,
+    /// Blocks of `block` rows dealt round-robin: one put per block per peer.
+    BlockCyclic { block: u64 },
+}
+
+/// How the vector is exchanged each CG iteration.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum CgExchange {
+    /// SHMEM style: every PE puts its pieces of the direction vector into every peer's copy, then
+    /// a barrier (the PE's own configured flavour); dot products by SHMEM sum reductions.
+    OwnerPuts,
+    /// MPI style: the vector gathered by the collectives layer's allgather (`shmem_fcollect`),
+    /// dot products by its allreduce (row-block only).
+    Allgather,
+}
+
+/// One CG run.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct CgPoint {
+    pub class: char,
+    pub pes: usize,
+    pub partition: CgPartition,
+    pub exchange: CgExchange,
+    /// Simulated CG iterations.
+    pub iterations: u64,
+    /// Mean simulated time of one CG iteration, µs.
+    pub iteration_us: f64,
+    /// Of which waiting for communication (exchange and dot products), µs.
+    pub communication_us: f64,
+    /// The class's whole run (niter × 25 iterations) at that pace, s.
+    pub class_time_s: f64,
+    /// Messages each PE sends per iteration for the vector exchange.
+    pub messages_per_pe: u64,
+}
+
+/// An NPB-CG-like sparse matrix–vector exchange on `npes` PEs: per CG iteration, the PEs
+/// exchange the direction vector (`na` doubles) so that each has every entry its rows need
+/// (all of them: NPB CG's matrix touches the whole vector), compute the matrix–vector product
+/// and the vector updates (`2·nnz/P + 10·na/P` flops at `flops` per second, nnz =
+/// na·(nonzer+1)², NPB's bound), and sum two dot products across all PEs. The vector's bytes
+/// really move and are checked at the end: every PE's copy must hold every owner's values.
+/// Cost: per iteration and PE, P − 1 puts (row-block) or na/block puts (block-cyclic).
+#[allow(clippy::too_many_arguments)]
+pub fn cg(
+    world: World,
+    npes: usize,
+    class: char,
+    partition: CgPartition,
+    exchange: CgExchange,
+    iterations: u64,
+    flops: f64,
+    cfg: &ShmemConfig,
+) -> Result<CgPoint, ShmemBenchError> {
+    let call = "NPB CG";
+    let bad = |reason: String| ShmemBenchError::Call(ShmemError::BadArgument { call, reason });
+    let Some(&(_, na, nonzer, niter)) = CG_CLASSES.iter().find(|c| c.0 == class.to_ascii_uppercase()) else {
+        return Err(bad(format!("class {class}: one of S, W, A, B, C, D, E")));
+    };
+    if npes < 2 || npes as u64 > na {
+        return Err(bad(format!("{npes} PEs: needs 2 to the class's order {na}")));
+    }
+    if iterations == 0 || flops <= 0.0 || !flops.is_finite() {
+        return Err(bad("needs at least one iteration and a positive flop rate".into()));
+    }
+    // Each PE's pieces of the vector: (first entry, entries).
+    let p = npes as u64;
+    let pieces: Vec<Vec<(u64, u64)>> = match partition {
+        // Rows p·na/P … (p+1)·na/P − 1 (as NPB splits an order that P does not divide).
+        CgPartition::RowBlock => (0..p)
+            .map(|q| vec![(q * na / p, (q + 1) * na / p - q * na / p)])
+            .collect(),
+        CgPartition::BlockCyclic { block } => {
+            if block == 0 || na % (block * p) != 0 {
+                return Err(bad(format!(
+                    "block of {block} rows: {npes} PEs × the block must divide the order {na}"
+                )));
+            }
+            (0..p)
+                .map(|q| (0..na / (block * p)).map(|b| ((b * p + q) * block, block)).collect())
+                .collect()
+        }
+    };
+    if exchange == CgExchange::Allgather && partition != CgPartition::RowBlock {
+        return Err(bad("the allgather exchange needs the row-block partition".into()));
+    }
+    let pieces: Rc<[Vec<(u64, u64)>]> = pieces.into();
+    let largest = pieces.iter().flatten().map(|x| x.1).max().unwrap_or(1);
+    let pieces_per_pe = pieces[0].len() as u64;
+    // The heap holds the vector, a piece and the dot products: grow it if the class needs it.
+    let mut cfg = cfg.clone();
+    cfg.heap = cfg.heap.max((na + largest) * 8 + 64 * 1024);
+    let cfg = &cfg;
+    let nnz = na * (nonzer + 1) * (nonzer + 1);
+    let work = SimTime::from_ps(((2 * nnz + 10 * na) as f64 / npes as f64 / flops * 1e12).round() as u64);
+    let s = span();
+    let comm = Rc::new(RefCell::new(SimTime::ZERO));
+    let intact = Rc::new(RefCell::new(0usize));
+    let (sp, cm, ok) = (s.clone(), comm.clone(), intact.clone());
+    // Value of vector entry `i` in iteration `it` (owner-independent, so copies can be checked).
+    let value = |i: u64, it: u64| (i * 7 + it * 13) as f64;
+    run_job(world, npes, cfg, move |mut pe, _| {
+        let (s, cm, ok, pieces) = (sp.clone(), cm.clone(), ok.clone(), pieces.clone());
+        async move {
+            let me = pe.my_pe();
+            let vec = pe.malloc(na * 8).await?;
+            let dots = pe.malloc(16).await?;
+            let sums = pe.malloc(16).await?;
+            let scratch = pe.malloc(largest * 8).await?;
+            let team = hpcnet_shmem::Team::world(&pe);
+            let n = pe.n_pes();
+            pe.barrier_all().await?;
+            let t0 = pe.now();
+            let mut waited = SimTime::ZERO;
+            for it in 0..iterations {
+                // My pieces of this iteration's direction vector, in my copy.
+                let mine = &pieces[me];
+                for &(first, len) in mine.iter() {
+                    let mut bytes = Vec::with_capacity(len as usize * 8);
+                    for i in first..first + len {
+                        bytes.extend_from_slice(&value(i, it).to_le_bytes());
+                    }
+                    pe.write_bytes(vec.at(first * 8).with_len(len * 8), &bytes)?;
+                }
+                let c0 = pe.now();
+                match exchange {
+                    CgExchange::OwnerPuts => {
+                        for k in 1..n {
+                            let peer = (me + k) % n;
+                            for &(first, len) in mine.iter() {
+                                let at = vec.at(first * 8).with_len(len * 8);
+                                pe.put_from_nbi(at, at, len * 8, peer).await?;
+                            }
+                        }
+                        pe.barrier_all().await?;
+                    }
+                    CgExchange::Allgather => {
+                        let (first, len) = mine[0];
+                        let own = pe.read_bytes(vec.at(first * 8).with_len(len * 8))?;
+                        pe.write_bytes(scratch.with_len(len * 8), &own)?;
+                        pe.collect::<f64>(&team, vec, scratch, len).await?;
+                    }
+                }
+                waited += pe.now() - c0;
+                pe.compute(work).await;
+                // Two dot products per CG iteration.
+                for _ in 0..2 {
+                    pe.write_bytes(dots.with_len(8), &1.0f64.to_le_bytes())?;
+                    let c1 = pe.now();
+                    pe.reduce::<f64>(&team, sums, dots, 1, hpcnet_shmem::ShmemOp::Sum)
+                        .await?;
+                    waited += pe.now() - c1;
+                }
+            }
+            mark(&s, t0, pe.now());
+            {
+                let mut c = cm.borrow_mut();
+                *c = (*c).max(waited);
+            }
+            // Every copy holds every owner's values of the last iteration.
+            let got = pe.read_bytes(vec.with_len(na * 8))?;
+            let last = iterations - 1;
+            if (0..na).all(|i| got[(i * 8) as usize..][..8] == value(i, last).to_le_bytes()) {
+                *ok.borrow_mut() += 1;
+            } else {
+                return Err(ShmemError::BadArgument {
+                    call,
+                    reason: format!("PE {me}: its copy of the vector misses values of other PEs"),
+                });
+            }
+            Ok(())
+        }
+    })?;
+    debug_assert_eq!(*intact.borrow(), npes);
+    let per = elapsed(&s).as_ns_f64() / iterations as f64;
+    let waited = *comm.borrow();
+    let messages_per_pe = match exchange {
+        CgExchange::OwnerPuts => (npes as u64 - 1) * pieces_per_pe,
+        CgExchange::Allgather => (npes as u64).next_power_of_two().trailing_zeros() as u64,
+    };
+    Ok(CgPoint {
+        class: class.to_ascii_uppercase(),
+        pes: npes,
+        partition,
+        exchange,
+        iterations,
+        iteration_us: per / 1e3,
+        communication_us: waited.as_ns_f64() / iterations as f64 / 1e3,
+        class_time_s: per * (niter * 25) as f64 / 1e9,
+        messages_per_pe,
+    })
+}

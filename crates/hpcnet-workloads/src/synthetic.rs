@@ -12,6 +12,12 @@
 //! Conservation (`injected = delivered + dropped + in flight`, no packet delivered twice) is
 //! checked at the end of every run. The deadlock watchdog declares a deadlock only when it finds
 //! a cycle of input queues waiting on each other ([`Network::deadlock_cycle`]).
+//!
+//! With dynamic faults (`[[faults.events]]`, `[[faults.random]]`) the report adds a `faults`
+//! section: every failure and repair with its detection time, the losses by cause, the table
+//! rewrites, and a timeline of the measurement window in [`TIMELINE_BINS`] equal bins (packets
+//! delivered, accepted load, mean latency of the measured packets delivered in the bin, packets
+//! lost or dropped), so a run shows its figures before and after a fault.
 
 use crate::scenario::Scenario;
 use crate::traffic::{Destinations, Process, RailChoice, SizeSampler, TrafficConfig};
@@ -94,6 +100,37 @@ pub struct DeadlockReport {
     pub blocked: Vec<Blocked>,
 }
 
+/// Bins of the fault timeline over the measurement window.
+pub const TIMELINE_BINS: usize = 10;
+
+/// One bin of the fault timeline.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct TimelineBin {
+    pub from_ns: f64,
+    pub to_ns: f64,
+    /// Packets delivered in the bin (measured or not).
+    pub delivered: u64,
+    /// Bytes delivered in the bin over the bin's length and the nodes' injection bandwidth.
+    pub accepted_load: f64,
+    /// Mean creation-to-delivery latency of the measured packets delivered in the bin.
+    pub mean_latency_ns: Option<f64>,
+    /// Packets lost or dropped in the bin.
+    pub dropped: u64,
+}
+
+/// What the faults of a run did (`faults` in the report).
+#[derive(Clone, Debug, Serialize)]
+pub struct FaultReport {
+    pub stats: hpcnet_fabric::net::FaultStats,
+    pub events: Vec<hpcnet_fabric::net::FaultRecord>,
+    pub timeline: Vec<TimelineBin>,
+    /// The channel-load bound of the routing the run ended with (failed links and rewritten
+    /// tables; pairs with no route counted up to where they stop), beside `channel_load_bound`
+    /// of the routing it started with. None when tracing it would take more than a quarter of
+    /// [`BOUND_HOP_BUDGET`].
+    pub channel_load_bound_at_end: Option<ChannelLoadBound>,
+}
+
 /// Everything a synthetic run reports (`hpcnet run --json`).
 #[derive(Clone, Debug, Serialize)]
 pub struct RunReport {
@@ -152,6 +189,14 @@ pub struct RunReport {
     pub stats: Vec<StatRecord>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub links: Option<Vec<LinkRecord>>,
+    /// Link-level reliability counters of every link direction where one is not zero
+    /// (corrupted packets, retransmissions, replay-buffer stalls, store-and-forward
+    /// fallbacks; the totals are the `link.*` statistics).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub link_errors: Vec<hpcnet_fabric::net::LinkErrors>,
+    /// Dynamic faults: what happened and the figures around it (only with dynamic faults).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub faults: Option<FaultReport>,
     pub resolved_scenario: serde_json::Value,
 }
 
@@ -205,6 +250,9 @@ struct Collector {
     seen_tags: Vec<u64>,
     duplicate: bool,
     stats: Stats,
+    /// Per timeline bin (dynamic faults only): bytes and packets delivered, latency sum and
+    /// count of measured packets.
+    bins: Option<Vec<[u64; 4]>>,
 }
 
 impl Collector {
@@ -250,6 +298,7 @@ impl Collector {
             seen_tags: Vec::new(),
             duplicate: false,
             stats,
+            bins: None,
         }
     }
 }
@@ -269,6 +318,19 @@ impl Endpoints for Collector {
                 (p.size as u128 * (to - from).0 as u128 / ser.0 as u128) as u64
             };
             self.bytes_delivered_window += inside;
+        }
+        if let Some(bins) = self.bins.as_mut() {
+            if at >= self.warm && at < self.meas_end {
+                let w = (self.meas_end - self.warm).0;
+                let i = (((at - self.warm).0 as u128 * TIMELINE_BINS as u128) / w as u128) as usize;
+                let b = &mut bins[i.min(TIMELINE_BINS - 1)];
+                b[0] += p.size as u64;
+                b[1] += 1;
+                if p.measured() {
+                    b[2] += (at - p.created).0;
+                    b[3] += 1;
+                }
+            }
         }
         let (word, bit) = ((p.tag / 64) as usize, 1u64 << (p.tag % 64));
         if word >= self.seen_tags.len() {
@@ -346,7 +408,7 @@ impl Generator<'_> {
                     s.rr_rail = (s.rr_rail + 1) % rails;
                     s.rr_rail
                 }
-                RailChoice::Adaptive => net.least_loaded_rail(node, (s.seq % rails as u64) as u8),
+                RailChoice::Adaptive => net.least_loaded_rail_to(node, dst, (s.seq % rails as u64) as u8),
             };
             let in_window = now >= self.warm && now < self.meas_end;
             p.set_measured(in_window);
@@ -493,16 +555,20 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
     let drain_end = meas_end + sc.file.sim.drain;
     let watchdog = sc.fabric.faults.watchdog;
 
-    let col = Collector::new(
+    let mut col = Collector::new(
         warm,
         meas_end,
         sc.fabric.link.latency,
         sc.fabric.router.latency,
         rail_rate,
     );
+    if net.has_dynamic_faults() {
+        col.bins = Some(vec![[0; 4]; TIMELINE_BINS]);
+    }
 
     let mut q: EventQueue<Ev> = EventQueue::new();
     q.reserve_origins(net.origins());
+    net.schedule_faults(&mut q);
     let mut sources: Vec<Source> = (0..n)
         .map(|i| Source {
             rng: streams.stream("source", i as u64),
@@ -520,6 +586,9 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
             q.schedule_by(net.node_origin(NodeId(i as u32)), phase, Ev::Gen(NodeId(i as u32)));
         }
     }
+    // The bound of the routing the run starts with (faults may change it during the run; the
+    // fault report adds the bound of the routing it ends with).
+    let bound_at_start = channel_load_bound(&net, &dests, tc, use_rails, node_bps, &streams);
     let mut run = Run {
         q,
         net,
@@ -668,8 +737,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
         mean_router_links: sum_r / cnt_r.max(1) as f64,
     };
 
-    let (bound, channel_load_bound_skipped) = match channel_load_bound(&net, &dests, tc, use_rails, node_bps, &streams)
-    {
+    let (bound, channel_load_bound_skipped) = match bound_at_start {
         Ok(b) => (b, None),
         Err(why) => (None, Some(why)),
     };
@@ -677,15 +745,51 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
 
     let mut drops_by_reason = BTreeMap::new();
     for d in net.drops() {
-        let key = match d.reason {
-            hpcnet_fabric::RouteError::Unreachable { .. } => "unreachable",
-            hpcnet_fabric::RouteError::Loop { .. } => "routing_loop",
-            hpcnet_fabric::RouteError::SourceCableDown { .. } => "source_cable_down",
-            hpcnet_fabric::RouteError::NoMulticastTable { .. } => "no_multicast_table",
-        };
-        *drops_by_reason.entry(key.to_string()).or_insert(0) += 1;
+        *drops_by_reason.entry(d.reason.cause().to_string()).or_insert(0) += 1;
     }
 
+    let faults = net.fault_stats().filter(|_| net.has_dynamic_faults()).map(|stats| {
+        let bins = col.bins.clone().unwrap_or_default();
+        let w = sc.file.sim.measure.0 as f64 / TIMELINE_BINS as f64;
+        let timeline = bins
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let (from, to) = (warm.0 as f64 + i as f64 * w, warm.0 as f64 + (i + 1) as f64 * w);
+                let dropped = net
+                    .drops()
+                    .iter()
+                    .filter(|d| (d.at.0 as f64) >= from && (d.at.0 as f64) < to)
+                    .count() as u64;
+                TimelineBin {
+                    from_ns: from / 1e3,
+                    to_ns: to / 1e3,
+                    delivered: b[1],
+                    accepted_load: b[0] as f64 / (w / 1e12 * node_bps / 8.0 * n as f64),
+                    mean_latency_ns: (b[3] > 0).then(|| b[2] as f64 / b[3] as f64 / 1e3),
+                    dropped,
+                }
+            })
+            .collect();
+        FaultReport {
+            stats,
+            events: net.fault_log().to_vec(),
+            timeline,
+            // Traced (failures break the symmetry), within a quarter of the hop budget: it is
+            // an addition to the report, not worth seconds on large machines.
+            channel_load_bound_at_end: traced_bound(
+                &net,
+                &dests,
+                tc,
+                use_rails,
+                node_bps,
+                &streams,
+                BOUND_HOP_BUDGET / 4,
+            )
+            .ok()
+            .flatten(),
+        }
+    });
     let measured_delivered = col.measured_delivered;
     let mut stats = col.stats;
     // Every figure below is of measured packets only: none when none was delivered.
@@ -757,6 +861,8 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
             v
         },
         links,
+        link_errors: net.link_errors(),
+        faults,
         resolved_scenario: sc.resolved_json(),
     })
 }

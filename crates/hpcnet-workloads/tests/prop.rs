@@ -64,7 +64,7 @@ private_credits = 16
 ];
 
 /// Keys users override, across every table.
-const KEYS: [&str; 30] = [
+const KEYS: [&str; 34] = [
     "seed",
     "topology.k",
     "topology.concentration",
@@ -86,6 +86,10 @@ const KEYS: [&str; 30] = [
     "routing.deadlock",
     "faults.watchdog",
     "faults.failed_links",
+    "faults.events",
+    "faults.detection",
+    "faults.table_update",
+    "faults.torus_bypass",
     "traffic.load",
     "traffic.pattern",
     "traffic.size",

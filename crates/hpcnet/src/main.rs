@@ -21,6 +21,7 @@ mod p2p;
 mod reproduce;
 mod run;
 mod shmem;
+mod shmem_c;
 mod sweep;
 mod topo;
 
@@ -271,8 +272,57 @@ enum Cmd {
         /// RandomAccess: updates per PE.
         #[arg(long, default_value_t = 4096)]
         updates: u64,
+        /// CG: NAS problem class (S, W, A, B, C, D, E).
+        #[arg(long, default_value = "S")]
+        class: char,
+        /// CG: rows per block of the block-cyclic partition; 0 = row-block partition.
+        #[arg(long, default_value_t = 0)]
+        block: u64,
+        /// CG: how the vector is exchanged.
+        #[arg(long, value_enum, default_value = "puts")]
+        exchange: shmem::ExchangeArg,
+        /// CG: floating-point rate of one PE for the computation between exchanges (flop/s).
+        #[arg(long, default_value_t = 1e9)]
+        flops: f64,
         #[command(flatten)]
         common: Common,
+    },
+    /// Run an OpenSHMEM C program (built with `hpcnet shmem-cc`) as one simulated job: one
+    /// process per PE, every SHMEM call carried out on the scenario's NICs and network; each
+    /// PE's standard output is printed with a [PE n] prefix.
+    ShmemRun {
+        scenario: PathBuf,
+        /// PEs of the job (ranks 0..N-1).
+        #[arg(long)]
+        pes: usize,
+        /// Symmetric heap per PE (e.g. 64M) [default: SHMEM_SYMMETRIC_SIZE, else 64 MiB].
+        #[arg(long)]
+        heap: Option<String>,
+        /// Simulated time of the program's own work between calls: zero, call:DURATION (fixed
+        /// per call) or cpu:FACTOR (measured host CPU time × FACTOR; not deterministic).
+        #[arg(long, default_value = "zero")]
+        compute: String,
+        /// What shmem_barrier_all is.
+        #[arg(long, value_enum, default_value = "classic")]
+        barrier: shmem::BarrierArg,
+        /// Also keep each PE's standard output as DIR/pe-N.out.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        #[command(flatten)]
+        common: Common,
+        /// The program and its arguments, after --.
+        #[arg(last = true, required = true, value_name = "PROGRAM")]
+        program: Vec<std::ffi::OsString>,
+    },
+    /// Compile and link an OpenSHMEM C program against hpcnet's shmem.h and runtime (like
+    /// oshcc): every argument goes to the C compiler ($CC, else cc).
+    ShmemCc {
+        /// Write include/shmem.h and lib/libhpcnet_shmem.a into DIR (for other build systems).
+        #[arg(long, value_name = "DIR")]
+        emit: Option<PathBuf>,
+        /// Arguments for the C compiler.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CC_ARGS")]
+        args: Vec<std::ffi::OsString>,
     },
     /// (internal) run one bench case in this process and print its JSON line.
     #[command(hide = true)]
@@ -468,6 +518,10 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             variant,
             log_table,
             updates,
+            class,
+            block,
+            exchange,
+            flops,
             common,
         } => shmem::shmem(&shmem::Args {
             scenario: &scenario,
@@ -482,8 +536,32 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             variant,
             log_table,
             updates,
+            class,
+            block,
+            exchange,
+            flops,
             common: &common,
         }),
+        Cmd::ShmemRun {
+            scenario,
+            pes,
+            heap,
+            compute,
+            barrier,
+            out,
+            common,
+            program,
+        } => shmem_c::shmem_run(&shmem_c::RunArgs {
+            scenario: &scenario,
+            pes,
+            heap: heap.as_deref(),
+            compute: &compute,
+            barrier,
+            out: out.as_deref(),
+            program: &program,
+            common: &common,
+        }),
+        Cmd::ShmemCc { emit, args } => shmem_c::shmem_cc(emit.as_deref(), &args),
         Cmd::Reproduce {
             name,
             all,

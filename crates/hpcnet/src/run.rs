@@ -160,6 +160,58 @@ pub fn print_text(r: &RunReport) {
     for (k, v) in &r.drops_by_reason {
         outln!("    dropped       {v} ({k})");
     }
+    if let Some(f) = &r.faults {
+        let s = &f.stats;
+        outln!(
+            "  faults          {} failures, {} repairs; lost {} on cables, {} in routers, {} sent before detection; tables rewritten {} times",
+            s.failures,
+            s.repairs,
+            s.lost_in_cable,
+            s.lost_in_router,
+            s.sent_before_detection,
+            s.table_updates
+        );
+        if s.bypass_pairs + s.bypass_unreachable > 0 {
+            outln!(
+                "    bypass        {} router pairs rerouted ({} with a first step, {} with a last step, {} the long way round), {} unreachable",
+                s.bypass_pairs,
+                s.bypass_first_steps,
+                s.bypass_last_steps,
+                s.bypass_long_way,
+                s.bypass_unreachable
+            );
+        }
+        for e in &f.events {
+            let detected = e
+                .detected_ns
+                .map(|d| format!(", detected at {:.1} ns", d))
+                .unwrap_or_default();
+            outln!(
+                "    {:>12.1} ns {} {}{}{}",
+                e.at_ns,
+                e.action,
+                e.component,
+                if e.random { " (random)" } else { "" },
+                detected
+            );
+        }
+        outln!("  timeline        window (us)        delivered  accepted  latency (ns)  dropped");
+        for b in &f.timeline {
+            let lat = b
+                .mean_latency_ns
+                .map(|l| format!("{l:12.1}"))
+                .unwrap_or_else(|| format!("{:>12}", "-"));
+            outln!(
+                "                  {:>8.2} – {:>8.2} {:>10} {:>9.4} {} {:>8}",
+                b.from_ns / 1e3,
+                b.to_ns / 1e3,
+                b.delivered,
+                b.accepted_load,
+                lat,
+                b.dropped
+            );
+        }
+    }
     outln!(
         "  load            offered {:.4}  accepted {:.4}  ({:.3} GB/s per node of {:.3})",
         r.offered_load,
@@ -208,6 +260,9 @@ pub fn print_text(r: &RunReport) {
         u.max,
         u.max_link
     );
+    if let Some(line) = link_level_line(r) {
+        outln!("  link level      {line}");
+    }
     if let Some(t) = &r.table_memory {
         outln!(
             "  route tables    two-level {} entries vs flat {} ({:.1} % less; supernode {} endpoints)",
@@ -241,4 +296,45 @@ pub fn print_text(r: &RunReport) {
             );
         }
     }
+}
+
+/// The link-level reliability counters of a run in one line, when any is not zero.
+fn link_level_line(r: &RunReport) -> Option<String> {
+    if r.link_errors.is_empty() {
+        return None;
+    }
+    let sum = |f: &dyn Fn(&hpcnet_fabric::linkerr::LinkCounters) -> u64| -> u64 {
+        r.link_errors.iter().map(|l| f(&l.counters)).sum()
+    };
+    let mut line = format!(
+        "{} packets corrupted, {} retransmissions, {} corrupted copies forwarded; {} replay-buffer stalls ({:.1} ns)",
+        sum(&|c| c.corrupted_packets),
+        sum(&|c| c.retransmissions),
+        sum(&|c| c.corrupt_forwarded),
+        sum(&|c| c.replay_stalls),
+        sum(&|c| c.replay_stall_ps) as f64 / 1e3
+    );
+    let fell: Vec<&str> = r
+        .link_errors
+        .iter()
+        .filter(|l| l.counters.saf_fallbacks > 0)
+        .map(|l| l.from.as_str())
+        .collect();
+    if !fell.is_empty() {
+        // The first few links by name; the JSON `link_errors` lists them all.
+        const SHOWN: usize = 6;
+        let more = fell.len().saturating_sub(SHOWN);
+        line += &format!(
+            "; store-and-forward fallbacks {} (restored {}) on {}{}",
+            sum(&|c| c.saf_fallbacks),
+            sum(&|c| c.saf_restores),
+            fell[..fell.len().min(SHOWN)].join(", "),
+            if more > 0 {
+                format!(" and {more} more links")
+            } else {
+                String::new()
+            }
+        );
+    }
+    Some(line)
 }

@@ -6,8 +6,8 @@ use crate::p2p::{parse_range, sizes_between};
 use crate::{run::load, Common, Failure};
 use hpcnet_shmem::{BarrierKind, ShmemConfig};
 use hpcnet_workloads::shmem::{
-    barrier, call_latency, put_pingpong, put_rate, put_stream, random_access, LatencyCall, RaVariant, ShmemBenchError,
-    ShmemPoint,
+    barrier, call_latency, cg, put_pingpong, put_rate, put_stream, random_access, CgExchange, CgPartition, LatencyCall,
+    RaVariant, ShmemBenchError, ShmemPoint,
 };
 use std::path::Path;
 
@@ -29,6 +29,14 @@ pub enum Test {
     Barrier,
     /// HPCC RandomAccess on --pes PEs (GUPS and the standard verification).
     Randomaccess,
+    /// NPB-CG-like vector exchange on --pes PEs (--class, --block, --exchange, --flops): time per
+    /// CG iteration, its communication part, and the class's whole run at that pace.
+    Cg,
+    /// IMB PingPong between --from and --to on the MPI-like layer (`[mpi]`): half the round trip.
+    ImbPingpong,
+    /// IMB Bcast on --pes ranks: the collectives layer's binomial broadcast, mean over the
+    /// iterations of the time to the last member's completion.
+    ImbBcast,
 }
 
 /// Barrier flavour.
@@ -36,6 +44,15 @@ pub enum Test {
 pub enum BarrierArg {
     Classic,
     Fast,
+}
+
+/// CG vector exchange.
+#[derive(Copy, Clone, Debug, clap::ValueEnum)]
+pub enum ExchangeArg {
+    /// Owner puts into every peer's copy, then a barrier (SHMEM style).
+    Puts,
+    /// The collectives layer's allgather (MPI style; row-block only).
+    Allgather,
 }
 
 /// RandomAccess update method.
@@ -61,6 +78,10 @@ pub struct Args<'a> {
     pub variant: VariantArg,
     pub log_table: u32,
     pub updates: u64,
+    pub class: char,
+    pub block: u64,
+    pub exchange: ExchangeArg,
+    pub flops: f64,
     pub common: &'a Common,
 }
 
@@ -151,6 +172,130 @@ pub fn shmem(args: &Args) -> Result<(), Failure> {
                 }
                 n = (n * 2).min(pes);
             }
+        }
+        Test::ImbPingpong | Test::ImbBcast => {
+            for size in sizes_between(min, max) {
+                let p = if matches!(args.test, Test::ImbPingpong) {
+                    let p = hpcnet_workloads::imb::pingpong(
+                        world()?,
+                        hpcnet_workloads::Rank(a as u32),
+                        hpcnet_workloads::Rank(b as u32),
+                        size,
+                        args.iterations,
+                        2,
+                        sc.mpi,
+                    )
+                    .map_err(|e| match e {
+                        hpcnet_workloads::imb::ImbError::BadInput(_) => {
+                            Failure::input(format!("{}: {name}, {size} B: {e}", sc.source))
+                        }
+                        _ => Failure::model(format!("{}: {name}, {size} B: {e}", sc.source)),
+                    })?;
+                    ShmemPoint {
+                        size,
+                        pes: 2,
+                        count: p.iterations,
+                        time_ns: p.latency_us * 2e3 * p.iterations as f64,
+                        latency_us: p.latency_us,
+                        gbytes_per_s: p.mbytes_per_s / 1e3,
+                        messages_per_s: if p.latency_us > 0.0 { 1e6 / p.latency_us } else { 0.0 },
+                        gups: None,
+                        errors: None,
+                    }
+                } else {
+                    let ranks: Vec<hpcnet_workloads::Rank> = (0..pes as u32).map(hpcnet_workloads::Rank).collect();
+                    let p = hpcnet_workloads::coll::run_collective(
+                        world()?,
+                        &ranks,
+                        hpcnet_workloads::coll::CollOp::Bcast,
+                        hpcnet_coll::Algorithm::Binomial,
+                        size.max(8),
+                        args.iterations,
+                        2,
+                        &sc.coll.comm_config(),
+                    )
+                    .map_err(|e| {
+                        let m = format!("{}: {name}, {size} B: {e}", sc.source);
+                        if e.is_bad_input() {
+                            Failure::input(m)
+                        } else {
+                            Failure::model(m)
+                        }
+                    })?;
+                    ShmemPoint {
+                        size,
+                        pes,
+                        count: args.iterations,
+                        time_ns: p.mean_us * 1e3 * args.iterations as f64,
+                        latency_us: p.mean_us,
+                        gbytes_per_s: if p.mean_us > 0.0 {
+                            size as f64 / p.mean_us / 1e3
+                        } else {
+                            0.0
+                        },
+                        messages_per_s: if p.mean_us > 0.0 { 1e6 / p.mean_us } else { 0.0 },
+                        gups: None,
+                        errors: None,
+                    }
+                };
+                points.push(p);
+            }
+        }
+        Test::Cg => {
+            let partition = if args.block == 0 {
+                CgPartition::RowBlock
+            } else {
+                CgPartition::BlockCyclic { block: args.block }
+            };
+            let exchange = match args.exchange {
+                ExchangeArg::Puts => CgExchange::OwnerPuts,
+                ExchangeArg::Allgather => CgExchange::Allgather,
+            };
+            let p = cg(
+                world()?,
+                pes,
+                args.class,
+                partition,
+                exchange,
+                args.iterations,
+                args.flops,
+                &cfg,
+            )
+            .map_err(|e| fail("cg".into(), e))?;
+            if args.common.json {
+                let v = serde_json::json!({
+                    "scenario": sc.name, "version": env!("CARGO_PKG_VERSION"), "seed": sc.file.seed,
+                    "test": name, "pes": pes, "ordered_delivery": probe.in_order(),
+                    "cg": p, "resolved_scenario": sc.resolved_json(),
+                });
+                outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
+            } else {
+                outln!(
+                    "hpcnet {} — shmem cg on '{}' (seed {}), {} PEs, class {}, {}, {}",
+                    env!("CARGO_PKG_VERSION"),
+                    sc.name,
+                    sc.file.seed,
+                    pes,
+                    p.class,
+                    match partition {
+                        CgPartition::RowBlock => "row-block partition".to_string(),
+                        CgPartition::BlockCyclic { block } => format!("block-cyclic partition ({block} rows)"),
+                    },
+                    match exchange {
+                        CgExchange::OwnerPuts => "owner puts + barrier",
+                        CgExchange::Allgather => "allgather",
+                    }
+                );
+                outln!(
+                    "  iteration {:.3} us  communication {:.3} us  messages/PE/iteration {}  class run {:.4} s ({} iterations simulated)",
+                    p.iteration_us,
+                    p.communication_us,
+                    p.messages_per_pe,
+                    p.class_time_s,
+                    p.iterations
+                );
+            }
+            return Ok(());
         }
         Test::Randomaccess => {
             let variant = match args.variant {

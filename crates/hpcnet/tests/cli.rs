@@ -1669,6 +1669,79 @@ fn shmem_latency_and_barrier_tables() {
 }
 
 #[test]
+fn shmem_imb_pingpong_and_bcast() {
+    let out = hpcnet(&[
+        "shmem",
+        &nicevt_m2(),
+        "--test",
+        "imb-pingpong",
+        "--sizes",
+        "8:64K",
+        "--iterations",
+        "5",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let pts = v["points"].as_array().unwrap();
+    assert_eq!(pts.len(), 14, "8 B to 64 KiB");
+    let lat: Vec<f64> = pts.iter().map(|p| p["latency_us"].as_f64().unwrap()).collect();
+    assert!(lat.windows(2).all(|w| w[1] >= w[0]), "latency grows with size: {lat:?}");
+    // The 6.25 Gb/s links bound the bandwidth (781 MB/s).
+    let bw = pts[13]["gbytes_per_s"].as_f64().unwrap();
+    assert!(bw > 0.3 && bw < 0.782, "{bw}");
+    let out = hpcnet(&[
+        "shmem",
+        &nicevt_m2(),
+        "--test",
+        "imb-bcast",
+        "--pes",
+        "6",
+        "--sizes",
+        "8:1K",
+        "--iterations",
+        "3",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows = stdout(&out)
+        .lines()
+        .filter(|l| l.trim_start().starts_with(char::is_numeric))
+        .count();
+    assert_eq!(rows, 8, "8 B to 1 KiB");
+}
+
+#[test]
+fn shmem_cg_reports_iteration_and_communication_time() {
+    let out = hpcnet(&[
+        "shmem",
+        &nicevt_m2(),
+        "--test",
+        "cg",
+        "--pes",
+        "8",
+        "--class",
+        "S",
+        "--block",
+        "25",
+        "--iterations",
+        "2",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let cg = &v["cg"];
+    assert_eq!(cg["messages_per_pe"], 49);
+    let (it, comm) = (
+        cg["iteration_us"].as_f64().unwrap(),
+        cg["communication_us"].as_f64().unwrap(),
+    );
+    assert!(comm > 0.0 && comm < it, "{cg}");
+    let out = hpcnet(&["shmem", &nicevt_m2(), "--test", "cg", "--pes", "6", "--block", "7"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("must divide the order"), "{}", stderr(&out));
+}
+
+#[test]
 fn shmem_bad_arguments_exit_2_with_one_line() {
     for (args, want) in [
         (vec!["--pes", "1"], "--pes 1: needs 2 to 64"),
@@ -2166,4 +2239,141 @@ fn machines_that_cannot_fit_are_refused_before_they_are_built() {
         started.elapsed() < std::time::Duration::from_secs(20),
         "refused without building"
     );
+}
+
+/// Fault schedules are checked before the run, each error naming its key; a run with a fault
+/// reports it (the failure, its detection, the losses by cause, the table rewrite, a timeline)
+/// and repeats byte for byte.
+#[test]
+fn fault_schedules_are_checked_before_the_run_and_runs_report_them() {
+    let t = torus();
+    let ev = |s: &str| format!("faults.events=[{s}]");
+    for (sets, key, says) in [
+        (
+            vec![ev(r#"{at="5 us", kind="router", router=999}"#)],
+            "faults.events[0].router",
+            "router 999 does not exist",
+        ),
+        (
+            vec![
+                ev(r#"{at="5 us", kind="lanes", router=0, port=0, lanes=3}"#),
+                "link.lanes=4".into(),
+            ],
+            "faults.events[0].lanes",
+            "(4, 2, 1), got 3",
+        ),
+        (
+            vec![ev(r#"{at="5 us", kind="cable", router=0, port=0, action="repair"}"#)],
+            "faults.events[0].action",
+            "has not failed before",
+        ),
+        (
+            vec![ev(
+                r#"{at="5 us", kind="router", router=3}, {at="9 us", kind="router", router=3}"#,
+            )],
+            "faults.events[1].action",
+            "cannot fail again",
+        ),
+        (
+            vec![ev(r#"{at="5 us", kind="plane", plane=1}"#)],
+            "faults.events[0].plane",
+            "plane 1 does not exist",
+        ),
+        (
+            vec![ev(r#"{at="-5 us", kind="router", router=1}"#)],
+            "faults.events[0].at",
+            "must not be negative",
+        ),
+        (
+            vec![ev(r#"{at="5 us", kind="router", router=1, port=2}"#)],
+            "faults.events[0].port",
+            "not used by a 'router' event",
+        ),
+        (
+            vec![r#"faults.random=[{class="cable", mtbf="0 s", repair="1 us", until="10 us"}]"#.into()],
+            "faults.random[0].mtbf",
+            "longer than 0",
+        ),
+        (
+            vec!["faults.torus_bypass=true".into(), "router.vcs=3".into()],
+            "router.vcs",
+            "must be even",
+        ),
+    ] {
+        let mut args = vec!["run".to_string(), t.clone()];
+        for s in &sets {
+            args.push("--set".into());
+            args.push(s.clone());
+        }
+        let reason = bad_input(&hpcnet(&args), &t, key);
+        assert!(reason.contains(says), "{key}: {reason}");
+    }
+    // Router 27 fails at 2 us, known 0.5 us later; the tables give the pairs around it a
+    // first/last-step route 1 us after that.
+    let mut args: Vec<String> = vec!["run".into(), t.clone(), "--json".into()];
+    for s in [
+        ev(r#"{at="2 us", kind="router", router=27}"#),
+        "faults.torus_bypass=true".into(),
+        "faults.detection=\"500 ns\"".into(),
+        "faults.table_update=\"1 us\"".into(),
+        "sim.warmup=\"1 us\"".into(),
+        "sim.measure=\"5 us\"".into(),
+    ] {
+        args.push("--set".into());
+        args.push(s);
+    }
+    let first = json(&hpcnet(&args));
+    let f = field(&first, "faults");
+    assert_eq!(f["stats"]["failures"], 1);
+    assert_eq!(f["stats"]["table_updates"], 1);
+    assert!(f["stats"]["bypass_pairs"].as_u64().unwrap() > 0, "{f}");
+    assert_eq!(f["stats"]["bypass_unreachable"], 63);
+    assert_eq!(f["events"][0]["component"]["kind"], "router");
+    assert_eq!(f["events"][0]["detected_ns"], 2500.0);
+    assert_eq!(f["timeline"].as_array().unwrap().len(), 10);
+    assert_eq!(first["conservation_ok"], true);
+    let drops = first["drops_by_reason"].as_object().unwrap();
+    assert!(drops.contains_key("unreachable"), "{drops:?}");
+    let dropped: u64 = drops.values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(first["packets_dropped"].as_u64().unwrap(), dropped);
+    assert_eq!(first["resolved_scenario"]["faults"]["torus_bypass"], true);
+    let strip = |mut v: Value| {
+        for k in ["wall_seconds", "loop_seconds"] {
+            v.as_object_mut().unwrap().remove(k);
+        }
+        v
+    };
+    assert_eq!(strip(first), strip(json(&hpcnet(&args))));
+}
+
+#[test]
+fn p2p_under_random_loss_finishes_only_with_transport_reliability() {
+    let chpp = chpp();
+    let base = [
+        "p2p",
+        &chpp,
+        "--test",
+        "bw",
+        "--sizes",
+        "64K:64K",
+        "--set",
+        "nic.loss_rate=0.01",
+    ];
+    // Without the unit a lost packet's message never completes.
+    one_error_line(
+        &hpcnet(&base),
+        1,
+        &["the run did not finish: ", "rank program(s) still waiting"],
+    );
+    let mut args = base.to_vec();
+    args.extend(["--set", "nic.reliability.enabled=true", "--json"]);
+    let v = json(&hpcnet(&args));
+    assert!(v.to_string().contains("\"gbytes_per_s\""), "{v}");
+    // Bad values name their key.
+    let bad = hpcnet(&["p2p", &chpp, "--set", "nic.loss_rate=1"]);
+    assert!(bad_input(&bad, &chpp, "nic.loss_rate").contains("probability"));
+    let bad = hpcnet(&["p2p", &chpp, "--set", "nic.reliability.window=0"]);
+    assert!(bad_input(&bad, &chpp, "nic.reliability.window").contains("got 0"));
+    let bad = hpcnet(&["p2p", &chpp, "--set", "nic.reliability.retries=101"]);
+    bad_input(&bad, &chpp, "nic.reliability.retries");
 }

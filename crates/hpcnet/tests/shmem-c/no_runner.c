@@ -1,0 +1,5 @@
+#include <shmem.h>
+int main(void) {
+    shmem_init();
+    return 0;
+}
