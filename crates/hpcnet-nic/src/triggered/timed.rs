@@ -188,6 +188,8 @@ struct TrigNic {
     /// each) in arrival order, and whether a `Process` event is pending for it.
     inbox: Vec<VecDeque<Waiting>>,
     inbox_armed: Vec<bool>,
+    /// Per unit: how many of its waiting packets take a slot (kept, not counted per event).
+    inbox_slots: Vec<u32>,
     /// Largest occupancy of one unit's buffer, inbox included.
     peak_unit: u64,
     /// Seeded delays of arrivals (`jitter`), one stream per NIC.
@@ -490,6 +492,7 @@ impl World {
                 read_busy: SimTime::ZERO,
                 inbox: (0..t.units).map(|_| VecDeque::new()).collect(),
                 inbox_armed: vec![false; t.units as usize],
+                inbox_slots: vec![0; t.units as usize],
                 peak_unit: 0,
                 jitter: (t.jitter > SimTime::ZERO)
                     .then(|| hpcnet_des::RngStreams::new(self.seed).stream("nic.trig.jitter", u64::from(node.0))),
@@ -546,8 +549,8 @@ impl World {
         n.slot_time += u128::from(n.occupied) * u128::from((now - n.occupied_since).0);
         n.occupied_since = now;
         n.occupied = 0;
-        for (u, inbox) in n.inbox.iter().enumerate() {
-            let here = u64::from(n.units.occupancy(u)) + inbox.iter().filter(|w| w.slot).count() as u64;
+        for (u, &waiting) in n.inbox_slots.iter().enumerate() {
+            let here = u64::from(n.units.occupancy(u)) + u64::from(waiting);
             n.occupied += here;
             n.peak_unit = n.peak_unit.max(here);
         }
@@ -1230,11 +1233,12 @@ impl World {
         };
         if n.unit_busy[u] > now || !n.inbox[u].is_empty() {
             let slot = !n.units.awaits(u, h.pkt.key);
-            let used = n.units.occupancy(u) as usize + n.inbox[u].iter().filter(|w| w.slot).count();
+            let used = n.units.occupancy(u) as usize + n.inbox_slots[u] as usize;
             if slot && used >= n.units.slots() as usize {
                 return Err(h);
             }
             let Held { pkt, serial, credits } = h;
+            n.inbox_slots[u] += u32::from(slot);
             n.inbox[u].push_back(Waiting {
                 held: Held {
                     pkt,
@@ -1304,7 +1308,9 @@ impl World {
                 );
                 break;
             }
-            let h = n.inbox[u].pop_front().expect("not empty").held;
+            let w = n.inbox[u].pop_front().expect("not empty");
+            n.inbox_slots[u] -= u32::from(w.slot);
+            let h = w.held;
             let at = (h.pkt.key.job(), h.pkt.dest_vp);
             let live = n.live.get(&at).filter(|l| l.serial == h.serial).map(|l| l.post);
             let Some(post) = live else {
