@@ -56,6 +56,7 @@ pub mod sunway_allreduce_crossover;
 pub mod sunway_coll;
 pub mod sunway_faults;
 pub mod sunway_rdma_bandwidth;
+pub mod tianhe_offload;
 pub mod torus_shmem;
 
 pub use report::{Fitted, Role, Row, StudyFailure, StudyReport};
@@ -147,6 +148,7 @@ pub fn all() -> Vec<&'static dyn Study> {
         &sunway_coll::ALLREDUCE,
         &sunway_coll::BCAST,
         &sunway_allreduce_crossover::SunwayAllreduceCrossover,
+        &tianhe_offload::TianheOffload,
         &ib_memory::IbMemory,
         &ib_nas::IbNas,
         &torus_shmem::TorusShmem,

@@ -100,9 +100,27 @@ struct Group {
 }
 
 /// The communicators of a run: all `ranks` in one; `--concurrent K` disjoint blocks;
-/// `--grid R` rows and columns.
-fn layout(ranks: &[Rank], concurrent: Option<usize>, grid: Option<usize>) -> Result<Vec<Group>, Failure> {
+/// `--grid R` rows and columns; `--interleave K` every K-th rank.
+fn layout(
+    ranks: &[Rank],
+    concurrent: Option<usize>,
+    grid: Option<usize>,
+    interleave: Option<usize>,
+) -> Result<Vec<Group>, Failure> {
     let p = ranks.len();
+    if let Some(k) = interleave {
+        if k == 0 || k > p || !p.is_multiple_of(k) {
+            return Err(Failure::input(format!(
+                "--interleave {k}: needs a divisor of the {p} ranks, so that the communicators have equal sizes (see hpcnet --help)"
+            )));
+        }
+        return Ok((0..k)
+            .map(|g| Group {
+                name: format!("stride {g}"),
+                ranks: ranks.iter().skip(g).step_by(k).copied().collect(),
+            })
+            .collect());
+    }
     if let Some(k) = concurrent {
         if k == 0 || k > p || !p.is_multiple_of(k) {
             return Err(Failure::input(format!(
@@ -158,6 +176,7 @@ pub struct Args<'a> {
     pub root: usize,
     pub concurrent: Option<usize>,
     pub grid: Option<usize>,
+    pub interleave: Option<usize>,
     pub common: &'a Common,
 }
 
@@ -254,7 +273,7 @@ pub fn coll(args: &Args) -> Result<(), Failure> {
     let probe = sc.world().map_err(Failure::input)?;
     let config = sc.coll.comm_config();
     let ranks = parse_ranks(args.ranks, probe.ranks() as u32)?;
-    let groups = layout(&ranks, args.concurrent, args.grid)?;
+    let groups = layout(&ranks, args.concurrent, args.grid, args.interleave)?;
     if op.rooted() {
         if let Some(g) = groups.iter().find(|g| args.root >= g.ranks.len()) {
             return Err(Failure::input(format!(
@@ -341,7 +360,11 @@ pub fn coll(args: &Args) -> Result<(), Failure> {
             o.insert("root".into(), args.root.into());
         }
         if concurrent {
-            let layout = if args.grid.is_some() { "grid" } else { "disjoint" };
+            let layout = match (args.grid, args.interleave) {
+                (Some(_), _) => "grid",
+                (_, Some(_)) => "interleaved",
+                _ => "disjoint",
+            };
             o.insert("layout".into(), layout.into());
             let comms: Vec<serde_json::Value> = groups
                 .iter()

@@ -201,6 +201,11 @@ enum Cmd {
         /// each communicator's time is reported.
         #[arg(long, value_name = "R", conflicts_with = "concurrent")]
         grid: Option<usize>,
+        /// Split the ranks into K interleaved communicators (communicator g holds every K-th
+        /// rank from the g-th: with `--set nic.hosts=K`, one process per node and communicator)
+        /// that run the collective at the same time; each communicator's time is reported.
+        #[arg(long, value_name = "K", conflicts_with_all = ["concurrent", "grid"])]
+        interleave: Option<usize>,
         #[command(flatten)]
         common: Common,
     },
@@ -463,6 +468,7 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             root,
             concurrent,
             grid,
+            interleave,
             common,
         } => coll::coll(&coll::Args {
             scenario: &scenario,
@@ -477,6 +483,7 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             root,
             concurrent,
             grid,
+            interleave,
             common: &common,
         }),
         Cmd::Nas {

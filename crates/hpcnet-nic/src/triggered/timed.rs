@@ -42,19 +42,28 @@
 //!
 //! **Packets.** A `Send` becomes ⌈bytes / `packet.max_payload`⌉ fabric packets (a header-only
 //! packet for no data) tagged as offload packets; the side table holds the collective packet
-//! until its last fragment is in, `nic.rx_overhead` later it enters the unit. A send between
-//! two VPs of one NIC crosses it in `nic.loopback_latency` without the fabric.
+//! until its last fragment is in, `nic.rx_overhead` later (plus a seeded random delay of up to
+//! `jitter`, zero by default) it enters the unit. A send between two VPs of one NIC crosses it
+//! in `nic.loopback_latency` without the fabric.
 //!
-//! **Buffer and back-pressure.** [`OffloadUnits::arrive`] routes a packet to the unit holding
-//! its sequence; a packet awaited by a parked read goes straight to the walker, others take a
-//! hash-buffer slot. A full buffer refuses the packet: with `nic.rx_buffer` set its fragments
-//! keep their receive-buffer credits, so the fabric stops delivering to that NIC port (the
-//! credit push-back); the packet is retried, in arrival order, after every change in the
-//! NIC's units, and nothing is lost.
+//! **Buffer and back-pressure.** A packet goes to the unit holding its sequence. While that
+//! unit is busy firing (or other packets wait before it) the packet waits in the unit's buffer
+//! in arrival order, taking one slot — unless a parked read awaits its key, when it waits in
+//! the reader's operand register instead, so a buffer full of later steps' packets never
+//! blocks the packet a step waits for — and the unit takes the waiting packets when it is
+//! free. A free unit takes a packet at once ([`OffloadUnits::arrive`]): an awaited packet goes
+//! straight to its walker, others take a hash-buffer slot. A full buffer refuses the packet:
+//! with `nic.rx_buffer` set its fragments keep their receive-buffer credits, so the fabric
+//! stops delivering to that NIC port (the credit push-back); the packet is retried, in arrival
+//! order, after every change in the NIC's units, and nothing is lost. Per NIC the model keeps
+//! the time integral of the occupied slots and the time during which a collective was in
+//! progress ([`World::trig_buffer_use`]: mean utilisation, peak, data taken).
 //!
 //! **Firing.** Everything a unit fires in response to one post or arrival costs
 //! `step_overhead` per step plus the reduced operand bytes at the type's `rate_*`, on the
 //! unit's busy-until pipeline; the resulting sends and completions happen when it is done.
+//! (The walker itself moves on at once: the reads of its next step are parked immediately,
+//! while the unit's time is charged to what it fired.)
 //! A completion writes the result to host memory (DMA write through the host interface) at
 //! the address of the CollEndFlag descriptor's payload; when every pulse of the post is
 //! written, a [`CqeKind::Trig`] completion goes to the post's completion queue.
@@ -63,9 +72,10 @@
 //! collective unit's are (they share neither the message engines nor the transmit backlog
 //! bound `nic.tx_queue`), on rail `serial mod rails`, and a collective packet pays
 //! `nic.rx_overhead` once, when its last fragment is in; the offload unit's DMA reads use a
-//! read channel of their own (they do not queue behind message engines' reads); early
-//! arrivals wait in an unbounded store (the paper does not say where packets of a collective
-//! not yet started wait); without `nic.rx_buffer` a refused packet waits in the NIC instead
+//! read channel of their own (they do not queue behind message engines' reads); the slots of
+//! packets waiting for a busy unit are counted, not placed in the hash table (they take their
+//! home slot when the unit takes them); early arrivals wait in an unbounded store (the paper
+//! does not say where packets of a collective not yet started wait); without `nic.rx_buffer` a refused packet waits in the NIC instead
 //! of the network; an error completes the collective only at the NIC where it happened (the
 //! other members' sequences keep waiting: there is no abort message); point-to-point MP/RDMA
 //! descriptors on a VP are not modelled (point-to-point traffic uses the verbs path).
@@ -178,6 +188,8 @@ struct TrigNic {
     /// each) in arrival order, and whether a `Process` event is pending for it.
     inbox: Vec<VecDeque<Waiting>>,
     inbox_armed: Vec<bool>,
+    /// Per unit: how many of its waiting packets take a slot (kept, not counted per event).
+    inbox_slots: Vec<u32>,
     /// Largest occupancy of one unit's buffer, inbox included.
     peak_unit: u64,
     /// Seeded delays of arrivals (`jitter`), one stream per NIC.
@@ -480,6 +492,7 @@ impl World {
                 read_busy: SimTime::ZERO,
                 inbox: (0..t.units).map(|_| VecDeque::new()).collect(),
                 inbox_armed: vec![false; t.units as usize],
+                inbox_slots: vec![0; t.units as usize],
                 peak_unit: 0,
                 jitter: (t.jitter > SimTime::ZERO)
                     .then(|| hpcnet_des::RngStreams::new(self.seed).stream("nic.trig.jitter", u64::from(node.0))),
@@ -536,8 +549,8 @@ impl World {
         n.slot_time += u128::from(n.occupied) * u128::from((now - n.occupied_since).0);
         n.occupied_since = now;
         n.occupied = 0;
-        for (u, inbox) in n.inbox.iter().enumerate() {
-            let here = u64::from(n.units.occupancy(u)) + inbox.iter().filter(|w| w.slot).count() as u64;
+        for (u, &waiting) in n.inbox_slots.iter().enumerate() {
+            let here = u64::from(n.units.occupancy(u)) + u64::from(waiting);
             n.occupied += here;
             n.peak_unit = n.peak_unit.max(here);
         }
@@ -1220,11 +1233,12 @@ impl World {
         };
         if n.unit_busy[u] > now || !n.inbox[u].is_empty() {
             let slot = !n.units.awaits(u, h.pkt.key);
-            let used = n.units.occupancy(u) as usize + n.inbox[u].iter().filter(|w| w.slot).count();
+            let used = n.units.occupancy(u) as usize + n.inbox_slots[u] as usize;
             if slot && used >= n.units.slots() as usize {
                 return Err(h);
             }
             let Held { pkt, serial, credits } = h;
+            n.inbox_slots[u] += u32::from(slot);
             n.inbox[u].push_back(Waiting {
                 held: Held {
                     pkt,
@@ -1294,7 +1308,9 @@ impl World {
                 );
                 break;
             }
-            let h = n.inbox[u].pop_front().expect("not empty").held;
+            let w = n.inbox[u].pop_front().expect("not empty");
+            n.inbox_slots[u] -= u32::from(w.slot);
+            let h = w.held;
             let at = (h.pkt.key.job(), h.pkt.dest_vp);
             let live = n.live.get(&at).filter(|l| l.serial == h.serial).map(|l| l.post);
             let Some(post) = live else {

@@ -253,7 +253,7 @@ impl OffloadUnits {
                 Some(p) => kept.push(p),
             }
         }
-        self.pump(unit, fetch, &mut out)?;
+        self.pump(unit, (job, vp), fetch, &mut out)?;
         Ok((out, kept))
     }
 
@@ -302,57 +302,56 @@ impl OffloadUnits {
                     vp: reader.1,
                     source,
                 })?;
-                self.pump(unit, fetch, out)?;
+                self.pump(unit, reader, fetch, out)?;
                 Ok(None)
             }
         }
     }
 
-    /// Time-share unit `unit`: read and fire for each of its sequences until none moves.
+    /// Read and fire for sequence `at` of unit `unit` until it stops moving. Only the
+    /// sequence that was posted or given a packet can move: sequences of one unit share only
+    /// the buffer, whose keys carry their JobID and VP, and every other sequence stopped at a
+    /// read of a packet that has not arrived. So the unit time-shares its sequences at the
+    /// cost of the one that moves, not of all it holds.
     fn pump(
         &mut self,
         unit: usize,
+        at: (u32, u32),
         fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>,
         out: &mut Vec<UnitAction>,
     ) -> Result<(), UnitError> {
+        let (job, vp) = at;
+        let u = &mut self.units[unit];
+        let Some(s) = u.seqs.get_mut(&at) else {
+            return Ok(());
+        };
+        let walk = |source| UnitError::Walk { unit, job, vp, source };
         loop {
-            let mut moved = false;
-            let mut finished = Vec::new();
-            let u = &mut self.units[unit];
-            for (&(job, vp), s) in u.seqs.iter_mut() {
-                let walk = |source| UnitError::Walk { unit, job, vp, source };
-                for i in 0..s.walker.expected().len() {
-                    let Some(k) = s.walker.missing_key(i) else { continue };
-                    if s.issued.insert(k) {
-                        let r = u
-                            .buf
-                            .read(k, (job, vp))
-                            .map_err(|source| UnitError::Buf { unit, source })?;
-                        if let Read::Taken(p) = r {
-                            s.walker.deliver(p).map_err(walk)?;
-                        }
+            for i in 0..s.walker.expected().len() {
+                let Some(k) = s.walker.missing_key(i) else { continue };
+                if s.issued.insert(k) {
+                    let r = u.buf.read(k, at).map_err(|source| UnitError::Buf { unit, source })?;
+                    if let Read::Taken(p) = r {
+                        s.walker.deliver(p).map_err(walk)?;
                     }
                 }
-                let before = s.walker.step();
-                let done_before = s.walker.work();
-                let acts = s.walker.advance(fetch).map_err(walk)?;
-                let w = s.walker.work().since(&done_before);
-                u.work.steps += w.steps;
-                for (a, b) in u.work.reduced.iter_mut().zip(w.reduced) {
-                    *a += b;
-                }
-                // A step may fire without an action; the next step's keys must still be read.
-                moved |= s.walker.step() != before;
-                out.extend(acts.into_iter().map(|action| UnitAction { unit, vp, action }));
-                if s.walker.is_done() {
-                    finished.push((job, vp));
-                }
             }
-            for f in finished {
-                u.seqs.remove(&f);
-                self.route.remove(&f);
+            let before = s.walker.step();
+            let done_before = s.walker.work();
+            let acts = s.walker.advance(fetch).map_err(walk)?;
+            let w = s.walker.work().since(&done_before);
+            u.work.steps += w.steps;
+            for (a, b) in u.work.reduced.iter_mut().zip(w.reduced) {
+                *a += b;
             }
-            if !moved {
+            out.extend(acts.into_iter().map(|action| UnitAction { unit, vp, action }));
+            if s.walker.is_done() {
+                u.seqs.remove(&at);
+                self.route.remove(&at);
+                return Ok(());
+            }
+            // A step may fire without an action; the next step's keys must still be read.
+            if s.walker.step() == before {
                 return Ok(());
             }
         }
