@@ -52,6 +52,7 @@ pub mod plot;
 pub mod report;
 pub mod sensitivity;
 pub mod sunway_allreduce_crossover;
+pub mod sunway_failed_plane;
 pub mod sunway_coll;
 pub mod sunway_faults;
 pub mod sunway_rdma_bandwidth;
@@ -146,6 +147,7 @@ pub fn all() -> Vec<&'static dyn Study> {
         &sunway_coll::ALLREDUCE,
         &sunway_coll::BCAST,
         &sunway_allreduce_crossover::SunwayAllreduceCrossover,
+        &sunway_failed_plane::SunwayFailedPlane,
         &ib_memory::IbMemory,
         &torus_shmem::TorusShmem,
         &sunway_faults::SunwayFaults,
