@@ -430,18 +430,24 @@ fn a_plane_failing_under_hardware_collectives_moves_the_group_and_restarts_what_
         for (i, o) in outs.iter().enumerate() {
             assert_eq!(o.len(), calls, "member {i}");
             for r in o {
-                assert_eq!(r, &want, "failure {k}: member {i}: result bits differ from the tree reference");
+                assert_eq!(
+                    r, &want,
+                    "failure {k}: member {i}: result bits differ from the tree reference"
+                );
             }
         }
         let w = m.world();
         // Every member completed every call exactly once.
         assert_eq!(w.coll_counters()[0], (calls * ranks.len()) as u64, "failure {k}");
         // The group left the failed plane once.
-        assert_eq!(counter(w, "nic.coll.rail_changes"), 1, "failure {k}");
-        assert_eq!(counter(w, "nic.coll.failed_members"), 0, "failure {k}");
-        if counter(w, "nic.coll.lost_packets") > 0 {
+        assert_eq!(counter(&w, "nic.coll.rail_changes"), 1, "failure {k}");
+        assert_eq!(counter(&w, "nic.coll.failed_members"), 0, "failure {k}");
+        if counter(&w, "nic.coll.lost_packets") > 0 {
             caught += 1;
-            assert!(counter(w, "nic.coll.restarts") >= 1, "failure {k}: packets lost, no restart");
+            assert!(
+                counter(&w, "nic.coll.restarts") >= 1,
+                "failure {k}: packets lost, no restart"
+            );
         }
     }
     assert!(caught >= 1, "no failure time caught a collective in flight");
@@ -470,11 +476,11 @@ fn without_restarts_left_a_caught_collective_returns_an_error_and_nobody_waits_f
             }
         }
         let w = m.world();
-        assert_eq!(counter(w, "nic.coll.failed_members"), errors);
-        assert_eq!(counter(w, "nic.coll.restarts"), 0);
+        assert_eq!(counter(&w, "nic.coll.failed_members"), errors);
+        assert_eq!(counter(&w, "nic.coll.restarts"), 0);
         if errors > 0 {
             failed_runs += 1;
-            assert!(counter(w, "nic.coll.lost_packets") > 0);
+            assert!(counter(&w, "nic.coll.lost_packets") > 0);
         }
     }
     assert!(failed_runs >= 1, "no failure time caught the collective");

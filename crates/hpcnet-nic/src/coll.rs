@@ -964,7 +964,12 @@ impl World {
                 continue;
             }
             let rail = self.group_rail(&nodes, g.rail + 1);
-            if rail != g.rail && self.net.program_multicast(group as u32, rail, nodes[0], &nodes[1..]).is_ok() {
+            if rail != g.rail
+                && self
+                    .net
+                    .program_multicast(group as u32, rail, nodes[0], &nodes[1..])
+                    .is_ok()
+            {
                 self.coll.groups[group].rail = rail;
                 self.coll.recovery[2] += 1;
             }
@@ -990,7 +995,8 @@ impl World {
         let alive = |r: u8| nodes.iter().all(|&n| self.net.rail_usable(n, r));
         // Another rail first: the old one lost the packets.
         let rail = (1..=rails).map(|k| (old + k) % rails).find(|&r| alive(r));
-        let programmed = rail.filter(|&r| r == old || self.net.program_multicast(group, r, nodes[0], &nodes[1..]).is_ok());
+        let programmed =
+            rail.filter(|&r| r == old || self.net.program_multicast(group, r, nodes[0], &nodes[1..]).is_ok());
         let g = &mut self.coll.groups[group as usize];
         let Some(rail) = programmed.filter(|_| g.attempt <= retries) else {
             self.coll_fail(group);
@@ -1001,8 +1007,7 @@ impl World {
             self.coll.recovery[2] += 1;
         }
         self.coll.recovery[1] += 1;
-        let seqs: std::collections::BTreeSet<u64> =
-            g.slots.iter().flat_map(|s| s.ops.keys().copied()).collect();
+        let seqs: std::collections::BTreeSet<u64> = g.slots.iter().flat_map(|s| s.ops.keys().copied()).collect();
         for seq in seqs {
             let g = &mut self.coll.groups[group as usize];
             if g.slots[0].ops.get(&seq).is_some_and(|o| o.sent_down) {
@@ -1073,8 +1078,7 @@ impl World {
         let now = self.q.now();
         let mut cqes = Vec::new();
         let g = &mut self.coll.groups[group as usize];
-        let seqs: std::collections::BTreeSet<u64> =
-            g.slots.iter().flat_map(|s| s.ops.keys().copied()).collect();
+        let seqs: std::collections::BTreeSet<u64> = g.slots.iter().flat_map(|s| s.ops.keys().copied()).collect();
         for seq in seqs {
             let sent = g.slots[0].ops.get(&seq).is_some_and(|o| o.sent_down);
             let mut gone = 0;

@@ -70,13 +70,10 @@ struct Out {
 }
 
 fn counter(stats: &[hpcnet_des::stats::StatRecord], name: &str) -> u64 {
-    stats
-        .iter()
-        .find(|s| s.name == name)
-        .map_or(0, |s| match s.value {
-            StatValue::Counter { value } => value,
-            _ => 0,
-        })
+    stats.iter().find(|s| s.name == name).map_or(0, |s| match s.value {
+        StatValue::Counter { value } => value,
+        _ => 0,
+    })
 }
 
 fn label(op: CollOp, bytes: u64) -> String {
@@ -111,7 +108,11 @@ fn run(ctx: &Ctx, job: &Job, fail_at_ns: Option<u64>) -> Result<Out, StudyError>
     let ranks: Vec<Rank> = (0..job.p as u32).map(Rank).collect();
     let spec = CollSpec::new(job.op, Algorithm::Hardware);
     let mut out = Out::default();
-    let what = format!("{SCENARIO_PATH}: hardware {} on {} ranks", label(job.op, job.bytes), job.p);
+    let what = format!(
+        "{SCENARIO_PATH}: hardware {} on {} ranks",
+        label(job.op, job.bytes),
+        job.p
+    );
     let points = run_concurrent_observed(
         world,
         &[ranks],
@@ -170,7 +171,10 @@ impl Study for SunwayFailedPlane {
             .collect();
         // Both planes and failed before the run; then the failure during the second timed
         // iteration, placed by the fault-free run's length (iterations take about equal time).
-        let first: Vec<(Job, bool)> = jobs.iter().flat_map(|j| [(j.clone(), false), (j.clone(), true)]).collect();
+        let first: Vec<(Job, bool)> = jobs
+            .iter()
+            .flat_map(|j| [(j.clone(), false), (j.clone(), true)])
+            .collect();
         let first_out: Vec<Out> = crate::par_map(&first, |(j, before)| run(ctx, j, before.then_some(0)))
             .into_iter()
             .collect::<Result<_, _>>()?;
@@ -211,15 +215,19 @@ impl Study for SunwayFailedPlane {
             moved_all &= f.rail_changes >= 1 && d.rail_changes >= 1;
             rows.push(Row::info(format!("{name}: both planes (mean)"), None, b.mean_us, "µs"));
             rows.push(
-                Row::info(format!("{name}: plane 0 failed before the run (mean)"), None, f.mean_us, "µs").with_note(
-                    format!(
-                        "{:.3}× both planes; group moved to rail 1 ({} rail change), {} packets lost, {} restarts",
-                        f.mean_us / b.mean_us,
-                        f.rail_changes,
-                        f.lost,
-                        f.restarts
-                    ),
-                ),
+                Row::info(
+                    format!("{name}: plane 0 failed before the run (mean)"),
+                    None,
+                    f.mean_us,
+                    "µs",
+                )
+                .with_note(format!(
+                    "{:.3}× both planes; group moved to rail 1 ({} rail change), {} packets lost, {} restarts",
+                    f.mean_us / b.mean_us,
+                    f.rail_changes,
+                    f.lost,
+                    f.restarts
+                )),
             );
             rows.push(
                 Row::info(
@@ -260,7 +268,12 @@ impl Study for SunwayFailedPlane {
              detect a dead member cable); they are not rewritten around a failed spine within a plane."
                 .to_string(),
         ];
-        let sc = ctx.load(SCENARIO_TOML, SCENARIO_PATH, "sunway-prototype", &[RECOVERY.to_string()])?;
+        let sc = ctx.load(
+            SCENARIO_TOML,
+            SCENARIO_PATH,
+            "sunway-prototype",
+            &[RECOVERY.to_string()],
+        )?;
         let mut report = StudyReport::new(
             self.name(),
             self.title(),
