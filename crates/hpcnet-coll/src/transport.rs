@@ -53,6 +53,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::ops::Range;
 use std::rc::Rc;
 
+/// Emptied buffers a transport keeps for arriving chunks, at most.
+const POOL_MAX: usize = 64;
 /// Bytes of the header in front of every chunk.
 pub(crate) const HEADER: usize = 32;
 /// `wr_id` bit marking a credit notification (clear: a data chunk); the low bits name the slot.
@@ -480,6 +482,16 @@ impl Transport {
     /// rendezvous control payload.
     fn slot_bytes(&self) -> usize {
         HEADER + self.chunk.max(RTS_BYTES)
+    }
+
+    /// Give a received message's buffer back for the next arrivals once the algorithm has used
+    /// it (a one-chunk message is the chunk's buffer; recycling it saves an allocation per chunk).
+    /// The pool keeps at most [`POOL_MAX`] buffers.
+    pub(crate) fn recycle(&mut self, mut buf: Vec<u8>) {
+        if self.pool.len() < POOL_MAX && buf.capacity() > 0 {
+            buf.clear();
+            self.pool.push(buf);
+        }
     }
 
     fn chunks(&self, len: usize) -> usize {
