@@ -53,6 +53,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::ops::Range;
 use std::rc::Rc;
 
+/// Emptied buffers a transport keeps for arriving chunks, at most.
+const POOL_MAX: usize = 64;
 /// Bytes of the header in front of every chunk.
 pub(crate) const HEADER: usize = 32;
 /// `wr_id` bit marking a credit notification (clear: a data chunk); the low bits name the slot.
@@ -237,6 +239,47 @@ impl Plan for Streamed<'_> {
     }
 }
 
+/// Per-call bookkeeping of [`Transport::drive`], one entry per send or receive of the call;
+/// kept in the transport so that the algorithm steps (one call each) allocate nothing for it.
+#[derive(Default)]
+struct DriveState {
+    /// Chunks posted per send.
+    posted: Vec<usize>,
+    /// Rendezvous sends: the token of the posted control message.
+    tokens: Vec<Option<u32>>,
+    /// Sends wholly posted (eager) or whose FIN came back (rendezvous).
+    complete: Vec<bool>,
+    /// Bytes received so far per receive.
+    acc: Vec<Vec<u8>>,
+    done: Vec<bool>,
+    /// Rendezvous receives: the read buffer and the sender's token.
+    reading: Vec<Option<(usize, u32)>>,
+    /// Peers blocked in the current pass.
+    blocked: Vec<usize>,
+}
+
+impl DriveState {
+    /// Empty entries for `ns` sends and `nr` receives.
+    fn reset(&mut self, ns: usize, nr: usize) {
+        self.posted.clear();
+        self.posted.resize(ns, 0);
+        self.tokens.clear();
+        self.tokens.resize(ns, None);
+        self.complete.clear();
+        self.complete.resize(ns, false);
+        self.acc.truncate(nr);
+        for a in &mut self.acc {
+            a.clear();
+        }
+        self.acc.resize_with(nr, Vec::new);
+        self.done.clear();
+        self.done.resize(nr, false);
+        self.reading.clear();
+        self.reading.resize(nr, None);
+        self.blocked.clear();
+    }
+}
+
 /// A destination buffer of this member's rendezvous reads.
 struct ReadBuf {
     mr: Option<Mr>,
@@ -310,6 +353,8 @@ pub(crate) struct Transport {
     scratch: Vec<u8>,
     /// Emptied chunk buffers, reused for the next arrivals.
     pool: Vec<Vec<u8>>,
+    /// Bookkeeping of [`Transport::drive`], kept between calls (one call per algorithm step).
+    drive_state: DriveState,
     pub(crate) costs: HostCosts,
     /// The member that aborted the communicator, once one did.
     aborted_by: Option<Rank>,
@@ -350,6 +395,7 @@ impl Transport {
                 reads: Vec::new(),
                 scratch: Vec::new(),
                 pool: Vec::new(),
+                drive_state: DriveState::default(),
                 costs: costs.clone(),
                 aborted_by: None,
             })
@@ -436,6 +482,16 @@ impl Transport {
     /// rendezvous control payload.
     fn slot_bytes(&self) -> usize {
         HEADER + self.chunk.max(RTS_BYTES)
+    }
+
+    /// Give a received message's buffer back for the next arrivals once the algorithm has used
+    /// it (a one-chunk message is the chunk's buffer; recycling it saves an allocation per chunk).
+    /// The pool keeps at most [`POOL_MAX`] buffers.
+    pub(crate) fn recycle(&mut self, mut buf: Vec<u8>) {
+        if self.pool.len() < POOL_MAX && buf.capacity() > 0 {
+            buf.clear();
+            self.pool.push(buf);
+        }
     }
 
     fn chunks(&self, len: usize) -> usize {
@@ -812,16 +868,27 @@ impl Transport {
             return Err(CollError::Aborted { call: call.name, peer });
         }
         let (ns, nr) = (plan.sends(), plan.recvs());
-        let mut posted = vec![0usize; ns];
-        // Rendezvous sends: the token of the posted control message.
-        let mut tokens: Vec<Option<u32>> = vec![None; ns];
-        // Sends wholly posted (eager) or whose FIN came back (rendezvous).
-        let mut complete = vec![false; ns];
-        let mut acc: Vec<Vec<u8>> = (0..nr).map(|_| Vec::new()).collect();
-        let mut done = vec![false; nr];
-        // Rendezvous receives: the read buffer and the sender's token.
-        let mut reading: Vec<Option<(usize, u32)>> = vec![None; nr];
-        let mut blocked = Vec::new();
+        // The vectors of the last call, emptied (a call that returned an error left none: they
+        // are made again).
+        let mut st = std::mem::take(&mut self.drive_state);
+        st.reset(ns, nr);
+        let result = self.drive_with(call, plan, &mut st).await;
+        self.drive_state = st;
+        result
+    }
+
+    /// [`Transport::drive`] with its bookkeeping `st`, sized for `plan`.
+    async fn drive_with<P: Plan>(&mut self, call: &Call, plan: &mut P, st: &mut DriveState) -> Result<(), CollError> {
+        let (ns, nr) = (plan.sends(), plan.recvs());
+        let DriveState {
+            posted,
+            tokens,
+            complete,
+            acc,
+            done,
+            reading,
+            blocked,
+        } = st;
         // Sends before `s0` are complete, receives before `r0` done (a long stream skips them).
         let (mut s0, mut r0) = (0, 0);
         loop {

@@ -388,3 +388,100 @@ fn full_prototype_allreduce_of_1024_participants_is_exact_and_deterministic() {
     }
     assert_eq!(ends[0], ends[1]);
 }
+
+fn counter(w: &World, name: &str) -> u64 {
+    w.statistics()
+        .iter()
+        .find(|s| s.name == name)
+        .map_or(0, |s| match s.value {
+            hpcnet_des::stats::StatValue::Counter { value } => value,
+            _ => 0,
+        })
+}
+
+const RECOVERY: &str = "nic.coll.recovery={timeout=\"50 us\", retries=3}";
+
+fn plane_failure_at(t_ns: u64) -> String {
+    format!("faults.events=[{{at=\"{t_ns} ns\", kind=\"plane\", plane=0}}]")
+}
+
+#[test]
+fn a_plane_failing_under_hardware_collectives_moves_the_group_and_restarts_what_it_caught() {
+    let ranks = members(64);
+    let (dt, op) = (Datatype::F64, ReduceOp::Sum);
+    let inputs: Vec<Vec<u8>> = (0..ranks.len()).map(|m| input(dt, m, 40, 3)).collect();
+    let want = tree_reference(&ranks, &inputs, dt, op, 8);
+    let calls = 10;
+    let mut caught = 0;
+    for k in 0..12u64 {
+        let fault = plane_failure_at(2_000 + 700 * k);
+        let mut m = Machine::new(world(&[&fault, RECOVERY]));
+        let ins = inputs.clone();
+        let (outs, _) = run(&mut m, &ranks, &hw_cfg(), move |mut c| {
+            let x = ins[c.rank()].clone();
+            async move {
+                let mut v = Vec::new();
+                for _ in 0..calls {
+                    v.push(c.allreduce_bytes(dt, op, x.clone(), Algorithm::Hardware).await.unwrap());
+                }
+                v
+            }
+        });
+        for (i, o) in outs.iter().enumerate() {
+            assert_eq!(o.len(), calls, "member {i}");
+            for r in o {
+                assert_eq!(
+                    r, &want,
+                    "failure {k}: member {i}: result bits differ from the tree reference"
+                );
+            }
+        }
+        let w = m.world();
+        // Every member completed every call exactly once.
+        assert_eq!(w.coll_counters()[0], (calls * ranks.len()) as u64, "failure {k}");
+        // The group left the failed plane once.
+        assert_eq!(counter(&w, "nic.coll.rail_changes"), 1, "failure {k}");
+        assert_eq!(counter(&w, "nic.coll.failed_members"), 0, "failure {k}");
+        if counter(&w, "nic.coll.lost_packets") > 0 {
+            caught += 1;
+            assert!(
+                counter(&w, "nic.coll.restarts") >= 1,
+                "failure {k}: packets lost, no restart"
+            );
+        }
+    }
+    assert!(caught >= 1, "no failure time caught a collective in flight");
+}
+
+#[test]
+fn without_restarts_left_a_caught_collective_returns_an_error_and_nobody_waits_forever() {
+    let ranks = members(64);
+    let (dt, op) = (Datatype::I64, ReduceOp::Sum);
+    let inputs: Vec<Vec<u8>> = (0..ranks.len()).map(|m| input(dt, m, 40, 3)).collect();
+    let want = tree_reference(&ranks, &inputs, dt, op, 8);
+    let mut failed_runs = 0;
+    for k in 0..10u64 {
+        let fault = plane_failure_at(200 + 250 * k);
+        let mut m = Machine::new(world(&[&fault, "nic.coll.recovery={timeout=\"20 us\", retries=0}"]));
+        let ins = inputs.clone();
+        let (outs, _) = run(&mut m, &ranks, &hw_cfg(), move |mut c| {
+            let x = ins[c.rank()].clone();
+            async move { c.allreduce_bytes(dt, op, x, Algorithm::Hardware).await }
+        });
+        let errors = outs.iter().filter(|o| o.is_err()).count() as u64;
+        for o in &outs {
+            match o {
+                Ok(r) => assert_eq!(r, &want),
+                Err(e) => assert!(e.to_string().contains("RetryExceeded"), "{e}"),
+            }
+        }
+        let w = m.world();
+        assert_eq!(counter(&w, "nic.coll.failed_members"), errors);
+        assert_eq!(counter(&w, "nic.coll.restarts"), 0);
+        if errors > 0 {
+            failed_runs += 1;
+            assert!(counter(&w, "nic.coll.lost_packets") > 0);
+        }
+    }
+    assert!(failed_runs >= 1, "no failure time caught the collective");
+}

@@ -34,8 +34,24 @@
 //! and nothing is written. Local errors (not a member, bitwise operator on floats, bad buffer,
 //! bad completion queue) are refused at post time.
 //!
-//! Simplifications: the gather messages travel unacknowledged on the lossless fabric (the
-//! library's reliability protocol and its time-outs are not modelled); the unit does not share
+//! **Failures** (spec 01, "collective fault handling: software time-outs; leaf/parent/root
+//! roles probe and answer to agree on global state"; the spec gives no further detail, so the
+//! following is a stated choice). A group takes, at creation, the first rail from
+//! `group mod rails` on whose cables every member NIC works. When the routers learn of a
+//! failure, a group whose rail has a dead member cable is moved to a working rail and its
+//! multicast tables are programmed there ([`World::coll_rehome`]); nothing else recomputes them.
+//! A gather or multicast packet the fabric loses stalls its collective; with
+//! `[nic.coll.recovery]`, `timeout` after the loss the group restarts every unfinished
+//! collective (the probe exchange that agrees on the state is folded into the time-out, not
+//! simulated as packets): on another working rail if there is one, the broadcast alone where the
+//! root had already sent it (members that have the result ignore the copy), the whole gather from
+//! the kept contributions otherwise. Messages of an abandoned attempt are ignored. After
+//! `retries` restarts, or with no rail reaching every member, the unfinished members complete
+//! with [`CqeStatus::RetryExceeded`]; the library does not fall back to software algorithms.
+//! Without `[nic.coll.recovery]` a collective that lost a packet never completes.
+//!
+//! Simplifications: the gather messages travel unacknowledged (the library's per-message
+//! reliability protocol is not modelled; loss is recovered by the time-out above); the unit does not share
 //! the message engines, the transmit queue bound or the receive dispatcher with ordinary
 //! messages (its packets take `nic.rx_overhead` each at arrival and release their receive
 //! buffer at once); a reduce broadcasts its result like an allreduce (members other than the
@@ -167,6 +183,10 @@ struct OpState {
     delivered: usize,
     /// Root only: member NICs whose local members have not all completed.
     slots_left: u32,
+    /// Root only: the broadcast has been sent.
+    sent_down: bool,
+    /// Non-root: the whole broadcast has arrived.
+    down_done: bool,
 }
 
 /// One node of a group's logical tree.
@@ -189,12 +209,17 @@ struct Group {
     slot_of: BTreeMap<NodeId, u32>,
     member_of: BTreeMap<Rank, u32>,
     rail: u8,
+    /// Restarts so far ([`World::coll_recover`]); messages of an earlier attempt are ignored.
+    attempt: u32,
+    /// A restart is scheduled.
+    recover_pending: bool,
 }
 
 /// A gather message or a broadcast on the wire.
 #[derive(Clone, Debug)]
 struct Wire {
     group: u32,
+    attempt: u32,
     seq: u64,
     /// Gather: receiving slot and child index there; broadcast: unused.
     to_slot: u32,
@@ -215,7 +240,32 @@ pub(crate) struct CollUnit {
     wire: Vec<Option<Wire>>,
     free_wire: Vec<u32>,
     stats: [u64; 4],
+    /// Recovery: packets lost, restarts, rail changes, members completed with an error.
+    recovery: [u64; 4],
 }
+
+const RECOVERY_STATS: [(&str, &str, &str); 4] = [
+    (
+        "nic.coll.lost_packets",
+        "packets",
+        "gather and multicast packets of the unit the fabric lost",
+    ),
+    (
+        "nic.coll.restarts",
+        "collectives",
+        "restarts of a group's unfinished collectives after a time-out (nic.coll.recovery)",
+    ),
+    (
+        "nic.coll.rail_changes",
+        "groups",
+        "groups moved to another rail because a member NIC's cable was known dead",
+    ),
+    (
+        "nic.coll.failed_members",
+        "completions",
+        "member completions with RetryExceeded after nic.coll.recovery.retries restarts",
+    ),
+];
 
 const STATS: [(&str, &str, &str); 4] = [
     (
@@ -252,8 +302,15 @@ pub enum CollEvent {
     },
     /// A child's gather message has arrived and been processed.
     ChildIn { wire: u32 },
-    /// The NIC has combined the contributions of `seq`.
-    Combined { group: u32, slot: u32, seq: u64 },
+    /// The NIC has combined the contributions of `seq` (in restart `attempt` of the group).
+    Combined {
+        group: u32,
+        slot: u32,
+        seq: u64,
+        attempt: u32,
+    },
+    /// The time-out of a lost packet of restart `attempt`: restart the group's collectives.
+    Recover { group: u32, attempt: u32 },
     /// The broadcast of `seq` has arrived at a member NIC.
     DownIn { group: u32, slot: u32, seq: u64 },
     /// The result is in a local member's memory.
@@ -322,7 +379,8 @@ impl World {
         if id >= 1 << 30 {
             return Err(CollSetupError::Members("too many collective groups".into()));
         }
-        let rail = (id % self.net.rails() as u32) as u8;
+        let nodes: Vec<NodeId> = slots.iter().map(|s| s.node).collect();
+        let rail = self.group_rail(&nodes, (id % self.net.rails() as u32) as u8);
         let others: Vec<NodeId> = slots[1..].iter().map(|s| s.node).collect();
         self.net
             .program_multicast(id, rail, slots[0].node, &others)
@@ -333,6 +391,8 @@ impl World {
             slot_of,
             member_of,
             rail,
+            attempt: 0,
+            recover_pending: false,
         });
         Ok(GroupId(id))
     }
@@ -364,7 +424,11 @@ impl World {
         if self.coll.stats.iter().all(|&n| n == 0) {
             return Vec::new();
         }
-        Registry::of_counters(&STATS, &self.coll.stats).report()
+        let mut r = Registry::of_counters(&STATS, &self.coll.stats).report();
+        if self.coll.recovery.iter().any(|&n| n > 0) {
+            r.extend(Registry::of_counters(&RECOVERY_STATS, &self.coll.recovery).report());
+        }
+        r
     }
 
     /// Post member `rank`'s descriptor of its next collective on `d.group`.
@@ -486,6 +550,10 @@ impl World {
             CollEvent::ChildIn { wire } => {
                 let w = self.coll.wire[wire as usize].take().expect("live gather message");
                 self.coll.free_wire.push(wire);
+                if w.attempt != self.coll.groups[w.group as usize].attempt {
+                    // A message of an abandoned attempt.
+                    return;
+                }
                 let s = &mut self.coll.groups[w.group as usize].slots[w.to_slot as usize];
                 let (nl, nc) = (s.local.len(), s.children.len());
                 let op = s.ops.entry(w.seq).or_insert_with(|| OpState {
@@ -498,7 +566,17 @@ impl World {
                 op.children[w.child as usize] = Some(w.data);
                 self.try_combine(w.group, w.to_slot, w.seq);
             }
-            CollEvent::Combined { group, slot, seq } => self.combined(group, slot, seq),
+            CollEvent::Combined {
+                group,
+                slot,
+                seq,
+                attempt,
+            } => {
+                if attempt == self.coll.groups[group as usize].attempt {
+                    self.combined(group, slot, seq);
+                }
+            }
+            CollEvent::Recover { group, attempt } => self.coll_recover(group, attempt),
             CollEvent::DownIn { group, slot, seq } => self.deliver_local(group, slot, seq),
             CollEvent::Delivered {
                 group,
@@ -560,13 +638,18 @@ impl World {
             }
         }
         let has_data = !operands.is_empty();
+        // With recovery the contributions stay until the collective is done: a restart
+        // combines them again.
+        let keep = self.cfg.coll.recovery.is_some();
         let op = self.op_mut(group, slot, seq);
         op.bad = bad;
         op.has_data = has_data;
         op.result = Some(result);
         // Contributions are consumed.
-        for l in op.locals.iter_mut().flatten() {
-            l.data = None;
+        if !keep {
+            for l in op.locals.iter_mut().flatten() {
+                l.data = None;
+            }
         }
         for c in op.children.iter_mut() {
             *c = Some(None);
@@ -584,10 +667,16 @@ impl World {
             } else {
                 SimTime::ZERO
             };
-        let node = self.coll.groups[group as usize].slots[slot as usize].node;
+        let g = &self.coll.groups[group as usize];
+        let (node, attempt) = (g.slots[slot as usize].node, g.attempt);
         let by = self.net.node_origin(node);
-        self.q
-            .schedule_by(by, t, WorldEvent::Coll(CollEvent::Combined { group, slot, seq }));
+        let ev = CollEvent::Combined {
+            group,
+            slot,
+            seq,
+            attempt,
+        };
+        self.q.schedule_by(by, t, WorldEvent::Coll(ev));
     }
 
     fn alloc_wire(&mut self, w: Wire) -> u32 {
@@ -611,7 +700,7 @@ impl World {
     fn combined(&mut self, group: u32, slot: u32, seq: u64) {
         let g = &self.coll.groups[group as usize];
         let s = &g.slots[slot as usize];
-        let (node, parent, rail) = (s.node, s.parent, g.rail);
+        let (node, parent, rail, attempt) = (s.node, s.parent, g.rail, g.attempt);
         let nslots = g.slots.len() as u32;
         let op = &s.ops[&seq];
         let (sig, bad, has_data) = (op.sig, op.bad, op.has_data);
@@ -632,6 +721,7 @@ impl World {
                 let sizes = self.split(result.len() as u64);
                 let w = self.alloc_wire(Wire {
                     group,
+                    attempt,
                     seq,
                     to_slot: p,
                     child,
@@ -650,10 +740,12 @@ impl World {
                 }
             }
             None => {
+                self.op_mut(group, slot, seq).sent_down = true;
                 if nslots > 1 {
                     let sizes = self.split(result.len() as u64);
                     let w = self.alloc_wire(Wire {
                         group,
+                        attempt,
                         seq,
                         to_slot: 0,
                         child: 0,
@@ -707,13 +799,23 @@ impl World {
                 self.coll.stats[3] += 1;
                 return;
             };
-            let (seq, packets) = (w.seq, w.packets);
-            let Some(op) = self.coll.groups[group as usize].slots[slot as usize].ops.get_mut(&seq) else {
+            let (seq, packets, attempt) = (w.seq, w.packets, w.attempt);
+            let g = &mut self.coll.groups[group as usize];
+            let current = g.attempt == attempt;
+            let Some(op) = g.slots[slot as usize].ops.get_mut(&seq) else {
+                if g.recover_pending || g.attempt > 0 {
+                    // A member that already has the result (a repeated broadcast).
+                    return;
+                }
                 self.coll.stats[3] += 1;
                 return;
             };
+            if !current || op.down_done {
+                return;
+            }
             op.down_pkts += 1;
             if op.down_pkts == packets {
+                op.down_done = true;
                 let w = self.coll.wire[wire as usize].as_mut().expect("live broadcast");
                 w.receivers -= 1;
                 if w.receivers == 0 {
@@ -815,6 +917,214 @@ impl World {
                 at: now,
             },
         );
+    }
+
+    /// The first rail, from `start` on, whose cables at every one of `nodes` the routers know
+    /// to be working; `start` when there is none.
+    fn group_rail(&self, nodes: &[NodeId], start: u8) -> u8 {
+        let rails = self.net.rails();
+        (0..rails)
+            .map(|k| (start % rails + k) % rails)
+            .find(|&r| nodes.iter().all(|&n| self.net.rail_usable(n, r)))
+            .unwrap_or(start)
+    }
+
+    /// The fabric lost a packet of the unit (tag `tag`): with `nic.coll.recovery`, the group's
+    /// unfinished collectives restart a time-out later ([`World::coll_recover`]).
+    pub(crate) fn coll_lost(&mut self, tag: u64) {
+        self.coll.recovery[0] += 1;
+        let wire = (tag & 0xffff_ffff) as u32;
+        let Some(w) = self.coll.wire.get(wire as usize).and_then(Option::as_ref) else {
+            return;
+        };
+        let (group, attempt) = (w.group, w.attempt);
+        let Some(timeout) = self.cfg.coll.recovery.as_ref().map(|r| r.timeout) else {
+            return;
+        };
+        let g = &mut self.coll.groups[group as usize];
+        if g.attempt != attempt || g.recover_pending {
+            return;
+        }
+        g.recover_pending = true;
+        let by = self.net.node_origin(g.slots[0].node);
+        let t = self.q.now() + timeout;
+        self.q
+            .schedule_by(by, t, WorldEvent::Coll(CollEvent::Recover { group, attempt }));
+    }
+
+    /// After the routers learn of a failure or repair: move every group whose rail has a member
+    /// NIC's cable known dead to a rail that reaches every member, and program its multicast
+    /// tables there (the library re-programs the group; collectives in flight keep their
+    /// state, and those that lost packets restart at their time-out).
+    pub(crate) fn coll_rehome(&mut self) {
+        for group in 0..self.coll.groups.len() {
+            let g = &self.coll.groups[group];
+            let nodes: Vec<NodeId> = g.slots.iter().map(|s| s.node).collect();
+            if nodes.iter().all(|&n| self.net.rail_usable(n, g.rail)) {
+                continue;
+            }
+            let rail = self.group_rail(&nodes, g.rail + 1);
+            if rail != g.rail
+                && self
+                    .net
+                    .program_multicast(group as u32, rail, nodes[0], &nodes[1..])
+                    .is_ok()
+            {
+                self.coll.groups[group].rail = rail;
+                self.coll.recovery[2] += 1;
+            }
+        }
+    }
+
+    /// The time-out of restart `attempt` of `group`: agree on the state (modelled as known at
+    /// once), move the group to a working rail, and restart every unfinished collective — the
+    /// broadcast again where the root had sent it, the whole gather otherwise. After
+    /// `nic.coll.recovery.retries` restarts, or with no rail reaching every member, the
+    /// unfinished members complete with [`CqeStatus::RetryExceeded`].
+    fn coll_recover(&mut self, group: u32, attempt: u32) {
+        let retries = self.cfg.coll.recovery.as_ref().map_or(0, |r| r.retries);
+        let g = &mut self.coll.groups[group as usize];
+        g.recover_pending = false;
+        if g.attempt != attempt {
+            return;
+        }
+        g.attempt += 1;
+        let nodes: Vec<NodeId> = g.slots.iter().map(|s| s.node).collect();
+        let old = g.rail;
+        let rails = self.net.rails();
+        let alive = |r: u8| nodes.iter().all(|&n| self.net.rail_usable(n, r));
+        // Another rail first: the old one lost the packets.
+        let rail = (1..=rails).map(|k| (old + k) % rails).find(|&r| alive(r));
+        let programmed =
+            rail.filter(|&r| r == old || self.net.program_multicast(group, r, nodes[0], &nodes[1..]).is_ok());
+        let g = &mut self.coll.groups[group as usize];
+        let Some(rail) = programmed.filter(|_| g.attempt <= retries) else {
+            self.coll_fail(group);
+            return;
+        };
+        if rail != old {
+            g.rail = rail;
+            self.coll.recovery[2] += 1;
+        }
+        self.coll.recovery[1] += 1;
+        let seqs: std::collections::BTreeSet<u64> = g.slots.iter().flat_map(|s| s.ops.keys().copied()).collect();
+        for seq in seqs {
+            let g = &mut self.coll.groups[group as usize];
+            if g.slots[0].ops.get(&seq).is_some_and(|o| o.sent_down) {
+                self.coll_rebroadcast(group, seq);
+                continue;
+            }
+            let mut restart = Vec::new();
+            for (i, s) in g.slots.iter_mut().enumerate() {
+                let nc = s.children.len();
+                if let Some(op) = s.ops.get_mut(&seq) {
+                    op.children = vec![None; nc];
+                    op.result = None;
+                    op.has_data = false;
+                    op.down_pkts = 0;
+                    restart.push(i as u32);
+                }
+            }
+            for slot in restart {
+                self.try_combine(group, slot, seq);
+            }
+        }
+    }
+
+    /// Send the root's result of `seq` again to the member NICs that do not have it all.
+    fn coll_rebroadcast(&mut self, group: u32, seq: u64) {
+        let g = &mut self.coll.groups[group as usize];
+        let mut receivers = 0;
+        for s in g.slots[1..].iter_mut() {
+            if let Some(op) = s.ops.get_mut(&seq).filter(|o| !o.down_done) {
+                op.down_pkts = 0;
+                receivers += 1;
+            }
+        }
+        if receivers == 0 {
+            return;
+        }
+        let (node, rail, attempt) = (g.slots[0].node, g.rail, g.attempt);
+        let op = &g.slots[0].ops[&seq];
+        let (sig, bad) = (op.sig, op.bad);
+        let len = op.result.as_ref().map_or(0, Vec::len) as u64;
+        let sizes = self.split(len);
+        let w = self.alloc_wire(Wire {
+            group,
+            attempt,
+            seq,
+            to_slot: 0,
+            child: 0,
+            sig,
+            bad,
+            data: None,
+            packets: sizes.len() as u64,
+            seen: 0,
+            receivers,
+        });
+        let now = self.q.now();
+        for len in sizes {
+            let tag = TAG_COLL | TAG_DOWN | (group as u64) << 32 | w as u64;
+            let mut pkt = Packet::multicast(tag, node, group, len, self.header, now);
+            pkt.rail = rail;
+            self.coll.stats[2] += 1;
+            self.coll_inject(pkt);
+        }
+    }
+
+    /// Give up on `group`'s unfinished collectives: every posted member that has no result
+    /// coming completes with [`CqeStatus::RetryExceeded`].
+    fn coll_fail(&mut self, group: u32) {
+        let now = self.q.now();
+        let mut cqes = Vec::new();
+        let g = &mut self.coll.groups[group as usize];
+        let seqs: std::collections::BTreeSet<u64> = g.slots.iter().flat_map(|s| s.ops.keys().copied()).collect();
+        for seq in seqs {
+            let sent = g.slots[0].ops.get(&seq).is_some_and(|o| o.sent_down);
+            let mut gone = 0;
+            for (i, s) in g.slots.iter_mut().enumerate() {
+                let waiting = match s.ops.get(&seq) {
+                    None => false,
+                    Some(op) if sent => i != 0 && !op.down_done,
+                    Some(_) => true,
+                };
+                if !waiting {
+                    continue;
+                }
+                let op = s.ops.remove(&seq).expect("waiting");
+                for l in op.locals.into_iter().flatten() {
+                    cqes.push((l.cq, l.wr_id, l.rank));
+                }
+                gone += 1;
+            }
+            if sent && gone > 0 {
+                if let Some(root) = g.slots[0].ops.get_mut(&seq) {
+                    // Slots that never delivered (the root counts down each slot's delivery).
+                    if root.slots_left > 0 {
+                        root.slots_left = root.slots_left.saturating_sub(gone);
+                        if root.slots_left == 0 {
+                            g.slots[0].ops.remove(&seq);
+                        }
+                    }
+                }
+            }
+        }
+        for (cq, wr_id, rank) in cqes {
+            self.coll.recovery[3] += 1;
+            self.push_cqe(
+                cq,
+                Cqe {
+                    wr_id,
+                    kind: CqeKind::Coll,
+                    status: CqeStatus::RetryExceeded,
+                    bytes: 0,
+                    peer: rank,
+                    addr: 0,
+                    value: 0,
+                    at: now,
+                },
+            );
+        }
     }
 }
 

@@ -660,6 +660,35 @@ pub struct CollUnitConfig {
     pub rate_i32: BitsPerSec,
     #[serde(default = "d_reduce_rate")]
     pub rate_i64: BitsPerSec,
+    /// `[nic.coll.recovery]`: the library's software time-out for collectives whose packets the
+    /// fabric lost (spec 01, "collective fault handling: software time-outs"). Absent (the
+    /// default): no recovery; a collective that lost a packet never completes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<CollRecoveryConfig>,
+}
+
+/// `[nic.coll.recovery]`: how a hardware collective recovers from lost packets. The spec names
+/// the mechanism (software time-outs; leaf, parent and root probe and answer to agree on the
+/// global state) but no time-out value: both fields are assumptions.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CollRecoveryConfig {
+    /// Time from a lost gather or broadcast packet to the restart of its collective (the waiting
+    /// member's time-out plus the probe exchange; default 50 µs, an assumption: several times a
+    /// 1024-participant hardware collective on the prototype).
+    #[serde(default = "d_coll_timeout")]
+    pub timeout: SimTime,
+    /// Restarts of one group before its unfinished members complete with `RetryExceeded`
+    /// (default 3).
+    #[serde(default = "d_coll_retries")]
+    pub retries: u32,
+}
+
+fn d_coll_timeout() -> SimTime {
+    SimTime::from_us(50)
+}
+fn d_coll_retries() -> u32 {
+    3
 }
 
 impl Default for CollUnitConfig {
@@ -671,6 +700,7 @@ impl Default for CollUnitConfig {
             rate_f64: d_reduce_rate(),
             rate_i32: d_reduce_rate(),
             rate_i64: d_reduce_rate(),
+            recovery: None,
         }
     }
 }
@@ -826,6 +856,11 @@ impl NicConfig {
         ] {
             if r.0 == 0 {
                 return Err((format!("nic.coll.{k}"), "must be positive".into()));
+            }
+        }
+        if let Some(r) = &c.recovery {
+            if r.timeout == SimTime::ZERO {
+                return Err(("nic.coll.recovery.timeout".into(), "must be positive".into()));
             }
         }
         if let Some(t) = &self.triggered {

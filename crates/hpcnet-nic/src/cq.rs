@@ -32,7 +32,8 @@ pub enum CqeStatus {
     /// An offloaded (triggered) collective failed at its offload unit (the reason).
     TrigFailed(String),
     /// The transport gave up on the message after `nic.reliability.retries` timeouts without
-    /// progress (its target may have received part of it).
+    /// progress (its target may have received part of it); or a hardware collective was given
+    /// up after `nic.coll.recovery.retries` restarts (no result was written).
     RetryExceeded,
 }
 

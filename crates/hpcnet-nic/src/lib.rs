@@ -45,7 +45,9 @@ pub mod tx;
 pub mod world;
 
 pub use coll::{CollDesc, CollKind, CollOp, CollSetupError, CollType, GroupId};
-pub use config::{CollUnitConfig, HostConfig, NicConfig, PortSelect, ReliabilityConfig, TriggeredConfig};
+pub use config::{
+    CollRecoveryConfig, CollUnitConfig, HostConfig, NicConfig, PortSelect, ReliabilityConfig, TriggeredConfig,
+};
 pub use cq::{Cqe, CqeKind, CqeStatus};
 pub use ids::{CqId, Placement, QpNum, Rank, RqId, Seg, TimerId};
 pub use memory::{ExternalBytes, Memory, MemoryError, Region};

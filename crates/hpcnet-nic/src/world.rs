@@ -680,6 +680,10 @@ impl World {
         match ev {
             WorldEvent::Net(e) => {
                 self.net.handle(&mut self.q, e, &mut self.arrivals);
+                if let NetEvent::Fault { .. } = e {
+                    // The routers may have learnt of a failure or repair.
+                    self.coll_rehome();
+                }
                 // Most network events deliver nothing.
                 if !self.arrivals.delivered.is_empty() {
                     let mut ds = std::mem::take(&mut self.arrivals.delivered);
@@ -746,7 +750,11 @@ impl World {
         for i in from..to {
             let d = &self.net.drops()[i];
             let (tag, at, cause) = (d.packet.tag, d.at, d.reason.cause());
-            if is_coll_tag(tag) || is_trig_tag(tag) {
+            if is_coll_tag(tag) {
+                self.coll_lost(tag);
+                continue;
+            }
+            if is_trig_tag(tag) {
                 continue;
             }
             self.packet_lost(tag as u32, at, cause);

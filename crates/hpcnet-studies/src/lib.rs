@@ -54,6 +54,7 @@ pub mod report;
 pub mod sensitivity;
 pub mod sunway_allreduce_crossover;
 pub mod sunway_coll;
+pub mod sunway_failed_plane;
 pub mod sunway_faults;
 pub mod sunway_rdma_bandwidth;
 pub mod tianhe_offload;
@@ -149,6 +150,7 @@ pub fn all() -> Vec<&'static dyn Study> {
         &sunway_coll::BCAST,
         &sunway_allreduce_crossover::SunwayAllreduceCrossover,
         &tianhe_offload::TianheOffload,
+        &sunway_failed_plane::SunwayFailedPlane,
         &ib_memory::IbMemory,
         &ib_nas::IbNas,
         &torus_shmem::TorusShmem,

@@ -206,9 +206,7 @@ impl Study for SunwayAllreduceCrossover {
              (no pipelining of segments up the tree), so its cost grows with the vector size at every level, \
              while ring and Rabenseifner allreduce move about 2(p−1)/p of the vector per member."
                 .to_string(),
-            "The effect of a failed plane on the hardware tree is not part of this study: static faults take \
-             cables down for a whole run and the collective unit does not yet move its group to the other rail."
-                .to_string(),
+            "The effect of a failed plane on the hardware tree is the study sunway-failed-plane.".to_string(),
         ];
         let mut report = StudyReport::new(
             self.name(),

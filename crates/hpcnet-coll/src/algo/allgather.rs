@@ -39,6 +39,7 @@ pub(crate) async fn ring_pass(
             .await?
             .remove(0);
         buf[ranges[rb].clone()].copy_from_slice(&got);
+        t.recycle(got);
     }
     Ok(())
 }

@@ -42,6 +42,7 @@ pub(crate) async fn ring_phase(
             .remove(0);
         t.reduce(dtype, op, &mut got, &acc[ranges[rb].clone()]).await?;
         acc[ranges[rb].clone()].copy_from_slice(&got);
+        t.recycle(got);
     }
     Ok(())
 }
