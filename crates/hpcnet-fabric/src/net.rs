@@ -698,6 +698,8 @@ impl Network {
     /// Program the multicast tables of `group` on `rail`: a tree from `root`'s router to every
     /// node of `members` (see [`crate::multicast`]). Replaces the group's earlier tables;
     /// refused as a whole when a table does not fit (`router.multicast_tables` per input port).
+    /// Links the routers know to be dead are not used, so tables programmed after a detected
+    /// failure route around it where the topology allows.
     pub fn program_multicast(
         &mut self,
         group: u32,
@@ -712,7 +714,10 @@ impl Network {
             &self.topo,
             &self.port_base,
             |n, r| routing.attach(n, r),
-            |r, p| out[(base[r.index()] + p.0 as u32) as usize].to != Dest::None,
+            |r, p| {
+                out[(base[r.index()] + p.0 as u32) as usize].to != Dest::None
+                    && !routing.is_dead(r, p)
+            },
             group,
             rail,
             root,
