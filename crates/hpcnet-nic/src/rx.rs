@@ -9,6 +9,9 @@
 //! queued) and an acknowledgement goes back. Read/GET requests become write-backs on the
 //! target's engine; atomics are applied at arrival and answered with the old value.
 //!
+//! With `nic.rx_aggregation`, short data packets are gathered into blocks first
+//! ([`crate::rx_agg`]), and read and atomic requests wait for the blocks before them.
+//!
 //! [`World::landed`] is the plug-in point for NIC units that consume arriving data (a
 //! collective unit, a triggered-offload unit): the one place a packet's data lands.
 
@@ -42,6 +45,9 @@ impl World {
     fn dispatch(&mut self, node: NodeId, vc: u8) {
         let limit = self.cfg.get_queue as usize;
         while let Some(&pid) = self.nics[node.index()].rx_fifo[vc as usize].front() {
+            if self.rx_waits_for_blocks(node, pid) {
+                return; // retried when the aggregated writes before it have landed
+            }
             let is_get = matches!(
                 self.pkts[pid as usize].as_ref().expect("live packet").kind,
                 PktKind::ReadReq
@@ -103,11 +109,18 @@ impl World {
                     Op::Nap { .. } => self.cfg.nap_upload_per_tlp,
                     _ => None,
                 };
+                let ready = now + self.cfg.rx_overhead;
+                let node = self.place.node_of(info.to);
+                if nap_tlp.is_none() && self.aggregates(len) {
+                    return self.aggregate(node, pid, len, ready);
+                }
+                // Not aggregated: a waiting block is written first.
+                self.flush_block(node);
                 let write = match nap_tlp {
                     Some(per) => per * len.div_ceil(self.cfg.host.max_payload.0).max(1),
                     None => self.timing.write_time(len),
                 };
-                let ready = now + self.cfg.rx_overhead;
+                self.count_host_write(len);
                 let done = self.nic_of(info.to).host.write(ready, write);
                 let by = self.net.node_origin(self.place.node_of(info.to));
                 self.q.schedule_by(by, done, WorldEvent::Landed { pkt: pid });

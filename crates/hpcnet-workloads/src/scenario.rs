@@ -1098,4 +1098,57 @@ private_credits = 16
         assert_eq!(line_column("ab", 99), "line 1, column 3");
         assert_eq!(one_line("a\n  b \n\nc"), "a: b; c");
     }
+
+    #[test]
+    fn set_can_remove_a_vc_class_of_the_scenario_file() {
+        const M3: &str = include_str!("../../../scenarios/nicevt-m3.toml");
+        let load = |set: &[&str]| {
+            let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+            Scenario::from_str_named(M3, "nicevt-m3.toml", "nicevt-m3", &set)
+        };
+        assert_eq!(load(&[]).unwrap().nic.response_vc, Some(1));
+        // Removed by false or "none"; the machine then runs with adaptive routing, which
+        // chooses every packet's VC itself.
+        for off in ["nic.response_vc=false", "nic.response_vc=\"none\""] {
+            let sc = load(&[
+                off,
+                "routing.algorithm=\"minimal_adaptive\"",
+                "router.vc_select=\"round_robin\"",
+                "router.vcs=4",
+            ])
+            .unwrap_or_else(|e| panic!("{off}: {e}"));
+            assert_eq!(sc.nic.response_vc, None, "{off}");
+            assert!(sc.world().is_ok(), "{off}");
+        }
+        // Without removing it the class conflicts with the fabric's VC choice.
+        let e = load(&["router.vc_select=\"round_robin\""])
+            .map(|_| ())
+            .expect_err("class kept");
+        assert_eq!(e.key, "nic.response_vc");
+        // true names no class.
+        let e = load(&["nic.response_vc=true"]).map(|_| ()).expect_err("true");
+        assert!(e.to_string().contains("nic.response_vc"), "{e}");
+        assert!(e.to_string().contains("give the class number"), "{e}");
+        let e = load(&["nic.get_vc=\"some\""]).map(|_| ()).expect_err("a word");
+        assert!(e.to_string().contains("nic.get_vc"), "{e}");
+    }
+
+    #[test]
+    fn rx_aggregation_and_write_cost_are_checked_and_named() {
+        let e = err(MINI, &["nic.rx_aggregation.block=\"32 B\""]);
+        assert_eq!(e.key, "nic.rx_aggregation.block");
+        assert!(e.reason.contains("nic.rx_aggregation.short"), "{}", e.reason);
+        let e = err(MINI, &["nic.rx_aggregation.short=\"0 B\""]);
+        assert_eq!(e.key, "nic.rx_aggregation.short");
+        let e = err(MINI, &["nic.rx_aggregation.block=\"1 MiB\""]);
+        assert_eq!(e.key, "nic.rx_aggregation.block");
+        let e = err(MINI, &["nic.rx_aggregation.size=1"]);
+        assert!(e.to_string().contains("size"), "{e}");
+        let e = err(MINI, &["nic.host.write_cost=\"exact\""]);
+        assert!(e.to_string().contains("nic.host.write_cost"), "{e}");
+        let sc =
+            Scenario::from_str_named(MINI, "x.toml", "x", &["nic.rx_aggregation.timeout=\"1 us\"".into()]).unwrap();
+        let a = sc.nic.rx_aggregation.expect("section made by --set");
+        assert_eq!((a.short.0, a.block.0, a.timeout), (64, 256, SimTime::from_ns(1000)));
+    }
 }
