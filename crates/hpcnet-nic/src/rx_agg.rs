@@ -13,17 +13,14 @@
 //!
 //! Order and visibility: a packet that is not aggregated flushes a waiting block first, so the
 //! block's writes are on the host interface before its own (one write channel serves in
-//! order). A read or atomic request — which reads host memory outside that channel — waits in
-//! its receive FIFO until every earlier aggregated write has landed (PCIe: a read does not pass
-//! posted writes), and the FIFO behind it waits too. So `quiet` (acknowledgements sent after
-//! landing), `fence` and `put_signal` (a pair's later packets never overtake), and
-//! `wait_until` (woken when the data lands) keep their meaning.
+//! order); a read or atomic request flushes it too, and waits, as for any earlier write, until
+//! it has landed ([`crate::rx`]: a read does not pass posted writes). So `quiet`
+//! (acknowledgements sent after landing), `fence` and `put_signal` (a pair's later packets never
+//! overtake), and `wait_until` (woken when the data lands) keep their meaning.
 //!
 //! Cost: O(1) per packet; one pending event per NIC for the time-out (stale ones are ignored by
-//! generation) and one for a waiting FIFO; a block's packet list is reused, never reallocated
-//! once grown.
+//! generation); a block's packet list is reused, never reallocated once grown.
 
-use crate::pkt::PktKind;
 use crate::world::{World, WorldEvent};
 use hpcnet_des::stats::{Registry, StatRecord};
 use hpcnet_des::SimTime;
@@ -40,10 +37,6 @@ pub(crate) struct RxBlock {
     ready: SimTime,
     /// Bumped at every flush: a time-out of an earlier block is stale.
     gen: u32,
-    /// Blocks written and not landed yet.
-    in_flight: u32,
-    /// A receive FIFO waits until they have landed.
-    waiting: bool,
 }
 
 /// Counters of the aggregation unit and of the receive-side host writes.
@@ -127,13 +120,11 @@ impl World {
         let done = nic.host.write(ready, write);
         nic.agg.bytes = 0;
         nic.agg.gen = nic.agg.gen.wrapping_add(1);
-        nic.agg.in_flight += 1;
+        nic.writes_done = nic.writes_done.max(done);
         let by = self.net.node_origin(node);
         for &pid in &pkts {
             self.q.schedule_by(by, done, WorldEvent::Landed { pkt: pid });
         }
-        // After its packets' landings (same time, scheduled later).
-        self.q.schedule_by(by, done, WorldEvent::BlockLanded { node });
         pkts.clear();
         self.nics[node.index()].agg.pkts = pkts;
     }
@@ -144,38 +135,6 @@ impl World {
         if b.gen == gen && !b.pkts.is_empty() {
             self.agg_stats.timeouts += 1;
             self.flush_block(node);
-        }
-    }
-
-    /// Must packet `pid`, at the head of a receive FIFO of `node`, wait for aggregated writes?
-    /// A read or atomic request waits until every earlier block has landed (a waiting block
-    /// is flushed now); the FIFOs are retried then.
-    #[inline]
-    pub(crate) fn rx_waits_for_blocks(&mut self, node: NodeId, pid: u32) -> bool {
-        if self.cfg.rx_aggregation.is_none() {
-            return false;
-        }
-        let reads = matches!(
-            self.pkts[pid as usize].as_ref().expect("live packet").kind,
-            PktKind::ReadReq | PktKind::AtomicReq
-        );
-        if !reads {
-            return false;
-        }
-        self.flush_block(node);
-        let b = &mut self.nics[node.index()].agg;
-        b.waiting = b.in_flight > 0;
-        b.waiting
-    }
-
-    /// A block of `node` has landed: when none is left in flight, retry the receive FIFOs
-    /// that wait for it.
-    pub(crate) fn block_landed(&mut self, node: NodeId) {
-        let b = &mut self.nics[node.index()].agg;
-        b.in_flight -= 1;
-        if b.in_flight == 0 && b.waiting {
-            b.waiting = false;
-            self.redispatch(node);
         }
     }
 

@@ -112,8 +112,8 @@ pub enum WorldEvent {
         node: NodeId,
         gen: u32,
     },
-    /// A receive aggregation block has landed.
-    BlockLanded {
+    /// The DMA writes a held read or atomic request waits for have landed ([`crate::rx`]).
+    RxWake {
         node: NodeId,
     },
     Timer {
@@ -180,6 +180,10 @@ pub(crate) struct Nic {
     pub(crate) rx_fifo: Vec<VecDeque<u32>>,
     /// The receive aggregation block ([`crate::rx_agg`]).
     pub(crate) agg: RxBlock,
+    /// When the last DMA write into host memory issued so far is done.
+    pub(crate) writes_done: SimTime,
+    /// A read or atomic request at the head of a receive FIFO waits until then.
+    pub(crate) rx_hold: Option<SimTime>,
 }
 
 /// A counter of the NICs; [`NIC_STATS`] gives each its name, unit and description.
@@ -427,6 +431,8 @@ impl World {
                 nap_pool: VecDeque::new(),
                 nap_cq: None,
                 agg: RxBlock::default(),
+                writes_done: SimTime::ZERO,
+                rx_hold: None,
             })
             .collect();
         let mut q = EventQueue::new();
@@ -750,7 +756,7 @@ impl World {
             }
             WorldEvent::Landed { pkt } => self.landed(pkt),
             WorldEvent::RxFlush { node, gen } => self.block_timeout(node, gen),
-            WorldEvent::BlockLanded { node } => self.block_landed(node),
+            WorldEvent::RxWake { node } => self.rx_wake(node),
             WorldEvent::Timer { id } => self.notices.push(Notice::Timer(id)),
             WorldEvent::Coll(e) => self.coll_event(e),
             WorldEvent::Trig(e) => self.trig_event(e),

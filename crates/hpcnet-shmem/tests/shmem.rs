@@ -693,6 +693,8 @@ async fn all_to_all_short_puts(mut pe: Pe) {
     let from = (me + n - n / 2) % n;
     assert_eq!(pe.read::<u64>(round, 0).unwrap(), 7 + from as u64);
     assert_eq!(pe.read_bytes(long).unwrap(), pattern(1024, from as u8));
+    // Everyone has checked before `round` is written again.
+    pe.barrier_all().await.unwrap();
     // put_signal with an atomic signal: short data is in memory when the signal is seen.
     pe.put_signal(round, &(100 + me as u64).to_le_bytes(), sig, 1, true, to)
         .await

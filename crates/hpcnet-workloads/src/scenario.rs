@@ -136,6 +136,69 @@ pub struct CollSettings {
     pub rendezvous: Option<Bytes>,
 }
 
+/// `[shmem]`: host software costs of the OpenSHMEM library (`hpcnet-shmem`). Defaults and
+/// their sources: [`hpcnet_shmem::ShmemCosts`].
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ShmemSettings {
+    /// Entering a library call (default 50 ns).
+    #[serde(default = "d_shmem_per_call")]
+    pub per_call: SimTime,
+    /// Handing the NIC one operation (default 100 ns).
+    #[serde(default = "d_shmem_per_post")]
+    pub per_post: SimTime,
+    /// Looking again after a wait: a completion waited for, a watched word re-read (default
+    /// 50 ns).
+    #[serde(default = "d_shmem_per_poll")]
+    pub per_poll: SimTime,
+    /// Copying private data into the staging buffer (default 64 Gb/s).
+    #[serde(default = "d_shmem_copy_rate")]
+    pub copy_rate: BitsPerSec,
+}
+
+fn d_shmem_per_call() -> SimTime {
+    hpcnet_shmem::ShmemCosts::default().per_call
+}
+fn d_shmem_per_post() -> SimTime {
+    hpcnet_shmem::ShmemCosts::default().per_post
+}
+fn d_shmem_per_poll() -> SimTime {
+    hpcnet_shmem::ShmemCosts::default().per_poll
+}
+fn d_shmem_copy_rate() -> BitsPerSec {
+    hpcnet_shmem::ShmemCosts::default().copy_rate
+}
+
+impl Default for ShmemSettings {
+    fn default() -> Self {
+        ShmemSettings {
+            per_call: d_shmem_per_call(),
+            per_post: d_shmem_per_post(),
+            per_poll: d_shmem_per_poll(),
+            copy_rate: d_shmem_copy_rate(),
+        }
+    }
+}
+
+impl ShmemSettings {
+    fn validate(&self) -> Result<(), (String, String)> {
+        if self.copy_rate.0 == 0 {
+            return Err(("shmem.copy_rate".into(), "must be faster than 0 b/s".into()));
+        }
+        Ok(())
+    }
+
+    /// The library's host costs.
+    pub fn costs(&self) -> hpcnet_shmem::ShmemCosts {
+        hpcnet_shmem::ShmemCosts {
+            per_call: self.per_call,
+            per_post: self.per_post,
+            per_poll: self.per_poll,
+            copy_rate: self.copy_rate,
+        }
+    }
+}
+
 /// `[coll.reduce_rate]`: reduction rate per datatype.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -282,6 +345,9 @@ pub struct ScenarioFile {
     /// Collectives library (host software costs, transport); defaults apply if absent.
     #[serde(default)]
     pub coll: Option<CollSettings>,
+    /// OpenSHMEM library host costs; defaults apply if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shmem: Option<ShmemSettings>,
     /// MPI-like layer of `hpcnet-mpi` (connection policy, allocation sizes, protocols);
     /// defaults apply if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -301,6 +367,8 @@ pub struct Scenario {
     pub traffic: TrafficConfig,
     pub nic: NicConfig,
     pub coll: CollSettings,
+    /// `[shmem]` resolved.
+    pub shmem: ShmemSettings,
     /// `[mpi]` resolved into the job configuration of `hpcnet-mpi`.
     pub mpi: hpcnet_mpi::JobConfig,
     /// `mpi.network`: the network model MPI-level workloads run on.
@@ -500,6 +568,8 @@ impl Scenario {
             }
         }
         let coll = parsed.coll.clone().unwrap_or_default();
+        let shmem = parsed.shmem.clone().unwrap_or_default();
+        shmem.validate().map_err(|(k, r)| ScenarioError::new(file, k, r))?;
         coll.validate().map_err(|(k, r)| ScenarioError::new(file, k, r))?;
         let mpi_settings = parsed.mpi.clone().unwrap_or_default();
         let mpi_network = mpi_settings.network;
@@ -556,9 +626,20 @@ impl Scenario {
             traffic,
             nic,
             coll,
+            shmem,
             mpi,
             mpi_network,
         })
+    }
+
+    /// The OpenSHMEM job configuration of this scenario: library defaults with the host costs
+    /// of `[shmem]` and the collectives' `[coll]` settings.
+    pub fn shmem_config(&self) -> hpcnet_shmem::ShmemConfig {
+        hpcnet_shmem::ShmemConfig {
+            costs: self.shmem.costs(),
+            coll: self.coll.comm_config(),
+            ..hpcnet_shmem::ShmemConfig::default()
+        }
     }
 
     /// A fresh flow-level model of this scenario's machine (`hpcnet-flow`), for message-level
