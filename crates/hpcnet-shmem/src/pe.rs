@@ -271,6 +271,11 @@ impl Pe {
         self.ctx.now()
     }
 
+    /// The library's host costs this PE is charged ([`crate::ShmemCosts`]).
+    pub fn costs(&self) -> &crate::ShmemCosts {
+        &self.shared.cfg.costs
+    }
+
     /// The verbs context of this PE (for programs that mix SHMEM with verbs calls).
     pub fn context(&self) -> &Context {
         &self.ctx

@@ -754,3 +754,36 @@ fn wait_until_is_woken_by_a_block_flushed_at_its_time_out() {
     });
     assert!(c.timeouts >= 1, "{c:?}");
 }
+
+#[test]
+fn host_costs_space_posts_and_charge_each_call() {
+    // One PE puts 20 short messages to its neighbour, then quiets: the time grows with the
+    // per-post cost by at least the posts' sum.
+    let time = |costs: hpcnet_shmem::ShmemCosts| {
+        let cfg = ShmemConfig {
+            costs,
+            ..ShmemConfig::default()
+        };
+        run(false, &cfg, |mut pe| async move {
+            let x = pe.malloc(8 * 20).await.unwrap();
+            if pe.my_pe() == 0 {
+                let t0 = pe.now();
+                for i in 0..20u64 {
+                    pe.p::<u64>(x.elem::<u64>(i), i, 1).await.unwrap();
+                }
+                pe.quiet().await.unwrap();
+                let took = pe.now() - t0;
+                let c = pe.costs().clone();
+                // 20 calls and 20 posts, plus the quiet's call and flush post.
+                assert!(took >= (c.per_call + c.per_post) * 21, "{took}");
+            }
+            pe.barrier_all().await.unwrap();
+        })
+    };
+    let zero = time(hpcnet_shmem::ShmemCosts::zero());
+    let slow = time(hpcnet_shmem::ShmemCosts {
+        per_post: SimTime::from_ns(1000),
+        ..hpcnet_shmem::ShmemCosts::zero()
+    });
+    assert!(slow >= zero + SimTime::from_ns(20_000), "{slow} against {zero}");
+}

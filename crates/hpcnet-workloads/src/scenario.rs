@@ -1232,4 +1232,22 @@ private_credits = 16
         let a = sc.nic.rx_aggregation.expect("section made by --set");
         assert_eq!((a.short.0, a.block.0, a.timeout), (64, 256, SimTime::from_ns(1000)));
     }
+
+    #[test]
+    fn the_shmem_section_sets_host_costs_and_refuses_bad_values() {
+        let sc = Scenario::from_str_named(MINI, "x.toml", "x", &[]).unwrap();
+        assert_eq!(sc.shmem_config().costs, hpcnet_shmem::ShmemCosts::default());
+        let set = [
+            "shmem.per_post=\"1 us\"".to_string(),
+            "shmem.per_poll=\"0 ns\"".to_string(),
+        ];
+        let sc = Scenario::from_str_named(MINI, "x.toml", "x", &set).unwrap();
+        let c = sc.shmem_config().costs;
+        assert_eq!((c.per_post, c.per_poll), (SimTime::from_ns(1000), SimTime::ZERO));
+        assert_eq!(c.per_call, hpcnet_shmem::ShmemCosts::default().per_call);
+        let e = err(MINI, &["shmem.copy_rate=\"0 b/s\""]);
+        assert_eq!(e.key, "shmem.copy_rate");
+        let e = err(MINI, &["shmem.per_put=\"1 ns\""]);
+        assert!(e.to_string().contains("per_put"), "{e}");
+    }
 }
