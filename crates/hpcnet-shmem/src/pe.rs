@@ -1138,10 +1138,11 @@ impl Pe {
         self.ctx.memory_writes(&self.heap)
     }
 
-    /// Wait until the NIC next writes into this PE's memory (for point synchronisation
-    /// written outside the library, e.g. by its C interface).
+    /// Wait until the NIC next writes into this PE's memory, then pay the look at it
+    /// (`per_poll`): for point synchronisation written outside the library, e.g. by its C
+    /// interface.
     pub async fn memory_changed(&self) {
-        self.ctx.memory_changed().await
+        self.woken().await
     }
 
     /// Wait for the put-like operations posted so far to complete (before a signal in
