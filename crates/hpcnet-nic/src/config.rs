@@ -72,10 +72,33 @@ pub struct HostConfig {
     /// through link e mod links; arriving packets are written through the first free link.
     #[serde(default = "d_links")]
     pub links: u32,
+    /// How a DMA write into host memory is charged (default "fluid").
+    #[serde(default, skip_serializing_if = "WriteCost::is_fluid")]
+    pub write_cost: WriteCost,
 }
 
 fn d_links() -> u32 {
     1
+}
+
+/// How the host interface charges a DMA write of `n` bytes (`nic.host.write_cost`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteCost {
+    /// `n` bytes at the write payload rate: full TLPs' header share spread over every byte
+    /// (exact for writes that are multiples of `max_payload`, optimistic for short ones).
+    #[default]
+    Fluid,
+    /// TLP by TLP: `n` bytes plus `tlp_overhead` for each of the ⌈n / `max_payload`⌉ TLPs at
+    /// the link rate, so a short write pays a whole TLP header — what receive-side
+    /// aggregation (`nic.rx_aggregation`) saves.
+    PerTlp,
+}
+
+impl WriteCost {
+    fn is_fluid(&self) -> bool {
+        *self == WriteCost::Fluid
+    }
 }
 
 impl Default for HostConfig {
@@ -90,6 +113,7 @@ impl Default for HostConfig {
             read_latency: d_read_latency(),
             doorbell_latency: d_doorbell(),
             links: d_links(),
+            write_cost: WriteCost::Fluid,
         }
     }
 }
@@ -314,14 +338,17 @@ pub struct NicConfig {
     #[serde(default)]
     pub get_queue: u32,
     /// VC class of GET / read request packets (cHPP: GETs on their own virtual channel); other
-    /// packets use class 0. Needs `router.vc_select = "packet"`.
-    #[serde(default)]
+    /// packets use class 0. Needs `router.vc_select = "packet"`. `false` or `"none"` (as
+    /// absent): no class of their own, e.g. `--set nic.get_vc=false`.
+    #[serde(default, deserialize_with = "vc_class")]
     pub get_vc: Option<u8>,
     /// VC class of response packets — acknowledgements, atomic responses and the data written
     /// back for a read — so that responses never wait behind requests (NICEVT's request and
     /// response virtual subnetworks, spec 03: the protocol-deadlock fix). Needs
-    /// `router.vc_select = "packet"`. None: responses use class 0 like requests.
-    #[serde(default)]
+    /// `router.vc_select = "packet"`. Absent, `false` or `"none"`: responses use class 0 like
+    /// requests (`--set nic.response_vc=false` removes a scenario's class, e.g. to run it with
+    /// adaptive routing, which chooses every packet's VC itself).
+    #[serde(default, deserialize_with = "vc_class")]
     pub response_vc: Option<u8>,
     #[serde(default)]
     pub host: HostConfig,
@@ -342,6 +369,134 @@ pub struct NicConfig {
     /// collective and offload units' packets are not subject to it.
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub loss_rate: f64,
+    /// Receive-side aggregation of short messages ([`crate::rx`]; NICEVT M3, spec 03): absent
+    /// (the default), every data packet is written to host memory by its own DMA write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_aggregation: Option<RxAggregationConfig>,
+}
+
+fn d_agg_short() -> Bytes {
+    Bytes(64)
+}
+fn d_agg_block() -> Bytes {
+    Bytes(256)
+}
+fn d_agg_timeout() -> SimTime {
+    SimTime::from_ns(100)
+}
+
+/// `[nic.rx_aggregation]`: receive-side aggregation of short messages (spec 03: "receive-side
+/// aggregation in NIC memory flushed to the host in large blocks"; M3 aggregates short
+/// messages from different nodes). Data packets of at most `short` payload bytes, from any
+/// sender, are gathered in NIC memory and written to host memory in one DMA write when the
+/// block holds `block` bytes or `timeout` after its first packet. The paper gives none of
+/// the three values; the defaults are assumptions, stated with each.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RxAggregationConfig {
+    /// Largest payload of a packet that is aggregated (default 64 B — assumption: one cache
+    /// line, the size of the stores and atomics of fine-grained PGAS programs).
+    #[serde(default = "d_agg_short")]
+    pub short: Bytes,
+    /// Payload bytes of a full block (default 256 B — assumption: one TLP at PCIe's usual
+    /// 256-byte max payload, so a full block costs one TLP header).
+    #[serde(default = "d_agg_block")]
+    pub block: Bytes,
+    /// Longest a packet waits in a block that does not fill (default "100 ns" — assumption:
+    /// about seven 8-byte puts' packet times on a 13 Gb/s link, a third of a PCIe read round
+    /// trip).
+    #[serde(default = "d_agg_timeout")]
+    pub timeout: SimTime,
+}
+
+impl Default for RxAggregationConfig {
+    fn default() -> Self {
+        RxAggregationConfig {
+            short: d_agg_short(),
+            block: d_agg_block(),
+            timeout: d_agg_timeout(),
+        }
+    }
+}
+
+/// Largest aggregation block (the NIC memory that holds it).
+pub const MAX_AGG_BLOCK: u64 = 64 << 10;
+
+impl RxAggregationConfig {
+    pub fn validate(&self, key: &str) -> Result<(), (String, String)> {
+        if self.short.0 == 0 {
+            return Err((format!("{key}.short"), "must be at least 1 B".into()));
+        }
+        if self.block.0 > MAX_AGG_BLOCK {
+            return Err((
+                format!("{key}.block"),
+                format!(
+                    "must be at most {} (NIC memory), got {}",
+                    Bytes(MAX_AGG_BLOCK),
+                    self.block
+                ),
+            ));
+        }
+        if self.block.0 < self.short.0 {
+            return Err((
+                format!("{key}.block"),
+                format!(
+                    "must hold at least one short packet ({key}.short = {}), got {}",
+                    self.short, self.block
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A VC class key: an integer class, or `false` / `"none"` for no class of its own (so that
+/// `--set` can remove a class a scenario file names).
+fn vc_class<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
+    use serde::de::{self, Visitor};
+    struct V;
+    impl<'a> Visitor<'a> for V {
+        type Value = Option<u8>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a VC class from 0 to 255, or false / \"none\" for no class of its own")
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Option<u8>, E> {
+            u8::try_from(v)
+                .map(Some)
+                .map_err(|_| E::custom(format!("a VC class must be 0 to 255, got {v}")))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Option<u8>, E> {
+            u8::try_from(v)
+                .map(Some)
+                .map_err(|_| E::custom(format!("a VC class must be 0 to 255, got {v}")))
+        }
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<Option<u8>, E> {
+            if v {
+                Err(E::custom(
+                    "true names no class: give the class number, or false for none",
+                ))
+            } else {
+                Ok(None)
+            }
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Option<u8>, E> {
+            match v.trim() {
+                "none" => Ok(None),
+                t => t.parse::<u8>().map(Some).map_err(|_| {
+                    E::custom(format!(
+                        "a VC class must be 0 to 255, or false / \"none\" for no class of its own, got \"{v}\""
+                    ))
+                }),
+            }
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Option<u8>, E> {
+            Ok(None)
+        }
+        fn visit_some<D2: serde::Deserializer<'a>>(self, d: D2) -> Result<Option<u8>, D2::Error> {
+            d.deserialize_any(V)
+        }
+    }
+    d.deserialize_any(V)
 }
 
 fn is_zero_f64(x: &f64) -> bool {
@@ -763,6 +918,7 @@ impl Default for NicConfig {
             triggered: None,
             reliability: None,
             loss_rate: 0.0,
+            rx_aggregation: None,
         }
     }
 }
@@ -877,6 +1033,9 @@ impl NicConfig {
                     self.loss_rate
                 ),
             ));
+        }
+        if let Some(a) = &self.rx_aggregation {
+            a.validate("nic.rx_aggregation")?;
         }
         self.host.validate("nic.host")
     }

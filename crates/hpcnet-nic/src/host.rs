@@ -3,9 +3,11 @@
 //!
 //! Timing only: the rates, latencies and read-tag limits come from [`crate::HostConfig`]; the
 //! bytes themselves are copied by the engine and receive stages. A channel serves its transfers
-//! one after another in the order they were issued.
+//! one after another in the order they were issued. A DMA write is charged at the write payload
+//! rate (`nic.host.write_cost = "fluid"`) or TLP by TLP (`"per_tlp"`: a short write pays a
+//! whole TLP header, which receive-side aggregation amortises).
 
-use crate::config::HostConfig;
+use crate::config::{HostConfig, WriteCost};
 use hpcnet_des::{BitsPerSec, Bytes, SimTime};
 
 /// The host interface's derived rates, computed once from [`HostConfig`] (the configuration
@@ -20,6 +22,10 @@ pub(crate) struct HostTiming {
     pub(crate) completion: u64,
     pub(crate) read_latency: SimTime,
     pub(crate) links: u32,
+    /// TLP payload bytes (`host.max_payload`).
+    mps: u64,
+    /// Charge writes TLP by TLP: (link rate, overhead per TLP).
+    per_tlp: Option<(BitsPerSec, u64)>,
     /// The last DMA write duration computed: (bytes, time). Packets repeat sizes.
     write_memo: (u64, SimTime),
 }
@@ -32,15 +38,27 @@ impl HostTiming {
             completion: h.completion_size().0,
             read_latency: h.read_latency,
             links: h.links.max(1),
+            mps: h.max_payload.0.max(1),
+            per_tlp: (h.write_cost == WriteCost::PerTlp).then(|| (h.link_rate(), h.tlp_overhead.0)),
             write_memo: (u64::MAX, SimTime::ZERO),
         }
+    }
+
+    /// Write TLPs (transactions on the host interface) a DMA write of `len` bytes takes.
+    #[inline]
+    pub(crate) fn write_tlps(&self, len: u64) -> u64 {
+        len.div_ceil(self.mps).max(1)
     }
 
     /// Time to write `len` bytes into host memory by DMA.
     #[inline]
     pub(crate) fn write_time(&mut self, len: u64) -> SimTime {
         if self.write_memo.0 != len {
-            self.write_memo = (len, self.write_rate.serialization(Bytes(len)));
+            let t = match self.per_tlp {
+                Some((rate, ovh)) => rate.serialization(Bytes(len + self.write_tlps(len) * ovh)),
+                None => self.write_rate.serialization(Bytes(len)),
+            };
+            self.write_memo = (len, t);
         }
         self.write_memo.1
     }

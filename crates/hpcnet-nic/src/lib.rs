@@ -11,6 +11,8 @@
 //! - [`tx`]: transmit — packet paths, rail choice (fixed or adaptive), bounded transmit queues;
 //! - [`rx`]: receive — dispatch, protection check, landing in host memory in any order,
 //!   acknowledgements, write-backs and atomics at the target;
+//! - [`rx_agg`]: receive-side aggregation of short messages into blocks written to host memory
+//!   by one DMA write (`nic.rx_aggregation`, NICEVT M3);
 //! - [`cq`]: completion and receive queues, NAP pools, completion at the initiator;
 //! - [`coll`]: the hardware collective unit (logical-tree gather with in-NIC reduction,
 //!   broadcast by router multicast);
@@ -40,17 +42,20 @@ pub mod op;
 pub mod pkt;
 pub mod reliability;
 pub mod rx;
+pub mod rx_agg;
 pub mod triggered;
 pub mod tx;
 pub mod world;
 
 pub use coll::{CollDesc, CollKind, CollOp, CollSetupError, CollType, GroupId};
 pub use config::{
-    CollRecoveryConfig, CollUnitConfig, HostConfig, NicConfig, PortSelect, ReliabilityConfig, TriggeredConfig,
+    CollRecoveryConfig, CollUnitConfig, HostConfig, NicConfig, PortSelect, ReliabilityConfig,
+    RxAggregationConfig, TriggeredConfig, WriteCost,
 };
 pub use cq::{Cqe, CqeKind, CqeStatus};
 pub use ids::{CqId, Placement, QpNum, Rank, RqId, Seg, TimerId};
 pub use memory::{ExternalBytes, Memory, MemoryError, Region};
 pub use op::{AtomicOp, Op, PostError, Request, FSM_MAX};
 pub use pkt::READ_REQUEST_BYTES;
+pub use rx_agg::RxAggCounters;
 pub use world::{LostPacket, NicCounters, Notice, World, WorldEvent};

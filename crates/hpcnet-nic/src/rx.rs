@@ -9,6 +9,10 @@
 //! queued) and an acknowledgement goes back. Read/GET requests become write-backs on the
 //! target's engine; atomics are applied at arrival and answered with the old value.
 //!
+//! A read or atomic request waits at the head of its FIFO until the DMA writes issued before
+//! it have landed (PCIe ordering: a read does not pass posted writes). With
+//! `nic.rx_aggregation`, short data packets are gathered into blocks first ([`crate::rx_agg`]).
+//!
 //! [`World::landed`] is the plug-in point for NIC units that consume arriving data (a
 //! collective unit, a triggered-offload unit): the one place a packet's data lands.
 
@@ -42,6 +46,9 @@ impl World {
     fn dispatch(&mut self, node: NodeId, vc: u8) {
         let limit = self.cfg.get_queue as usize;
         while let Some(&pid) = self.nics[node.index()].rx_fifo[vc as usize].front() {
+            if self.rx_waits_for_writes(node, pid) {
+                return; // retried when the writes before it have landed
+            }
             let is_get = matches!(
                 self.pkts[pid as usize].as_ref().expect("live packet").kind,
                 PktKind::ReadReq
@@ -55,6 +62,48 @@ impl World {
             self.nics[node.index()].rx_fifo[vc as usize].pop_front();
             self.arrive(pid);
         }
+    }
+
+    /// Must packet `pid`, at the head of a receive FIFO of `node`, wait for earlier writes? A
+    /// read or atomic request reads host memory outside the DMA write channel, so it waits
+    /// until every DMA write issued before it has landed (PCIe: a read does not pass posted
+    /// writes; an aggregation block waiting in NIC memory is written first), and the FIFO
+    /// behind it waits too. Without this an atomic applied at arrival could be seen before a
+    /// put that arrived earlier (a `put_signal` signal before its data).
+    #[inline]
+    fn rx_waits_for_writes(&mut self, node: NodeId, pid: u32) -> bool {
+        let reads = matches!(
+            self.pkts[pid as usize].as_ref().expect("live packet").kind,
+            PktKind::ReadReq | PktKind::AtomicReq
+        );
+        if !reads {
+            return false;
+        }
+        let now = self.q.now();
+        if let Some(t) = self.nics[node.index()].rx_hold {
+            if now < t {
+                return true; // a wake-up is scheduled
+            }
+            self.nics[node.index()].rx_hold = None;
+            return false;
+        }
+        if self.cfg.rx_aggregation.is_some() {
+            self.flush_block(node);
+        }
+        let t = self.nics[node.index()].writes_done;
+        if t < now {
+            return false;
+        }
+        // Wake after the landings due at `t` (scheduled before this wake-up).
+        self.nics[node.index()].rx_hold = Some(t);
+        let by = self.net.node_origin(node);
+        self.q.schedule_by(by, t, WorldEvent::RxWake { node });
+        true
+    }
+
+    /// The writes a held request waited for have landed: retry the receive FIFOs.
+    pub(crate) fn rx_wake(&mut self, node: NodeId) {
+        self.redispatch(node);
     }
 
     /// Retry every stalled receive FIFO of `node`.
@@ -103,12 +152,21 @@ impl World {
                     Op::Nap { .. } => self.cfg.nap_upload_per_tlp,
                     _ => None,
                 };
+                let ready = now + self.cfg.rx_overhead;
+                let node = self.place.node_of(info.to);
+                if nap_tlp.is_none() && self.aggregates(len) {
+                    return self.aggregate(node, pid, len, ready);
+                }
+                // Not aggregated: a waiting block is written first.
+                self.flush_block(node);
                 let write = match nap_tlp {
                     Some(per) => per * len.div_ceil(self.cfg.host.max_payload.0).max(1),
                     None => self.timing.write_time(len),
                 };
-                let ready = now + self.cfg.rx_overhead;
-                let done = self.nic_of(info.to).host.write(ready, write);
+                self.count_host_write(len);
+                let nic = self.nic_of(info.to);
+                let done = nic.host.write(ready, write);
+                nic.writes_done = nic.writes_done.max(done);
                 let by = self.net.node_origin(self.place.node_of(info.to));
                 self.q.schedule_by(by, done, WorldEvent::Landed { pkt: pid });
             }

@@ -72,6 +72,7 @@ use crate::memory::Memory;
 use crate::op::Msg;
 use crate::pkt::PktInfo;
 use crate::reliability::RelUnit;
+use crate::rx_agg::{RxAggCounters, RxBlock};
 use crate::triggered::timed::{is_trig_tag, TrigEvent, TrigUnit};
 use hpcnet_des::stats::{Registry, StatRecord};
 use hpcnet_des::{EventQueue, SimTime};
@@ -105,6 +106,15 @@ pub enum WorldEvent {
     },
     Landed {
         pkt: u32,
+    },
+    /// The time-out of a receive aggregation block ([`crate::rx_agg`]).
+    RxFlush {
+        node: NodeId,
+        gen: u32,
+    },
+    /// The DMA writes a held read or atomic request waits for have landed ([`crate::rx`]).
+    RxWake {
+        node: NodeId,
     },
     Timer {
         id: TimerId,
@@ -168,6 +178,12 @@ pub(crate) struct Nic {
     pub(crate) tx_backlog: Vec<VecDeque<u32>>,
     /// Arrived packets waiting for the receive dispatcher, in order, per VC.
     pub(crate) rx_fifo: Vec<VecDeque<u32>>,
+    /// The receive aggregation block ([`crate::rx_agg`]).
+    pub(crate) agg: RxBlock,
+    /// When the last DMA write into host memory issued so far is done.
+    pub(crate) writes_done: SimTime,
+    /// A read or atomic request at the head of a receive FIFO waits until then.
+    pub(crate) rx_hold: Option<SimTime>,
 }
 
 /// A counter of the NICs; [`NIC_STATS`] gives each its name, unit and description.
@@ -383,6 +399,8 @@ pub struct World {
     pub(crate) gens: Vec<u32>,
     /// The transport reliability unit and the random loss.
     pub(crate) rel: RelUnit,
+    /// Receive aggregation and receive-side host-write counters.
+    pub(crate) agg_stats: RxAggCounters,
 }
 
 impl World {
@@ -412,6 +430,9 @@ impl World {
                 host: HostLinks::new(links),
                 nap_pool: VecDeque::new(),
                 nap_cq: None,
+                agg: RxBlock::default(),
+                writes_done: SimTime::ZERO,
+                rx_hold: None,
             })
             .collect();
         let mut q = EventQueue::new();
@@ -456,6 +477,7 @@ impl World {
             lost: Vec::new(),
             gens: Vec::new(),
             rel,
+            agg_stats: RxAggCounters::default(),
         }
     }
 
@@ -521,6 +543,7 @@ impl World {
             lost
         };
         let mut v = Registry::of_counters(&NIC_STATS[..n], &self.stats.0[..n]).report();
+        v.extend(self.agg_statistics());
         v.extend(self.coll_statistics());
         v.extend(self.trig_statistics());
         v.extend(self.net.statistics());
@@ -736,6 +759,8 @@ impl World {
                 self.receive(pkt, (self.place.node_of(to), 0));
             }
             WorldEvent::Landed { pkt } => self.landed(pkt),
+            WorldEvent::RxFlush { node, gen } => self.block_timeout(node, gen),
+            WorldEvent::RxWake { node } => self.rx_wake(node),
             WorldEvent::Timer { id } => self.notices.push(Notice::Timer(id)),
             WorldEvent::Coll(e) => self.coll_event(e),
             WorldEvent::Trig(e) => self.trig_event(e),

@@ -338,7 +338,7 @@ pub fn run_job<B: NicBackend + 'static>(mut m: Machine<B>, cfg: &JobConfig) -> R
     for ((pe, conn), cpu) in pes.into_iter().zip(conns).zip(init_cpu) {
         let st = state.clone();
         let model = cfg.compute;
-        let call_cost = shmem.costs.call;
+        let call_cost = shmem.costs.per_call;
         m.spawn(serve(pe, conn, st, model, call_cost, cpu));
     }
     let end = m.run();

@@ -56,6 +56,9 @@
 //!   a team first uses them; `prod` reductions, which the collectives layer does not offer, are
 //!   an allgather followed by the product in member order.
 //!
+//! Host time: every call, post and look after a wait costs the CPU time of [`ShmemCosts`]
+//! (scenario `[shmem]`).
+//!
 //! Cost: a put, get or atomic is one message through the NIC and network models (plus a staged
 //! copy for puts from private data); `quiet` in ordered mode one flush write per destination
 //! written since the last quiet; a dissemination barrier ⌈log2 n⌉ rounds of one 8-byte write; a
@@ -140,23 +143,54 @@ pub enum BarrierKind {
     Fast,
 }
 
-/// Host software costs of the library (the CPU time of a call; the NIC and network times come
-/// from their models).
+/// Host software costs of the library: the CPU time a PE spends in it besides waiting for the
+/// NIC and the network, charged as simulated time where the software spends it (as the
+/// collectives layer's [`hpcnet_coll::HostCosts`]). Scenario key `[shmem]` sets them.
+///
+/// - `per_call`: once per library call, on entry;
+/// - `per_post`: before each operation the library hands the NIC (put, get, atomic, the flush
+///   write of `quiet`, every barrier or lock notification), so back-to-back posts are spaced by
+///   it;
+/// - `per_poll`: each time the library looks again after waiting — a completion it waited
+///   for, or a memory word it re-reads after the NIC wrote into its memory (`wait_until`,
+///   barriers, locks). Completions already queued when it looks are taken at no extra cost
+///   (the NICEVT library reads the NIC's counters, not one completion entry per put).
+/// - `copy_rate`: the CPU copy of private data into the staging buffer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ShmemCosts {
-    /// Time spent in the library per call before the NIC is reached. Default 50 ns —
-    /// assumption: a few dozen instructions plus a write-combined PIO store of the descriptor.
-    pub call: SimTime,
-    /// Rate of the CPU copy of private data into the staging buffer (puts of non-symmetric
-    /// data, blocking gets out of it). Default 64 Gb/s — assumption: one core's memcpy.
+    /// Default 50 ns — assumption: a few dozen instructions of argument checks and address
+    /// translation (symmetric offset → remote address) before the first post.
+    pub per_call: SimTime,
+    /// Default 100 ns — the collectives layer's `coll.per_post`: building a descriptor and one
+    /// uncached doorbell store, the order of `ibv_post_send` on current InfiniBand hosts.
+    /// NICs written by write-combined PIO stores cost less (scenario `shmem.per_post`).
+    pub per_post: SimTime,
+    /// Default 50 ns — the collectives layer's `coll.per_poll`: one cache miss on the
+    /// completion entry or the watched word, plus bookkeeping.
+    pub per_poll: SimTime,
+    /// Default 64 Gb/s — assumption: one core's memcpy.
     pub copy_rate: BitsPerSec,
 }
 
 impl Default for ShmemCosts {
     fn default() -> Self {
         ShmemCosts {
-            call: SimTime::from_ns(50),
+            per_call: SimTime::from_ns(50),
+            per_post: SimTime::from_ns(100),
+            per_poll: SimTime::from_ns(50),
             copy_rate: BitsPerSec::gbps(64.0),
+        }
+    }
+}
+
+impl ShmemCosts {
+    /// No host costs: only the NIC and the network take time.
+    pub fn zero() -> Self {
+        ShmemCosts {
+            per_call: SimTime::ZERO,
+            per_post: SimTime::ZERO,
+            per_poll: SimTime::ZERO,
+            copy_rate: BitsPerSec(0),
         }
     }
 }

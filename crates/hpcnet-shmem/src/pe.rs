@@ -271,6 +271,11 @@ impl Pe {
         self.ctx.now()
     }
 
+    /// The library's host costs this PE is charged ([`crate::ShmemCosts`]).
+    pub fn costs(&self) -> &crate::ShmemCosts {
+        &self.shared.cfg.costs
+    }
+
     /// The verbs context of this PE (for programs that mix SHMEM with verbs calls).
     pub fn context(&self) -> &Context {
         &self.ctx
@@ -324,13 +329,35 @@ impl Pe {
     /// Library entry: the call's host time, plus a copy of `copied` bytes.
     pub(crate) async fn enter(&self, copied: u64) {
         let c = &self.shared.cfg.costs;
-        let mut t = c.call;
+        let mut t = c.per_call;
         if copied > 0 && c.copy_rate.0 > 0 {
             t += SimTime::from_ps(copied.saturating_mul(8).saturating_mul(1_000_000_000_000) / c.copy_rate.0);
         }
         if t > SimTime::ZERO {
             self.ctx.sleep(t).await;
         }
+    }
+
+    /// Host time of handing the NIC one operation (`per_post`), before it is posted.
+    pub(crate) async fn posting(&self) {
+        let t = self.shared.cfg.costs.per_post;
+        if t > SimTime::ZERO {
+            self.ctx.sleep(t).await;
+        }
+    }
+
+    /// Host time of looking again after a wait (`per_poll`).
+    pub(crate) async fn looked(&self) {
+        let t = self.shared.cfg.costs.per_poll;
+        if t > SimTime::ZERO {
+            self.ctx.sleep(t).await;
+        }
+    }
+
+    /// Wait until the NIC next writes into this PE's memory, then pay the look at it.
+    pub(crate) async fn woken(&self) {
+        self.ctx.memory_changed().await;
+        self.looked().await;
     }
 
     fn qp(&mut self, pe: usize) -> Qp {
@@ -351,7 +378,11 @@ impl Pe {
     async fn next_cqe(&self) -> Cqe {
         match self.cq.poll() {
             Some(c) => c,
-            None => self.cq.next().await,
+            None => {
+                let c = self.cq.next().await;
+                self.looked().await;
+                c
+            }
         }
     }
 
@@ -618,6 +649,7 @@ impl Pe {
                 .map_err(Self::verbs(call))?;
             let stage = self.stage.clone();
             let r = remote(self, done);
+            self.posting().await;
             self.post_write(call, pe, r, (&stage, off), len, true, counted)?;
             done += len;
             if total == 0 {
@@ -663,6 +695,7 @@ impl Pe {
         self.enter(0).await;
         let heap = self.heap.clone();
         let r = self.heap_remote(pe, dest.off);
+        self.posting().await;
         self.post_write(call, pe, r, (&heap, src.off), len, false, true)
     }
 
@@ -720,6 +753,7 @@ impl Pe {
         self.check_sym(call, src.off, len)?;
         self.enter(0).await;
         let heap = self.heap.clone();
+        self.posting().await;
         self.post_read(call, pe, (&heap, dest.off), self.heap_remote(pe, src.off), len, false)?;
         Ok(())
     }
@@ -757,6 +791,7 @@ impl Pe {
             let l = (len - done).min(piece);
             let off = self.stage(l).await?;
             let stage = self.stage.clone();
+            self.posting().await;
             let wr = self.post_read(call, pe, (&stage, off), self.heap_remote(pe, src.off + done), l, true)?;
             self.wait_wr(wr).await?;
             self.ctx
@@ -850,6 +885,7 @@ impl Pe {
                 staged: false,
             }
         };
+        self.posting().await;
         let wr = self.wr(p);
         let r = if T::WIDTH == 4 {
             qp.post_atomic32(op, target, operand.to_u64() as u32, compare.to_u64() as u32, None, wr)
@@ -1021,6 +1057,7 @@ impl Pe {
                 self.writes += 1;
                 self.staged += 1;
                 let w = WriteWr::new(&self.stage, off, 8, self.sync_remote(pe, FLUSH_WORD)).wr_id(wr);
+                self.posting().await;
                 qp.post_write(w).map_err(Self::verbs("shmem_quiet"))?;
             }
         }
@@ -1056,6 +1093,7 @@ impl Pe {
             .map_err(Self::verbs("shmem_barrier"))?;
         let stage = self.stage.clone();
         let r = self.sync_remote(pe, off);
+        self.posting().await;
         self.post_write("shmem_barrier", pe, r, (&stage, s), 8, true, false)
     }
 
@@ -1078,6 +1116,7 @@ impl Pe {
             w = w.local_completion();
             self.unacked[pe] = true;
         }
+        self.posting().await;
         qp.post_write(w).map_err(Self::verbs(call))
     }
 
@@ -1099,10 +1138,11 @@ impl Pe {
         self.ctx.memory_writes(&self.heap)
     }
 
-    /// Wait until the NIC next writes into this PE's memory (for point synchronisation
-    /// written outside the library, e.g. by its C interface).
+    /// Wait until the NIC next writes into this PE's memory, then pay the look at it
+    /// (`per_poll`): for point synchronisation written outside the library, e.g. by its C
+    /// interface.
     pub async fn memory_changed(&self) {
-        self.ctx.memory_changed().await
+        self.woken().await
     }
 
     /// Wait for the put-like operations posted so far to complete (before a signal in

@@ -78,7 +78,7 @@ impl Pe {
             }
             let want = (n as u64 - 1) * self.fast_epoch;
             while self.sync_word(FAST_COUNT) < want {
-                self.memory_changed().await;
+                self.woken().await;
             }
             return Ok(());
         }
@@ -95,7 +95,7 @@ impl Pe {
         };
         self.expected += mine[0] as u64;
         while self.heap_arrivals() < self.expected {
-            self.memory_changed().await;
+            self.woken().await;
         }
         Ok(())
     }
@@ -163,7 +163,7 @@ impl Pe {
             let to = members[(i + dist) % n];
             self.sync_put(to, flag, epoch).await?;
             while self.sync_word(flag) < epoch {
-                self.memory_changed().await;
+                self.woken().await;
             }
             k += 1;
             dist *= 2;
@@ -204,14 +204,14 @@ impl Pe {
         let n = self.shared.npes as u64;
         if self.me == 0 {
             while self.sync_word(NOTIFY_COUNT) < n * epoch {
-                self.memory_changed().await;
+                self.woken().await;
             }
             for pe in 1..self.shared.npes {
                 self.sync_put(pe, NOTIFY_RELEASE, epoch).await?;
             }
         } else {
             while self.sync_word(NOTIFY_RELEASE) < epoch {
-                self.memory_changed().await;
+                self.woken().await;
             }
         }
         Ok(())
@@ -223,7 +223,7 @@ impl Pe {
     pub async fn wait_until<T: ShmemInt>(&mut self, ivar: Sym, cmp: Cmp, value: T) -> Result<(), ShmemError> {
         self.check_sym("shmem_wait_until", ivar.offset(), u64::from(T::WIDTH))?;
         while !cmp.holds(self.read::<T>(ivar, 0)?, value) {
-            self.memory_changed().await;
+            self.woken().await;
         }
         Ok(())
     }
@@ -277,7 +277,7 @@ impl Pe {
     ) -> Result<(), ShmemError> {
         let want = Self::active(ivars, status);
         while self.satisfied("shmem_wait_until_all", ivars, status, cmp, value)?.len() < want {
-            self.memory_changed().await;
+            self.woken().await;
         }
         Ok(())
     }
@@ -301,7 +301,7 @@ impl Pe {
             {
                 return Ok(Some(i));
             }
-            self.memory_changed().await;
+            self.woken().await;
         }
     }
 
@@ -321,7 +321,7 @@ impl Pe {
             if !s.is_empty() {
                 return Ok(s);
             }
-            self.memory_changed().await;
+            self.woken().await;
         }
     }
 
@@ -469,7 +469,7 @@ impl Pe {
             let (pred, pslot) = ((old >> 8) as usize - 1, old & 0xff);
             self.sync_put(pred, Self::node(pslot).1, code).await?;
             while self.sync_word(locked) != 0 {
-                self.memory_changed().await;
+                self.woken().await;
             }
         }
         Ok(())
@@ -516,7 +516,7 @@ impl Pe {
             }
             // A PE swapped itself in behind: wait until it links.
             while self.sync_word(next) == 0 {
-                self.memory_changed().await;
+                self.woken().await;
             }
         }
         let succ = self.sync_word(next);

@@ -620,3 +620,171 @@ fn request_and_response_classes_prevent_the_protocol_deadlock_of_one_class() {
     assert!(end.deadlock, "one VC class: the read storm must deadlock");
     assert!(end.stuck_tasks > 0 && finished < 16 && end.net_in_flight > 0);
 }
+
+/// The deterministic torus with NICEVT M3's receive-side aggregation (`block` bytes, flushed
+/// after `timeout`) or without it; host writes charged TLP by TLP either way.
+fn aggregating_torus(agg: Option<(u64, u64)>) -> World {
+    let nic = NicConfig {
+        response_vc: Some(1),
+        host: hpcnet_nic::HostConfig {
+            write_cost: hpcnet_nic::WriteCost::PerTlp,
+            ..Default::default()
+        },
+        rx_aggregation: agg.map(|(block, timeout_ns)| hpcnet_nic::RxAggregationConfig {
+            short: Bytes(64),
+            block: Bytes(block),
+            timeout: SimTime::from_ns(timeout_ns),
+        }),
+        ..NicConfig::default()
+    };
+    torus_with(false, nic)
+}
+
+/// Run one program per PE on `world`; the end time and the aggregation counters.
+fn run_on<F, Fut>(world: World, f: F) -> (SimTime, hpcnet_nic::RxAggCounters)
+where
+    F: Fn(Pe) -> Fut,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    let mut m = Machine::new(world);
+    for pe in init(&m, 16, &ShmemConfig::default()).unwrap() {
+        m.spawn(f(pe));
+    }
+    let end = m.run();
+    assert_eq!(end.stuck_tasks, 0, "a PE program did not finish");
+    assert_eq!(end.net_in_flight, 0);
+    let c = m.world().rx_aggregation_counters();
+    (end.time, c)
+}
+
+/// Every PE stores short values into every other PE (many senders into one NIC at once), then
+/// one long put; the data, visibility and ordering checks of each step.
+async fn all_to_all_short_puts(mut pe: Pe) {
+    let n = pe.n_pes();
+    let me = pe.my_pe();
+    let words = pe.malloc(8 * n as u64).await.unwrap();
+    let long = pe.malloc(1024).await.unwrap();
+    let flag = pe.malloc(8).await.unwrap();
+    let sig = pe.malloc(8).await.unwrap();
+    let round = pe.malloc(8).await.unwrap();
+    for k in 1..n {
+        let to = (me + k) % n;
+        pe.p::<u64>(words.elem::<u64>(me as u64), (me * 1000 + to) as u64, to)
+            .await
+            .unwrap();
+    }
+    // quiet: every store is in its target's memory (a get reads it there).
+    pe.quiet().await.unwrap();
+    let next = (me + 1) % n;
+    assert_eq!(
+        pe.g::<u64>(words.elem::<u64>(me as u64), next).await.unwrap(),
+        (me * 1000 + next) as u64
+    );
+    pe.barrier_all().await.unwrap();
+    for from in (0..n).filter(|&f| f != me) {
+        assert_eq!(pe.read::<u64>(words, from as u64).unwrap(), (from * 1000 + me) as u64);
+    }
+    // fence: short data, a long put, then a short flag; the flag is seen only after both.
+    let to = (me + n / 2) % n;
+    pe.p::<u64>(round, 7 + me as u64, to).await.unwrap();
+    pe.put_bytes(long, &pattern(1024, me as u8), to).await.unwrap();
+    pe.fence().await.unwrap();
+    pe.p::<u64>(flag, 1, to).await.unwrap();
+    pe.wait_until::<u64>(flag, Cmp::Eq, 1).await.unwrap();
+    let from = (me + n - n / 2) % n;
+    assert_eq!(pe.read::<u64>(round, 0).unwrap(), 7 + from as u64);
+    assert_eq!(pe.read_bytes(long).unwrap(), pattern(1024, from as u8));
+    // Everyone has checked before `round` is written again.
+    pe.barrier_all().await.unwrap();
+    // put_signal with an atomic signal: short data is in memory when the signal is seen.
+    pe.put_signal(round, &(100 + me as u64).to_le_bytes(), sig, 1, true, to)
+        .await
+        .unwrap();
+    pe.signal_wait_until(sig, Cmp::Eq, 1).await.unwrap();
+    assert_eq!(
+        pe.read::<u64>(round, 0).unwrap(),
+        100 + from as u64,
+        "data before its signal"
+    );
+    pe.barrier_all().await.unwrap();
+}
+
+#[test]
+fn receive_aggregation_keeps_data_order_and_visibility_and_saves_host_writes() {
+    let (t_off, off) = run_on(aggregating_torus(None), all_to_all_short_puts);
+    let (t_on, on) = run_on(aggregating_torus(Some((256, 100))), all_to_all_short_puts);
+    assert_eq!((off.aggregated, off.blocks), (0, 0));
+    assert!(on.aggregated > 0 && on.blocks > 0, "{on:?}");
+    // Several short packets share a block, so fewer write TLPs cross the host interface.
+    assert!(on.blocks < on.aggregated, "{on:?}");
+    assert!(on.host_writes < off.host_writes, "{on:?} against {off:?}");
+    assert_eq!(off.host_writes - on.host_writes, on.aggregated - on.blocks);
+    // A long time-out still delivers (the time-out flushes a block that does not fill); the
+    // lone packets wait for it.
+    let (t_slow, slow) = run_on(aggregating_torus(Some((4096, 5000))), all_to_all_short_puts);
+    assert!(slow.timeouts > 0, "{slow:?}");
+    assert!(t_slow > t_on && t_slow > t_off, "{t_slow} {t_on} {t_off}");
+    // Deterministic.
+    let (t_again, again) = run_on(aggregating_torus(Some((256, 100))), all_to_all_short_puts);
+    assert_eq!((t_again, again), (t_on, on));
+}
+
+#[test]
+fn wait_until_is_woken_by_a_block_flushed_at_its_time_out() {
+    let sent = Rc::new(std::cell::Cell::new(SimTime::ZERO));
+    let (_, c) = run_on(aggregating_torus(Some((4096, 2000))), |mut pe| {
+        let sent = sent.clone();
+        async move {
+            let x = pe.malloc(8).await.unwrap();
+            if pe.my_pe() == 3 {
+                sent.set(pe.now());
+                pe.p::<i64>(x, 42, 9).await.unwrap();
+            }
+            if pe.my_pe() == 9 {
+                pe.wait_until::<i64>(x, Cmp::Eq, 42).await.unwrap();
+                // The lone packet waited for the time-out in NIC memory.
+                assert!(
+                    pe.now() >= sent.get() + SimTime::from_ns(2000),
+                    "{} {}",
+                    pe.now(),
+                    sent.get()
+                );
+            }
+            pe.barrier_all().await.unwrap();
+        }
+    });
+    assert!(c.timeouts >= 1, "{c:?}");
+}
+
+#[test]
+fn host_costs_space_posts_and_charge_each_call() {
+    // One PE puts 20 short messages to its neighbour, then quiets: the time grows with the
+    // per-post cost by at least the posts' sum.
+    let time = |costs: hpcnet_shmem::ShmemCosts| {
+        let cfg = ShmemConfig {
+            costs,
+            ..ShmemConfig::default()
+        };
+        run(false, &cfg, |mut pe| async move {
+            let x = pe.malloc(8 * 20).await.unwrap();
+            if pe.my_pe() == 0 {
+                let t0 = pe.now();
+                for i in 0..20u64 {
+                    pe.p::<u64>(x.elem::<u64>(i), i, 1).await.unwrap();
+                }
+                pe.quiet().await.unwrap();
+                let took = pe.now() - t0;
+                let c = pe.costs().clone();
+                // 20 calls and 20 posts, plus the quiet's call and flush post.
+                assert!(took >= (c.per_call + c.per_post) * 21, "{took}");
+            }
+            pe.barrier_all().await.unwrap();
+        })
+    };
+    let zero = time(hpcnet_shmem::ShmemCosts::zero());
+    let slow = time(hpcnet_shmem::ShmemCosts {
+        per_post: SimTime::from_ns(1000),
+        ..hpcnet_shmem::ShmemCosts::zero()
+    });
+    assert!(slow >= zero + SimTime::from_ns(20_000), "{slow} against {zero}");
+}

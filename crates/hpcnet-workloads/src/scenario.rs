@@ -136,6 +136,69 @@ pub struct CollSettings {
     pub rendezvous: Option<Bytes>,
 }
 
+/// `[shmem]`: host software costs of the OpenSHMEM library (`hpcnet-shmem`). Defaults and
+/// their sources: [`hpcnet_shmem::ShmemCosts`].
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ShmemSettings {
+    /// Entering a library call (default 50 ns).
+    #[serde(default = "d_shmem_per_call")]
+    pub per_call: SimTime,
+    /// Handing the NIC one operation (default 100 ns).
+    #[serde(default = "d_shmem_per_post")]
+    pub per_post: SimTime,
+    /// Looking again after a wait: a completion waited for, a watched word re-read (default
+    /// 50 ns).
+    #[serde(default = "d_shmem_per_poll")]
+    pub per_poll: SimTime,
+    /// Copying private data into the staging buffer (default 64 Gb/s).
+    #[serde(default = "d_shmem_copy_rate")]
+    pub copy_rate: BitsPerSec,
+}
+
+fn d_shmem_per_call() -> SimTime {
+    hpcnet_shmem::ShmemCosts::default().per_call
+}
+fn d_shmem_per_post() -> SimTime {
+    hpcnet_shmem::ShmemCosts::default().per_post
+}
+fn d_shmem_per_poll() -> SimTime {
+    hpcnet_shmem::ShmemCosts::default().per_poll
+}
+fn d_shmem_copy_rate() -> BitsPerSec {
+    hpcnet_shmem::ShmemCosts::default().copy_rate
+}
+
+impl Default for ShmemSettings {
+    fn default() -> Self {
+        ShmemSettings {
+            per_call: d_shmem_per_call(),
+            per_post: d_shmem_per_post(),
+            per_poll: d_shmem_per_poll(),
+            copy_rate: d_shmem_copy_rate(),
+        }
+    }
+}
+
+impl ShmemSettings {
+    fn validate(&self) -> Result<(), (String, String)> {
+        if self.copy_rate.0 == 0 {
+            return Err(("shmem.copy_rate".into(), "must be faster than 0 b/s".into()));
+        }
+        Ok(())
+    }
+
+    /// The library's host costs.
+    pub fn costs(&self) -> hpcnet_shmem::ShmemCosts {
+        hpcnet_shmem::ShmemCosts {
+            per_call: self.per_call,
+            per_post: self.per_post,
+            per_poll: self.per_poll,
+            copy_rate: self.copy_rate,
+        }
+    }
+}
+
 /// `[coll.reduce_rate]`: reduction rate per datatype.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -282,6 +345,9 @@ pub struct ScenarioFile {
     /// Collectives library (host software costs, transport); defaults apply if absent.
     #[serde(default)]
     pub coll: Option<CollSettings>,
+    /// OpenSHMEM library host costs; defaults apply if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shmem: Option<ShmemSettings>,
     /// MPI-like layer of `hpcnet-mpi` (connection policy, allocation sizes, protocols);
     /// defaults apply if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -301,6 +367,8 @@ pub struct Scenario {
     pub traffic: TrafficConfig,
     pub nic: NicConfig,
     pub coll: CollSettings,
+    /// `[shmem]` resolved.
+    pub shmem: ShmemSettings,
     /// `[mpi]` resolved into the job configuration of `hpcnet-mpi`.
     pub mpi: hpcnet_mpi::JobConfig,
     /// `mpi.network`: the network model MPI-level workloads run on.
@@ -500,6 +568,8 @@ impl Scenario {
             }
         }
         let coll = parsed.coll.clone().unwrap_or_default();
+        let shmem = parsed.shmem.clone().unwrap_or_default();
+        shmem.validate().map_err(|(k, r)| ScenarioError::new(file, k, r))?;
         coll.validate().map_err(|(k, r)| ScenarioError::new(file, k, r))?;
         let mpi_settings = parsed.mpi.clone().unwrap_or_default();
         let mpi_network = mpi_settings.network;
@@ -556,9 +626,20 @@ impl Scenario {
             traffic,
             nic,
             coll,
+            shmem,
             mpi,
             mpi_network,
         })
+    }
+
+    /// The OpenSHMEM job configuration of this scenario: library defaults with the host costs
+    /// of `[shmem]` and the collectives' `[coll]` settings.
+    pub fn shmem_config(&self) -> hpcnet_shmem::ShmemConfig {
+        hpcnet_shmem::ShmemConfig {
+            costs: self.shmem.costs(),
+            coll: self.coll.comm_config(),
+            ..hpcnet_shmem::ShmemConfig::default()
+        }
     }
 
     /// A fresh flow-level model of this scenario's machine (`hpcnet-flow`), for message-level
@@ -1097,5 +1178,76 @@ private_credits = 16
         assert_eq!(line_column("ab\ncd", 4), "line 2, column 2");
         assert_eq!(line_column("ab", 99), "line 1, column 3");
         assert_eq!(one_line("a\n  b \n\nc"), "a: b; c");
+    }
+
+    #[test]
+    fn set_can_remove_a_vc_class_of_the_scenario_file() {
+        const M3: &str = include_str!("../../../scenarios/nicevt-m3.toml");
+        let load = |set: &[&str]| {
+            let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+            Scenario::from_str_named(M3, "nicevt-m3.toml", "nicevt-m3", &set)
+        };
+        assert_eq!(load(&[]).unwrap().nic.response_vc, Some(1));
+        // Removed by false or "none"; the machine then runs with adaptive routing, which
+        // chooses every packet's VC itself.
+        for off in ["nic.response_vc=false", "nic.response_vc=\"none\""] {
+            let sc = load(&[
+                off,
+                "routing.algorithm=\"minimal_adaptive\"",
+                "router.vc_select=\"round_robin\"",
+                "router.vcs=4",
+            ])
+            .unwrap_or_else(|e| panic!("{off}: {e}"));
+            assert_eq!(sc.nic.response_vc, None, "{off}");
+            assert!(sc.world().is_ok(), "{off}");
+        }
+        // Without removing it the class conflicts with the fabric's VC choice.
+        let e = load(&["router.vc_select=\"round_robin\""])
+            .map(|_| ())
+            .expect_err("class kept");
+        assert_eq!(e.key, "nic.response_vc");
+        // true names no class.
+        let e = load(&["nic.response_vc=true"]).map(|_| ()).expect_err("true");
+        assert!(e.to_string().contains("nic.response_vc"), "{e}");
+        assert!(e.to_string().contains("give the class number"), "{e}");
+        let e = load(&["nic.get_vc=\"some\""]).map(|_| ()).expect_err("a word");
+        assert!(e.to_string().contains("nic.get_vc"), "{e}");
+    }
+
+    #[test]
+    fn rx_aggregation_and_write_cost_are_checked_and_named() {
+        let e = err(MINI, &["nic.rx_aggregation.block=\"32 B\""]);
+        assert_eq!(e.key, "nic.rx_aggregation.block");
+        assert!(e.reason.contains("nic.rx_aggregation.short"), "{}", e.reason);
+        let e = err(MINI, &["nic.rx_aggregation.short=\"0 B\""]);
+        assert_eq!(e.key, "nic.rx_aggregation.short");
+        let e = err(MINI, &["nic.rx_aggregation.block=\"1 MiB\""]);
+        assert_eq!(e.key, "nic.rx_aggregation.block");
+        let e = err(MINI, &["nic.rx_aggregation.size=1"]);
+        assert!(e.to_string().contains("size"), "{e}");
+        let e = err(MINI, &["nic.host.write_cost=\"exact\""]);
+        assert!(e.to_string().contains("nic.host.write_cost"), "{e}");
+        let sc =
+            Scenario::from_str_named(MINI, "x.toml", "x", &["nic.rx_aggregation.timeout=\"1 us\"".into()]).unwrap();
+        let a = sc.nic.rx_aggregation.expect("section made by --set");
+        assert_eq!((a.short.0, a.block.0, a.timeout), (64, 256, SimTime::from_ns(1000)));
+    }
+
+    #[test]
+    fn the_shmem_section_sets_host_costs_and_refuses_bad_values() {
+        let sc = Scenario::from_str_named(MINI, "x.toml", "x", &[]).unwrap();
+        assert_eq!(sc.shmem_config().costs, hpcnet_shmem::ShmemCosts::default());
+        let set = [
+            "shmem.per_post=\"1 us\"".to_string(),
+            "shmem.per_poll=\"0 ns\"".to_string(),
+        ];
+        let sc = Scenario::from_str_named(MINI, "x.toml", "x", &set).unwrap();
+        let c = sc.shmem_config().costs;
+        assert_eq!((c.per_post, c.per_poll), (SimTime::from_ns(1000), SimTime::ZERO));
+        assert_eq!(c.per_call, hpcnet_shmem::ShmemCosts::default().per_call);
+        let e = err(MINI, &["shmem.copy_rate=\"0 b/s\""]);
+        assert_eq!(e.key, "shmem.copy_rate");
+        let e = err(MINI, &["shmem.per_put=\"1 ns\""]);
+        assert!(e.to_string().contains("per_put"), "{e}");
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::p2p::{parse_range, sizes_between};
 use crate::{run::load, Common, Failure};
-use hpcnet_shmem::{BarrierKind, ShmemConfig};
+use hpcnet_shmem::BarrierKind;
 use hpcnet_workloads::shmem::{
     barrier, call_latency, cg, put_pingpong, put_rate, put_stream, random_access, CgExchange, CgPartition, LatencyCall,
     RaVariant, ShmemBenchError, ShmemPoint,
@@ -125,7 +125,7 @@ pub fn shmem(args: &Args) -> Result<(), Failure> {
         )));
     }
     let (min, max) = parse_range(args.sizes)?;
-    let cfg = ShmemConfig::default();
+    let cfg = sc.shmem_config();
     let kind = match args.barrier {
         BarrierArg::Classic => BarrierKind::Classic,
         BarrierArg::Fast => BarrierKind::Fast,

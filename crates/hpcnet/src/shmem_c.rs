@@ -98,7 +98,7 @@ pub fn shmem_run(a: &RunArgs) -> Result<(), Failure> {
                 BarrierArg::Classic => BarrierKind::Classic,
                 BarrierArg::Fast => BarrierKind::Fast,
             },
-            ..ShmemConfig::default()
+            ..sc.shmem_config()
         },
         stdout_dir: dir.clone(),
     };
