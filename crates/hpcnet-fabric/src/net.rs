@@ -714,10 +714,7 @@ impl Network {
             &self.topo,
             &self.port_base,
             |n, r| routing.attach(n, r),
-            |r, p| {
-                out[(base[r.index()] + p.0 as u32) as usize].to != Dest::None
-                    && !routing.is_dead(r, p)
-            },
+            |r, p| out[(base[r.index()] + p.0 as u32) as usize].to != Dest::None && !routing.is_dead(r, p),
             group,
             rail,
             root,

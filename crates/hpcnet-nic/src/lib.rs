@@ -49,8 +49,8 @@ pub mod world;
 
 pub use coll::{CollDesc, CollKind, CollOp, CollSetupError, CollType, GroupId};
 pub use config::{
-    CollRecoveryConfig, CollUnitConfig, HostConfig, NicConfig, PortSelect, ReliabilityConfig,
-    RxAggregationConfig, TriggeredConfig, WriteCost,
+    CollRecoveryConfig, CollUnitConfig, HostConfig, NicConfig, PortSelect, ReliabilityConfig, RxAggregationConfig,
+    TriggeredConfig, WriteCost,
 };
 pub use cq::{Cqe, CqeKind, CqeStatus};
 pub use ids::{CqId, Placement, QpNum, Rank, RqId, Seg, TimerId};
