@@ -619,18 +619,9 @@ impl Network {
         }
         // A node that knows its cable is dead does not send into it.
         for oi in dead_nodes {
-            let k = oi - self.router_ports;
-            let (node, rail) = (NodeId(k / self.rails as u32), (k % self.rails as u32) as u8);
-            let (router, _) = self.routing.attach(node, rail);
-            let base = self.node_queue(k);
-            for v in 0..self.vcs {
-                while let Some(id) = self.inq.pop_front(base + v) {
-                    self.stats.add(NetStat::Injected, 1);
-                    self.packets[id as usize].injected = now;
-                    ep.injected(node, rail);
-                    self.lose(id, now, RouteError::SourceCableDown { node, router });
-                }
-            }
+            self.lose_node_queue(oi - self.router_ports, now, ep, |node, router, _| {
+                RouteError::SourceCableDown { node, router }
+            });
         }
         if update {
             q.schedule_by(
@@ -683,24 +674,37 @@ impl Network {
         self.out[g as usize].starved = false;
     }
 
+    /// Every packet waiting in node queue `k` (node × rail) is injected into its dead cable and
+    /// lost, for the reason `why(node, router, port)` gives (the cable's router end).
+    fn lose_node_queue<S: Endpoints>(
+        &mut self,
+        k: u32,
+        now: SimTime,
+        ep: &mut S,
+        why: impl Fn(NodeId, RouterId, PortIdx) -> RouteError,
+    ) {
+        let (node, rail) = (NodeId(k / self.rails as u32), (k % self.rails as u32) as u8);
+        let (router, port) = self.routing.attach(node, rail);
+        let base = self.node_queue(k);
+        for v in 0..self.vcs {
+            while let Some(id) = self.inq.pop_front(base + v) {
+                self.stats.add(NetStat::Injected, 1);
+                self.packets[id as usize].injected = now;
+                ep.injected(node, rail);
+                self.lose(id, now, why(node, router, port));
+            }
+        }
+    }
+
     /// Output `oi`'s link is down: whatever waits for it is sent into it and lost, at once.
     #[cold]
     #[inline(never)]
     pub(super) fn sink<E: From<NetEvent>, S: Endpoints>(&mut self, q: &mut EventQueue<E>, oi: u32, ep: &mut S) {
         let now = q.now();
         if oi >= self.router_ports {
-            let k = oi - self.router_ports;
-            let (node, rail) = (NodeId(k / self.rails as u32), (k % self.rails as u32) as u8);
-            let (router, port) = self.routing.attach(node, rail);
-            let base = self.node_queue(k);
-            for v in 0..self.vcs {
-                while let Some(id) = self.inq.pop_front(base + v) {
-                    self.stats.add(NetStat::Injected, 1);
-                    self.packets[id as usize].injected = now;
-                    ep.injected(node, rail);
-                    self.lose(id, now, RouteError::SentIntoFailure { router, port });
-                }
-            }
+            self.lose_node_queue(oi - self.router_ports, now, ep, |_, router, port| {
+                RouteError::SentIntoFailure { router, port }
+            });
             return;
         }
         let router = self.router_of[oi as usize];

@@ -994,29 +994,7 @@ impl Routing {
         vc: u8,
         credits: &mut impl CreditView,
     ) -> Option<PortIdx> {
-        let n = ports.len();
-        let start = rot % n;
-        let mut best: Option<(u32, PortIdx)> = None;
-        for i in 0..n {
-            let mut k = start + i;
-            if k >= n {
-                k -= n;
-            }
-            let p = ports[k];
-            if self.is_dead(r, p) {
-                continue;
-            }
-            match sel {
-                Selection::Deterministic | Selection::Random => return Some(p),
-                Selection::Adaptive => {
-                    let f = credits.free(p, vc);
-                    if best.is_none_or(|(bf, _)| f > bf) {
-                        best = Some((f, p));
-                    }
-                }
-            }
-        }
-        best.map(|(_, p)| p)
+        self.pick_where(r, ports, rot, sel, vc, credits, |_| true)
     }
 
     #[allow(clippy::too_many_arguments)]
