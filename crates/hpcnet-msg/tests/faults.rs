@@ -4,7 +4,7 @@
 //! detected; a plane that fails under traffic loses the packets inside it, and the NIC counts
 //! and lists them (their messages do not complete: recovering them is a transport's work).
 
-use hpcnet_des::{BitsPerSec, Bytes, SimTime};
+use hpcnet_des::SimTime;
 use hpcnet_fabric::config::*;
 use hpcnet_fabric::faults::{FaultAction, FaultEvent, FaultKind};
 use hpcnet_fabric::topology::{build, GeneralizedFatTreeConfig, TopologyConfig};
@@ -13,6 +13,8 @@ use hpcnet_msg::verbs::{Machine, Mr, Rank, WriteWr};
 use hpcnet_nic::{CqeStatus, NicConfig, PortSelect, World};
 use std::cell::RefCell;
 use std::rc::Rc;
+
+mod common;
 
 fn plane_failure(at: SimTime, detection: SimTime) -> FaultConfig {
     FaultConfig {
@@ -41,37 +43,13 @@ fn world(faults: FaultConfig) -> World {
         radix: Some(10),
     }))
     .unwrap();
-    let cfg = FabricConfig {
-        link: LinkConfig {
-            lanes: 4,
-            lane_rate: BitsPerSec::gbps(28.125),
-            encoding: Encoding::B64B66,
-            latency: SimTime::from_ns(10),
-            switching: Switching::CutThrough,
-            ..LinkConfig::default()
-        },
-        link_overrides: Vec::new(),
-        router: RouterConfig {
-            vcs: 4,
-            credit_unit: Bytes(64),
-            private_credits: 64,
-            shared_credits: 64,
-            latency: SimTime::from_ns(50),
-            arbitration: Arbitration::RoundRobin,
-            vc_select: VcSelect::RoundRobin,
-            node_injection: NodeInjection::PerVc,
-            multicast_tables: 32,
-            ..RouterConfig::default()
-        },
-        packet: PacketConfig {
-            header: Bytes(24),
-            max_payload: Bytes(1024),
-        },
-        routing: RoutingConfig::UpDown {
+    let cfg = common::fabric_with(
+        RoutingConfig::UpDown {
             selection: Selection::Adaptive,
         },
+        1024,
         faults,
-    };
+    );
     let nic = NicConfig {
         port_select: PortSelect::Adaptive,
         ..NicConfig::default()

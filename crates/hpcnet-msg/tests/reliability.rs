@@ -5,7 +5,7 @@
 //! delivered twice; runs are deterministic; unreliable queue messages lose packets and count
 //! them; a retransmission costs its timeout; RDMA bandwidth under random loss.
 
-use hpcnet_des::{BitsPerSec, Bytes, SimTime};
+use hpcnet_des::SimTime;
 use hpcnet_fabric::config::*;
 use hpcnet_fabric::faults::{FaultAction, FaultEvent, FaultKind};
 use hpcnet_fabric::topology::{build, GeneralizedFatTreeConfig, PortIdx, RouterId, TopologyConfig};
@@ -15,40 +15,18 @@ use hpcnet_nic::{CqeKind, CqeStatus, NicConfig, NicCounters, ReliabilityConfig, 
 use std::cell::RefCell;
 use std::rc::Rc;
 
+mod common;
+
 const MTU: u64 = 1024;
 
 fn fabric(faults: FaultConfig) -> FabricConfig {
-    FabricConfig {
-        link: LinkConfig {
-            lanes: 4,
-            lane_rate: BitsPerSec::gbps(28.125),
-            encoding: Encoding::B64B66,
-            latency: SimTime::from_ns(10),
-            switching: Switching::CutThrough,
-            ..LinkConfig::default()
-        },
-        link_overrides: Vec::new(),
-        router: RouterConfig {
-            vcs: 4,
-            credit_unit: Bytes(64),
-            private_credits: 64,
-            shared_credits: 64,
-            latency: SimTime::from_ns(50),
-            arbitration: Arbitration::RoundRobin,
-            vc_select: VcSelect::RoundRobin,
-            node_injection: NodeInjection::PerVc,
-            multicast_tables: 32,
-            ..RouterConfig::default()
-        },
-        packet: PacketConfig {
-            header: Bytes(24),
-            max_payload: Bytes(MTU),
-        },
-        routing: RoutingConfig::UpDown {
+    common::fabric_with(
+        RoutingConfig::UpDown {
             selection: Selection::Adaptive,
         },
+        MTU,
         faults,
-    }
+    )
 }
 
 /// A dual-rail generalized fat tree: per plane 4 leaves (routers 0–3 in plane 0, 8–11 in

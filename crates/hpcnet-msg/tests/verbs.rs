@@ -12,36 +12,10 @@ use hpcnet_nic::{MemoryError, NicConfig, PortSelect, World};
 use std::cell::RefCell;
 use std::rc::Rc;
 
+mod common;
+
 fn fabric(routing: RoutingConfig, max_payload: u64) -> FabricConfig {
-    FabricConfig {
-        link: LinkConfig {
-            lanes: 4,
-            lane_rate: BitsPerSec::gbps(28.125),
-            encoding: Encoding::B64B66,
-            latency: SimTime::from_ns(10),
-            switching: Switching::CutThrough,
-            ..LinkConfig::default()
-        },
-        link_overrides: Vec::new(),
-        router: RouterConfig {
-            vcs: 4,
-            credit_unit: Bytes(64),
-            private_credits: 64,
-            shared_credits: 64,
-            latency: SimTime::from_ns(50),
-            arbitration: Arbitration::RoundRobin,
-            vc_select: VcSelect::RoundRobin,
-            node_injection: NodeInjection::PerVc,
-            multicast_tables: 32,
-            ..RouterConfig::default()
-        },
-        packet: PacketConfig {
-            header: Bytes(24),
-            max_payload: Bytes(max_payload),
-        },
-        routing,
-        faults: FaultConfig::default(),
-    }
+    common::fabric_with(routing, max_payload, FaultConfig::default())
 }
 
 fn torus_world(nic: NicConfig) -> World {
