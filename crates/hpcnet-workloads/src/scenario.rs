@@ -556,6 +556,13 @@ impl Scenario {
                 ));
             }
         }
+        if nic.rx_buffer.is_some() && fabric.link.switching == hpcnet_fabric::config::Switching::Wormhole {
+            return Err(ScenarioError::new(
+                file,
+                "nic.rx_buffer",
+                "credited receive buffers are not modelled under link.switching = \"wormhole\" (ejection never blocks there); remove the key or use \"cut_through\"",
+            ));
+        }
         if let Some(b) = nic.rx_buffer {
             let packet = fabric.packet.header.0 + fabric.packet.max_payload.0;
             let unit = fabric.router.credit_unit.0.max(1);
@@ -662,6 +669,13 @@ impl Scenario {
                 &self.source,
                 "nic.loss_rate",
                 "the flow-level network loses no packet; run this on the packet network (mpi.network = \"packet\")",
+            ));
+        }
+        if self.fabric.link.switching == hpcnet_fabric::config::Switching::Wormhole {
+            return Err(ScenarioError::new(
+                &self.source,
+                "link.switching",
+                "the flow-level network has no flits; run wormhole switching on the packet network (mpi.network = \"packet\")",
             ));
         }
         let net = Network::new(self.topology.clone(), self.fabric.clone())
