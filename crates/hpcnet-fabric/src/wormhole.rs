@@ -98,6 +98,15 @@ struct Src {
     vc: u8,
 }
 
+/// Flits of packet `id` from flit `a` on, written into buffer `db`, the first ready at `t`.
+#[derive(Copy, Clone)]
+struct Written {
+    db: u32,
+    id: PacketId,
+    a: u16,
+    t: SimTime,
+}
+
 /// The wormhole side of an output port (the link itself stays in the network's `OutPort`).
 #[derive(Clone)]
 struct WOut {
@@ -626,7 +635,17 @@ impl Network {
         w.note(end + arrive);
         let by = self.port_origin(oi);
         if db != NIL {
-            self.worm_wrote(w, q, by, db, id, a, now + arrive);
+            self.worm_wrote(
+                w,
+                q,
+                by,
+                Written {
+                    db,
+                    id,
+                    a,
+                    t: now + arrive,
+                },
+            );
         } else {
             w.counters.ejected += moved;
             if i == n {
@@ -665,20 +684,12 @@ impl Network {
         }
     }
 
-    /// Flits of `id` from flit `a` on were written into buffer `db`, the first ready at `t`:
-    /// a new head is routed when it is the buffer's first packet; a routed first packet waiting
-    /// for its flits looks again.
+    /// Flits of `id` from flit `a` on were written into buffer `db` by a component of origin
+    /// `by`, the first ready at `t`: a new head is routed when it is the buffer's first packet;
+    /// a routed first packet waiting for its flits looks again.
     #[inline(always)]
-    fn worm_wrote<E: From<NetEvent>>(
-        &mut self,
-        w: &mut Worm,
-        q: &mut EventQueue<E>,
-        by: Origin,
-        db: u32,
-        id: PacketId,
-        a: u16,
-        t: SimTime,
-    ) {
+    fn worm_wrote<E: From<NetEvent>>(&mut self, w: &mut Worm, q: &mut EventQueue<E>, by: Origin, wr: Written) {
+        let Written { db, id, a, t } = wr;
         let d = &mut w.bufs[db as usize];
         if a == 0 {
             d.pkts.push_back(id);
@@ -805,7 +816,17 @@ impl Network {
         self.last_progress = now;
         w.note(end + arrive);
         let by = self.port_origin(oi);
-        self.worm_wrote(w, q, by, db, id, a, now + arrive);
+        self.worm_wrote(
+            w,
+            q,
+            by,
+            Written {
+                db,
+                id,
+                a,
+                t: now + arrive,
+            },
+        );
         if i == n {
             w.src[si] = Src {
                 cur: NIL,
