@@ -98,6 +98,10 @@ struct Src {
     vc: u8,
 }
 
+/// A flit sent (tests): output, downstream VC, packet, flit index, flits of the packet.
+#[cfg(test)]
+pub(crate) type FlitSent = (u32, u8, PacketId, u16, u16);
+
 /// Flits of packet `id` from flit `a` on, written into buffer `db`, the first ready at `t`.
 #[derive(Copy, Clone)]
 struct Written {
@@ -146,7 +150,7 @@ pub(crate) struct Worm {
     pending: u64,
     /// Every flit sent: (output, downstream VC, packet, flit index, flits of the packet), for tests.
     #[cfg(test)]
-    pub(crate) trace: Option<Vec<(u32, u8, PacketId, u16, u16)>>,
+    pub(crate) trace: Option<Vec<FlitSent>>,
 }
 
 /// Name, unit and description of the flit counters reported in wormhole mode.
@@ -968,7 +972,7 @@ pub(crate) fn validate(cfg: &FabricConfig, kind: &str) -> Result<(), ConfigError
         ));
     }
     let r = &cfg.router;
-    if r.credit_unit.0 % f.0 != 0 {
+    if !r.credit_unit.0.is_multiple_of(f.0) {
         return Err(ConfigError::new(
             "router.credit_unit",
             format!(

@@ -164,7 +164,7 @@ fn one_flit_buffers_send_one_flit_per_credit_round_trip() {
 
 /// Checks the flit trace: on every (output, VC) the flits of one packet go in order 0 … n−1,
 /// and a packet starts only after the previous one's tail.
-fn check_no_interleaving(trace: &[(u32, u8, PacketId, u16, u16)]) {
+fn check_no_interleaving(trace: &[super::FlitSent]) {
     let mut chan: BTreeMap<(u32, u8), (PacketId, u16, u16)> = BTreeMap::new();
     for &(o, vc, id, i, n) in trace {
         let e = chan.entry((o, vc)).or_insert((NIL, 0, 0));

@@ -1128,6 +1128,26 @@ private_credits = 16
     }
 
     #[test]
+    fn wormhole_refuses_credited_receive_buffers_and_the_flow_network() {
+        let wh = [
+            "link.switching=\"wormhole\"",
+            "routing.algorithm=\"dimension_order\"",
+            "routing.deadlock=\"dateline\"",
+            "link.ber=0",
+        ];
+        let mut set = wh.to_vec();
+        set.push("nic.rx_buffer=\"1 KiB\"");
+        let e = err(MINI, &set);
+        assert_eq!(e.key, "nic.rx_buffer");
+        assert!(e.reason.contains("wormhole"), "{}", e.reason);
+        let set: Vec<String> = wh.iter().map(|s| s.to_string()).collect();
+        let sc = Scenario::from_str_named(MINI, "x.toml", "x", &set).unwrap();
+        let e = sc.flow_world().map(|_| ()).expect_err("no flits in the flow model");
+        assert_eq!(e.key, "link.switching");
+        assert!(sc.world().is_ok(), "the NIC world runs on the wormhole network");
+    }
+
+    #[test]
     fn nic_settings_are_checked_against_the_fabric() {
         // A GET class needs the NIC to choose VCs, and 2 VCs give at most 2 classes.
         let e = err(MINI, &["nic.get_vc=1"]);
