@@ -587,38 +587,56 @@ impl Network {
         let a = w.bufs[b as usize].sent;
         let base = w.start_off(oi, a);
         let mut i = a;
-        loop {
-            let st = now + (w.start_off(oi, i) - base);
-            let bf = &w.bufs[b as usize];
-            if i > a {
-                if bf.held == 0 || w.ready[w.slot(b, bf.rd)] > st {
-                    break;
+        {
+            // The run, on local copies of the two buffers' ring positions and slices of the
+            // rings (the loop runs once per flit: no re-indexing of the buffer records).
+            let bufs = &mut w.bufs;
+            let ready = &mut w.ready;
+            let free = &mut w.free;
+            let tab = &w.tabs[w.outs[oi as usize].tab as usize].1;
+            let d = depth as usize;
+            let bs = b as usize * d;
+            let (mut rd, mut held) = (bufs[b as usize].rd, bufs[b as usize].held);
+            let (ds, mut dwr, mut dheld) = if db != NIL {
+                let x = &bufs[db as usize];
+                (db as usize * d, x.wr, x.held)
+            } else {
+                (0, 0, 0)
+            };
+            loop {
+                let st = now + (tab[i as usize] - base);
+                if i > a {
+                    if held == 0 || ready[bs + rd as usize] > st {
+                        break;
+                    }
+                    if db != NIL && free[ds + dwr as usize] > st {
+                        break;
+                    }
                 }
-                if db != NIL && w.free[w.slot(db, w.bufs[db as usize].wr)] > st {
+                // The flit leaves this buffer: its slot is free upstream one link latency later.
+                free[bs + rd as usize] = st + lat_in;
+                rd = step(rd, depth);
+                held -= 1;
+                if db != NIL {
+                    ready[ds + dwr as usize] = st + arrive;
+                    free[ds + dwr as usize] = SimTime::MAX;
+                    dwr = step(dwr, depth);
+                    dheld += 1;
+                }
+                #[cfg(test)]
+                if let Some(t) = &mut w.trace {
+                    t.push((oi, vc, id, i, n));
+                }
+                i += 1;
+                if i == n {
                     break;
                 }
             }
-            // The flit leaves this buffer: its slot is free upstream one link latency later.
-            let s = w.slot(b, bf.rd);
-            w.free[s] = st + lat_in;
-            let bf = &mut w.bufs[b as usize];
-            bf.rd = step(bf.rd, depth);
-            bf.held -= 1;
+            let x = &mut bufs[b as usize];
+            (x.rd, x.held) = (rd, held);
             if db != NIL {
-                let d = &mut w.bufs[db as usize];
-                let s = (db * depth + d.wr) as usize;
-                d.wr = step(d.wr, depth);
-                d.held += 1;
-                w.ready[s] = st + arrive;
-                w.free[s] = SimTime::MAX;
-            }
-            #[cfg(test)]
-            if let Some(t) = &mut w.trace {
-                t.push((oi, vc, id, i, n));
-            }
-            i += 1;
-            if i == n {
-                break;
+                let x = &mut bufs[db as usize];
+                (x.wr, x.held) = (dwr, dheld);
             }
         }
         let size = self.packets[id as usize].size;
