@@ -255,10 +255,12 @@ fn same_injections_give_identical_deliveries() {
 }
 
 #[test]
-fn input_speedup_one_reads_one_packet_per_input_port_at_a_time() {
-    // Two packets enter router 1 of a 3-router line on one input port but on different VCs
-    // (vc_select round robin), bound for different outputs. With one read slot the second
-    // waits for the first run; with two, both leave at once.
+fn input_speedup_never_makes_packets_earlier_at_speedup_one() {
+    // Two packets from node 0 of a 3-router line enter router 1 by one input port on two VCs
+    // (vc_select round robin) and leave by different outputs. One read slot per input port
+    // (speedup 1) can only delay the second; the first is the same either way. (Node 0's link
+    // serialises the two packets, so here the slot rarely binds: this checks the direction of
+    // the constraint, not its size.)
     let mesh = grid(&[3], false);
     let mut times = Vec::new();
     for speedup in [1u32, 2] {
@@ -270,9 +272,9 @@ fn input_speedup_one_reads_one_packet_per_input_port_at_a_time() {
         send(&mut net, &mut q, 2, 0, 2, 256);
         let mut d = run(&mut net, &mut q);
         d.sort();
+        assert_eq!(d.len(), 2);
         times.push((d[0].1, d[1].1));
     }
-    // Node 0's link serialises the two packets anyway; what differs is router 1's reads.
     assert!(times[0].1 >= times[1].1);
     assert_eq!(times[0].0, times[1].0);
 }
