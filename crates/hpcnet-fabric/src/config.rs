@@ -66,6 +66,10 @@ pub enum Switching {
     /// Store-and-forward: the packet is forwarded only after its tail has arrived (the Sunway
     /// router falls back to this on error-prone links so corrupted packets are not forwarded).
     StoreAndForward,
+    /// Flit-level wormhole switching for the whole fabric (`crate::net` wormhole engine):
+    /// buffers and credits count flits of `link.flit_bytes`, a packet holds its output VC from
+    /// head to tail and may span several routers.
+    Wormhole,
 }
 
 fn d_lanes() -> u32 {
@@ -89,6 +93,10 @@ pub struct LinkConfig {
     /// Switching mode of the receiving router (default "cut_through").
     #[serde(default)]
     pub switching: Switching,
+    /// Flit size under `switching = "wormhole"` (default 16 B, the Sunway buffer slice and the
+    /// default packet header: the head flit carries the header). Only valid with wormhole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flit_bytes: Option<Bytes>,
     /// Bit-error rate after FEC, per data bit, of every link direction (default 1e-12, the
     /// Sunway links' bound, spec 01 "Reliability"; see [`crate::linkerr`]). `0`: no errors.
     #[serde(default = "d_ber")]
@@ -137,6 +145,7 @@ impl Default for LinkConfig {
             encoding: Encoding::default(),
             latency: SimTime::from_ns(10),
             switching: Switching::default(),
+            flit_bytes: None,
             ber: d_ber(),
             replay_buffer: None,
             replay_packets: None,
@@ -800,8 +809,10 @@ impl FabricConfig {
                 "'round_robin' conflicts with router.arbitration = 'age'; set one of the two",
             ));
         }
+        crate::net::wormhole::validate(self, kind)?;
+        let wormhole = self.link.switching == Switching::Wormhole;
         let per_vc = u64::from(r.private_credits) + u64::from(r.shared_credits);
-        if per_vc < need {
+        if per_vc < need && !wormhole {
             return Err(ConfigError::new(
                 "router.private_credits",
                 format!(

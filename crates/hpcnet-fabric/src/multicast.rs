@@ -44,6 +44,10 @@ pub enum MulticastError {
     NoSuchNode { group: u32, node: NodeId, nodes: usize },
     #[error("multicast group {group}: rail {rail} does not exist (the fabric has {rails} rails)")]
     NoSuchRail { group: u32, rail: u8, rails: u8 },
+    #[error(
+        "multicast group {group}: multicast is not modelled under link.switching = \"wormhole\" (use \"cut_through\")"
+    )]
+    Unsupported { group: u32 },
 }
 
 /// The tables written for one group.

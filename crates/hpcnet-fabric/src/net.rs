@@ -57,6 +57,10 @@ use serde::Serialize;
 mod faults_rt;
 pub use faults_rt::{FaultRecord, FaultStats, FaultStep};
 
+#[path = "wormhole.rs"]
+pub(crate) mod wormhole;
+pub use wormhole::FlitCounters;
+
 /// Events the network schedules on the shared event queue.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum NetEvent {
@@ -75,6 +79,11 @@ pub enum NetEvent {
     /// The tail of a corrupted copy sent stomped by output `oport` reached the receiver, which
     /// drops it ([`crate::linkerr`]).
     Corrupt { pkt: PacketId, oport: u32 },
+    /// Wormhole switching: the head flit of the first packet of input VC buffer `queue` is
+    /// routable ([`wormhole`]).
+    FlitHead { queue: u32 },
+    /// Wormhole switching: output `oport` may be able to send flits.
+    FlitArb { oport: u32 },
 }
 
 /// What the network tells the endpoints cabled to it (NICs, or a traffic collector): the one
@@ -365,6 +374,9 @@ pub struct Network {
     /// Packets an output holds waiting for its link besides the one on it
     /// (`router.output_speedup − 1`).
     out_backlog: u64,
+    /// The flit-level engine under `link.switching = "wormhole"` ([`wormhole`]); None in the
+    /// packet-level modes.
+    worm: Option<Box<wormhole::Worm>>,
 }
 
 struct PortCredits<'a> {
@@ -594,6 +606,7 @@ impl Network {
             alloc_served: Vec::new(),
             kicks: Vec::new(),
             out_backlog: 0,
+            worm: None,
         };
         let s_in = net.cfg.router.input_speedup.max(1);
         if s_in < net.vcs {
@@ -613,6 +626,9 @@ impl Network {
         }
         net.set_seed(0);
         net.init_faults()?;
+        if net.cfg.link.switching == Switching::Wormhole {
+            net.worm = Some(Box::new(wormhole::Worm::new(&net)));
+        }
         Ok(net)
     }
 
@@ -692,6 +708,9 @@ impl Network {
             v.extend(Registry::of_counters(&crate::linkerr::LINK_STATS, &self.link.totals().values()).report());
         }
         v.extend(self.fault_statistics());
+        if let Some(w) = &self.worm {
+            v.extend(w.statistics());
+        }
         v
     }
 
@@ -707,6 +726,9 @@ impl Network {
         root: NodeId,
         members: &[NodeId],
     ) -> Result<MulticastRoute, MulticastError> {
+        if self.worm.is_some() {
+            return Err(MulticastError::Unsupported { group });
+        }
         let routing = &self.routing;
         let out = &self.out;
         let base = &self.port_base;
@@ -908,6 +930,9 @@ impl Network {
             }
             return Err(reason);
         }
+        if self.worm.is_some() {
+            return self.worm_inject(q, pkt, ep);
+        }
         let node = pkt.src;
         let rail = pkt.rail;
         let slot = match self.cfg.router.node_injection {
@@ -1044,6 +1069,8 @@ impl Network {
             }
             NetEvent::Fault { step } => self.fault_step(q, step, ep),
             NetEvent::Corrupt { pkt, oport } => self.corrupt_dropped(q, pkt, oport),
+            NetEvent::FlitHead { queue } => self.worm_head(q, queue, ep),
+            NetEvent::FlitArb { oport } => self.worm_arb_event(q, oport, ep),
         }
     }
 
@@ -1727,6 +1754,9 @@ impl Network {
 
     /// Input VCs whose head packet is waiting, with what it waits for (deadlock reports).
     pub fn blocked(&self, limit: usize) -> Vec<Blocked> {
+        if let Some(w) = &self.worm {
+            return self.worm_blocked(w, limit);
+        }
         let mut v = Vec::new();
         for qi in 0..self.node_q0 as usize {
             let Some(id) = self.inq.front(qi as u32) else { continue };
@@ -1802,6 +1832,9 @@ impl Network {
     /// Whether a packet is moving or about to: one is on a link (sent, not yet arrived), a link
     /// is still serialising after `now`, or credits are on their way back to a sender.
     pub fn moving(&self, now: SimTime) -> bool {
+        if let Some(w) = &self.worm {
+            return w.moving(now);
+        }
         self.on_wire > 0
             || self
                 .out
@@ -1821,6 +1854,9 @@ impl Network {
     /// waiting queues (the greatest such set) is deadlocked when it holds a router queue; the
     /// cycle reported is one walked through it, in wait order.
     pub fn deadlock_cycle(&self) -> Option<Vec<Blocked>> {
+        if let Some(w) = &self.worm {
+            return self.worm_deadlock(w);
+        }
         let shared = self.cfg.router.shared_credits > 0;
         let count = self.inq.count();
         // For each waiting queue: its report and the global input port it waits on.

@@ -556,6 +556,13 @@ impl Scenario {
                 ));
             }
         }
+        if nic.rx_buffer.is_some() && fabric.link.switching == hpcnet_fabric::config::Switching::Wormhole {
+            return Err(ScenarioError::new(
+                file,
+                "nic.rx_buffer",
+                "credited receive buffers are not modelled under link.switching = \"wormhole\" (ejection never blocks there); remove the key or use \"cut_through\"",
+            ));
+        }
         if let Some(b) = nic.rx_buffer {
             let packet = fabric.packet.header.0 + fabric.packet.max_payload.0;
             let unit = fabric.router.credit_unit.0.max(1);
@@ -662,6 +669,13 @@ impl Scenario {
                 &self.source,
                 "nic.loss_rate",
                 "the flow-level network loses no packet; run this on the packet network (mpi.network = \"packet\")",
+            ));
+        }
+        if self.fabric.link.switching == hpcnet_fabric::config::Switching::Wormhole {
+            return Err(ScenarioError::new(
+                &self.source,
+                "link.switching",
+                "the flow-level network has no flits; run wormhole switching on the packet network (mpi.network = \"packet\")",
             ));
         }
         let net = Network::new(self.topology.clone(), self.fabric.clone())
@@ -1111,6 +1125,26 @@ private_credits = 16
         assert_eq!(e.key, "sim");
         let e = err(MINI, &["sim.measure=\"0 s\""]);
         assert_eq!(e.key, "sim.measure");
+    }
+
+    #[test]
+    fn wormhole_refuses_credited_receive_buffers_and_the_flow_network() {
+        let wh = [
+            "link.switching=\"wormhole\"",
+            "routing.algorithm=\"dimension_order\"",
+            "routing.deadlock=\"dateline\"",
+            "link.ber=0",
+        ];
+        let mut set = wh.to_vec();
+        set.push("nic.rx_buffer=\"1 KiB\"");
+        let e = err(MINI, &set);
+        assert_eq!(e.key, "nic.rx_buffer");
+        assert!(e.reason.contains("wormhole"), "{}", e.reason);
+        let set: Vec<String> = wh.iter().map(|s| s.to_string()).collect();
+        let sc = Scenario::from_str_named(MINI, "x.toml", "x", &set).unwrap();
+        let e = sc.flow_world().map(|_| ()).expect_err("no flits in the flow model");
+        assert_eq!(e.key, "link.switching");
+        assert!(sc.world().is_ok(), "the NIC world runs on the wormhole network");
     }
 
     #[test]

@@ -2411,3 +2411,86 @@ fn set_takes_unquoted_unit_strings() {
     );
     assert!(why.contains("2parsecs"), "{why}");
 }
+
+/// The `--set` arguments that switch torus-8x8 to wormhole switching.
+const WORMHOLE: [&str; 6] = [
+    "--set",
+    "link.switching=\"wormhole\"",
+    "--set",
+    "routing.deadlock=\"dateline\"",
+    "--set",
+    "link.ber=0",
+];
+
+#[test]
+fn wormhole_runs_are_deterministic_and_conserve_packets_and_flits() {
+    let mut args = vec!["run".to_string(), torus(), "--json".into()];
+    args.extend(SHORT.iter().chain(WORMHOLE.iter()).map(|s| s.to_string()));
+    let a = ok(&hpcnet(&args));
+    let b = ok(&hpcnet(&args));
+    assert_eq!(without_wall_time(&a), without_wall_time(&b));
+    let v: Value = serde_json::from_str(&a).unwrap();
+    assert_eq!(v["conservation_ok"], true);
+    assert_eq!(v["packets_injected"], v["packets_delivered"]);
+    let stat = |name: &str| {
+        field(&v, "stats")
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}"))["value"]
+            .as_u64()
+            .unwrap()
+    };
+    // 256 B payloads + 16 B header: 17 flits of 16 B per packet, all delivered.
+    let delivered = v["packets_delivered"].as_u64().unwrap();
+    assert_eq!(stat("net.flits_injected"), 17 * delivered);
+    assert_eq!(stat("net.flits_ejected"), 17 * delivered);
+}
+
+#[test]
+fn wormhole_refusals_are_bad_input() {
+    let t = torus();
+    let r = run_rejects(&t, &["link.switching=\"wormhole\"", "link.ber=0"], "routing.deadlock");
+    assert!(r.contains("dateline"), "{r}");
+    let r = run_rejects(
+        &t,
+        &["link.switching=\"wormhole\"", "routing.deadlock=\"dateline\""],
+        "link.ber",
+    );
+    assert!(r.contains("link.ber = 0"), "{r}");
+    run_rejects(&t, &["link.flit_bytes=\"16 B\""], "link.flit_bytes");
+    run_rejects(
+        &t,
+        &[
+            "link.switching=\"wormhole\"",
+            "routing.deadlock=\"dateline\"",
+            "link.ber=0",
+            "link.flit_bytes=\"48 B\"",
+        ],
+        "router.credit_unit",
+    );
+}
+
+#[test]
+fn wormhole_p2p_latency_matches_cut_through_on_an_idle_network() {
+    let base = [
+        "p2p",
+        &torus(),
+        "--test",
+        "latency",
+        "--set",
+        "routing.deadlock=\"dateline\"",
+        "--set",
+        "link.ber=0",
+    ];
+    let vct = ok(&hpcnet(&base));
+    let mut args: Vec<&str> = base.to_vec();
+    args.extend(WORMHOLE.iter().copied());
+    let wh = ok(&hpcnet(&args));
+    assert_eq!(vct, wh, "one message at a time: the zero-load identity");
+    // Four-flit buffers are below the credit round trip: large messages slow down.
+    args.extend(["--set", "router.private_credits=1"]);
+    let small = ok(&hpcnet(&args));
+    assert_ne!(wh, small);
+}
