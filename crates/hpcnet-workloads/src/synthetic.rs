@@ -97,6 +97,10 @@ pub struct DeadlockReport {
     /// the evidence of the deadlock (empty when the run ended with packets left but no event,
     /// e.g. behind a failed link, without such a cycle).
     pub cycle: Vec<Blocked>,
+    /// Set when the fabric switches wormhole: `cycle` then lists every occupied VC of a fabric
+    /// in which nothing is scheduled to move, not one cycle walked through them.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub occupied_vcs: bool,
     pub blocked: Vec<Blocked>,
 }
 
@@ -662,6 +666,7 @@ pub fn run_synthetic(sc: &Scenario, opts: RunOptions<'_>) -> Result<RunReport, R
             } else {
                 cycle
             },
+            occupied_vcs: net.config().link.switching == hpcnet_fabric::config::Switching::Wormhole,
             blocked: net.blocked(32),
         }
     });

@@ -70,6 +70,12 @@ pub fn run(path: &Path, common: &Common, links: Option<&Path>) -> Result<(), Fai
     if let Some(d) = &rep.deadlock {
         let evidence = if d.cycle.is_empty() {
             "no event was left to move them".to_string()
+        } else if d.occupied_vcs {
+            format!(
+                "{} occupied VCs, none able to move: {}",
+                d.cycle.len(),
+                cycle_text(&d.cycle)
+            )
         } else {
             format!("cycle of {} waiting queues: {}", d.cycle.len(), cycle_text(&d.cycle))
         };
@@ -282,7 +288,8 @@ pub fn print_text(r: &RunReport) {
     );
     if let Some(d) = &r.deadlock {
         if !d.cycle.is_empty() {
-            outln!("  DEADLOCK cycle  {}", cycle_text(&d.cycle));
+            let what = if d.occupied_vcs { "occupied VCs" } else { "cycle" };
+            outln!("  DEADLOCK {what}  {}", cycle_text(&d.cycle));
         }
         outln!(
             "  DEADLOCK at {:.1} ns: {} packets in flight; blocked input channels:",

@@ -2191,6 +2191,23 @@ fn slow_links_are_not_a_deadlock_but_a_wait_cycle_is() {
         err.contains(&format!("-> {first} (")),
         "the cycle closes on its first queue: {err}"
     );
+    // Wormhole without a scheme: the evidence is the occupied VCs, not called a cycle.
+    let (code, out, err) = outcome(&[
+        "run",
+        &t,
+        "--set",
+        "link.switching=\"wormhole\"",
+        "--set",
+        "link.ber=0",
+        "--set",
+        "routing.deadlock=none",
+        "--set",
+        "traffic.load=1.0",
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(out.contains("DEADLOCK occupied VCs  r"), "{out}");
+    assert!(err.contains(" occupied VCs, none able to move: r"), "{err}");
+    assert!(!err.contains("cycle of"), "{err}");
 }
 
 #[test]
