@@ -134,13 +134,20 @@ fn bucket_range(i: usize) -> (u64, u64) {
     (lo, lo + ((1u64 << shift) - 1))
 }
 
-/// Samples, exact up to [`EXACT_SAMPLES`] and then bucketed (see the module documentation);
-/// sorted lazily when a percentile is asked for.
+/// Samples, exact up to [`EXACT_SAMPLES`] and then bucketed (see the module documentation).
+/// A percentile of exact samples is found by selection in place (`select_nth_unstable`) within
+/// the stretch between the ranks already selected since the last push: a report's p50, p90 and
+/// p99 cost about 1.6 n comparisons instead of a sort's n log n (sorting 2^18 samples to read
+/// three of them cost more than the run's histogram pushes).
 #[derive(Clone, Debug, Default)]
 pub struct Histogram {
     samples: Vec<u64>,
     summary: Summary,
     sorted: bool,
+    /// Ranks (0-based indices into `samples`) selected since the last push, ascending: the
+    /// sample at each is in its sorted place, every sample before it is ≤ it and every one
+    /// after is ≥ it.
+    pivots: Vec<u32>,
     /// Bucket counts once the histogram stopped keeping exact samples (empty until then).
     buckets: Vec<u64>,
 }
@@ -155,6 +162,7 @@ impl Histogram {
         }
         self.samples.push(v);
         self.sorted = false;
+        self.pivots.clear();
         if self.samples.len() > EXACT_SAMPLES {
             self.switch_to_buckets();
         }
@@ -185,22 +193,40 @@ impl Histogram {
         self.buckets.is_empty()
     }
     /// The exact samples, in push order unless a percentile has been computed since the last
-    /// push; empty once the histogram has switched to buckets (see [`Histogram::is_exact`]).
+    /// push (then partly or wholly reordered); empty once the histogram has switched to buckets (see [`Histogram::is_exact`]).
     pub fn samples(&self) -> &[u64] {
         &self.samples
     }
     /// Nearest-rank percentile `p` (in percent, 0 < p ≤ 100); `None` when empty. Exact while
-    /// [`Histogram::is_exact`] (sorts the samples in place the first time after a push), else the
-    /// midpoint of the bucket holding that rank, clamped to the observed range.
+    /// [`Histogram::is_exact`] (selects the sample of that rank in place, between the ranks
+    /// selected before; sorts once after [`MAX_PIVOTS`] selections), else the midpoint of the
+    /// bucket holding that rank, clamped to the observed range.
     pub fn percentile(&mut self, p: f64) -> Option<u64> {
         if !self.buckets.is_empty() {
             return self.bucket_percentile(p);
         }
-        if !self.sorted {
-            self.samples.sort_unstable();
-            self.sorted = true;
+        let n = self.samples.len();
+        if self.sorted || n == 0 {
+            return percentile_nearest_rank(&self.samples, p);
         }
-        percentile_nearest_rank(&self.samples, p)
+        let k = nearest_rank(n, p) - 1;
+        match self.pivots.binary_search(&(k as u32)) {
+            Ok(_) => Some(self.samples[k]),
+            Err(_) if self.pivots.len() >= MAX_PIVOTS => {
+                self.samples.sort_unstable();
+                self.sorted = true;
+                self.pivots.clear();
+                Some(self.samples[k])
+            }
+            Err(at) => {
+                // The stretch between the neighbouring selected ranks holds rank k.
+                let lo = if at == 0 { 0 } else { self.pivots[at - 1] as usize + 1 };
+                let hi = self.pivots.get(at).map_or(n, |&h| h as usize);
+                let v = *self.samples[lo..hi].select_nth_unstable(k - lo).1;
+                self.pivots.insert(at, k as u32);
+                Some(v)
+            }
+        }
     }
 
     fn bucket_percentile(&self, p: f64) -> Option<u64> {
@@ -231,6 +257,9 @@ impl Histogram {
         }
     }
 }
+
+/// Ranks selected after a push before the samples are sorted once instead.
+pub const MAX_PIVOTS: usize = 32;
 
 /// The 1-based nearest rank of percentile `p` among `n` > 0 values (see
 /// [`percentile_nearest_rank`]).
@@ -469,6 +498,33 @@ mod tests {
             let got = h.percentile(p).unwrap() as f64;
             proptest::prop_assert!((got - want).abs() <= want * 1e-3, "p{}: {} vs {}", p, got, want);
         }
+        /// Exact percentiles by selection (up to `MAX_PIVOTS` after a push) and by sorting (more)
+        /// give the nearest-rank value of the sorted samples, also when pushes come between
+        /// queries.
+        #[test]
+        fn exact_percentiles_by_selection_match_the_sorted_samples(
+            vals in proptest::collection::vec(0u64..1_000, 1..300),
+            more in proptest::collection::vec(0u64..1_000, 0..50),
+            ps in proptest::collection::vec(0.5f64..100.0, 1..40),
+        ) {
+            let mut h = Histogram::default();
+            let mut all = Vec::new();
+            for (round, extra) in [&vals, &more].into_iter().enumerate() {
+                for &v in extra.iter() {
+                    h.push(v);
+                    all.push(v);
+                }
+                let mut sorted = all.clone();
+                sorted.sort_unstable();
+                for &p in &ps {
+                    let want = percentile_nearest_rank(&sorted, p);
+                    proptest::prop_assert_eq!(h.percentile(p), want, "round {}, p{}", round, p);
+                }
+                let mut kept = h.samples().to_vec();
+                kept.sort_unstable();
+                proptest::prop_assert_eq!(&kept, &sorted, "no sample lost or changed");
+            }
+        }
     }
 
     #[test]
@@ -562,7 +618,7 @@ mod tests {
     }
 
     #[test]
-    fn histogram_sorts_lazily() {
+    fn histogram_selects_lazily() {
         let mut h = Histogram::default();
         for v in (1..=100).rev() {
             h.push(v);

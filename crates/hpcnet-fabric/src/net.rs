@@ -1428,8 +1428,9 @@ impl Network {
             let n = self.vcs;
             let mut any = false;
             let mut chosen = None;
+            // `rr` < n: the VC after k steps wraps by one subtraction, not a division.
             for k in 0..n {
-                let v = (o.rr + k) % n;
+                let v = if o.rr + k >= n { o.rr + k - n } else { o.rr + k };
                 if let Some(id) = self.inq.front(base + v) {
                     any = true;
                     if self.fits(o, self.pkt(id)) {
@@ -1447,7 +1448,7 @@ impl Network {
             if o.lk & LK_REPLAY != 0 && self.replay_stalls(q, oi, base + v, now) {
                 return None;
             }
-            self.out[oi as usize].rr = (v + 1) % n;
+            self.out[oi as usize].rr = if v + 1 == n { 0 } else { v + 1 };
             let id = self.inq.front(base + v).expect("chosen queue has a head");
             (base + v, self.pkt(id).vc)
         } else {
@@ -1458,7 +1459,18 @@ impl Network {
                 return self.allocate_router(q, oi, ep);
             }
             let Some(qi) = self.pick_request(o, now) else {
-                if self.in_speedup != 0 {
+                if self.in_speedup != 0 && o.req_head == o.req_tail {
+                    // One request (the common case): it is short of credits, or its input
+                    // port is busy until `input_ready` (what `wait_inputs_or_credits` would
+                    // find, without its walk).
+                    let qi = o.req_head;
+                    if Self::request_fits(o, &self.inq.q[qi as usize]) {
+                        let t = self.input_ready(qi);
+                        self.wake_at(q, self.port_origin(oi), oi, t);
+                    } else {
+                        self.starve(q, oi);
+                    }
+                } else if self.in_speedup != 0 {
                     self.wait_inputs_or_credits(q, oi);
                 } else {
                     self.starve(q, oi);
