@@ -112,10 +112,10 @@ element!(i64, Datatype::I64);
 
 /// Little-endian bytes of a slice of elements.
 pub fn to_bytes<T: Element>(v: &[T]) -> Vec<u8> {
-    // Appended element by element: no zero-filling of a buffer that is overwritten at once.
-    let mut out = Vec::with_capacity(v.len() * T::DATATYPE.size());
-    for &x in v {
-        x.put(&mut out);
+    let s = T::DATATYPE.size();
+    let mut out = vec![0u8; v.len() * s];
+    for (&x, b) in v.iter().zip(out.chunks_exact_mut(s)) {
+        x.put_into(b);
     }
     out
 }
