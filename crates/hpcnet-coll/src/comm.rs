@@ -311,14 +311,17 @@ impl Comm {
             keep: matches!(c, Collective::Broadcast | Collective::Allgather | Collective::Alltoall),
         };
         self.calls = self.calls.wrapping_add(1);
-        self.t.spend(self.t.costs.per_call).await;
+        // Charged with the host time that follows, before this member's next post or its
+        // return (see `Transport::owe`).
+        self.t.owe(self.t.costs.per_call);
         Ok((call, alg))
     }
 
-    /// After a failed exchange the pairs' sequence numbers no longer agree: refuse later calls,
-    /// and (unless the failure is another member's abort) tell the other members, so none of
-    /// them waits forever for this one.
-    fn finish<T>(&mut self, r: Result<T, CollError>) -> Result<T, CollError> {
+    /// End a call: spend the host time still owed, then, after a failed exchange (the pairs'
+    /// sequence numbers no longer agree), refuse later calls and (unless the failure is another
+    /// member's abort) tell the other members, so none of them waits forever for this one.
+    async fn finish<T>(&mut self, r: Result<T, CollError>) -> Result<T, CollError> {
+        self.t.settle().await;
         if let Err(e) = &r {
             self.poisoned = true;
             // Every member of a hardware collective learns of a mismatch from its NIC.
@@ -365,7 +368,7 @@ impl Comm {
                 algorithm: a,
             }),
         };
-        self.finish(r)
+        self.finish(r).await
     }
 
     /// Broadcast `buf` of member `root` into `buf` of every member (all pass the same length).
@@ -406,7 +409,7 @@ impl Comm {
                 algorithm: a,
             }),
         };
-        self.finish(r)?;
+        self.finish(r).await?;
         for (x, b) in buf.iter_mut().zip(bytes.chunks_exact(T::DATATYPE.size())) {
             *x = T::get(b);
         }
@@ -459,7 +462,7 @@ impl Comm {
                 algorithm: a,
             }),
         };
-        Ok(self.finish(r)?.map(|b| from_bytes(&b)))
+        Ok(self.finish(r).await?.map(|b| from_bytes(&b)))
     }
 
     /// Reduce `data` of all members element-wise with `op`; every member gets the result.
@@ -510,7 +513,7 @@ impl Comm {
                 algorithm: a,
             }),
         };
-        self.finish(r)
+        self.finish(r).await
     }
 
     /// Concatenate `data` of every member (all pass the same length), in member order.
@@ -528,7 +531,7 @@ impl Comm {
                 algorithm: a,
             }),
         };
-        Ok(from_bytes(&self.finish(r)?))
+        Ok(from_bytes(&self.finish(r).await?))
     }
 
     /// Personalised exchange: `data` is `size` equal blocks, block j for member j; the result
@@ -552,7 +555,7 @@ impl Comm {
                 algorithm: a,
             }),
         };
-        Ok(from_bytes(&self.finish(r)?))
+        Ok(from_bytes(&self.finish(r).await?))
     }
 
     /// Reduce `data` (`size` equal blocks) of all members element-wise with `op` and return
@@ -595,7 +598,7 @@ impl Comm {
                 algorithm: a,
             }),
         };
-        Ok(from_bytes(&self.finish(r)?))
+        Ok(from_bytes(&self.finish(r).await?))
     }
 }
 

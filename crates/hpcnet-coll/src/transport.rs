@@ -48,7 +48,7 @@ use crate::{CollError, HostCosts};
 use hpcnet_des::SimTime;
 use hpcnet_msg::verbs::{Context, Cq, Mr, Qp, RemoteBuf, WriteWr};
 use hpcnet_nic::{Cqe, CqeKind, CqeStatus, Rank};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Range;
 use std::rc::Rc;
@@ -349,13 +349,13 @@ pub(crate) struct Transport {
     rendezvous: Option<usize>,
     /// Destination buffers of rendezvous reads, indexed by the low bits of the read's `wr_id`.
     reads: Vec<ReadBuf>,
-    /// Header and payload of the chunk being posted (reused).
-    scratch: Vec<u8>,
     /// Emptied chunk buffers, reused for the next arrivals.
     pool: Vec<Vec<u8>>,
     /// Bookkeeping of [`Transport::drive`], kept between calls (one call per algorithm step).
     drive_state: DriveState,
     pub(crate) costs: HostCosts,
+    /// Host time charged so far runs until this instant (see [`Transport::owe`]).
+    busy_until: Cell<SimTime>,
     /// The member that aborted the communicator, once one did.
     aborted_by: Option<Rank>,
 }
@@ -393,10 +393,10 @@ impl Transport {
                 window: cfg.window,
                 rendezvous: cfg.rendezvous,
                 reads: Vec::new(),
-                scratch: Vec::new(),
                 pool: Vec::new(),
                 drive_state: DriveState::default(),
                 costs: costs.clone(),
+                busy_until: Cell::new(SimTime::ZERO),
                 aborted_by: None,
             })
             .collect()
@@ -466,10 +466,35 @@ impl Transport {
         self.view_me = self.pos;
     }
 
-    /// Spend `d` of host time.
+    /// Spend `d` of host time now: the member's next action happens `d` after the host time
+    /// already owed.
     pub(crate) async fn spend(&self, d: SimTime) {
+        self.owe(d);
+        self.settle().await;
+    }
+
+    /// Charge `d` of host time without waiting for it yet: the member is busy until `d` after
+    /// now or after the host time already owed, whichever is later. Work that nothing outside
+    /// the member can observe (reading its own landing slots, copying and reducing in its own
+    /// memory, bookkeeping) goes on meanwhile; [`Transport::settle`] waits for the owed time
+    /// before the member posts work, and before a call returns. A completion taken from the
+    /// queue while time is owed is the one the member would have taken at the end of that time
+    /// (the queue's oldest entry), and its poll cost is charged from the later of its arrival
+    /// and the owed time, so the member's timeline is the one of waiting for each cost in turn
+    /// — with one timer for consecutive costs instead of one each.
+    pub(crate) fn owe(&self, d: SimTime) {
         if d > SimTime::ZERO {
-            self.ctx.sleep(d).await;
+            let now = self.ctx.now();
+            self.busy_until.set(self.busy_until.get().max(now) + d);
+        }
+    }
+
+    /// Wait until the host time owed so far has passed.
+    pub(crate) async fn settle(&self) {
+        let now = self.ctx.now();
+        let until = self.busy_until.get();
+        if until > now {
+            self.ctx.sleep(until - now).await;
         }
     }
 
@@ -556,19 +581,18 @@ impl Transport {
             remote
         });
         let stage = link.stage.get_or_insert_with(|| ctx.reg_mr(area)).clone();
-        let mut buf = std::mem::take(&mut self.scratch);
-        buf.clear();
-        buf.extend_from_slice(&seq.to_le_bytes());
-        buf.extend_from_slice(&call.number.to_le_bytes());
-        buf.extend_from_slice(&call.signature.to_le_bytes());
-        buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        buf.extend_from_slice(&flags.to_le_bytes());
-        buf.extend_from_slice(&total.to_le_bytes());
-        buf.extend_from_slice(payload);
-        let written = ctx.write_local(&stage, off, &buf);
-        let len = buf.len() as u64;
-        self.scratch = buf;
-        written.map_err(|e| CollError::verbs(call.name, e))?;
+        // Header and payload go into the staging slot as two stores (no intermediate image).
+        let mut h = [0u8; HEADER];
+        h[0..8].copy_from_slice(&seq.to_le_bytes());
+        h[8..12].copy_from_slice(&call.number.to_le_bytes());
+        h[12..16].copy_from_slice(&call.signature.to_le_bytes());
+        h[16..20].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        h[20..24].copy_from_slice(&flags.to_le_bytes());
+        h[24..32].copy_from_slice(&total.to_le_bytes());
+        ctx.write_local(&stage, off, &h)
+            .and_then(|()| ctx.write_local(&stage, off + HEADER as u64, payload))
+            .map_err(|e| CollError::verbs(call.name, e))?;
+        let len = (HEADER + payload.len()) as u64;
         let link = self.peer(peer).link.as_mut().expect("link made above");
         let stage = link.stage.as_ref().expect("staging registered above");
         let remote = RemoteBuf {
@@ -675,7 +699,7 @@ impl Transport {
         self.ctx
             .read_local_append(&land, off + HEADER as u64, len as u64, &mut data)
             .map_err(|e| CollError::verbs(name, e))?;
-        self.spend(self.costs.copy(len)).await;
+        self.owe(self.costs.copy(len));
         let chunk = Chunk {
             call: word(8),
             signature: word(12),
@@ -874,6 +898,7 @@ impl Transport {
         st.reset(ns, nr);
         let result = self.drive_with(call, plan, &mut st).await;
         self.drive_state = st;
+        self.settle().await;
         result
     }
 
@@ -997,8 +1022,11 @@ impl Transport {
             if landed && !sent {
                 continue;
             }
+            // The owed host time is not waited for first: the completion taken is the queue's
+            // oldest either way, and its poll is charged from the later of its arrival and the
+            // owed time.
             let c = self.cq.next().await;
-            self.spend(self.costs.per_poll).await;
+            self.owe(self.costs.per_poll);
             self.handle(call.name, c).await?;
         }
     }
@@ -1119,7 +1147,8 @@ impl Transport {
         }
     }
 
-    /// `left = left op right`, charging the host's reduction time.
+    /// `left = left op right`, charging the host's reduction time (owed: see
+    /// [`Transport::owe`]).
     pub(crate) async fn reduce(
         &self,
         dtype: crate::Datatype,
@@ -1127,7 +1156,7 @@ impl Transport {
         left: &mut [u8],
         right: &[u8],
     ) -> Result<(), CollError> {
-        self.spend(self.costs.reduce(dtype, left.len())).await;
+        self.owe(self.costs.reduce(dtype, left.len()));
         crate::reduce_into(dtype, op, left, right)
     }
 }

@@ -485,3 +485,48 @@ fn without_restarts_left_a_caught_collective_returns_an_error_and_nobody_waits_f
     }
     assert!(failed_runs >= 1, "no failure time caught the collective");
 }
+
+#[test]
+fn a_member_posting_after_its_group_gave_up_gets_the_same_error() {
+    let ranks = members(64);
+    let (dt, op) = (Datatype::I64, ReduceOp::Sum);
+    let inputs: Vec<Vec<u8>> = (0..ranks.len()).map(|m| input(dt, m, 40, 3)).collect();
+    let want = tree_reference(&ranks, &inputs, dt, op, 8);
+    // Member 5 posts 200 µs late, long after the 20 µs time-out has given up on the collective
+    // (when the plane failure caught one of its packets).
+    let late = 5;
+    let mut failed_runs = 0;
+    for k in 0..10u64 {
+        let fault = plane_failure_at(200 + 250 * k);
+        let mut m = Machine::new(world(&[&fault, "nic.coll.recovery={timeout=\"20 us\", retries=0}"]));
+        let ins = inputs.clone();
+        // `run` asserts that no rank program is left waiting.
+        let (outs, _) = run(&mut m, &ranks, &hw_cfg(), move |mut c| {
+            let x = ins[c.rank()].clone();
+            async move {
+                if c.rank() == late {
+                    c.context().sleep(SimTime::from_us(200)).await;
+                }
+                c.allreduce_bytes(dt, op, x, Algorithm::Hardware).await
+            }
+        });
+        let errors = outs.iter().filter(|o| o.is_err()).count() as u64;
+        for o in &outs {
+            match o {
+                Ok(r) => assert_eq!(r, &want),
+                Err(e) => assert!(e.to_string().contains("RetryExceeded"), "{e}"),
+            }
+        }
+        let w = m.world();
+        assert_eq!(counter(&w, "nic.coll.failed_members"), errors, "failure {k}");
+        if errors > 0 {
+            failed_runs += 1;
+            // Nobody can have the result without the late member's contribution.
+            assert_eq!(errors, ranks.len() as u64, "failure {k}: every member gets the error");
+            assert!(outs[late].is_err(), "failure {k}: the late member gets the error too");
+        } else {
+            assert!(outs.iter().all(Result::is_ok), "failure {k}");
+        }
+    }
+    assert!(failed_runs >= 1, "no failure time caught the collective");
+}

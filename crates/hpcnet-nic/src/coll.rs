@@ -47,7 +47,9 @@
 //! root had already sent it (members that have the result ignore the copy), the whole gather from
 //! the kept contributions otherwise. Messages of an abandoned attempt are ignored. After
 //! `retries` restarts, or with no rail reaching every member, the unfinished members complete
-//! with [`CqeStatus::RetryExceeded`]; the library does not fall back to software algorithms.
+//! with [`CqeStatus::RetryExceeded`], and so does a member that posts the collective later (its
+//! descriptor reaches a NIC that has given up on it); the library does not fall back to software
+//! algorithms.
 //! Without `[nic.coll.recovery]` a collective that lost a packet never completes.
 //!
 //! Simplifications: the gather messages travel unacknowledged (the library's per-message
@@ -71,7 +73,7 @@ use hpcnet_des::stats::{Registry, StatRecord};
 use hpcnet_des::{Bytes, SimTime};
 use hpcnet_fabric::topology::NodeId;
 use hpcnet_fabric::{MulticastError, Network, Packet};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A collective group (communicator) of the hardware collective unit.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -213,6 +215,9 @@ struct Group {
     attempt: u32,
     /// A restart is scheduled.
     recover_pending: bool,
+    /// Collectives (sequence numbers) the group gave up on ([`World::coll_fail`]): a member
+    /// that posts one of them afterwards completes with [`CqeStatus::RetryExceeded`] too.
+    failed: BTreeSet<u64>,
 }
 
 /// A gather message or a broadcast on the wire.
@@ -393,6 +398,7 @@ impl World {
             rail,
             attempt: 0,
             recover_pending: false,
+            failed: BTreeSet::new(),
         });
         Ok(GroupId(id))
     }
@@ -543,6 +549,15 @@ impl World {
                 seq,
                 local,
             } => {
+                let g = &self.coll.groups[group as usize];
+                let Some(op) = g.slots[slot as usize].ops.get(&seq) else {
+                    // Given up on between the post and now: the member has its error completion.
+                    return;
+                };
+                if g.failed.contains(&seq) && op.locals[local as usize].is_some() {
+                    self.coll_refuse_late(group, slot, seq, local);
+                    return;
+                }
                 let op = self.op_mut(group, slot, seq);
                 op.locals[local as usize].as_mut().expect("posted").ready = true;
                 self.try_combine(group, slot, seq);
@@ -1072,8 +1087,38 @@ impl World {
         }
     }
 
+    /// A member posted collective `seq` of `group` after the group gave up on it: it completes
+    /// with [`CqeStatus::RetryExceeded`] as the others did, instead of waiting for contributions
+    /// that will not come.
+    fn coll_refuse_late(&mut self, group: u32, slot: u32, seq: u64, local: u32) {
+        let now = self.q.now();
+        let s = &mut self.coll.groups[group as usize].slots[slot as usize];
+        let Some(op) = s.ops.get_mut(&seq) else { return };
+        let Some(l) = op.locals[local as usize].take() else {
+            return;
+        };
+        if op.locals.iter().all(Option::is_none) {
+            s.ops.remove(&seq);
+        }
+        self.coll.recovery[3] += 1;
+        self.push_cqe(
+            l.cq,
+            Cqe {
+                wr_id: l.wr_id,
+                kind: CqeKind::Coll,
+                status: CqeStatus::RetryExceeded,
+                bytes: 0,
+                peer: l.rank,
+                addr: 0,
+                value: 0,
+                at: now,
+            },
+        );
+    }
+
     /// Give up on `group`'s unfinished collectives: every posted member that has no result
-    /// coming completes with [`CqeStatus::RetryExceeded`].
+    /// coming completes with [`CqeStatus::RetryExceeded`], and so does every member that posts
+    /// one of them later ([`World::coll_refuse_late`]).
     fn coll_fail(&mut self, group: u32) {
         let now = self.q.now();
         let mut cqes = Vec::new();
@@ -1096,6 +1141,9 @@ impl World {
                     cqes.push((l.cq, l.wr_id, l.rank));
                 }
                 gone += 1;
+            }
+            if gone > 0 {
+                g.failed.insert(seq);
             }
             if sent && gone > 0 {
                 if let Some(root) = g.slots[0].ops.get_mut(&seq) {

@@ -229,6 +229,11 @@ pub trait BenchElement: Element + Default + PartialEq + std::fmt::Debug {
     }
     /// `a op b`, computed here, outside the simulated data path.
     fn combine(op: ReduceOp, a: Self, b: Self) -> Self;
+    /// The reduction with `op` of element `k` over the inputs of `p` members, when a closed
+    /// form gives it (`base` = `base(k)`); `None`: combine the inputs one by one.
+    fn reduced(_op: ReduceOp, _p: usize, _base: i64) -> Option<Self> {
+        None
+    }
 }
 
 /// Most members an `f32` sum is exact for with the benchmark's inputs.
@@ -239,6 +244,12 @@ macro_rules! int_element {
         impl BenchElement for $t {
             fn from_base(m: usize, base: i64) -> Self {
                 ((m as i64 + 1) * 1_048_576 + base) as $t
+            }
+            /// Sum: Σ_m ((m + 1)·2^20 + base) = 2^20·p(p + 1)/2 + p·base, wrapped to the type
+            /// as the inputs' wrapping sum is (truncation commutes with addition modulo 2^bits).
+            fn reduced(op: ReduceOp, p: usize, base: i64) -> Option<Self> {
+                let p = p as i128;
+                (op == ReduceOp::Sum).then(|| (1_048_576 * (p * (p + 1) / 2) + p * i128::from(base)) as $t)
             }
             fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
                 match op {
@@ -298,6 +309,10 @@ fn input_from<T: BenchElement>(m: usize, bases: &[i64]) -> Vec<T> {
 /// The element-wise reduction of every member's input of `count` elements, members in order.
 fn reduce_inputs<T: BenchElement>(op: ReduceOp, p: usize, count: usize) -> Vec<T> {
     let b = bases(count);
+    // O(count) where a closed form exists (integer sums), O(p · count) otherwise.
+    if let Some(r) = b.iter().map(|&x| T::reduced(op, p, x)).collect::<Option<Vec<T>>>() {
+        return r;
+    }
     let mut acc = input_from::<T>(0, &b);
     for m in 1..p {
         for (a, &x) in acc.iter_mut().zip(&b) {
@@ -780,6 +795,33 @@ mod tests {
         let big = run(&eight(), CollOp::Allreduce, Algorithm::Auto, 16 << 10, 3, 1).unwrap();
         assert!(big.mean_us > a.mean_us, "{} us vs {} us", big.mean_us, a.mean_us);
         assert_eq!(big.algorithm, "rabenseifner");
+    }
+
+    /// The closed-form integer sums equal the inputs combined member by member, also where
+    /// `i32` sums wrap (4 100 members · 2^20 > 2^31).
+    #[test]
+    fn closed_form_sums_equal_member_by_member_sums() {
+        fn one_by_one<T: BenchElement>(p: usize, k: usize) -> T {
+            (1..p).fold(T::input_value(0, k), |a, m| {
+                T::combine(ReduceOp::Sum, a, T::input_value(m, k))
+            })
+        }
+        for p in [1, 2, 13, 1024, 4100] {
+            for k in [0, 1, 517, 131_071] {
+                assert_eq!(
+                    i64::reduced(ReduceOp::Sum, p, base(k)),
+                    Some(one_by_one::<i64>(p, k)),
+                    "i64 p={p} k={k}"
+                );
+                assert_eq!(
+                    i32::reduced(ReduceOp::Sum, p, base(k)),
+                    Some(one_by_one::<i32>(p, k)),
+                    "i32 p={p} k={k}"
+                );
+            }
+        }
+        assert_eq!(i64::reduced(ReduceOp::Max, 4, 0), None);
+        assert_eq!(f64::reduced(ReduceOp::Sum, 4, 0), None);
     }
 
     #[test]
