@@ -12,7 +12,7 @@ use crate::types::{check_len, check_op, from_bytes, to_bytes};
 use crate::{CollError, Datatype, Element, HostCosts, ReduceOp};
 use hpcnet_msg::verbs::{Context, Cq, Machine, Mr};
 use hpcnet_msg::NicBackend;
-use hpcnet_nic::triggered::{CollDescriptor, Payload, TrigPost, TrigPulse};
+use hpcnet_nic::triggered::{CollDescriptor, Payload, TrigPost, TrigPulse, TrigRun};
 use hpcnet_nic::{CollDesc, CollKind, CollOp, CollType, CqeStatus, GroupId, Rank};
 use std::collections::{BTreeMap, HashSet};
 use std::rc::Rc;
@@ -764,43 +764,47 @@ async fn offload(
         call: call.name,
         reason: e.to_string(),
     };
-    // Pulses of equal size share a shape: built once, moved to each pulse's offset and JobID.
-    let mut shapes: Vec<(u64, Vec<Vec<CollDescriptor>>)> = Vec::new();
-    let mut pulses = Vec::new();
-    let mut at = 0;
-    while at < count {
-        let n = per.min(count - at);
-        let shape = match shapes.iter().find(|(k, _)| *k == n) {
-            Some((_, s)) => s.clone(),
-            None => {
-                let s = offload_shape(kind, &off.members, me, (dtype, op), (src, dst), n * elem).map_err(bad)?;
-                shapes.push((n, s.clone()));
-                s
-            }
-        };
-        let shift = at * elem;
-        let trees = shape.len() as u64;
-        for mut seq in shape {
-            let serial = off.serial;
-            off.serial += 1;
-            for d in &mut seq {
-                d.job = (serial % 256) as u32;
-                if let Payload::Address { addr, .. } = &mut d.payload {
-                    *addr += shift;
-                }
-            }
-            pulses.push(TrigPulse {
-                serial,
-                elements: n.div_ceil(trees).max(1),
-                descriptors: seq,
-            });
+    // Pulses of equal size share a shape, built once: the full pulses are one run of it,
+    // repeated over the vector (the NIC moves each repetition to its offset and JobID when
+    // it starts), the shorter last pulse a run of its own.
+    let mut runs = Vec::new();
+    let full = count / per;
+    for (n, times) in [(per, full), (count % per, 1)] {
+        if n == 0 || times == 0 {
+            continue;
         }
-        at += n;
+        let at = if n == per { 0 } else { full * per };
+        let shape = offload_shape(kind, &off.members, me, (dtype, op), (src, dst), n * elem).map_err(bad)?;
+        let trees = shape.len() as u64;
+        let group: Vec<TrigPulse> = shape
+            .into_iter()
+            .enumerate()
+            .map(|(j, mut seq)| {
+                let serial = off.serial + j as u64;
+                for d in &mut seq {
+                    d.job = (serial % 256) as u32;
+                    if let Payload::Address { addr, .. } = &mut d.payload {
+                        *addr += at * elem;
+                    }
+                }
+                TrigPulse {
+                    serial,
+                    elements: n.div_ceil(trees).max(1),
+                    descriptors: seq,
+                }
+            })
+            .collect();
+        off.serial += times * trees;
+        runs.push(TrigRun {
+            group,
+            times,
+            stride: per * elem,
+        });
     }
     t.spend(t.costs.per_post).await;
     ctx.post_trig(TrigPost {
         vp: off.members[me].vp,
-        pulses,
+        runs,
         cq: off.cq.id(),
         wr_id: call.number as u64,
     })

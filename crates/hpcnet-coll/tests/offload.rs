@@ -437,6 +437,50 @@ fn a_pulse_without_a_counter_times_out_into_an_error() {
 }
 
 #[test]
+fn a_time_out_at_one_member_aborts_the_collective_at_every_member() {
+    // As above, but communicator B has four members on nodes 0 … 3 (ranks 1, 3, 5, 7) and
+    // calls a vector of several pulses. Only node 0 runs out of counters: its member's pulse
+    // times out, and the abort must reach the three others, whose sequences wait for node 0's
+    // packets — every member of B returns an error, none waits forever.
+    let over = [
+        "nic.hosts=2",
+        "nic.triggered.pulse_counters=1",
+        "nic.triggered.collectives=2",
+        "nic.triggered.pulse_timeout=\"20 us\"",
+    ];
+    let mut m = Machine::new(world(&over));
+    let a = Comm::create(&m, &[Rank(0), Rank(2)], &cfg()).unwrap();
+    let b = Comm::create(&m, &[Rank(1), Rank(3), Rank(5), Rank(7)], &cfg()).unwrap();
+    let mut a0 = a.into_iter().next().unwrap();
+    m.spawn(async move {
+        let _ = a0.allreduce(&[1.0f64; 4], ReduceOp::Sum, Algorithm::Offload).await;
+    });
+    let out: Rc<RefCell<Vec<(usize, String)>>> = Rc::new(RefCell::new(Vec::new()));
+    for (i, mut c) in b.into_iter().enumerate() {
+        let o = out.clone();
+        m.spawn(async move {
+            c.context().sleep(hpcnet_des::SimTime::from_us(2 + 3 * i as u64)).await;
+            let r = c.allreduce(&[2.0f64; 1024], ReduceOp::Sum, Algorithm::Offload).await;
+            let e = r.expect_err("B cannot complete").to_string();
+            o.borrow_mut().push((i, e));
+        });
+    }
+    let end = m.run();
+    // Only A's member (whose partner never calls) is left waiting.
+    assert_eq!(end.stuck_tasks, 1, "stuck tasks");
+    let mut out = out.borrow().clone();
+    out.sort();
+    assert_eq!(out.len(), 4, "{out:?}");
+    assert!(out[0].1.contains("TrigTimeout"), "{out:?}");
+    for (_, e) in &out[1..] {
+        assert!(e.contains("failed at another member"), "{out:?}");
+    }
+    let c = m.world().trig_counters();
+    assert_eq!(c.timeouts, 1);
+    assert!(c.errors >= 4, "{c:?}");
+}
+
+#[test]
 fn machines_without_the_unit_and_bad_settings_are_refused() {
     let m = Machine::new(world_of("sunway-prototype.toml", &[]));
     let e = Comm::create(&m, &[Rank(0), Rank(1)], &cfg()).err().expect("refused");
@@ -467,7 +511,7 @@ fn machines_without_the_unit_and_bad_settings_are_refused() {
 
 #[test]
 fn bad_posts_are_refused_with_the_reason() {
-    use hpcnet_nic::triggered::{CollDescriptor, TrigPost, TrigPulse};
+    use hpcnet_nic::triggered::{CollDescriptor, TrigPost, TrigPulse, TrigRun};
     use hpcnet_nic::{CollOp, CollType, PostError};
     let mut w = world_of("sunway-prototype.toml", &[]);
     assert_eq!(w.trig_open_vp(Rank(0)), Err(PostError::NoOffloadUnit));
@@ -495,7 +539,7 @@ fn bad_posts_are_refused_with_the_reason() {
     };
     let post = |vp: u32, cq, pulses: Vec<TrigPulse>| TrigPost {
         vp,
-        pulses,
+        runs: vec![TrigRun::once(pulses)],
         cq,
         wr_id: 1,
     };

@@ -194,17 +194,17 @@ enum Cmd {
         root: usize,
         /// Split the ranks into K disjoint communicators of consecutive ranks (equal sizes) that
         /// run the collective at the same time; each communicator's time is reported.
-        #[arg(long, value_name = "K")]
+        #[arg(long, value_name = "K", allow_hyphen_values = true)]
         concurrent: Option<usize>,
         /// Lay the ranks out as R rows (consecutive ranks) and run the collective at the same time
         /// on every row and every column communicator (overlapping: each rank is in two);
         /// each communicator's time is reported.
-        #[arg(long, value_name = "R", conflicts_with = "concurrent")]
+        #[arg(long, value_name = "R", allow_hyphen_values = true, conflicts_with = "concurrent")]
         grid: Option<usize>,
         /// Split the ranks into K interleaved communicators (communicator g holds every K-th
         /// rank from the g-th: with `--set nic.hosts=K`, one process per node and communicator)
         /// that run the collective at the same time; each communicator's time is reported.
-        #[arg(long, value_name = "K", conflicts_with_all = ["concurrent", "grid"])]
+        #[arg(long, value_name = "K", allow_hyphen_values = true, conflicts_with_all = ["concurrent", "grid"])]
         interleave: Option<usize>,
         #[command(flatten)]
         common: Common,

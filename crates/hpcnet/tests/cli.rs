@@ -2063,6 +2063,58 @@ fn every_scenario_command_takes_set() {
 }
 
 #[test]
+fn coll_interleave_refuses_bad_values_naming_the_flag() {
+    let tianhe = path_str(&scenarios_dir().join("tianhe-32.toml"));
+    for (args, says) in [
+        (
+            vec!["--interleave", "0"],
+            vec!["--interleave 0", "divisor of the 32 ranks"],
+        ),
+        (
+            vec!["--interleave", "33"],
+            vec!["--interleave 33", "divisor of the 32 ranks"],
+        ),
+        (
+            vec!["--interleave", "5"],
+            vec!["--interleave 5", "divisor of the 32 ranks"],
+        ),
+        (
+            vec!["--interleave", "8", "--ranks", "4"],
+            vec!["--interleave 8", "divisor of the 4 ranks"],
+        ),
+        (vec!["--interleave", "x"], vec!["'x'", "--interleave"]),
+        (vec!["--interleave", "-1"], vec!["'-1'", "--interleave"]),
+        (
+            vec!["--interleave", "4", "--concurrent", "2"],
+            vec!["--interleave", "--concurrent"],
+        ),
+        (vec!["--interleave", "4", "--grid", "2"], vec!["--interleave", "--grid"]),
+        // Interleaved communicators of 8 members: roots are 0 … 7.
+        (
+            vec!["--interleave", "4", "--root", "8"],
+            vec!["--root 8", "'stride 0' of 8 ranks"],
+        ),
+    ] {
+        for algorithm in ["offload", "double-binary-tree"] {
+            let mut a = vec![
+                "coll",
+                tianhe.as_str(),
+                "--op",
+                "bcast",
+                "--algorithm",
+                algorithm,
+                "--sizes",
+                "8:8",
+                "--iterations",
+                "1",
+            ];
+            a.extend(args.iter().copied());
+            one_error_line(&hpcnet(&a), 2, &says);
+        }
+    }
+}
+
+#[test]
 fn coll_offload_algorithm_runs_reports_its_statistics_and_refuses_what_it_cannot_do() {
     let tianhe = path_str(&scenarios_dir().join("tianhe-32.toml"));
     let v = json(&hpcnet(&[

@@ -81,5 +81,5 @@ pub use hashbuf::{HashBuf, HashBufConfig, HashBufConfigError, HashBufError, Hash
 pub use ideal::{run_ideal, Completion, Endpoint, IdealError, IdealRun};
 pub use key::{KeyError, PacketKey};
 pub use pulse::{Acquire, PulseConfig, PulseController, PulseError, PulseStats};
-pub use timed::{TrigBufferUse, TrigCounters, TrigEvent, TrigPost, TrigPulse, MAX_VPS};
+pub use timed::{TrigBufferUse, TrigCounters, TrigEvent, TrigPost, TrigPulse, TrigRun, MAX_VPS};
 pub use unit::{OffloadUnits, UnitAction, UnitError, UnitsConfig};

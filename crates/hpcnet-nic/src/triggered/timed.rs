@@ -8,9 +8,14 @@
 //! apart. The post is checked at once ([`Walker::new`] on every sequence, CollEndFlag on the
 //! last descriptor, DestIDs inside the machine, pulse sizes, slot sizes, host buffers): a bad
 //! post is a [`PostError`]. A sequence the units refuse (more senders than `streams`, …)
-//! completes with [`CqeStatus::TrigFailed`]. Descriptors whose local data is an
-//! address (RDMA descriptors) have their bytes read from host memory at post time; the time
-//! of that read is charged when the pulse starts.
+//! completes with [`CqeStatus::TrigFailed`]. The pulses of a post come as runs
+//! ([`TrigRun`]): a group of sequences repeated over successive elements, each repetition
+//! with the next serials and JobIDs and its addresses moved by the run's stride. A pulse's
+//! descriptors are generated from its run when its counter is granted, and the local data of
+//! descriptors that give it by address (RDMA descriptors) are read from host memory then (the
+//! DMA engine issues its memory requests while it holds the pulse credit; the read's time is
+//! charged before the pulse starts), so a post holds the memory of its pulses in flight, not
+//! of its whole vector. At post time every such address range is checked to be readable.
 //!
 //! **Doorbell, parser, scheduler.** The post reaches the NIC's descriptor queue of its VP
 //! `host.doorbell_latency` later. One parser per NIC takes the head post of the queue holding
@@ -76,9 +81,16 @@
 //! packets waiting for a busy unit are counted, not placed in the hash table (they take their
 //! home slot when the unit takes them); early arrivals wait in an unbounded store (the paper
 //! does not say where packets of a collective not yet started wait); without `nic.rx_buffer` a refused packet waits in the NIC instead
-//! of the network; an error completes the collective only at the NIC where it happened (the
-//! other members' sequences keep waiting: there is no abort message); point-to-point MP/RDMA
-//! descriptors on a VP are not modelled (point-to-point traffic uses the verbs path).
+//! of the network; a failed collective's sequences already in units stay there (their
+//! counters are not returned); point-to-point MP/RDMA descriptors on a VP are not modelled
+//! (point-to-point traffic uses the verbs path).
+//!
+//! **Abort.** A collective that fails at one member (pulse-counter time-out, unit limit,
+//! walk error) sends a header-only abort packet to every member its sequences send to or wait
+//! for; each member it reaches completes with an error and passes it on, so every member of
+//! the collective returns (the sequences of a collective connect its members). An abort for
+//! a post not parsed yet fails it when the parser is done with it; one for a post not made
+//! yet waits at the NIC, keyed by VP and pulse serial.
 //!
 //! Cost: a collective of p members and m elements runs ⌈m / pulse⌉ pulses, each a walk of its
 //! sequence (O(log p) steps for the library's algorithms), so O((m / pulse) · log p) events per
@@ -100,7 +112,7 @@ use hpcnet_des::stats::{Registry, StatRecord};
 use hpcnet_des::{Bytes, SimTime};
 use hpcnet_fabric::topology::NodeId;
 use hpcnet_fabric::{Network, Packet};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// VPs per NIC (the key's 11-bit VP field).
 pub const MAX_VPS: u32 = 1 << 11;
@@ -117,13 +129,99 @@ pub struct TrigPulse {
     pub descriptors: Vec<CollDescriptor>,
 }
 
-/// A collective posted on a VP: its pulses, in order.
+/// Pulses that repeat one group of sequences over successive elements of the buffers: the
+/// `r`-th repetition (0 … `times` − 1) of the group's pulse `j` has serial `group[j].serial +
+/// r · group.len()`, JobID `(job + r · group.len()) mod 256` and every address payload moved
+/// by `r · stride` bytes. The NIC generates a pulse's descriptors when its counter is granted,
+/// so a long vector costs the memory of the pulses in flight, not of all its pulses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrigRun {
+    pub group: Vec<TrigPulse>,
+    pub times: u64,
+    pub stride: u64,
+}
+
+impl TrigRun {
+    /// The pulses of `group`, once each.
+    pub fn once(group: Vec<TrigPulse>) -> TrigRun {
+        TrigRun {
+            group,
+            times: 1,
+            stride: 0,
+        }
+    }
+
+    /// Pulses in the run.
+    pub fn pulses(&self) -> u64 {
+        self.times * self.group.len() as u64
+    }
+
+    /// The `r`-th repetition of the group's pulse `j` (descriptors still naming their local
+    /// data by address).
+    fn pulse(&self, r: u64, j: usize) -> TrigPulse {
+        let mut p = self.group[j].clone();
+        if r > 0 {
+            let step = r * self.group.len() as u64;
+            p.serial += step;
+            let shift = r * self.stride;
+            for d in &mut p.descriptors {
+                d.job = ((u64::from(d.job) + step) % 256) as u32;
+                if let Payload::Address { addr, .. } = &mut d.payload {
+                    *addr += shift;
+                }
+            }
+        }
+        p
+    }
+}
+
+/// A collective posted on a VP: its pulses, in order, as runs of repeated groups.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TrigPost {
     pub vp: u32,
-    pub pulses: Vec<TrigPulse>,
+    pub runs: Vec<TrigRun>,
     pub cq: CqId,
     pub wr_id: u64,
+}
+
+/// The pulses of a post not started yet: its runs and the position in the first.
+struct Pending {
+    runs: VecDeque<TrigRun>,
+    rep: u64,
+    at: usize,
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    /// Elements of the next pulse.
+    fn next_elements(&self) -> Option<u64> {
+        self.runs.front().map(|r| r.group[self.at].elements)
+    }
+
+    /// The next pulse, generated from its run.
+    fn pop(&mut self) -> Option<TrigPulse> {
+        let run = self.runs.front()?;
+        let p = run.pulse(self.rep, self.at);
+        self.at += 1;
+        if self.at == run.group.len() {
+            self.at = 0;
+            self.rep += 1;
+            if self.rep == run.times {
+                self.rep = 0;
+                self.runs.pop_front();
+            }
+        }
+        Some(p)
+    }
+
+    fn clear(&mut self) {
+        self.runs.clear();
+        self.rep = 0;
+        self.at = 0;
+    }
 }
 
 /// Events of the offload unit.
@@ -205,6 +303,8 @@ struct TrigNic {
     /// Collective packets (whole) and their payload bytes that reached the NIC's units.
     arrived: u64,
     arrived_bytes: u64,
+    /// Aborts that found no post of theirs yet: (VP, serial).
+    aborted: BTreeSet<(u32, u64)>,
 }
 
 struct PostState {
@@ -217,7 +317,7 @@ struct PostState {
     /// occupancy the scheduler compares).
     descriptors: u64,
     queued: u64,
-    pending: VecDeque<TrigPulse>,
+    pending: Pending,
     fetched: VecDeque<(TrigPulse, CounterId)>,
     /// Counters held.
     held: u32,
@@ -226,6 +326,12 @@ struct PostState {
     bytes: u64,
     retrying: bool,
     failed: bool,
+    /// Serials of the post's pulses (first, one past the last) and the other members its
+    /// sequences send to or wait for (node, VP): where an abort goes.
+    serials: (u64, u64),
+    peers: Vec<(u32, u32)>,
+    /// Another member's abort reached the post before it was parsed: it fails then.
+    aborted: bool,
 }
 
 /// A packet waiting for its busy unit.
@@ -243,6 +349,8 @@ struct Wire {
     frags: u32,
     seen: u32,
     credits: Vec<(NodeId, u8, (u8, u16, u16))>,
+    /// An abort of the collective whose pulse `serial` the destination VP runs.
+    abort: bool,
 }
 
 enum Batch {
@@ -503,6 +611,7 @@ impl World {
                 active_since: None,
                 arrived: 0,
                 arrived_bytes: 0,
+                aborted: BTreeSet::new(),
             });
         }
         let n = self.trig.nics.get_mut(&node.0).expect("created above");
@@ -664,68 +773,103 @@ impl World {
         if !owns {
             return Err(PostError::NoSuchVp { vp: post.vp, rank });
         }
-        if post.pulses.is_empty() {
+        if post.runs.iter().all(|r| r.pulses() == 0) {
             return Err(PostError::BadCollective("post_trig: no pulses".into()));
         }
         let slot = t.slot_bytes();
-        let mut pulses = VecDeque::with_capacity(post.pulses.len());
-        for (i, mut p) in post.pulses.into_iter().enumerate() {
-            let bad = |reason: String| PostError::BadCollective(format!("post_trig: pulse {i}: {reason}"));
-            Walker::new(node.0, p.descriptors.clone()).map_err(|e| bad(e.to_string()))?;
-            let last = p.descriptors.len() - 1;
-            if let Some(j) = p
-                .descriptors
-                .iter()
-                .position(|d| d.coll_end_flag)
-                .filter(|&j| j != last)
-            {
-                return Err(bad(format!(
-                    "descriptor {j} has CollEndFlag but is not the last (CT): the unit writes the completion when the sequence ends"
-                )));
-            }
-            let nodes = self.nics.len();
-            if let Some((j, d)) = p
-                .descriptors
-                .iter()
-                .enumerate()
-                .find(|(_, d)| d.dest_id.is_some_and(|n| n as usize >= nodes))
-            {
-                return Err(bad(format!(
-                    "descriptor {j}: DestID {} is not a node of the machine ({nodes} nodes)",
-                    d.dest_id.unwrap_or(0)
-                )));
-            }
-            let elem = p.descriptors[0].dtype.size();
-            let most = t.pulse_elements(elem);
-            if p.elements == 0 || p.elements > most {
-                return Err(bad(format!(
-                    "{} elements, a pulse holds 1 to {most} (⌊nic.triggered.pulse_capacity / pulse_counters⌋, at most one hash-buffer slot)",
-                    p.elements
-                )));
-            }
-            for (j, d) in p.descriptors.iter_mut().enumerate() {
-                let len = match &d.payload {
-                    Payload::Operands(v) => v.len() as u64,
-                    Payload::Address { len, .. } => *len,
-                };
-                if len > slot {
+        let nodes = self.nics.len();
+        let runs: VecDeque<TrigRun> = post.runs.into_iter().filter(|r| r.pulses() > 0).collect();
+        // Pulse `i` of the post (counted over every run): the first repetition of each group
+        // pulse is checked whole; the others differ only in JobID (any value fits its 8 bits)
+        // and in their addresses, whose local data must be readable.
+        let mut i = 0u64;
+        let mut queued = 0u64;
+        for run in &runs {
+            for (j, p) in run.group.iter().enumerate() {
+                let first = i + j as u64;
+                let bad = |reason: String| PostError::BadCollective(format!("post_trig: pulse {first}: {reason}"));
+                Walker::new(node.0, p.descriptors.clone()).map_err(|e| bad(e.to_string()))?;
+                let last = p.descriptors.len() - 1;
+                if let Some(j) = p
+                    .descriptors
+                    .iter()
+                    .position(|d| d.coll_end_flag)
+                    .filter(|&j| j != last)
+                {
                     return Err(bad(format!(
-                        "descriptor {j} carries {len} B, a hash-buffer slot holds {slot} B (nic.triggered.buffer / slots)"
+                        "descriptor {j} has CollEndFlag but is not the last (CT): the unit writes the completion when the sequence ends"
                     )));
                 }
-                if let (true, Payload::Address { addr, len }) = (d.swap_local_data, &d.payload) {
-                    let data = self.mem[rank.index()]
-                        .read(*addr, *len)
-                        .map_err(PostError::Local)?
-                        .to_vec();
-                    d.payload = Payload::Operands(data);
+                if let Some((j, d)) = p
+                    .descriptors
+                    .iter()
+                    .enumerate()
+                    .find(|(_, d)| d.dest_id.is_some_and(|n| n as usize >= nodes))
+                {
+                    return Err(bad(format!(
+                        "descriptor {j}: DestID {} is not a node of the machine ({nodes} nodes)",
+                        d.dest_id.unwrap_or(0)
+                    )));
                 }
+                let elem = p.descriptors[0].dtype.size();
+                let most = t.pulse_elements(elem);
+                if p.elements == 0 || p.elements > most {
+                    return Err(bad(format!(
+                        "{} elements, a pulse holds 1 to {most} (⌊nic.triggered.pulse_capacity / pulse_counters⌋, at most one hash-buffer slot)",
+                        p.elements
+                    )));
+                }
+                for (j, d) in p.descriptors.iter().enumerate() {
+                    let len = match &d.payload {
+                        Payload::Operands(v) => v.len() as u64,
+                        Payload::Address { len, .. } => *len,
+                    };
+                    if len > slot {
+                        return Err(bad(format!(
+                            "descriptor {j} carries {len} B, a hash-buffer slot holds {slot} B (nic.triggered.buffer / slots)"
+                        )));
+                    }
+                    if let (true, Payload::Address { addr, len }) = (d.swap_local_data, &d.payload) {
+                        for r in 0..run.times {
+                            self.mem[rank.index()]
+                                .read(addr + r * run.stride, *len)
+                                .map_err(PostError::Local)?;
+                        }
+                    }
+                }
+                queued += run.times * p.descriptors.len() as u64;
             }
-            pulses.push_back(p);
+            i += run.pulses();
         }
-        let descriptors = pulses.front().map_or(0, |p| p.descriptors.len() as u64);
-        let queued = pulses.iter().map(|p| p.descriptors.len() as u64).sum();
-        let left = pulses.len() as u32;
+        let first = runs
+            .iter()
+            .flat_map(|r| r.group.iter().map(|p| p.serial))
+            .min()
+            .unwrap_or(0);
+        let end = runs
+            .iter()
+            .flat_map(|r| {
+                r.group
+                    .iter()
+                    .map(move |p| p.serial + (r.times - 1) * r.group.len() as u64 + 1)
+            })
+            .max()
+            .unwrap_or(0);
+        let mut peers: Vec<(u32, u32)> = runs
+            .iter()
+            .flat_map(|r| r.group.iter().flat_map(|p| p.descriptors.iter()))
+            .flat_map(|d| {
+                d.dest_id
+                    .map(|n| (n, d.dest_vp))
+                    .into_iter()
+                    .chain(d.wait_from.iter().map(|s| (s.node, s.vp)))
+            })
+            .filter(|&peer| peer != (node.0, post.vp))
+            .collect();
+        peers.sort_unstable();
+        peers.dedup();
+        let descriptors = runs.front().map_or(0, |r| r.group[0].descriptors.len() as u64);
+        let left = u32::try_from(i).map_err(|_| PostError::BadCollective(format!("post_trig: {i} pulses")))?;
         let st = PostState {
             node,
             rank,
@@ -734,13 +878,16 @@ impl World {
             wr_id: post.wr_id,
             descriptors,
             queued,
-            pending: pulses,
+            pending: Pending { runs, rep: 0, at: 0 },
             fetched: VecDeque::new(),
             held: 0,
             left,
             bytes: 0,
             retrying: false,
             failed: false,
+            serials: (first, end),
+            peers,
+            aborted: false,
         };
         let id = if let Some(i) = self.trig.free_posts.pop() {
             self.trig.posts[i as usize] = Some(st);
@@ -750,6 +897,11 @@ impl World {
             (self.trig.posts.len() - 1) as u32
         };
         self.trig.stats[S::Posts as usize] += 1;
+        let n = self.tnic(node);
+        if let Some(k) = n.aborted.range((post.vp, first)..(post.vp, end)).next().copied() {
+            n.aborted.remove(&k);
+            self.tpost(id).aborted = true;
+        }
         let at = self.q.now() + self.cfg.host.doorbell_latency;
         let by = self.net.node_origin(node);
         self.q
@@ -772,6 +924,10 @@ impl World {
                     let p = self.tpost(post);
                     (p.node, p.vp)
                 };
+                if self.tpost(post).aborted {
+                    self.t_fail_post(post, CqeStatus::TrigFailed(Self::ABORTED.into()));
+                    return;
+                }
                 self.tnic(node).dq.entry(vp).or_default().push_back(post);
                 self.t_parse_next(node);
             }
@@ -779,7 +935,9 @@ impl World {
                 let node = self.tpost(post).node;
                 self.tnic(node).parser_busy = false;
                 let limit = self.cfg.triggered.as_ref().map_or(0, |t| t.collectives);
-                if self.tnic(node).active.len() as u32 >= limit {
+                if self.tpost(post).aborted {
+                    self.t_fail_post(post, CqeStatus::TrigFailed(Self::ABORTED.into()));
+                } else if self.tnic(node).active.len() as u32 >= limit {
                     self.t_fail_post(
                         post,
                         CqeStatus::TrigFailed(format!(
@@ -810,7 +968,12 @@ impl World {
             TrigEvent::Arrive { wire } => {
                 let w = self.trig.wires[wire as usize].take().expect("live offload packet");
                 self.trig.free_wires.push(wire);
-                self.t_arrive(w.node, w.pkt, w.serial, w.credits);
+                if w.abort {
+                    self.t_release_credits(w.credits);
+                    self.t_abort(w.node, w.pkt.dest_vp, w.serial);
+                } else {
+                    self.t_arrive(w.node, w.pkt, w.serial, w.credits);
+                }
             }
             TrigEvent::Written { batch } => self.t_written(batch),
             TrigEvent::Process { node, unit } => self.t_process(NodeId(node), unit as usize),
@@ -851,6 +1014,11 @@ impl World {
     }
 
     /// Hand out pulse counters to the active collectives of `node`.
+    ///
+    /// Cost O(active collectives + pulses granted): the number of active collectives holding
+    /// no counter that still want one (what a collective holding some must leave free) is
+    /// counted once and again only after a call that may have changed it (a failure, which
+    /// ends a collective and hands counters out itself).
     fn t_gate(&mut self, node: NodeId) {
         let Some(t) = self.cfg.triggered.clone() else { return };
         let now = self.q.now();
@@ -859,6 +1027,17 @@ impl World {
             let s = w.trig.posts[p as usize].as_ref().expect("active post");
             !s.failed && !s.retrying && !s.pending.is_empty()
         };
+        let starving = |w: &World| -> u64 {
+            let n = &w.trig.nics[&node.0];
+            n.active
+                .iter()
+                .filter(|&&q| {
+                    let s = w.trig.posts[q as usize].as_ref().expect("active post");
+                    s.held == 0 && !s.failed && !s.pending.is_empty()
+                })
+                .count() as u64
+        };
+        let mut z: Option<u64> = None;
         // Collectives holding no counter first, then the others.
         for zero_pass in [true, false] {
             for &p in &active {
@@ -871,28 +1050,27 @@ impl World {
                         break;
                     }
                     if held > 0 {
+                        // `p` holds a counter, so it is not among the starving ones.
+                        let zz = match z {
+                            Some(v) => v,
+                            None => *z.insert(starving(self)),
+                        };
                         let n = &self.trig.nics[&node.0];
                         let free = t.pulse_counters - u64::from(n.pulse.in_flight());
                         let r = u64::from(t.collectives).saturating_sub(n.active.len() as u64);
-                        let z = n
-                            .active
-                            .iter()
-                            .filter(|&&q| q != p)
-                            .filter(|&&q| {
-                                let s = self.trig.posts[q as usize].as_ref().expect("active post");
-                                s.held == 0 && !s.failed && !s.pending.is_empty()
-                            })
-                            .count() as u64;
-                        if free < 1 + r + z {
+                        if free < 1 + r + zz {
                             break;
                         }
                     }
-                    let elements = self.tpost(p).pending.front().expect("a pending pulse").elements;
+                    let elements = self.tpost(p).pending.next_elements().expect("a pending pulse");
                     match self.tnic(node).pulse.acquire(now, u64::from(p), elements) {
                         Ok(Acquire::Granted { counter, .. }) => {
-                            let pulse = self.tpost(p).pending.pop_front().expect("a pending pulse");
+                            let pulse = self.tpost(p).pending.pop().expect("a pending pulse");
                             self.tpost(p).held += 1;
                             self.t_fetch_pulse(node, p, pulse, counter);
+                            if held == 0 || self.trig.posts[p as usize].as_ref().is_none_or(|s| s.failed) {
+                                z = None;
+                            }
                         }
                         Ok(Acquire::Retry) => {
                             self.tpost(p).retrying = true;
@@ -904,10 +1082,12 @@ impl World {
                         Err(e @ PulseError::Timeout { .. }) => {
                             let _ = e;
                             self.t_fail_post(p, CqeStatus::TrigTimeout);
+                            z = None;
                             break;
                         }
                         Err(e) => {
                             self.t_fail_post(p, CqeStatus::TrigFailed(e.to_string()));
+                            z = None;
                             break;
                         }
                     }
@@ -917,7 +1097,22 @@ impl World {
     }
 
     /// A granted pulse reads its local data, then starts.
-    fn t_fetch_pulse(&mut self, node: NodeId, post: u32, pulse: TrigPulse, counter: CounterId) {
+    fn t_fetch_pulse(&mut self, node: NodeId, post: u32, mut pulse: TrigPulse, counter: CounterId) {
+        // The DMA read of the pulse's local data (RDMA descriptors), now that it holds credit.
+        let rank = self.tpost(post).rank;
+        for d in &mut pulse.descriptors {
+            if let (true, Payload::Address { addr, len }) = (d.swap_local_data, &d.payload) {
+                match self.mem[rank.index()].read(*addr, *len) {
+                    Ok(v) => d.payload = Payload::Operands(v.to_vec()),
+                    Err(e) => {
+                        let a = *addr;
+                        self.t_release(node, post, counter, pulse.elements);
+                        self.t_fail_post(post, CqeStatus::TrigFailed(format!("local data at {a:#x}: {e}")));
+                        return;
+                    }
+                }
+            }
+        }
         let bytes: u64 = pulse
             .descriptors
             .iter()
@@ -1105,6 +1300,7 @@ impl World {
             frags: frags as u32,
             seen: 0,
             credits: Vec::new(),
+            abort: false,
         };
         let id = if let Some(i) = self.trig.free_wires.pop() {
             self.trig.wires[i as usize] = Some(w);
@@ -1467,6 +1663,7 @@ impl World {
         p.failed = true;
         p.pending.clear();
         let (cq, wr_id, rank, node) = (p.cq, p.wr_id, p.rank, p.node);
+        let (serial, vp, peers) = (p.serials.0, p.vp, std::mem::take(&mut p.peers));
         self.trig.stats[S::Errors as usize] += 1;
         self.push_cqe(
             cq,
@@ -1481,7 +1678,84 @@ impl World {
                 at: now,
             },
         );
+        for (peer, peer_vp) in peers {
+            self.send_trig_abort(node, vp, (NodeId(peer), peer_vp), serial);
+        }
         self.t_finish_post(post);
         self.t_gate(node);
+    }
+
+    const ABORTED: &'static str = "aborted: the collective failed at another member";
+
+    /// Tell a member (node, VP) that the collective of pulse `serial` failed here: a
+    /// header-only offload packet on the fabric (through the NIC to a VP of its own).
+    fn send_trig_abort(&mut self, node: NodeId, vp: u32, (dest, dest_vp): (NodeId, u32), serial: u64) {
+        let Ok(key) = super::key::PacketKey::new(0, node.0, vp, 0) else {
+            return;
+        };
+        let w = Wire {
+            pkt: TrigPacket {
+                key,
+                dest: dest.0,
+                dest_vp,
+                cp: false,
+                end: false,
+                addr: None,
+                data: Vec::new(),
+            },
+            serial,
+            node: dest,
+            frags: 1,
+            seen: 0,
+            credits: Vec::new(),
+            abort: true,
+        };
+        let id = if let Some(i) = self.trig.free_wires.pop() {
+            self.trig.wires[i as usize] = Some(w);
+            i
+        } else {
+            self.trig.wires.push(Some(w));
+            (self.trig.wires.len() - 1) as u32
+        };
+        let by = self.net.node_origin(node);
+        if dest == node || dest.index() >= self.nics.len() {
+            let at = self.q.now() + self.cfg.loopback_latency;
+            self.q
+                .schedule_by(by, at, WorldEvent::Trig(TrigEvent::Arrive { wire: id }));
+            return;
+        }
+        let now = self.q.now();
+        let rail = (serial % u64::from(self.net.rails())) as u8;
+        let mut pkt = Packet::new(TAG_TRIG | u64::from(id), node, dest, 0, self.header, now);
+        pkt.rail = rail;
+        self.trig.stats[S::Packets as usize] += 1;
+        if self.net.inject(&mut self.q, pkt, &mut self.arrivals).is_err() {
+            self.stats.add(crate::world::NicStat::Unroutable, 1);
+        }
+    }
+
+    /// An abort for the collective of pulse `serial` on VP `vp` of `node`: the post running
+    /// it fails (and passes the abort on); one not posted yet fails when its doorbell rings.
+    fn t_abort(&mut self, node: NodeId, vp: u32, serial: u64) {
+        let Some(n) = self.trig.nics.get(&node.0) else { return };
+        if (vp as usize) >= n.vps.len() {
+            return;
+        }
+        let found = self.trig.posts.iter().position(|p| {
+            p.as_ref()
+                .is_some_and(|p| p.node == node && p.vp == vp && (p.serials.0..p.serials.1).contains(&serial))
+        });
+        match found.map(|i| i as u32) {
+            // Active (parsed): it fails now; before that, when the parser is done with it.
+            Some(i) if self.trig.nics[&node.0].active.contains(&i) => {
+                if !self.tpost(i).failed {
+                    self.t_fail_post(i, CqeStatus::TrigFailed(Self::ABORTED.into()));
+                }
+            }
+            Some(i) => self.tpost(i).aborted = true,
+            None => {
+                self.tnic(node).aborted.insert((vp, serial));
+            }
+        }
     }
 }

@@ -212,7 +212,10 @@ impl OffloadUnits {
         fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>,
     ) -> Result<(Vec<UnitAction>, Vec<TrigPacket>), UnitError> {
         let job = seq.first().map_or(0, |d| d.job);
-        let walker = Walker::new(self.node, seq.clone()).map_err(|source| UnitError::Sequence { vp, source })?;
+        let mut senders: Vec<_> = seq.iter().flat_map(|d| d.wait_from.iter().copied()).collect();
+        senders.sort_unstable();
+        senders.dedup();
+        let walker = Walker::new(self.node, seq).map_err(|source| UnitError::Sequence { vp, source })?;
         if self.route.contains_key(&(job, vp)) {
             return Err(UnitError::JobBusy { job, vp });
         }
@@ -222,7 +225,6 @@ impl OffloadUnits {
                 max: self.cfg.max_collectives,
             });
         }
-        let senders: BTreeSet<_> = seq.iter().flat_map(|d| d.wait_from.iter().copied()).collect();
         if senders.len() > self.cfg.streams as usize {
             return Err(UnitError::TooManyStreams {
                 job,
