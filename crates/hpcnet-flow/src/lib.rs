@@ -41,7 +41,9 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
 const MODEL: &str = "flow-level";
 
-/// What happens when a flow's bytes have crossed.
+/// What happens when a flow's bytes have crossed. `bytes` are the source's stored bytes
+/// ([`Memory::read_trimmed`]: all of an ordinary region, the header of a payload-free buffer);
+/// they land padded with zeros to the message's length.
 #[derive(Clone, Debug)]
 enum Then {
     /// Push data `bytes` of `req` lands at the target.
@@ -469,10 +471,7 @@ impl FlowWorld {
                     return;
                 };
                 let m = &self.mem[req.dst.0 as usize];
-                match m
-                    .check(remote, len, rkey)
-                    .and_then(|_| m.read(remote, len).map(<[u8]>::to_vec))
-                {
+                match m.check(remote, len, rkey).and_then(|_| m.read_trimmed(remote, len)) {
                     Ok(bytes) => {
                         let size = len + self.header;
                         let work = self.cfg.writeback_overhead.unwrap_or(self.cfg.message_overhead);
@@ -498,12 +497,12 @@ impl FlowWorld {
     fn arrive(&mut self, then: Then) {
         match then {
             Then::ReadBack { req, bytes } => {
-                let Op::Read { local, .. } = req.op else { return };
-                let status = match self.mem[req.src.0 as usize].write(local, &bytes) {
+                let Op::Read { local, len, .. } = req.op else { return };
+                let status = match self.mem[req.src.0 as usize].write_padded(local, len, &bytes) {
                     Ok(()) => CqeStatus::Ok,
                     Err(e) => CqeStatus::RemoteAccess(e),
                 };
-                self.complete(&req, CqeKind::Read, status, bytes.len() as u64, SimTime::ZERO);
+                self.complete(&req, CqeKind::Read, status, len, SimTime::ZERO);
             }
             Then::Land { req, bytes } => {
                 let (_, back) = self.route(req.dst, req.src);
@@ -517,7 +516,7 @@ impl FlowWorld {
                             None => CqeStatus::NoBuffer,
                             Some((_, blen, _)) if blen < len => CqeStatus::BufferTooSmall,
                             Some((addr, _, wr_id)) => {
-                                let _ = self.mem[req.dst.0 as usize].write(addr, &bytes);
+                                let _ = self.mem[req.dst.0 as usize].write_padded(addr, len, &bytes);
                                 let c = Cqe {
                                     wr_id,
                                     kind: CqeKind::Recv,
@@ -551,7 +550,7 @@ impl FlowWorld {
                                 Some((a, k)) => m.check(a, 8, k),
                                 None => Ok(()),
                             })
-                            .and_then(|_| m.write(remote, &bytes));
+                            .and_then(|_| m.write_padded(remote, len, &bytes));
                         let status = match check {
                             Ok(()) => {
                                 if let Some((a, _)) = reply_word {
@@ -601,8 +600,13 @@ impl NicBackend for FlowWorld {
     fn register_external(&mut self, rank: Rank, bytes: Box<dyn hpcnet_nic::ExternalBytes>) -> (u64, u32) {
         self.mem[rank.0 as usize].register_external(bytes)
     }
+    fn register_sparse(&mut self, rank: Rank, len: u64, stride: u64, keep: u64) -> (u64, u32) {
+        self.mem[rank.0 as usize].register_sparse(len, stride, keep)
+    }
     fn load(&self, rank: Rank, addr: u64, len: u64) -> Result<Vec<u8>, MemoryError> {
-        self.mem[rank.0 as usize].read(addr, len).map(<[u8]>::to_vec)
+        self.mem[rank.0 as usize]
+            .read(addr, len)
+            .map(std::borrow::Cow::into_owned)
     }
     fn store(&mut self, rank: Rank, addr: u64, bytes: &[u8]) -> Result<(), MemoryError> {
         self.mem[rank.0 as usize].write(addr, bytes)
@@ -651,7 +655,7 @@ impl NicBackend for FlowWorld {
         let m = &self.mem[req.src.0 as usize];
         match req.op {
             Op::Send { local, len, .. } | Op::Write { local, len, .. } => {
-                let bytes = m.read(local, len).map_err(PostError::Local)?.to_vec();
+                let bytes = m.read_trimmed(local, len).map_err(PostError::Local)?;
                 let size = len + self.header;
                 let (src, dst) = (req.src, req.dst);
                 self.at(
@@ -667,7 +671,7 @@ impl NicBackend for FlowWorld {
                 Ok(())
             }
             Op::Read { local, len, .. } => {
-                m.read(local, len).map_err(PostError::Local)?;
+                m.check_local(local, len).map_err(PostError::Local)?;
                 let (_, lat) = self.route(req.src, req.dst);
                 // The request leaves once an engine has taken it (no data to move).
                 self.at(start + lat + self.cfg.host.read_latency + work, Ev::ReadRequest(req));

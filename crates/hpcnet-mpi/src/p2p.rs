@@ -83,6 +83,13 @@ pub struct P2pParams {
     pub send_buffers: u64,
     /// Wait before sending again a message that found no receive buffer (default 10 µs).
     pub rnr_retry: SimTime,
+    /// Whether messages carry their data (default) or are payload-free: the library's send
+    /// and receive buffers are registered as sparse regions that hold only the headers, and
+    /// no payload byte is read, copied or moved — lengths, addresses and timing are those of
+    /// the real messages. For programs that do not look at the data they receive (their own
+    /// buffers then payload-free too, [`hpcnet_msg::Context::reg_mr_sparse`]); a receive
+    /// buffer's contents are unspecified.
+    pub payload_free: bool,
 }
 
 impl Default for P2pParams {
@@ -91,6 +98,7 @@ impl Default for P2pParams {
             eager_threshold: 8192,
             send_buffers: 64,
             rnr_retry: SimTime::from_us(10),
+            payload_free: false,
         }
     }
 }
@@ -310,6 +318,8 @@ struct Posted {
 struct Out {
     dest: u64,
     hdr: [u64; 8],
+    /// Payload bytes after the header (`data` holds them unless the job is payload-free).
+    len: u64,
     data: Vec<u8>,
     /// Send request an acknowledgement of this message counts towards.
     req: Option<u64>,
@@ -418,7 +428,11 @@ impl Endpoint {
         let cq = ctx.create_cq();
         let staging_size = cfg.conn.buffer.max(cfg.conn.ud_mtu).max(HEADER);
         let n = cfg.p2p.send_buffers.max(1);
-        let staging = ctx.reg_mr(staging_size * n);
+        let staging = if cfg.p2p.payload_free {
+            ctx.reg_mr_sparse(staging_size * n, staging_size, HEADER)
+        } else {
+            ctx.reg_mr(staging_size * n)
+        };
         let st = State {
             alloc,
             qps: BTreeMap::new(),
@@ -500,6 +514,7 @@ impl Endpoint {
         let ctx = &self.0.ctx;
         let mut st = self.0.st.borrow_mut();
         let actions = st.alloc.take_actions();
+        let pf = self.0.shared.cfg.p2p.payload_free;
         for a in actions {
             match a {
                 Action::Srq { class, .. } => {
@@ -522,7 +537,7 @@ impl Endpoint {
                         }
                         b[class as usize] += count;
                     }
-                    post_buffers(ctx, &mut st.slots, &rq, RqRef::Srq(class), buffer, count)?;
+                    post_buffers(ctx, &mut st.slots, &rq, RqRef::Srq(class), buffer, count, pf)?;
                 }
                 Action::Qp { target, own_rq } => {
                     let qp = match target {
@@ -532,7 +547,7 @@ impl Endpoint {
                     st.qps.insert(target, qp);
                     if let (Some((buffer, count)), Target::Peer(p)) = (own_rq, target) {
                         let rq = ctx.create_rq(&self.0.cq)?;
-                        post_buffers(ctx, &mut st.slots, &rq, RqRef::Own(p), buffer, count)?;
+                        post_buffers(ctx, &mut st.slots, &rq, RqRef::Own(p), buffer, count, pf)?;
                         self.0.shared.dir.borrow_mut()[me as usize].own.insert(p, rq.remote());
                         st.own.insert(p, rq);
                     }
@@ -540,7 +555,7 @@ impl Endpoint {
                 Action::UdQp { buffer, count } => {
                     st.ud_qp = Some(ctx.create_rd_qp(&self.0.cq));
                     let rq = ctx.create_rq(&self.0.cq)?;
-                    post_buffers(ctx, &mut st.slots, &rq, RqRef::Ud, buffer, count)?;
+                    post_buffers(ctx, &mut st.slots, &rq, RqRef::Ud, buffer, count, pf)?;
                     self.0.shared.dir.borrow_mut()[me as usize].ud = Some(rq.remote());
                     st.ud_rq = Some(rq);
                 }
@@ -588,7 +603,7 @@ impl Endpoint {
             || (HEADER + len <= self.eager_limit()
                 && (cfg.policy.transport != Transport::XrcM || self.xrc_class(d, HEADER + len).is_some()));
         // Reads check the buffer's owner and range for every protocol.
-        let data = if eager {
+        let data = if eager && !cfg.p2p.payload_free {
             self.0.ctx.read_local(mr, offset, len)?
         } else {
             self.0.ctx.read_local(mr, offset, 0)?;
@@ -646,7 +661,8 @@ impl Endpoint {
                 st.pending.push_back(Out {
                     dest: d,
                     hdr: hdr(FRAG, a as u64, 0, 0),
-                    data: data[a..b].to_vec(),
+                    len: (b - a) as u64,
+                    data: data.get(a..b).map(<[u8]>::to_vec).unwrap_or_default(),
                     req: Some(id),
                 });
             }
@@ -662,6 +678,7 @@ impl Endpoint {
             st.pending.push_back(Out {
                 dest: d,
                 hdr: hdr(EAGER, 0, 0, 0),
+                len,
                 data,
                 req: Some(id),
             });
@@ -677,6 +694,7 @@ impl Endpoint {
             st.pending.push_back(Out {
                 dest: d,
                 hdr: hdr(RTS, mr.addr + offset, u64::from(mr.rkey), id),
+                len: 0,
                 data: Vec::new(),
                 req: None,
             });
@@ -946,7 +964,7 @@ impl Endpoint {
                     continue;
                 }
             };
-            let bytes = HEADER + o.data.len() as u64;
+            let bytes = HEADER + o.len;
             let (qp, rq) = {
                 let dir = sh.dir.borrow();
                 let d = &dir[o.dest as usize];
@@ -981,12 +999,15 @@ impl Endpoint {
                 )));
             };
             let slot = st.free_staging.pop().expect("checked non-empty");
-            let mut buf = Vec::with_capacity(bytes as usize);
-            for w in o.hdr {
-                buf.extend_from_slice(&w.to_le_bytes());
+            let mut head = [0u8; HEADER as usize];
+            for (i, w) in o.hdr.iter().enumerate() {
+                head[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
             }
-            buf.extend_from_slice(&o.data);
-            self.0.ctx.write_local(&st.staging, slot * st.staging_size, &buf)?;
+            let at = slot * st.staging_size;
+            self.0.ctx.write_local(&st.staging, at, &head)?;
+            if !o.data.is_empty() {
+                self.0.ctx.write_local(&st.staging, at + HEADER, &o.data)?;
+            }
             let id = st.next_id;
             st.next_id += 1;
             qp.post_send(&st.staging, slot * st.staging_size, bytes, rq, true, id)?;
@@ -1041,6 +1062,7 @@ impl Endpoint {
             st.pending.push_back(Out {
                 dest: relay,
                 hdr: [CONN_REQ, me, 0, 0, 0, me, peer, 0],
+                len: 0,
                 data: Vec::new(),
                 req: None,
             });
@@ -1104,6 +1126,7 @@ impl Endpoint {
                 st.pending.push_back(Out {
                     dest: r.src,
                     hdr: [FIN, me, 0, 0, 0, 0, 0, r.sreq],
+                    len: 0,
                     data: Vec::new(),
                     req: None,
                 });
@@ -1125,27 +1148,32 @@ impl Endpoint {
             return Err(MpiError::Protocol(format!("receive completed with {:?}", c.status)));
         }
         let me = u64::from(self.rank().0);
+        if c.bytes < HEADER {
+            return Err(MpiError::Protocol(format!("{}-byte message without header", c.bytes)));
+        }
+        let payload_free = self.0.shared.cfg.p2p.payload_free;
+        let payload = c.bytes - HEADER;
         let (hdr, data) = {
             let st = self.0.st.borrow();
             let s = &st.slots[c.wr_id as usize];
-            let bytes = self.0.ctx.read_local(&s.mr, s.off, c.bytes)?;
+            let mut head = [0u8; HEADER as usize];
+            self.0.ctx.read_local_into(&s.mr, s.off, &mut head)?;
+            let data = if payload_free || payload == 0 {
+                Vec::new()
+            } else {
+                self.0.ctx.read_local(&s.mr, s.off + HEADER, payload)?
+            };
             let rq = match s.rq {
                 RqRef::Srq(k) => &st.srq[k as usize],
                 RqRef::Own(p) => &st.own[&p],
                 RqRef::Ud => st.ud_rq.as_ref().expect("UD queue"),
             };
             rq.post_recv(&s.mr, s.off, s.len, c.wr_id)?;
-            if bytes.len() < HEADER as usize {
-                return Err(MpiError::Protocol(format!(
-                    "{}-byte message without header",
-                    bytes.len()
-                )));
-            }
             let mut h = [0u64; 8];
             for (i, w) in h.iter_mut().enumerate() {
-                *w = u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+                *w = u64::from_le_bytes(head[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
             }
-            (h, bytes[HEADER as usize..].to_vec())
+            (h, data)
         };
         let [kind, src, tag, len, seq, a, b, cw] = hdr;
         match kind {
@@ -1167,10 +1195,12 @@ impl Endpoint {
                 let e = st
                     .frags
                     .entry((src, seq))
-                    .or_insert_with(|| (vec![0; len as usize], 0, len));
-                let end = (a as usize + data.len()).min(e.0.len());
-                e.0[a as usize..end].copy_from_slice(&data[..end - a as usize]);
-                e.1 += data.len() as u64;
+                    .or_insert_with(|| (vec![0; if payload_free { 0 } else { len as usize }], 0, len));
+                if !payload_free {
+                    let end = (a as usize + data.len()).min(e.0.len());
+                    e.0[a as usize..end].copy_from_slice(&data[..end - a as usize]);
+                }
+                e.1 += payload;
                 if e.1 >= e.2 {
                     let (buf, _, _) = st.frags.remove(&(src, seq)).expect("present");
                     self.arrive(
@@ -1198,6 +1228,7 @@ impl Endpoint {
                 st.pending.push_back(Out {
                     dest: b,
                     hdr,
+                    len: 0,
                     data: Vec::new(),
                     req: None,
                 });
@@ -1220,6 +1251,7 @@ impl Endpoint {
                 st.pending.push_back(Out {
                     dest: relay,
                     hdr: [CONN_ACK, me, 0, 0, 0, me, origin, 0],
+                    len: 0,
                     data: Vec::new(),
                     req: None,
                 });
@@ -1315,6 +1347,7 @@ impl Endpoint {
                     st.pending.push_back(Out {
                         dest: m.src,
                         hdr: [FIN, me, 0, 0, 0, 0, 0, sreq],
+                        len: 0,
                         data: Vec::new(),
                         req: None,
                     });
@@ -1350,8 +1383,13 @@ fn post_buffers(
     which: RqRef,
     size: u64,
     count: u64,
+    payload_free: bool,
 ) -> Result<(), MpiError> {
-    let mr = ctx.reg_mr(size * count);
+    let mr = if payload_free {
+        ctx.reg_mr_sparse(size * count, size, HEADER)
+    } else {
+        ctx.reg_mr(size * count)
+    };
     for i in 0..count {
         let id = slots.len() as u64;
         rq.post_recv(&mr, i * size, size, id)?;

@@ -717,7 +717,7 @@ impl World {
                     let data = self.mem[rank.index()]
                         .read(*addr, *len)
                         .map_err(PostError::Local)?
-                        .to_vec();
+                        .into_owned();
                     d.payload = Payload::Operands(data);
                 }
             }
