@@ -53,12 +53,13 @@
 
 use crate::alloc::{Action, Allocator, MemoryAccount, Route, Target};
 use crate::policy::{ConnError, ConnParams, Layout, Policy, Transport};
+use hpcnet_des::hash::IdMap;
 use hpcnet_des::SimTime;
 use hpcnet_msg::verbs::{Cq, Mr, Qp, RemoteBuf, RemoteRq, Rq, VerbsError};
 use hpcnet_msg::{Context, Machine, NicBackend, Rank};
 use hpcnet_nic::{Cqe, CqeKind, CqeStatus};
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::rc::Rc;
@@ -211,7 +212,7 @@ struct Dir {
     srq: Vec<Option<RemoteRq>>,
     /// Buffers posted to each SRQ class.
     srq_bufs: Vec<u64>,
-    own: HashMap<u64, RemoteRq>,
+    own: IdMap<u64, RemoteRq>,
     ud: Option<RemoteRq>,
 }
 
@@ -367,39 +368,39 @@ struct Slot {
     rq: RqRef,
 }
 
-#[derive(Copy, Clone, PartialEq, Eq)]
-enum ConnState {
-    /// Request sent, answer awaited.
-    Pending,
-    Ready,
+/// An open connection: its queue pair, whether its on-demand handshake is still under way,
+/// and the sends and reads in flight on it (at most `send_depth`).
+struct Link {
+    qp: Qp,
+    pending: bool,
+    outstanding: u64,
 }
 
 struct State {
     alloc: Allocator,
-    qps: BTreeMap<Target, Qp>,
+    /// Open connections (one map: a message costs one lookup to check and one to count).
+    links: IdMap<Target, Link>,
     ud_qp: Option<Qp>,
     srq: Vec<Rq>,
-    own: HashMap<u64, Rq>,
+    own: IdMap<u64, Rq>,
     ud_rq: Option<Rq>,
     slots: Vec<Slot>,
     staging: Mr,
     staging_size: u64,
     free_staging: Vec<u64>,
     next_id: u64,
-    reqs: HashMap<u64, ReqState>,
+    reqs: IdMap<u64, ReqState>,
     posted: VecDeque<Posted>,
     unexpected: VecDeque<Msg>,
-    send_seq: HashMap<u64, u64>,
-    recv_seq: HashMap<u64, u64>,
+    send_seq: IdMap<u64, u64>,
+    recv_seq: IdMap<u64, u64>,
     held: BTreeMap<(u64, u64), Msg>,
-    frags: HashMap<(u64, u64), (Vec<u8>, u64, u64)>,
+    frags: IdMap<(u64, u64), (Vec<u8>, u64, u64)>,
     pending: VecDeque<Out>,
     pending_reads: VecDeque<ReadOp>,
-    conn: BTreeMap<Target, ConnState>,
     to_connect: BTreeSet<u64>,
-    in_flight: HashMap<u64, InFlight>,
-    reads: HashMap<u64, ReadOp>,
-    per_target: BTreeMap<Target, u64>,
+    in_flight: IdMap<u64, InFlight>,
+    reads: IdMap<u64, ReadOp>,
     retries: VecDeque<(SimTime, u64)>,
     stats: P2pStats,
 }
@@ -435,30 +436,28 @@ impl Endpoint {
         };
         let st = State {
             alloc,
-            qps: BTreeMap::new(),
+            links: IdMap::default(),
             ud_qp: None,
             srq: Vec::new(),
-            own: HashMap::new(),
+            own: IdMap::default(),
             ud_rq: None,
             slots: Vec::new(),
             staging,
             staging_size,
             free_staging: (0..n).rev().collect(),
             next_id: 1,
-            reqs: HashMap::new(),
+            reqs: IdMap::default(),
             posted: VecDeque::new(),
             unexpected: VecDeque::new(),
-            send_seq: HashMap::new(),
-            recv_seq: HashMap::new(),
+            send_seq: IdMap::default(),
+            recv_seq: IdMap::default(),
             held: BTreeMap::new(),
-            frags: HashMap::new(),
+            frags: IdMap::default(),
             pending: VecDeque::new(),
             pending_reads: VecDeque::new(),
-            conn: BTreeMap::new(),
             to_connect: BTreeSet::new(),
-            in_flight: HashMap::new(),
-            reads: HashMap::new(),
-            per_target: BTreeMap::new(),
+            in_flight: IdMap::default(),
+            reads: IdMap::default(),
             retries: VecDeque::new(),
             stats: P2pStats::default(),
         };
@@ -544,7 +543,14 @@ impl Endpoint {
                         Target::Peer(p) => ctx.create_qp(&self.0.cq, Rank(p as u32)),
                         Target::Node(_) => ctx.create_rd_qp(&self.0.cq),
                     };
-                    st.qps.insert(target, qp);
+                    st.links.insert(
+                        target,
+                        Link {
+                            qp,
+                            pending: false,
+                            outstanding: 0,
+                        },
+                    );
                     if let (Some((buffer, count)), Target::Peer(p)) = (own_rq, target) {
                         let rq = ctx.create_rq(&self.0.cq)?;
                         post_buffers(ctx, &mut st.slots, &rq, RqRef::Own(p), buffer, count, pf)?;
@@ -900,20 +906,22 @@ impl Endpoint {
     }
 
     /// Whether a message to `dest` may leave now; asks for a connection when it needs one.
-    fn ready(st: &mut State, dest: u64, sd: u64) -> Result<Option<Target>, ()> {
+    /// On success the connection (if any) counts one more operation in flight, and its queue
+    /// pair is returned.
+    fn ready(st: &mut State, dest: u64, sd: u64) -> Result<Option<(Target, Qp)>, ()> {
         match st.alloc.route(dest) {
             Route::Conn(t) => {
-                if !st.alloc.connected(dest) {
+                // A connection is open exactly when its queue pair exists (the allocator's
+                // decisions are executed at once).
+                let Some(l) = st.links.get_mut(&t) else {
                     st.to_connect.insert(dest);
                     return Err(());
-                }
-                if st.conn.get(&t) == Some(&ConnState::Pending) {
+                };
+                if l.pending || l.outstanding >= sd {
                     return Err(());
                 }
-                if st.per_target.get(&t).copied().unwrap_or(0) >= sd {
-                    return Err(());
-                }
-                Ok(Some(t))
+                l.outstanding += 1;
+                Ok(Some((t, l.qp.clone())))
             }
             _ => Ok(None),
         }
@@ -929,11 +937,10 @@ impl Endpoint {
         let mut keep = VecDeque::new();
         while let Some(r) = st.pending_reads.pop_front() {
             match Self::ready(st, r.src, sd) {
-                Ok(Some(t)) => {
+                Ok(Some((t, qp))) => {
                     let id = st.next_id;
                     st.next_id += 1;
-                    st.qps[&t].post_read(&r.mr, r.off, r.len, r.remote, id)?;
-                    *st.per_target.entry(t).or_insert(0) += 1;
+                    qp.post_read(&r.mr, r.off, r.len, r.remote, id)?;
                     sh.inc();
                     st.reads.insert(id, ReadOp { target: Some(t), ..r });
                 }
@@ -964,6 +971,10 @@ impl Endpoint {
                     continue;
                 }
             };
+            let (target, conn_qp) = match target {
+                Some((t, q)) => (Some(t), Some(q)),
+                None => (None, None),
+            };
             let bytes = HEADER + o.len;
             let (qp, rq) = {
                 let dir = sh.dir.borrow();
@@ -971,8 +982,8 @@ impl Endpoint {
                 let me = u64::from(self.rank().0);
                 match (sh.cfg.policy.transport, target) {
                     (Transport::Ud, _) => (st.ud_qp.clone(), d.ud),
-                    (Transport::Rc, Some(t)) => (st.qps.get(&t).cloned(), d.own.get(&me).copied()),
-                    (Transport::XrcM, Some(t)) => {
+                    (Transport::Rc, Some(_)) => (conn_qp, d.own.get(&me).copied()),
+                    (Transport::XrcM, Some(_)) => {
                         // Control messages (header only) fit every class; eager data was
                         // checked against the classes with buffers when it was posted.
                         let k = {
@@ -985,9 +996,9 @@ impl Endpoint {
                                 })
                                 .unwrap_or(0)
                         };
-                        (st.qps.get(&t).cloned(), d.srq.get(k as usize).copied().flatten())
+                        (conn_qp, d.srq.get(k as usize).copied().flatten())
                     }
-                    (_, Some(t)) => (st.qps.get(&t).cloned(), d.srq.first().copied().flatten()),
+                    (_, Some(_)) => (conn_qp, d.srq.first().copied().flatten()),
                     (_, None) => (None, None),
                 }
             };
@@ -1011,9 +1022,6 @@ impl Endpoint {
             let id = st.next_id;
             st.next_id += 1;
             qp.post_send(&st.staging, slot * st.staging_size, bytes, rq, true, id)?;
-            if let Some(t) = target {
-                *st.per_target.entry(t).or_insert(0) += 1;
-            }
             sh.inc();
             st.in_flight.insert(
                 id,
@@ -1055,9 +1063,6 @@ impl Endpoint {
         {
             let mut st = self.0.st.borrow_mut();
             st.alloc.connect(peer);
-            if let Route::Conn(t) = st.alloc.route(peer) {
-                st.conn.insert(t, ConnState::Pending);
-            }
             let relay = self.relay(me, peer);
             st.pending.push_back(Out {
                 dest: relay,
@@ -1069,7 +1074,13 @@ impl Endpoint {
         }
         // The request counts as in flight until its answer arrives.
         self.0.shared.inc();
-        self.apply()
+        self.apply()?;
+        // The new queue pair waits for the answer.
+        let mut st = self.0.st.borrow_mut();
+        if let Route::Conn(t) = st.alloc.route(peer) {
+            st.links.get_mut(&t).expect("queue pair created").pending = true;
+        }
+        Ok(())
     }
 
     /// Handles one completion.
@@ -1093,7 +1104,7 @@ impl Endpoint {
                     .ok_or_else(|| MpiError::Protocol(format!("unknown send {}", c.wr_id)))?;
                 st.free_staging.push(f.slot);
                 if let Some(t) = f.target {
-                    *st.per_target.get_mut(&t).expect("counted") -= 1;
+                    st.links.get_mut(&t).expect("counted").outstanding -= 1;
                 }
                 if let Some(r) = f.req {
                     Self::ack(&mut st, r);
@@ -1111,7 +1122,7 @@ impl Endpoint {
                     return Err(MpiError::Protocol(format!("RDMA read completed with {:?}", c.status)));
                 }
                 if let Some(t) = r.target {
-                    *st.per_target.get_mut(&t).expect("counted") -= 1;
+                    st.links.get_mut(&t).expect("counted").outstanding -= 1;
                 }
                 sh.dec();
                 if let Some(q) = st.reqs.get_mut(&r.req) {
@@ -1246,7 +1257,7 @@ impl Endpoint {
                 let relay = self.relay(me, origin);
                 let mut st = self.0.st.borrow_mut();
                 if let Route::Conn(t) = st.alloc.route(origin) {
-                    st.conn.insert(t, ConnState::Ready);
+                    st.links.get_mut(&t).expect("queue pair created").pending = false;
                 }
                 st.pending.push_back(Out {
                     dest: relay,
@@ -1260,7 +1271,9 @@ impl Endpoint {
             CONN_ACK => {
                 let mut st = self.0.st.borrow_mut();
                 if let Route::Conn(t) = st.alloc.route(a) {
-                    st.conn.insert(t, ConnState::Ready);
+                    if let Some(l) = st.links.get_mut(&t) {
+                        l.pending = false;
+                    }
                 }
                 self.0.shared.dec();
                 Ok(())

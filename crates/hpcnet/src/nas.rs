@@ -38,8 +38,12 @@ pub struct Args<'a> {
 }
 
 /// Most receive-buffer bytes the simulator may hold over all ranks (every registered byte with
-/// `--real-bytes`, the headers of payload-free buffers otherwise).
+/// `--real-bytes`; without, [`PER_BUFFER`] per buffer).
 const MAX_BUFFERS: u64 = 64 << 30;
+/// What the simulator holds per payload-free receive buffer: its 64-byte header, the library's
+/// slot record, the NIC model's posted-buffer entry and the buffer's share of its connection's
+/// records (an estimate, rounded up).
+const PER_BUFFER: u64 = 256;
 
 pub fn nas(args: &Args) -> Result<(), Failure> {
     let class = Class::parse(args.class).ok_or_else(|| {
@@ -85,7 +89,7 @@ pub fn nas(args: &Args) -> Result<(), Failure> {
     let held = if args.real_bytes {
         registered
     } else {
-        registered / job.conn.buffer.max(1) * hpcnet_mpi::p2p::HEADER
+        registered / job.conn.buffer.max(1) * PER_BUFFER
     };
     if held.saturating_mul(ranks) > MAX_BUFFERS {
         return Err(Failure::input(format!(
