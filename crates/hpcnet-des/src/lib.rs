@@ -9,10 +9,12 @@
 //! - [`RngStreams`]: independent random streams derived from the scenario seed and a component id;
 //! - [`stats`]: a statistics registry (name, unit, description) that components push into;
 //! - [`exec`]: a single-threaded executor for async rank programs, woken by simulator events;
-//! - [`driver`]: the one run loop (phases, end, deadlock watchdog, progress) every run uses.
+//! - [`driver`]: the one run loop (phases, end, deadlock watchdog, progress) every run uses;
+//! - [`hash`]: a fast deterministic hasher for maps keyed by integer ids.
 
 pub mod driver;
 pub mod exec;
+pub mod hash;
 pub mod queue;
 pub mod rng;
 pub mod stats;

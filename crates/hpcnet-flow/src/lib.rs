@@ -28,6 +28,7 @@
 //! Cost: O((L + F·h)·log L) per flow start or end (F flows of h links each in the changed flow's
 //! component, L links they use) plus O(log F) for the next finish, independent of message size — against O(bytes × hops) at packet level.
 
+use hpcnet_des::hash::IdMap;
 use hpcnet_des::SimTime;
 use hpcnet_fabric::topology::NodeId;
 use hpcnet_fabric::Network;
@@ -36,12 +37,15 @@ use hpcnet_nic::{
     CqId, Cqe, CqeKind, CqeStatus, Memory, MemoryError, NicConfig, Notice, Op, Placement, PostError, QpNum, Rank,
     Request, RqId, TimerId,
 };
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, VecDeque};
+use std::rc::Rc;
 
 const MODEL: &str = "flow-level";
 
-/// What happens when a flow's bytes have crossed.
+/// What happens when a flow's bytes have crossed. `bytes` are the source's stored bytes
+/// ([`Memory::read_trimmed`]: all of an ordinary region, the header of a payload-free buffer);
+/// they land padded with zeros to the message's length.
 #[derive(Clone, Debug)]
 enum Then {
     /// Push data `bytes` of `req` lands at the target.
@@ -58,7 +62,10 @@ struct Flow {
     rate: f64,
     /// Bumped at every change of rate: older finish entries are stale.
     version: u64,
-    links: Vec<usize>,
+    /// Epoch of the last recomputation that met this flow, and the rate it gave.
+    mark: u64,
+    new_rate: f64,
+    links: Rc<[usize]>,
     /// Route latency added when the flow ends.
     latency: SimTime,
     /// Node whose engine the flow holds until its last byte has left.
@@ -97,7 +104,31 @@ type Waiting = (Rank, Rank, u64, Then, SimTime);
 /// A posted receive buffer: (address, length, receive id).
 type Posted = (u64, u64, u64);
 /// Links of a route and its latency.
-type Route = (Vec<usize>, SimTime);
+type Route = (Rc<[usize]>, SimTime);
+
+/// A scheduled event, ordered by (time, scheduling sequence).
+struct Sched {
+    t: SimTime,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Sched {
+    fn eq(&self, o: &Self) -> bool {
+        (self.t, self.seq) == (o.t, o.seq)
+    }
+}
+impl Eq for Sched {}
+impl PartialOrd for Sched {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Sched {
+    fn cmp(&self, o: &Self) -> Ordering {
+        (self.t, self.seq).cmp(&(o.t, o.seq))
+    }
+}
 
 /// The flow-level model of a scenario's machine.
 pub struct FlowWorld {
@@ -111,13 +142,12 @@ pub struct FlowWorld {
     rqs: Vec<(Rank, CqId, VecDeque<Posted>)>,
     next_qp: u32,
     next_timer: u32,
-    queue: BinaryHeap<Reverse<(SimTime, u64)>>,
-    pending: HashMap<u64, Ev>,
-    flows: BTreeMap<u64, Flow>,
+    queue: BinaryHeap<Reverse<Sched>>,
+    flows: IdMap<u64, Flow>,
     next_flow: u64,
     /// Capacity of every link, bytes per second.
     cap: Vec<f64>,
-    links: HashMap<(usize, usize), usize>,
+    links: IdMap<(usize, usize), usize>,
     inject: Vec<usize>,
     loopback: Vec<usize>,
     /// Host interface of every node: DMA reads (sending) and DMA writes (receiving).
@@ -126,7 +156,7 @@ pub struct FlowWorld {
     /// Messages waiting for a message engine, and engines busy, per node.
     waiting: Vec<VecDeque<Waiting>>,
     busy: Vec<u32>,
-    routes: HashMap<(u32, u32), Route>,
+    routes: IdMap<(u32, u32), Route>,
     net: Network,
     cfg: NicConfig,
     start_latency: SimTime,
@@ -139,6 +169,12 @@ pub struct FlowWorld {
     finish: BinaryHeap<Reverse<(SimTime, u64, u64)>>,
     scratch_left: Vec<f64>,
     scratch_count: Vec<u32>,
+    /// Scratch of [`FlowWorld::share`]: the component's links and flows, the search stack and
+    /// the links' heap.
+    scratch_links: Vec<usize>,
+    scratch_comp: Vec<u64>,
+    scratch_stack: Vec<usize>,
+    scratch_heap: BinaryHeap<Reverse<(u64, usize)>>,
     /// Epoch marks of the links and flows met by the current recomputation.
     link_mark: Vec<u64>,
     epoch: u64,
@@ -196,18 +232,17 @@ impl FlowWorld {
             next_qp: 0,
             next_timer: 0,
             queue: BinaryHeap::new(),
-            pending: HashMap::new(),
-            flows: BTreeMap::new(),
+            flows: IdMap::default(),
             next_flow: 0,
             cap,
-            links: HashMap::new(),
+            links: IdMap::default(),
             inject,
             loopback,
             pcie_tx,
             pcie_rx,
             waiting: vec![VecDeque::new(); nodes],
             busy: vec![0; nodes],
-            routes: HashMap::new(),
+            routes: IdMap::default(),
             net,
             cfg,
             start_latency,
@@ -217,20 +252,23 @@ impl FlowWorld {
             finish: BinaryHeap::new(),
             scratch_left: Vec::new(),
             scratch_count: Vec::new(),
+            scratch_links: Vec::new(),
+            scratch_comp: Vec::new(),
+            scratch_stack: Vec::new(),
+            scratch_heap: BinaryHeap::new(),
             link_mark: Vec::new(),
             epoch: 0,
         }
     }
 
     fn at(&mut self, t: SimTime, ev: Ev) {
-        let s = self.seq;
+        let seq = self.seq;
         self.seq += 1;
-        self.queue.push(Reverse((t, s)));
-        self.pending.insert(s, ev);
+        self.queue.push(Reverse(Sched { t, seq, ev }));
     }
 
     /// Links and latency of the route from `src`'s node to `dst`'s node.
-    fn route(&mut self, src: Rank, dst: Rank) -> (Vec<usize>, SimTime) {
+    fn route(&mut self, src: Rank, dst: Rank) -> Route {
         let (a, b) = (self.place.node_of(src), self.place.node_of(dst));
         if let Some(r) = self.routes.get(&(a.0, b.0)) {
             return r.clone();
@@ -238,7 +276,7 @@ impl FlowWorld {
         let (tx, rx) = (self.pcie_tx[a.index()], self.pcie_rx[b.index()]);
         let r = if a == b {
             (
-                vec![tx, self.loopback[a.index()], rx],
+                Rc::from([tx, self.loopback[a.index()], rx]),
                 self.cfg.loopback_latency + self.cfg.rx_overhead,
             )
         } else {
@@ -262,7 +300,7 @@ impl FlowWorld {
             }
             links.push(rx);
             let lat = fc.link.latency + SimTime::from_ps(per_hop.ps() * hops.len() as u64) + self.cfg.rx_overhead;
-            (links, lat)
+            (Rc::from(links), lat)
         };
         self.routes.insert((a.0, b.0), r.clone());
         r
@@ -295,10 +333,14 @@ impl FlowWorld {
         self.epoch += 1;
         let epoch = self.epoch;
         // The component: links reached through flows, flows through links.
-        let mut links: Vec<usize> = Vec::new();
-        let mut comp: Vec<u64> = Vec::new();
-        let mut seen: std::collections::HashSet<u64> = std::collections::HashSet::new();
-        let mut stack: Vec<usize> = Vec::new();
+        let mut links = std::mem::take(&mut self.scratch_links);
+        let mut comp = std::mem::take(&mut self.scratch_comp);
+        let mut stack = std::mem::take(&mut self.scratch_stack);
+        let mut heap = std::mem::take(&mut self.scratch_heap);
+        links.clear();
+        comp.clear();
+        stack.clear();
+        heap.clear();
         for &l in seeds {
             if self.link_mark[l] != epoch {
                 self.link_mark[l] = epoch;
@@ -308,9 +350,12 @@ impl FlowWorld {
         while let Some(l) = stack.pop() {
             links.push(l);
             for &id in &self.on_link[l] {
-                if seen.insert(id) {
+                let f = self.flows.get_mut(&id).expect("flow on a link");
+                if f.mark != epoch {
+                    f.mark = epoch;
+                    f.new_rate = f64::NAN;
                     comp.push(id);
-                    for &x in &self.flows[&id].links {
+                    for &x in f.links.iter() {
                         if self.link_mark[x] != epoch {
                             self.link_mark[x] = epoch;
                             stack.push(x);
@@ -319,65 +364,69 @@ impl FlowWorld {
                 }
             }
         }
-        if comp.is_empty() {
-            return;
-        }
-        links.sort_unstable();
-        comp.sort_unstable();
-        let mut left = std::mem::take(&mut self.scratch_left);
-        let mut count = std::mem::take(&mut self.scratch_count);
-        left.resize(nl, 0.0);
-        count.resize(nl, 0);
-        for &l in &links {
-            left[l] = self.cap[l];
-            count[l] = self.on_link[l].len() as u32;
-        }
-        // Shares are non-negative, so their IEEE bit patterns order like the values; ties go
-        // to the lower link index, as a scan in index order would.
-        let key = |left: f64, n: u32| (left.max(0.0) / f64::from(n)).to_bits();
-        let mut heap: BinaryHeap<Reverse<(u64, usize)>> = links
-            .iter()
-            .filter(|&&l| count[l] > 0)
-            .map(|&l| Reverse((key(left[l], count[l]), l)))
-            .collect();
-        let mut rate: HashMap<u64, f64> = HashMap::with_capacity(comp.len());
-        while let Some(Reverse((k, l))) = heap.pop() {
-            if count[l] == 0 || key(left[l], count[l]) != k {
-                continue;
+        if !comp.is_empty() {
+            links.sort_unstable();
+            comp.sort_unstable();
+            let mut left = std::mem::take(&mut self.scratch_left);
+            let mut count = std::mem::take(&mut self.scratch_count);
+            left.resize(nl, 0.0);
+            count.resize(nl, 0);
+            for &l in &links {
+                left[l] = self.cap[l];
+                count[l] = self.on_link[l].len() as u32;
             }
-            let r = f64::from_bits(k);
-            for &id in &self.on_link[l] {
-                if rate.contains_key(&id) {
+            // Shares are non-negative, so their IEEE bit patterns order like the values; ties
+            // go to the lower link index, as a scan in index order would.
+            let key = |left: f64, n: u32| (left.max(0.0) / f64::from(n)).to_bits();
+            heap.extend(
+                links
+                    .iter()
+                    .filter(|&&l| count[l] > 0)
+                    .map(|&l| Reverse((key(left[l], count[l]), l))),
+            );
+            while let Some(Reverse((k, l))) = heap.pop() {
+                if count[l] == 0 || key(left[l], count[l]) != k {
                     continue;
                 }
-                rate.insert(id, r);
-                for &x in &self.flows[&id].links {
-                    left[x] -= r;
-                    count[x] -= 1;
-                    if x != l && count[x] > 0 {
-                        heap.push(Reverse((key(left[x], count[x]), x)));
+                let r = f64::from_bits(k);
+                for &id in &self.on_link[l] {
+                    let f = self.flows.get_mut(&id).expect("flow on a link");
+                    if !f.new_rate.is_nan() {
+                        continue;
+                    }
+                    f.new_rate = r;
+                    for &x in f.links.iter() {
+                        left[x] -= r;
+                        count[x] -= 1;
+                        if x != l && count[x] > 0 {
+                            heap.push(Reverse((key(left[x], count[x]), x)));
+                        }
                     }
                 }
             }
-        }
-        let now = self.now;
-        for id in comp {
-            let r = rate.get(&id).copied().unwrap_or(0.0);
-            let f = self.flows.get_mut(&id).expect("flow of the component");
-            if r == f.rate {
-                continue;
+            let now = self.now;
+            for &id in &comp {
+                let f = self.flows.get_mut(&id).expect("flow of the component");
+                let r = if f.new_rate.is_nan() { 0.0 } else { f.new_rate };
+                if r == f.rate {
+                    continue;
+                }
+                f.remaining -= f.rate * (now - f.since).as_secs_f64();
+                f.since = now;
+                f.rate = r;
+                f.version += 1;
+                if r > 0.0 {
+                    let end = now + SimTime::from_ps((f.remaining.max(0.0) / r * 1e12).ceil() as u64);
+                    self.finish.push(Reverse((end, id, f.version)));
+                }
             }
-            f.remaining -= f.rate * (now - f.since).as_secs_f64();
-            f.since = now;
-            f.rate = r;
-            f.version += 1;
-            if r > 0.0 {
-                let end = now + SimTime::from_ps((f.remaining.max(0.0) / r * 1e12).ceil() as u64);
-                self.finish.push(Reverse((end, id, f.version)));
-            }
+            self.scratch_left = left;
+            self.scratch_count = count;
         }
-        self.scratch_left = left;
-        self.scratch_count = count;
+        self.scratch_links = links;
+        self.scratch_comp = comp;
+        self.scratch_stack = stack;
+        self.scratch_heap = heap;
     }
 
     /// When the next flow ends, if any (stale entries dropped).
@@ -442,7 +491,7 @@ impl FlowWorld {
                 };
                 let id = self.next_flow;
                 self.next_flow += 1;
-                for &l in &links {
+                for &l in links.iter() {
                     if l >= self.on_link.len() {
                         self.on_link.resize_with(l + 1, Vec::new);
                     }
@@ -456,6 +505,8 @@ impl FlowWorld {
                         since: self.now,
                         rate: 0.0,
                         version: 0,
+                        mark: 0,
+                        new_rate: 0.0,
                         links,
                         latency,
                         engine,
@@ -469,10 +520,7 @@ impl FlowWorld {
                     return;
                 };
                 let m = &self.mem[req.dst.0 as usize];
-                match m
-                    .check(remote, len, rkey)
-                    .and_then(|_| m.read(remote, len).map(<[u8]>::to_vec))
-                {
+                match m.check(remote, len, rkey).and_then(|_| m.read_trimmed(remote, len)) {
                     Ok(bytes) => {
                         let size = len + self.header;
                         let work = self.cfg.writeback_overhead.unwrap_or(self.cfg.message_overhead);
@@ -498,12 +546,12 @@ impl FlowWorld {
     fn arrive(&mut self, then: Then) {
         match then {
             Then::ReadBack { req, bytes } => {
-                let Op::Read { local, .. } = req.op else { return };
-                let status = match self.mem[req.src.0 as usize].write(local, &bytes) {
+                let Op::Read { local, len, .. } = req.op else { return };
+                let status = match self.mem[req.src.0 as usize].write_padded(local, len, &bytes) {
                     Ok(()) => CqeStatus::Ok,
                     Err(e) => CqeStatus::RemoteAccess(e),
                 };
-                self.complete(&req, CqeKind::Read, status, bytes.len() as u64, SimTime::ZERO);
+                self.complete(&req, CqeKind::Read, status, len, SimTime::ZERO);
             }
             Then::Land { req, bytes } => {
                 let (_, back) = self.route(req.dst, req.src);
@@ -517,7 +565,7 @@ impl FlowWorld {
                             None => CqeStatus::NoBuffer,
                             Some((_, blen, _)) if blen < len => CqeStatus::BufferTooSmall,
                             Some((addr, _, wr_id)) => {
-                                let _ = self.mem[req.dst.0 as usize].write(addr, &bytes);
+                                let _ = self.mem[req.dst.0 as usize].write_padded(addr, len, &bytes);
                                 let c = Cqe {
                                     wr_id,
                                     kind: CqeKind::Recv,
@@ -551,7 +599,7 @@ impl FlowWorld {
                                 Some((a, k)) => m.check(a, 8, k),
                                 None => Ok(()),
                             })
-                            .and_then(|_| m.write(remote, &bytes));
+                            .and_then(|_| m.write_padded(remote, len, &bytes));
                         let status = match check {
                             Ok(()) => {
                                 if let Some((a, _)) = reply_word {
@@ -601,8 +649,13 @@ impl NicBackend for FlowWorld {
     fn register_external(&mut self, rank: Rank, bytes: Box<dyn hpcnet_nic::ExternalBytes>) -> (u64, u32) {
         self.mem[rank.0 as usize].register_external(bytes)
     }
+    fn register_sparse(&mut self, rank: Rank, len: u64, stride: u64, keep: u64) -> (u64, u32) {
+        self.mem[rank.0 as usize].register_sparse(len, stride, keep)
+    }
     fn load(&self, rank: Rank, addr: u64, len: u64) -> Result<Vec<u8>, MemoryError> {
-        self.mem[rank.0 as usize].read(addr, len).map(<[u8]>::to_vec)
+        self.mem[rank.0 as usize]
+            .read(addr, len)
+            .map(std::borrow::Cow::into_owned)
     }
     fn store(&mut self, rank: Rank, addr: u64, bytes: &[u8]) -> Result<(), MemoryError> {
         self.mem[rank.0 as usize].write(addr, bytes)
@@ -651,7 +704,7 @@ impl NicBackend for FlowWorld {
         let m = &self.mem[req.src.0 as usize];
         match req.op {
             Op::Send { local, len, .. } | Op::Write { local, len, .. } => {
-                let bytes = m.read(local, len).map_err(PostError::Local)?.to_vec();
+                let bytes = m.read_trimmed(local, len).map_err(PostError::Local)?;
                 let size = len + self.header;
                 let (src, dst) = (req.src, req.dst);
                 self.at(
@@ -667,7 +720,7 @@ impl NicBackend for FlowWorld {
                 Ok(())
             }
             Op::Read { local, len, .. } => {
-                m.read(local, len).map_err(PostError::Local)?;
+                m.check_local(local, len).map_err(PostError::Local)?;
                 let (_, lat) = self.route(req.src, req.dst);
                 // The request leaves once an engine has taken it (no data to move).
                 self.at(start + lat + self.cfg.host.read_latency + work, Ev::ReadRequest(req));
@@ -705,7 +758,7 @@ impl NicBackend for FlowWorld {
         id
     }
     fn step(&mut self) -> bool {
-        let ev_t = self.queue.peek().map(|Reverse((t, _))| *t);
+        let ev_t = self.queue.peek().map(|Reverse(s)| s.t);
         let fin = self.next_finish();
         let event_first = match (ev_t, fin) {
             (None, None) => return false,
@@ -715,16 +768,15 @@ impl NicBackend for FlowWorld {
         };
         self.events += 1;
         if event_first {
-            let Reverse((t, s)) = self.queue.pop().expect("peeked");
+            let Reverse(Sched { t, ev, .. }) = self.queue.pop().expect("peeked");
             self.now = t;
-            let ev = self.pending.remove(&s).expect("scheduled");
             self.handle(ev);
         } else {
             let (t, id) = fin.expect("a flow ends");
             self.finish.pop();
             self.now = t;
             let f = self.flows.remove(&id).expect("flow");
-            for &l in &f.links {
+            for &l in f.links.iter() {
                 let on = &mut self.on_link[l];
                 if let Some(i) = on.iter().position(|&x| x == id) {
                     on.remove(i);

@@ -200,6 +200,7 @@ impl MpiSettings {
                 eager_threshold: self.eager_threshold.0,
                 send_buffers: self.send_buffers,
                 rnr_retry: self.rnr_retry,
+                ..P2pParams::default()
             },
         })
     }

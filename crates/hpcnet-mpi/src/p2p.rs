@@ -53,12 +53,13 @@
 
 use crate::alloc::{Action, Allocator, MemoryAccount, Route, Target};
 use crate::policy::{ConnError, ConnParams, Layout, Policy, Transport};
+use hpcnet_des::hash::IdMap;
 use hpcnet_des::SimTime;
 use hpcnet_msg::verbs::{Cq, Mr, Qp, RemoteBuf, RemoteRq, Rq, VerbsError};
 use hpcnet_msg::{Context, Machine, NicBackend, Rank};
 use hpcnet_nic::{Cqe, CqeKind, CqeStatus};
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::rc::Rc;
@@ -83,6 +84,13 @@ pub struct P2pParams {
     pub send_buffers: u64,
     /// Wait before sending again a message that found no receive buffer (default 10 µs).
     pub rnr_retry: SimTime,
+    /// Whether messages carry their data (default) or are payload-free: the library's send
+    /// and receive buffers are registered as sparse regions that hold only the headers, and
+    /// no payload byte is read, copied or moved — lengths, addresses and timing are those of
+    /// the real messages. For programs that do not look at the data they receive (their own
+    /// buffers then payload-free too, [`hpcnet_msg::Context::reg_mr_sparse`]); a receive
+    /// buffer's contents are unspecified.
+    pub payload_free: bool,
 }
 
 impl Default for P2pParams {
@@ -91,6 +99,7 @@ impl Default for P2pParams {
             eager_threshold: 8192,
             send_buffers: 64,
             rnr_retry: SimTime::from_us(10),
+            payload_free: false,
         }
     }
 }
@@ -203,7 +212,7 @@ struct Dir {
     srq: Vec<Option<RemoteRq>>,
     /// Buffers posted to each SRQ class.
     srq_bufs: Vec<u64>,
-    own: HashMap<u64, RemoteRq>,
+    own: IdMap<u64, RemoteRq>,
     ud: Option<RemoteRq>,
 }
 
@@ -310,6 +319,8 @@ struct Posted {
 struct Out {
     dest: u64,
     hdr: [u64; 8],
+    /// Payload bytes after the header (`data` holds them unless the job is payload-free).
+    len: u64,
     data: Vec<u8>,
     /// Send request an acknowledgement of this message counts towards.
     req: Option<u64>,
@@ -357,39 +368,39 @@ struct Slot {
     rq: RqRef,
 }
 
-#[derive(Copy, Clone, PartialEq, Eq)]
-enum ConnState {
-    /// Request sent, answer awaited.
-    Pending,
-    Ready,
+/// An open connection: its queue pair, whether its on-demand handshake is still under way,
+/// and the sends and reads in flight on it (at most `send_depth`).
+struct Link {
+    qp: Qp,
+    pending: bool,
+    outstanding: u64,
 }
 
 struct State {
     alloc: Allocator,
-    qps: BTreeMap<Target, Qp>,
+    /// Open connections (one map: a message costs one lookup to check and one to count).
+    links: IdMap<Target, Link>,
     ud_qp: Option<Qp>,
     srq: Vec<Rq>,
-    own: HashMap<u64, Rq>,
+    own: IdMap<u64, Rq>,
     ud_rq: Option<Rq>,
     slots: Vec<Slot>,
     staging: Mr,
     staging_size: u64,
     free_staging: Vec<u64>,
     next_id: u64,
-    reqs: HashMap<u64, ReqState>,
+    reqs: IdMap<u64, ReqState>,
     posted: VecDeque<Posted>,
     unexpected: VecDeque<Msg>,
-    send_seq: HashMap<u64, u64>,
-    recv_seq: HashMap<u64, u64>,
+    send_seq: IdMap<u64, u64>,
+    recv_seq: IdMap<u64, u64>,
     held: BTreeMap<(u64, u64), Msg>,
-    frags: HashMap<(u64, u64), (Vec<u8>, u64, u64)>,
+    frags: IdMap<(u64, u64), (Vec<u8>, u64, u64)>,
     pending: VecDeque<Out>,
     pending_reads: VecDeque<ReadOp>,
-    conn: BTreeMap<Target, ConnState>,
     to_connect: BTreeSet<u64>,
-    in_flight: HashMap<u64, InFlight>,
-    reads: HashMap<u64, ReadOp>,
-    per_target: BTreeMap<Target, u64>,
+    in_flight: IdMap<u64, InFlight>,
+    reads: IdMap<u64, ReadOp>,
     retries: VecDeque<(SimTime, u64)>,
     stats: P2pStats,
 }
@@ -418,33 +429,35 @@ impl Endpoint {
         let cq = ctx.create_cq();
         let staging_size = cfg.conn.buffer.max(cfg.conn.ud_mtu).max(HEADER);
         let n = cfg.p2p.send_buffers.max(1);
-        let staging = ctx.reg_mr(staging_size * n);
+        let staging = if cfg.p2p.payload_free {
+            ctx.reg_mr_sparse(staging_size * n, staging_size, HEADER)
+        } else {
+            ctx.reg_mr(staging_size * n)
+        };
         let st = State {
             alloc,
-            qps: BTreeMap::new(),
+            links: IdMap::default(),
             ud_qp: None,
             srq: Vec::new(),
-            own: HashMap::new(),
+            own: IdMap::default(),
             ud_rq: None,
             slots: Vec::new(),
             staging,
             staging_size,
             free_staging: (0..n).rev().collect(),
             next_id: 1,
-            reqs: HashMap::new(),
+            reqs: IdMap::default(),
             posted: VecDeque::new(),
             unexpected: VecDeque::new(),
-            send_seq: HashMap::new(),
-            recv_seq: HashMap::new(),
+            send_seq: IdMap::default(),
+            recv_seq: IdMap::default(),
             held: BTreeMap::new(),
-            frags: HashMap::new(),
+            frags: IdMap::default(),
             pending: VecDeque::new(),
             pending_reads: VecDeque::new(),
-            conn: BTreeMap::new(),
             to_connect: BTreeSet::new(),
-            in_flight: HashMap::new(),
-            reads: HashMap::new(),
-            per_target: BTreeMap::new(),
+            in_flight: IdMap::default(),
+            reads: IdMap::default(),
             retries: VecDeque::new(),
             stats: P2pStats::default(),
         };
@@ -500,6 +513,7 @@ impl Endpoint {
         let ctx = &self.0.ctx;
         let mut st = self.0.st.borrow_mut();
         let actions = st.alloc.take_actions();
+        let pf = self.0.shared.cfg.p2p.payload_free;
         for a in actions {
             match a {
                 Action::Srq { class, .. } => {
@@ -522,17 +536,24 @@ impl Endpoint {
                         }
                         b[class as usize] += count;
                     }
-                    post_buffers(ctx, &mut st.slots, &rq, RqRef::Srq(class), buffer, count)?;
+                    post_buffers(ctx, &mut st.slots, &rq, RqRef::Srq(class), buffer, count, pf)?;
                 }
                 Action::Qp { target, own_rq } => {
                     let qp = match target {
                         Target::Peer(p) => ctx.create_qp(&self.0.cq, Rank(p as u32)),
                         Target::Node(_) => ctx.create_rd_qp(&self.0.cq),
                     };
-                    st.qps.insert(target, qp);
+                    st.links.insert(
+                        target,
+                        Link {
+                            qp,
+                            pending: false,
+                            outstanding: 0,
+                        },
+                    );
                     if let (Some((buffer, count)), Target::Peer(p)) = (own_rq, target) {
                         let rq = ctx.create_rq(&self.0.cq)?;
-                        post_buffers(ctx, &mut st.slots, &rq, RqRef::Own(p), buffer, count)?;
+                        post_buffers(ctx, &mut st.slots, &rq, RqRef::Own(p), buffer, count, pf)?;
                         self.0.shared.dir.borrow_mut()[me as usize].own.insert(p, rq.remote());
                         st.own.insert(p, rq);
                     }
@@ -540,7 +561,7 @@ impl Endpoint {
                 Action::UdQp { buffer, count } => {
                     st.ud_qp = Some(ctx.create_rd_qp(&self.0.cq));
                     let rq = ctx.create_rq(&self.0.cq)?;
-                    post_buffers(ctx, &mut st.slots, &rq, RqRef::Ud, buffer, count)?;
+                    post_buffers(ctx, &mut st.slots, &rq, RqRef::Ud, buffer, count, pf)?;
                     self.0.shared.dir.borrow_mut()[me as usize].ud = Some(rq.remote());
                     st.ud_rq = Some(rq);
                 }
@@ -588,7 +609,7 @@ impl Endpoint {
             || (HEADER + len <= self.eager_limit()
                 && (cfg.policy.transport != Transport::XrcM || self.xrc_class(d, HEADER + len).is_some()));
         // Reads check the buffer's owner and range for every protocol.
-        let data = if eager {
+        let data = if eager && !cfg.p2p.payload_free {
             self.0.ctx.read_local(mr, offset, len)?
         } else {
             self.0.ctx.read_local(mr, offset, 0)?;
@@ -646,7 +667,8 @@ impl Endpoint {
                 st.pending.push_back(Out {
                     dest: d,
                     hdr: hdr(FRAG, a as u64, 0, 0),
-                    data: data[a..b].to_vec(),
+                    len: (b - a) as u64,
+                    data: data.get(a..b).map(<[u8]>::to_vec).unwrap_or_default(),
                     req: Some(id),
                 });
             }
@@ -662,6 +684,7 @@ impl Endpoint {
             st.pending.push_back(Out {
                 dest: d,
                 hdr: hdr(EAGER, 0, 0, 0),
+                len,
                 data,
                 req: Some(id),
             });
@@ -677,6 +700,7 @@ impl Endpoint {
             st.pending.push_back(Out {
                 dest: d,
                 hdr: hdr(RTS, mr.addr + offset, u64::from(mr.rkey), id),
+                len: 0,
                 data: Vec::new(),
                 req: None,
             });
@@ -882,20 +906,22 @@ impl Endpoint {
     }
 
     /// Whether a message to `dest` may leave now; asks for a connection when it needs one.
-    fn ready(st: &mut State, dest: u64, sd: u64) -> Result<Option<Target>, ()> {
+    /// On success the connection (if any) counts one more operation in flight, and its queue
+    /// pair is returned.
+    fn ready(st: &mut State, dest: u64, sd: u64) -> Result<Option<(Target, Qp)>, ()> {
         match st.alloc.route(dest) {
             Route::Conn(t) => {
-                if !st.alloc.connected(dest) {
+                // A connection is open exactly when its queue pair exists (the allocator's
+                // decisions are executed at once).
+                let Some(l) = st.links.get_mut(&t) else {
                     st.to_connect.insert(dest);
                     return Err(());
-                }
-                if st.conn.get(&t) == Some(&ConnState::Pending) {
+                };
+                if l.pending || l.outstanding >= sd {
                     return Err(());
                 }
-                if st.per_target.get(&t).copied().unwrap_or(0) >= sd {
-                    return Err(());
-                }
-                Ok(Some(t))
+                l.outstanding += 1;
+                Ok(Some((t, l.qp.clone())))
             }
             _ => Ok(None),
         }
@@ -911,11 +937,10 @@ impl Endpoint {
         let mut keep = VecDeque::new();
         while let Some(r) = st.pending_reads.pop_front() {
             match Self::ready(st, r.src, sd) {
-                Ok(Some(t)) => {
+                Ok(Some((t, qp))) => {
                     let id = st.next_id;
                     st.next_id += 1;
-                    st.qps[&t].post_read(&r.mr, r.off, r.len, r.remote, id)?;
-                    *st.per_target.entry(t).or_insert(0) += 1;
+                    qp.post_read(&r.mr, r.off, r.len, r.remote, id)?;
                     sh.inc();
                     st.reads.insert(id, ReadOp { target: Some(t), ..r });
                 }
@@ -946,15 +971,19 @@ impl Endpoint {
                     continue;
                 }
             };
-            let bytes = HEADER + o.data.len() as u64;
+            let (target, conn_qp) = match target {
+                Some((t, q)) => (Some(t), Some(q)),
+                None => (None, None),
+            };
+            let bytes = HEADER + o.len;
             let (qp, rq) = {
                 let dir = sh.dir.borrow();
                 let d = &dir[o.dest as usize];
                 let me = u64::from(self.rank().0);
                 match (sh.cfg.policy.transport, target) {
                     (Transport::Ud, _) => (st.ud_qp.clone(), d.ud),
-                    (Transport::Rc, Some(t)) => (st.qps.get(&t).cloned(), d.own.get(&me).copied()),
-                    (Transport::XrcM, Some(t)) => {
+                    (Transport::Rc, Some(_)) => (conn_qp, d.own.get(&me).copied()),
+                    (Transport::XrcM, Some(_)) => {
                         // Control messages (header only) fit every class; eager data was
                         // checked against the classes with buffers when it was posted.
                         let k = {
@@ -967,9 +996,9 @@ impl Endpoint {
                                 })
                                 .unwrap_or(0)
                         };
-                        (st.qps.get(&t).cloned(), d.srq.get(k as usize).copied().flatten())
+                        (conn_qp, d.srq.get(k as usize).copied().flatten())
                     }
-                    (_, Some(t)) => (st.qps.get(&t).cloned(), d.srq.first().copied().flatten()),
+                    (_, Some(_)) => (conn_qp, d.srq.first().copied().flatten()),
                     (_, None) => (None, None),
                 }
             };
@@ -981,18 +1010,18 @@ impl Endpoint {
                 )));
             };
             let slot = st.free_staging.pop().expect("checked non-empty");
-            let mut buf = Vec::with_capacity(bytes as usize);
-            for w in o.hdr {
-                buf.extend_from_slice(&w.to_le_bytes());
+            let mut head = [0u8; HEADER as usize];
+            for (i, w) in o.hdr.iter().enumerate() {
+                head[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
             }
-            buf.extend_from_slice(&o.data);
-            self.0.ctx.write_local(&st.staging, slot * st.staging_size, &buf)?;
+            let at = slot * st.staging_size;
+            self.0.ctx.write_local(&st.staging, at, &head)?;
+            if !o.data.is_empty() {
+                self.0.ctx.write_local(&st.staging, at + HEADER, &o.data)?;
+            }
             let id = st.next_id;
             st.next_id += 1;
             qp.post_send(&st.staging, slot * st.staging_size, bytes, rq, true, id)?;
-            if let Some(t) = target {
-                *st.per_target.entry(t).or_insert(0) += 1;
-            }
             sh.inc();
             st.in_flight.insert(
                 id,
@@ -1034,20 +1063,24 @@ impl Endpoint {
         {
             let mut st = self.0.st.borrow_mut();
             st.alloc.connect(peer);
-            if let Route::Conn(t) = st.alloc.route(peer) {
-                st.conn.insert(t, ConnState::Pending);
-            }
             let relay = self.relay(me, peer);
             st.pending.push_back(Out {
                 dest: relay,
                 hdr: [CONN_REQ, me, 0, 0, 0, me, peer, 0],
+                len: 0,
                 data: Vec::new(),
                 req: None,
             });
         }
         // The request counts as in flight until its answer arrives.
         self.0.shared.inc();
-        self.apply()
+        self.apply()?;
+        // The new queue pair waits for the answer.
+        let mut st = self.0.st.borrow_mut();
+        if let Route::Conn(t) = st.alloc.route(peer) {
+            st.links.get_mut(&t).expect("queue pair created").pending = true;
+        }
+        Ok(())
     }
 
     /// Handles one completion.
@@ -1071,7 +1104,7 @@ impl Endpoint {
                     .ok_or_else(|| MpiError::Protocol(format!("unknown send {}", c.wr_id)))?;
                 st.free_staging.push(f.slot);
                 if let Some(t) = f.target {
-                    *st.per_target.get_mut(&t).expect("counted") -= 1;
+                    st.links.get_mut(&t).expect("counted").outstanding -= 1;
                 }
                 if let Some(r) = f.req {
                     Self::ack(&mut st, r);
@@ -1089,7 +1122,7 @@ impl Endpoint {
                     return Err(MpiError::Protocol(format!("RDMA read completed with {:?}", c.status)));
                 }
                 if let Some(t) = r.target {
-                    *st.per_target.get_mut(&t).expect("counted") -= 1;
+                    st.links.get_mut(&t).expect("counted").outstanding -= 1;
                 }
                 sh.dec();
                 if let Some(q) = st.reqs.get_mut(&r.req) {
@@ -1104,6 +1137,7 @@ impl Endpoint {
                 st.pending.push_back(Out {
                     dest: r.src,
                     hdr: [FIN, me, 0, 0, 0, 0, 0, r.sreq],
+                    len: 0,
                     data: Vec::new(),
                     req: None,
                 });
@@ -1125,27 +1159,32 @@ impl Endpoint {
             return Err(MpiError::Protocol(format!("receive completed with {:?}", c.status)));
         }
         let me = u64::from(self.rank().0);
+        if c.bytes < HEADER {
+            return Err(MpiError::Protocol(format!("{}-byte message without header", c.bytes)));
+        }
+        let payload_free = self.0.shared.cfg.p2p.payload_free;
+        let payload = c.bytes - HEADER;
         let (hdr, data) = {
             let st = self.0.st.borrow();
             let s = &st.slots[c.wr_id as usize];
-            let bytes = self.0.ctx.read_local(&s.mr, s.off, c.bytes)?;
+            let mut head = [0u8; HEADER as usize];
+            self.0.ctx.read_local_into(&s.mr, s.off, &mut head)?;
+            let data = if payload_free || payload == 0 {
+                Vec::new()
+            } else {
+                self.0.ctx.read_local(&s.mr, s.off + HEADER, payload)?
+            };
             let rq = match s.rq {
                 RqRef::Srq(k) => &st.srq[k as usize],
                 RqRef::Own(p) => &st.own[&p],
                 RqRef::Ud => st.ud_rq.as_ref().expect("UD queue"),
             };
             rq.post_recv(&s.mr, s.off, s.len, c.wr_id)?;
-            if bytes.len() < HEADER as usize {
-                return Err(MpiError::Protocol(format!(
-                    "{}-byte message without header",
-                    bytes.len()
-                )));
-            }
             let mut h = [0u64; 8];
             for (i, w) in h.iter_mut().enumerate() {
-                *w = u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+                *w = u64::from_le_bytes(head[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
             }
-            (h, bytes[HEADER as usize..].to_vec())
+            (h, data)
         };
         let [kind, src, tag, len, seq, a, b, cw] = hdr;
         match kind {
@@ -1167,10 +1206,12 @@ impl Endpoint {
                 let e = st
                     .frags
                     .entry((src, seq))
-                    .or_insert_with(|| (vec![0; len as usize], 0, len));
-                let end = (a as usize + data.len()).min(e.0.len());
-                e.0[a as usize..end].copy_from_slice(&data[..end - a as usize]);
-                e.1 += data.len() as u64;
+                    .or_insert_with(|| (vec![0; if payload_free { 0 } else { len as usize }], 0, len));
+                if !payload_free {
+                    let end = (a as usize + data.len()).min(e.0.len());
+                    e.0[a as usize..end].copy_from_slice(&data[..end - a as usize]);
+                }
+                e.1 += payload;
                 if e.1 >= e.2 {
                     let (buf, _, _) = st.frags.remove(&(src, seq)).expect("present");
                     self.arrive(
@@ -1198,6 +1239,7 @@ impl Endpoint {
                 st.pending.push_back(Out {
                     dest: b,
                     hdr,
+                    len: 0,
                     data: Vec::new(),
                     req: None,
                 });
@@ -1215,11 +1257,12 @@ impl Endpoint {
                 let relay = self.relay(me, origin);
                 let mut st = self.0.st.borrow_mut();
                 if let Route::Conn(t) = st.alloc.route(origin) {
-                    st.conn.insert(t, ConnState::Ready);
+                    st.links.get_mut(&t).expect("queue pair created").pending = false;
                 }
                 st.pending.push_back(Out {
                     dest: relay,
                     hdr: [CONN_ACK, me, 0, 0, 0, me, origin, 0],
+                    len: 0,
                     data: Vec::new(),
                     req: None,
                 });
@@ -1228,7 +1271,9 @@ impl Endpoint {
             CONN_ACK => {
                 let mut st = self.0.st.borrow_mut();
                 if let Route::Conn(t) = st.alloc.route(a) {
-                    st.conn.insert(t, ConnState::Ready);
+                    if let Some(l) = st.links.get_mut(&t) {
+                        l.pending = false;
+                    }
                 }
                 self.0.shared.dec();
                 Ok(())
@@ -1315,6 +1360,7 @@ impl Endpoint {
                     st.pending.push_back(Out {
                         dest: m.src,
                         hdr: [FIN, me, 0, 0, 0, 0, 0, sreq],
+                        len: 0,
                         data: Vec::new(),
                         req: None,
                     });
@@ -1350,8 +1396,13 @@ fn post_buffers(
     which: RqRef,
     size: u64,
     count: u64,
+    payload_free: bool,
 ) -> Result<(), MpiError> {
-    let mr = ctx.reg_mr(size * count);
+    let mr = if payload_free {
+        ctx.reg_mr_sparse(size * count, size, HEADER)
+    } else {
+        ctx.reg_mr(size * count)
+    };
     for i in 0..count {
         let id = slots.len() as u64;
         rq.post_recv(&mr, i * size, size, id)?;

@@ -28,6 +28,10 @@ pub trait NicBackend {
     /// Register memory outside the model (it keeps its bytes) as a region of `rank`'s memory:
     /// (address, key).
     fn register_external(&mut self, rank: Rank, bytes: Box<dyn ExternalBytes>) -> (u64, u32);
+    /// Register a sparse region of `len` bytes of `rank`'s memory of which only the first
+    /// `keep` bytes of every `stride`-byte slot are held (the rest reads as zero):
+    /// (address, key). See [`hpcnet_nic::Memory::register_sparse`].
+    fn register_sparse(&mut self, rank: Rank, len: u64, stride: u64, keep: u64) -> (u64, u32);
     /// CPU load from `rank`'s memory.
     fn load(&self, rank: Rank, addr: u64, len: u64) -> Result<Vec<u8>, MemoryError>;
     /// CPU load of `out.len()` bytes from `rank`'s memory into `out` (no allocation).
@@ -156,15 +160,18 @@ impl NicBackend for World {
     fn register_external(&mut self, rank: Rank, bytes: Box<dyn ExternalBytes>) -> (u64, u32) {
         self.memory_mut(rank).register_external(bytes)
     }
+    fn register_sparse(&mut self, rank: Rank, len: u64, stride: u64, keep: u64) -> (u64, u32) {
+        self.memory_mut(rank).register_sparse(len, stride, keep)
+    }
     fn load(&self, rank: Rank, addr: u64, len: u64) -> Result<Vec<u8>, MemoryError> {
-        self.memory(rank).read(addr, len).map(<[u8]>::to_vec)
+        self.memory(rank).read(addr, len).map(std::borrow::Cow::into_owned)
     }
     fn load_into(&self, rank: Rank, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
-        out.copy_from_slice(self.memory(rank).read(addr, out.len() as u64)?);
+        out.copy_from_slice(&self.memory(rank).read(addr, out.len() as u64)?);
         Ok(())
     }
     fn load_append(&self, rank: Rank, addr: u64, len: u64, out: &mut Vec<u8>) -> Result<(), MemoryError> {
-        out.extend_from_slice(self.memory(rank).read(addr, len)?);
+        out.extend_from_slice(&self.memory(rank).read(addr, len)?);
         Ok(())
     }
     fn store(&mut self, rank: Rank, addr: u64, bytes: &[u8]) -> Result<(), MemoryError> {

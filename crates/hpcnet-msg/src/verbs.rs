@@ -461,6 +461,21 @@ impl Context {
         }
     }
 
+    /// Register `len` bytes of this rank's memory without a backing store in the simulator
+    /// beyond the first `keep` bytes of every `stride`-byte slot: addresses, bounds and keys
+    /// are those of [`Context::reg_mr`], the other bytes read as zero and writes to them are
+    /// dropped. For programs that do not look at their data (`keep = 0`: a payload-free
+    /// buffer; a message library's buffers keep their headers).
+    pub fn reg_mr_sparse(&self, len: u64, stride: u64, keep: u64) -> Mr {
+        let (addr, rkey) = self.host.borrow_mut().nic.register_sparse(self.rank, len, stride, keep);
+        Mr {
+            rank: self.rank,
+            addr,
+            len,
+            rkey,
+        }
+    }
+
     /// Register memory outside the model as a region of this rank's memory (it keeps its
     /// bytes; see [`hpcnet_nic::ExternalBytes`]).
     pub fn reg_mr_external(&self, bytes: Box<dyn hpcnet_nic::ExternalBytes>) -> Mr {

@@ -489,12 +489,12 @@ impl World {
         };
         let mem = &self.mem[rank.index()];
         let data = if contributes {
-            Some(mem.read(d.src, bytes).map_err(PostError::Local)?.to_vec())
+            Some(mem.read(d.src, bytes).map_err(PostError::Local)?.into_owned())
         } else {
             None
         };
         if receives {
-            mem.read(d.dst, bytes).map_err(PostError::Local)?;
+            mem.check_local(d.dst, bytes).map_err(PostError::Local)?;
         }
         let sig = Sig {
             kind: d.kind,

@@ -131,7 +131,9 @@ impl World {
     /// Post a receive buffer of `len` bytes at `addr` to `rq`.
     pub fn post_recv(&mut self, rq: RqId, addr: u64, len: u64, wr_id: u64) -> Result<(), PostError> {
         let owner = self.rqs.get(rq.index()).ok_or(PostError::BadRq(rq))?.owner;
-        self.mem[owner.index()].read(addr, len).map_err(PostError::Local)?;
+        self.mem[owner.index()]
+            .check_local(addr, len)
+            .map_err(PostError::Local)?;
         self.rqs[rq.index()].bufs.push_back((addr, len, wr_id));
         Ok(())
     }
@@ -150,7 +152,7 @@ impl World {
             return Err(PostError::NapPoolAlignment { addr, size });
         }
         self.mem[rank.index()]
-            .read(addr, size * count)
+            .check_local(addr, size * count)
             .map_err(PostError::Local)?;
         let nic = self.nic_of(rank);
         nic.nap_cq = Some(cq);

@@ -290,7 +290,9 @@ impl World {
         let m = self.msgs[id as usize].as_mut().expect("live message");
         let mem = &self.mem[from.index()];
         for &(a, l) in &m.src_segs {
-            data.extend_from_slice(mem.read(a, l).unwrap_or(&[]));
+            if let Ok(b) = mem.read(a, l) {
+                data.extend_from_slice(&b);
+            }
         }
         data.resize(len as usize, 0);
         m.data = data;

@@ -9,8 +9,17 @@
 //! instead live in memory outside the model ([`Memory::register_external`]): the bytes of a
 //! real process mapped into the simulator, so that what the NIC writes *is* that process's
 //! memory (the C interface of the SHMEM library runs programs this way).
+//!
+//! A region may also be **sparse** ([`Memory::register_sparse`]): its addresses, length and
+//! key are those of an ordinary region, but only the first `keep` bytes of every `stride`-byte
+//! slot have a backing store; the other bytes read as zero and writes to them are dropped.
+//! Programs that do not look at their data (communication skeletons) use it so that the
+//! simulator holds no payload: with `keep = 0` a region is payload-free, and a message
+//! library's buffers keep only their headers. What a program registers is unchanged (an
+//! allocator counts the same bytes); only the simulator's copy of them is elided.
 
 use serde::Serialize;
+use std::borrow::Cow;
 
 /// Bytes outside the model that a region lives in (for example a shared mapping of another
 /// process's memory). The length never changes.
@@ -22,21 +31,56 @@ pub trait ExternalBytes {
 enum Bytes {
     Owned(Vec<u8>),
     External(Box<dyn ExternalBytes>),
+    /// `len` bytes of which the first `keep` of every `stride`-byte slot are stored in `kept`
+    /// (slot i at `i * keep`); the rest read as zero.
+    Sparse {
+        len: u64,
+        stride: u64,
+        keep: u64,
+        kept: Vec<u8>,
+    },
 }
 
 impl Bytes {
-    fn get(&self) -> &[u8] {
+    fn len(&self) -> u64 {
         match self {
-            Bytes::Owned(v) => v,
-            Bytes::External(e) => e.bytes(),
+            Bytes::Owned(v) => v.len() as u64,
+            Bytes::External(e) => e.bytes().len() as u64,
+            Bytes::Sparse { len, .. } => *len,
         }
     }
-    fn get_mut(&mut self) -> &mut [u8] {
+    /// The bytes when every byte is stored.
+    fn dense(&self) -> Option<&[u8]> {
         match self {
-            Bytes::Owned(v) => v,
-            Bytes::External(e) => e.bytes_mut(),
+            Bytes::Owned(v) => Some(v),
+            Bytes::External(e) => Some(e.bytes()),
+            Bytes::Sparse { .. } => None,
         }
     }
+    fn dense_mut(&mut self) -> Option<&mut [u8]> {
+        match self {
+            Bytes::Owned(v) => Some(v),
+            Bytes::External(e) => Some(e.bytes_mut()),
+            Bytes::Sparse { .. } => None,
+        }
+    }
+}
+
+/// The stored parts of `[off, off + n)` of a sparse region: (offset in the range, index in
+/// `kept`, length), in address order. Cost: O(slots the range crosses).
+fn stored_parts(stride: u64, keep: u64, off: u64, n: u64) -> impl Iterator<Item = (u64, u64, u64)> {
+    let end = off + n;
+    let first = off / stride;
+    let last = if keep == 0 || n == 0 {
+        first
+    } else {
+        end.div_ceil(stride)
+    };
+    (first..last).filter_map(move |s| {
+        let lo = (s * stride).max(off);
+        let hi = (s * stride + keep).min(end);
+        (lo < hi).then(|| (lo - off, s * keep + (lo - s * stride), hi - lo))
+    })
 }
 
 /// A registered memory region.
@@ -47,9 +91,18 @@ pub struct Region {
 }
 
 impl Region {
-    /// The region's bytes.
-    pub fn data(&self) -> &[u8] {
-        self.data.get()
+    /// The region's length in bytes.
+    pub fn len(&self) -> u64 {
+        self.data.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether every byte has a backing store (false for a sparse region).
+    pub fn is_dense(&self) -> bool {
+        self.data.dense().is_some()
     }
 }
 
@@ -58,8 +111,9 @@ impl std::fmt::Debug for Region {
         f.debug_struct("Region")
             .field("addr", &self.addr)
             .field("key", &self.key)
-            .field("len", &self.data().len())
+            .field("len", &self.len())
             .field("external", &matches!(self.data, Bytes::External(_)))
+            .field("sparse", &!self.is_dense())
             .finish()
     }
 }
@@ -106,8 +160,23 @@ impl Memory {
         self.push(Bytes::External(bytes))
     }
 
+    /// Register a sparse region of `len` bytes: only the first `keep` bytes of every
+    /// `stride`-byte slot are stored (the rest reads as zero; writes to it are dropped). The
+    /// simulator holds `ceil(len / stride) * keep` bytes; `keep = 0` holds none.
+    pub fn register_sparse(&mut self, len: u64, stride: u64, keep: u64) -> (u64, u32) {
+        let stride = stride.max(1);
+        let keep = keep.min(stride);
+        let kept = vec![0; (len.div_ceil(stride) * keep) as usize];
+        self.push(Bytes::Sparse {
+            len,
+            stride,
+            keep,
+            kept,
+        })
+    }
+
     fn push(&mut self, data: Bytes) -> (u64, u32) {
-        let len = data.get().len() as u64;
+        let len = data.len();
         let addr = self.next_addr;
         // One guard page between regions, so an overrun never lands in the next region.
         self.next_addr += len.max(1).div_ceil(PAGE) * PAGE + PAGE;
@@ -128,7 +197,7 @@ impl Memory {
         let reg = &self.regions[r];
         // `addr + len` may wrap for a forged remote address: compare offsets instead.
         let off = addr - reg.addr;
-        let size = reg.data().len() as u64;
+        let size = reg.len();
         if len > size || off > size - len {
             return Err(bad);
         }
@@ -144,26 +213,109 @@ impl Memory {
         Ok(())
     }
 
-    /// Local read (CPU or DMA on the owner's behalf; no key needed).
-    pub fn read(&self, addr: u64, len: u64) -> Result<&[u8], MemoryError> {
+    /// Check a local access: the range lies inside one region (no key needed, nothing read).
+    pub fn check_local(&self, addr: u64, len: u64) -> Result<(), MemoryError> {
+        self.find(addr, len).map(|_| ())
+    }
+
+    /// Local read (CPU or DMA on the owner's behalf; no key needed). Borrowed from a dense
+    /// region; from a sparse one the bytes are assembled (unstored bytes are zero).
+    pub fn read(&self, addr: u64, len: u64) -> Result<Cow<'_, [u8]>, MemoryError> {
         let r = self.find(addr, len)?;
         let reg = &self.regions[r];
-        let off = (addr - reg.addr) as usize;
-        Ok(&reg.data()[off..off + len as usize])
+        let off = addr - reg.addr;
+        match &reg.data {
+            Bytes::Sparse { stride, keep, kept, .. } => {
+                let mut out = vec![0; len as usize];
+                for (o, k, n) in stored_parts(*stride, *keep, off, len) {
+                    out[o as usize..(o + n) as usize].copy_from_slice(&kept[k as usize..(k + n) as usize]);
+                }
+                Ok(Cow::Owned(out))
+            }
+            d => {
+                let b = d.dense().expect("dense");
+                Ok(Cow::Borrowed(&b[off as usize..(off + len) as usize]))
+            }
+        }
+    }
+
+    /// The bytes of `[addr, addr + len)` up to its last stored byte: all of them from a dense
+    /// region; from a sparse one the unstored tail is left out (it reads as zero), so a
+    /// payload-free buffer yields nothing and a header-only slot its header. Pair with
+    /// [`Memory::write_padded`] to move data without holding the unstored part.
+    pub fn read_trimmed(&self, addr: u64, len: u64) -> Result<Vec<u8>, MemoryError> {
+        let r = self.find(addr, len)?;
+        let reg = &self.regions[r];
+        let off = addr - reg.addr;
+        match &reg.data {
+            Bytes::Sparse { stride, keep, kept, .. } => {
+                let mut out = Vec::new();
+                for (o, k, n) in stored_parts(*stride, *keep, off, len) {
+                    out.resize(o as usize, 0);
+                    out.extend_from_slice(&kept[k as usize..(k + n) as usize]);
+                }
+                Ok(out)
+            }
+            d => {
+                let b = d.dense().expect("dense");
+                Ok(b[off as usize..(off + len) as usize].to_vec())
+            }
+        }
     }
 
     /// Local write.
     pub fn write(&mut self, addr: u64, bytes: &[u8]) -> Result<(), MemoryError> {
         let r = self.find(addr, bytes.len() as u64)?;
         let reg = &mut self.regions[r];
-        let off = (addr - reg.addr) as usize;
-        reg.data.get_mut()[off..off + bytes.len()].copy_from_slice(bytes);
+        let off = addr - reg.addr;
+        match &mut reg.data {
+            Bytes::Sparse { stride, keep, kept, .. } => {
+                for (o, k, n) in stored_parts(*stride, *keep, off, bytes.len() as u64) {
+                    kept[k as usize..(k + n) as usize].copy_from_slice(&bytes[o as usize..(o + n) as usize]);
+                }
+            }
+            d => {
+                let b = d.dense_mut().expect("dense");
+                b[off as usize..off as usize + bytes.len()].copy_from_slice(bytes);
+            }
+        }
+        Ok(())
+    }
+
+    /// Write `bytes` at `addr` followed by zeros up to `len` bytes (the counterpart of
+    /// [`Memory::read_trimmed`]); `bytes` longer than `len` is an out-of-range access.
+    pub fn write_padded(&mut self, addr: u64, len: u64, bytes: &[u8]) -> Result<(), MemoryError> {
+        let r = self.find(addr, len.max(bytes.len() as u64))?;
+        if bytes.len() as u64 > len {
+            return Err(MemoryError::OutOfRange {
+                addr,
+                len: bytes.len() as u64,
+            });
+        }
+        let reg = &mut self.regions[r];
+        let off = addr - reg.addr;
+        match &mut reg.data {
+            Bytes::Sparse { stride, keep, kept, .. } => {
+                for (o, k, n) in stored_parts(*stride, *keep, off, len) {
+                    let dst = &mut kept[k as usize..(k + n) as usize];
+                    let (lo, hi) = (o as usize, (o + n) as usize);
+                    let have = bytes.len().clamp(lo, hi);
+                    dst[..have - lo].copy_from_slice(&bytes[lo..have]);
+                    dst[have - lo..].fill(0);
+                }
+            }
+            d => {
+                let b = &mut d.dense_mut().expect("dense")[off as usize..(off + len) as usize];
+                b[..bytes.len()].copy_from_slice(bytes);
+                b[bytes.len()..].fill(0);
+            }
+        }
         Ok(())
     }
 
     /// Atomically add to the little-endian u64 at `addr` (reply words); returns the old value.
     pub fn fetch_add_u64(&mut self, addr: u64, v: u64) -> Result<u64, MemoryError> {
-        let old = u64::from_le_bytes(self.read(addr, 8)?.try_into().expect("8 bytes"));
+        let old = u64::from_le_bytes(self.read(addr, 8)?.as_ref().try_into().expect("8 bytes"));
         self.write(addr, &old.wrapping_add(v).to_le_bytes())?;
         Ok(old)
     }
@@ -182,7 +334,7 @@ mod tests {
         assert_eq!((a % PAGE, b % PAGE), (0, 0));
         assert_ne!(ka, kb);
         m.write(a + 10, &[1, 2, 3]).unwrap();
-        assert_eq!(m.read(a + 10, 3).unwrap(), &[1, 2, 3]);
+        assert_eq!(m.read(a + 10, 3).unwrap().as_ref(), &[1, 2, 3]);
         assert!(m.check(a, 100, ka).is_ok());
         assert_eq!(m.check(a, 101, ka), Err(MemoryError::OutOfRange { addr: a, len: 101 }));
         assert_eq!(m.check(a, 10, kb), Err(MemoryError::BadKey { given: kb }));
@@ -190,7 +342,7 @@ mod tests {
         m.write(b, &7u64.to_le_bytes()[..8].iter().copied().take(8).collect::<Vec<_>>())
             .unwrap();
         assert_eq!(m.fetch_add_u64(b, 5).unwrap(), 7);
-        assert_eq!(m.read(b, 8).unwrap(), &12u64.to_le_bytes());
+        assert_eq!(m.read(b, 8).unwrap().as_ref(), &12u64.to_le_bytes());
         // Forged addresses and lengths near u64::MAX are out of range, not an overflow.
         assert!(m.check(u64::MAX - 10, 8, kb).is_err());
         assert!(m.check(b, u64::MAX, kb).is_err());
@@ -214,13 +366,63 @@ mod tests {
         let (a, _) = m.register(16);
         let (b, kb) = m.register_external(Box::new(Ext(vec![7; 100])));
         assert!(b >= a + 16 + PAGE, "a guard page after the owned region");
-        assert_eq!(m.read(b + 99, 1).unwrap(), &[7], "registration keeps the contents");
+        assert_eq!(
+            m.read(b + 99, 1).unwrap().as_ref(),
+            &[7],
+            "registration keeps the contents"
+        );
         m.write(b + 1, &[1, 2]).unwrap();
-        assert_eq!(m.read(b, 4).unwrap(), &[7, 1, 2, 7]);
+        assert_eq!(m.read(b, 4).unwrap().as_ref(), &[7, 1, 2, 7]);
         assert!(m.check(b, 100, kb).is_ok());
         assert!(m.check(b, 101, kb).is_err());
         assert!(m.write(b + 99, &[0, 0]).is_err(), "a write past the end is refused");
-        assert_eq!(m.read(b + 99, 1).unwrap(), &[7]);
+        assert_eq!(m.read(b + 99, 1).unwrap().as_ref(), &[7]);
         assert!(format!("{:?}", m.regions[1]).contains("external: true"));
+    }
+
+    #[test]
+    fn sparse_regions_store_only_the_kept_prefix_of_each_slot() {
+        let mut m = Memory::new(0);
+        // Four 100-byte slots keeping 8 bytes each; a payload-free region of 1 MB.
+        let (a, ka) = m.register_sparse(400, 100, 8);
+        let (b, kb) = m.register_sparse(1 << 20, 1 << 20, 0);
+        assert!(b >= a + 400 + PAGE, "addresses as for a dense region");
+        assert!(!m.regions[0].is_dense() && m.regions[1].len() == 1 << 20);
+        assert!(m.check(a, 400, ka).is_ok() && m.check(a, 401, ka).is_err());
+        assert!(m.check(b, 1 << 20, kb).is_ok());
+        // A write across slot 1's kept part keeps only that part.
+        let bytes: Vec<u8> = (1..=20).collect();
+        m.write(a + 100, &bytes).unwrap();
+        assert_eq!(m.read(a + 100, 10).unwrap().as_ref(), &[1, 2, 3, 4, 5, 6, 7, 8, 0, 0]);
+        assert_eq!(m.read_trimmed(a + 100, 100).unwrap(), (1..=8).collect::<Vec<u8>>());
+        assert_eq!(m.read_trimmed(a + 104, 2).unwrap(), vec![5, 6]);
+        assert_eq!(m.read_trimmed(a + 110, 50).unwrap(), Vec::<u8>::new());
+        // Across slots: the gap before slot 2's kept part reads as zero.
+        m.write(a + 200, &[9; 8]).unwrap();
+        let t = m.read_trimmed(a + 104, 100).unwrap();
+        assert_eq!(t.len(), 100);
+        assert_eq!(
+            (&t[..4], &t[4..96], &t[96..]),
+            (&[5, 6, 7, 8][..], &[0u8; 92][..], &[9u8; 4][..])
+        );
+        // Padded writes clear the stored bytes they cover; the payload-free region takes any
+        // write in range and holds nothing.
+        m.write_padded(a + 102, 50, &[7]).unwrap();
+        assert_eq!(m.read(a + 100, 8).unwrap().as_ref(), &[1, 2, 7, 0, 0, 0, 0, 0]);
+        m.write(b + 1000, &[5; 64]).unwrap();
+        assert_eq!(m.read_trimmed(b, 1 << 20).unwrap(), Vec::<u8>::new());
+        assert_eq!(m.read(b + 1000, 2).unwrap().as_ref(), &[0, 0]);
+        assert!(m.write(b + (1 << 20) - 1, &[1, 2]).is_err());
+        assert!(m.write_padded(a, 4, &[1; 5]).is_err());
+        // A dense region round-trips through read_trimmed / write_padded unchanged.
+        let (c, _) = m.register(16);
+        m.write(c, &[3; 16]).unwrap();
+        let v = m.read_trimmed(c, 16).unwrap();
+        assert_eq!(v, vec![3; 16]);
+        m.write_padded(c, 16, &v[..10]).unwrap();
+        assert_eq!(
+            m.read(c, 16).unwrap().as_ref(),
+            &[3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0]
+        );
     }
 }

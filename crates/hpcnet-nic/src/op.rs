@@ -445,7 +445,7 @@ impl World {
         let local_segs = if class == Class::Push { &src_segs } else { &dst_segs };
         // (an atomic's local segment is its optional result buffer)
         for &(a, l) in local_segs {
-            self.mem[req.src.index()].read(a, l).map_err(PostError::Local)?;
+            self.mem[req.src.index()].check_local(a, l).map_err(PostError::Local)?;
         }
         let engine = req.qp.0 % self.cfg.engines;
         let reliable = self.rel.on && !matches!(req.op, Op::Send { reliable: false, .. });

@@ -247,7 +247,7 @@ impl World {
                         let w = usize::from(width);
                         let mem = &mut self.mem[info.to.index()];
                         let mut b = [0u8; 8];
-                        b[..w].copy_from_slice(mem.read(remote, w as u64).expect("checked"));
+                        b[..w].copy_from_slice(&mem.read(remote, w as u64).expect("checked"));
                         old = u64::from_le_bytes(b);
                         if let Some(new) = op.apply_width(width, old, operand, compare) {
                             mem.write(remote, &new.to_le_bytes()[..w]).expect("checked");

@@ -147,6 +147,7 @@ fn simulate(ctx: &Ctx, s: Scale, j: &Job) -> Result<NasReport, StudyError> {
         job,
         flops: FLOPS,
         iterations: Some(iterations),
+        payload_free: true,
     };
     let what = format!("{:?} {} ranks {}", j.bench, ranks, job.policy);
     run_nas_on(sc.flow_world()?, PER_NODE, &cfg).map_err(|e| match e {

@@ -16,7 +16,10 @@
 //!   per grid point per iteration (from NPB's operation count), half in the sweeps.
 //!
 //! Each all-to-all posts every receive, then every send, then waits; the residual norms and
-//! checksums (a few small reductions) are left out. Cost: one simulated message per transfer;
+//! checksums (a few small reductions) are left out. The skeletons never look at the data:
+//! by default ([`NasConfig::payload_free`]) their buffers and the message library's are sparse
+//! regions without payload bytes (the simulated times are those of real bytes, which a run
+//! with real bytes checks; the library's memory account is the same). Cost: one simulated message per transfer;
 //! FT sends P·(P − 1) messages per transpose, LU about 4·nz per rank per iteration.
 
 use hpcnet_des::SimTime;
@@ -99,6 +102,9 @@ pub struct NasConfig {
     pub flops: f64,
     /// Run only this many iterations (all of the class when `None`).
     pub iterations: Option<u32>,
+    /// Carry no payload bytes (sets the job's `p2p.payload_free` and registers the skeleton's
+    /// buffers payload-free); false moves real bytes through the model.
+    pub payload_free: bool,
 }
 
 /// What a skeleton run measured.
@@ -184,7 +190,9 @@ pub fn run_nas_on<B: NicBackend + 'static>(world: B, per_node: u64, cfg: &NasCon
     }
     let mut m = Machine::new(world);
     let layout = Layout::new(ranks, per_node).map_err(|e| NasError::Config(e.to_string()))?;
-    let job = Job::new(&m, layout, cfg.job)?;
+    let mut jc = cfg.job;
+    jc.p2p.payload_free = cfg.payload_free;
+    let job = Job::new(&m, layout, jc)?;
     let statics: u64 = (0..ranks as u32)
         .map(|r| job.endpoint(Rank(r)).memory().total())
         .max()
@@ -273,6 +281,7 @@ struct Plan {
     /// LU process grid.
     px: u64,
     py: u64,
+    payload_free: bool,
 }
 
 fn secs(flops: f64, rate: f64) -> SimTime {
@@ -341,6 +350,7 @@ fn plan(cfg: &NasConfig, p: u64) -> Result<Plan, NasError> {
                 p1: px,
                 px,
                 py,
+                payload_free: cfg.payload_free,
             })
         }
         Bench::Lu => {
@@ -396,6 +406,7 @@ fn plan(cfg: &NasConfig, p: u64) -> Result<Plan, NasError> {
                 p1: px,
                 px,
                 py,
+                payload_free: cfg.payload_free,
             })
         }
     }
@@ -447,8 +458,14 @@ async fn run_rank(
         .max()
         .unwrap_or(0)
         .max(1);
-    let sbuf = ep.ctx().reg_mr(largest);
-    let rbuf = ep.ctx().reg_mr(largest);
+    let (sbuf, rbuf) = if plan.payload_free {
+        (
+            ep.ctx().reg_mr_sparse(largest, largest, 0),
+            ep.ctx().reg_mr_sparse(largest, largest, 0),
+        )
+    } else {
+        (ep.ctx().reg_mr(largest), ep.ctx().reg_mr(largest))
+    };
     let count = |n: u64, b: u64| {
         let mut c = counts.borrow_mut();
         c.0 += n;
@@ -544,6 +561,7 @@ mod tests {
             job: JobConfig::new(policy),
             flops: 1e9,
             iterations: Some(iterations),
+            payload_free: true,
         }
     }
 
@@ -606,6 +624,28 @@ mod tests {
     }
 
     #[test]
+    fn payload_free_runs_time_like_real_bytes() {
+        // The same FT and LU runs with real bytes and without payload: identical reports
+        // (times, messages, connections, memory account), at packet level.
+        for (bench, policy, it) in [
+            (Bench::Ft, Policy::full(Transport::RcSrq), 1),
+            (Bench::Ft, Policy::grouped(Transport::XrcS, 8), 1),
+            (Bench::Lu, Policy::grouped(Transport::RcSrq, 2), 2),
+            (Bench::Ft, Policy::full(Transport::Ud), 1),
+        ] {
+            let free = cfg(bench, policy, it);
+            let real = NasConfig {
+                payload_free: false,
+                ..free
+            };
+            let nodes = if bench == Bench::Ft { 8 } else { 4 };
+            let a = run_nas(world(nodes), &free).unwrap();
+            let b = run_nas(world(nodes), &real).unwrap();
+            assert_eq!(a, b, "{bench:?} {policy}");
+        }
+    }
+
+    #[test]
     fn bad_configurations_are_errors() {
         let e = run_nas(world(3), &cfg(Bench::Ft, Policy::full(Transport::Rc), 1)).unwrap_err();
         assert!(e.to_string().contains("power of two"), "{e}");
@@ -638,6 +678,7 @@ mod flow_tests {
             job: JobConfig::new(policy),
             flops: 1e9,
             iterations: Some(iterations),
+            payload_free: true,
         };
         let packet = run_nas(sc.world().unwrap(), &cfg).unwrap();
         let flow = run_nas_on(sc.flow_world().unwrap(), u64::from(sc.nic.hosts), &cfg).unwrap();
@@ -666,6 +707,34 @@ mod flow_tests {
                 f.time,
                 err * 100.0
             );
+        }
+    }
+
+    #[test]
+    fn payload_free_flow_runs_time_like_real_bytes() {
+        // Rendezvous (FT class S at 64 ranks: 4 KiB + header per pair), eager (LU) and
+        // XRC_M, on the flow-level model: identical reports with and without payload.
+        for (nodes, bench, policy, it) in [
+            (16, Bench::Ft, Policy::grouped(Transport::XrcS, 16), 2),
+            (16, Bench::Lu, Policy::full(Transport::RcSrq), 3),
+            (4, Bench::Ft, Policy::full(Transport::XrcM), 1),
+        ] {
+            let sc = scenario(nodes);
+            let free = NasConfig {
+                bench,
+                class: Class::S,
+                job: JobConfig::new(policy),
+                flops: 1e9,
+                iterations: Some(it),
+                payload_free: true,
+            };
+            let real = NasConfig {
+                payload_free: false,
+                ..free
+            };
+            let a = run_nas_on(sc.flow_world().unwrap(), 4, &free).unwrap();
+            let b = run_nas_on(sc.flow_world().unwrap(), 4, &real).unwrap();
+            assert_eq!(a, b, "{bench:?} {policy}");
         }
     }
 

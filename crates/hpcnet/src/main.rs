@@ -232,6 +232,10 @@ enum Cmd {
         /// Network model [default: the scenario's mpi.network, packet if absent].
         #[arg(long, value_enum)]
         network: Option<nas::NetworkArg>,
+        /// Move real payload bytes through the model (slower, more memory; the simulated
+        /// times are the same) [default: payload-free buffers, headers only].
+        #[arg(long)]
+        real_bytes: bool,
         #[command(flatten)]
         common: Common,
     },
@@ -494,6 +498,7 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             flops,
             iterations,
             network,
+            real_bytes,
             common,
         } => nas::nas(&nas::Args {
             scenario: &scenario,
@@ -503,6 +508,7 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             flops,
             iterations,
             network,
+            real_bytes,
             common: &common,
         }),
         Cmd::Shmem {

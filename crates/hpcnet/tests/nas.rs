@@ -47,6 +47,37 @@ fn nas_json_reports_messages_connections_and_memory() {
 }
 
 #[test]
+fn nas_real_bytes_give_the_payload_free_figures() {
+    let sc = scenario();
+    let base = [
+        "nas",
+        &sc,
+        "--bench",
+        "ft",
+        "--iterations",
+        "1",
+        "--json",
+        "--network",
+        "flow",
+        "--set",
+        "topology.nodes=4",
+    ];
+    let (code, out, err) = run(&base);
+    assert_eq!(code, 0, "{err}");
+    let mut free: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (code, out, err) = run(&[&base[..], &["--real-bytes"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let mut real: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (free["payload_free"].as_bool(), real["payload_free"].as_bool()),
+        (Some(true), Some(false))
+    );
+    free.as_object_mut().unwrap().remove("payload_free");
+    real.as_object_mut().unwrap().remove("payload_free");
+    assert_eq!(free, real);
+}
+
+#[test]
 fn nas_bad_input_is_one_line_and_exit_2() {
     let sc = scenario();
     for (args, needle) in [
