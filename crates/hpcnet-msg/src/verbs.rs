@@ -43,7 +43,6 @@ pub use hpcnet_nic::ids::Rank;
 pub use hpcnet_nic::AtomicOp;
 use hpcnet_nic::{CqId, Cqe, Notice, Op, PostError, QpNum, Request, RqId, Seg, TimerId, World};
 use std::cell::{Ref, RefCell};
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -55,44 +54,12 @@ pub(crate) struct Host<B: ?Sized> {
     nic: B,
 }
 
-/// Hasher of the timer table: timer ids are small sequential integers, so a multiplicative
-/// hash (Fibonacci hashing) spreads them as well as SipHash at a fraction of the cost. The table
-/// is only looked up, never iterated, so its order cannot reach results.
-#[derive(Default, Clone, Copy)]
-struct BuildIdHasher;
-
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl std::hash::Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u32(&mut self, x: u32) {
-        self.0 = (self.0 ^ u64::from(x)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0 ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-impl std::hash::BuildHasher for BuildIdHasher {
-    type Hasher = IdHasher;
-    fn build_hasher(&self) -> IdHasher {
-        IdHasher(0)
-    }
-}
-
 /// Wakers of tasks waiting on a completion queue or a timer.
 #[derive(Default)]
 struct Waiters {
     cq: Vec<Option<Waker>>,
-    timers: HashMap<TimerId, Waker, BuildIdHasher>,
+    /// Looked up by timer id, never iterated, so its order cannot reach results.
+    timers: hpcnet_des::hash::IdMap<TimerId, Waker>,
     /// Per rank: tasks waiting for the NIC to write into that rank's memory.
     memory: Vec<Vec<Waker>>,
     notices: Vec<Notice>,
