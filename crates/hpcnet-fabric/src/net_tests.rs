@@ -677,7 +677,16 @@ fn every_allocator_delivers_everything_once_and_repeats_exactly() {
 /// A 40-port single router with the tiled crossbar in the Sunway layout (5 rows of 8 tiles:
 /// port p in row p / 8, column p % 8), ideal when `channel` is None.
 fn tiled_crossbar(channel: Option<crate::config::ColumnChannel>) -> (Network, EventQueue<NetEvent>) {
+    tiled_crossbar_with(channel, None)
+}
+
+/// [`tiled_crossbar`] with a switch allocator.
+fn tiled_crossbar_with(
+    channel: Option<crate::config::ColumnChannel>,
+    allocator: Option<crate::alloc::Allocator>,
+) -> (Network, EventQueue<NetEvent>) {
     let mut cfg = fabric(dor(DeadlockAvoidance::None), 2, 20);
+    cfg.router.allocator = allocator;
     if let Some(c) = channel {
         cfg.router.crossbar = crate::config::CrossbarKind::Tiled;
         cfg.router.tile_rows = Some(5);
@@ -690,7 +699,16 @@ fn tiled_crossbar(channel: Option<crate::config::ColumnChannel>) -> (Network, Ev
 /// Sends `n` maximum-size packets on each (src, dst) flow at time 0 and returns, per flow,
 /// the delivery time (ns) of its last packet; checks every packet arrives exactly once.
 fn tiled_flows(channel: Option<crate::config::ColumnChannel>, flows: &[(u32, u32)], n: u64) -> Vec<u64> {
-    let (mut net, mut q) = tiled_crossbar(channel);
+    tiled_flows_with(channel, None, flows, n)
+}
+
+fn tiled_flows_with(
+    channel: Option<crate::config::ColumnChannel>,
+    allocator: Option<crate::alloc::Allocator>,
+    flows: &[(u32, u32)],
+    n: u64,
+) -> Vec<u64> {
+    let (mut net, mut q) = tiled_crossbar_with(channel, allocator);
     for (f, &(s, d)) in flows.iter().enumerate() {
         for k in 0..n {
             send(&mut net, &mut q, f as u64 * 1000 + k, NodeId(s), NodeId(d));
@@ -729,6 +747,14 @@ fn tiled_crossbar_column_channel_is_shared_by_one_rows_inputs() {
     assert!(shared.iter().all(|&t| t > 2 * L + R + n * SER), "{shared:?}");
     let per_output = tiled_flows(Some(ColumnChannel::PerOutput), &flows, n);
     assert_eq!(per_output, ideal);
+    // A separable allocator may match two requests for one channel at once; the later waits.
+    let islip = tiled_flows_with(
+        Some(ColumnChannel::PerTile),
+        Some(crate::alloc::Allocator::Islip),
+        &flows,
+        n,
+    );
+    assert_eq!(*islip.iter().max().unwrap(), 2 * L + R + 3 * n * SER);
 }
 
 /// The same outputs fed from inputs in three different tile rows (ports 1, 9, 17 → 24, 32,
@@ -747,8 +773,8 @@ fn tiled_crossbar_inputs_in_different_rows_do_not_contend() {
 /// to its destination, and a second run gives the same deliveries at the same times.
 #[test]
 fn tiled_crossbar_conserves_and_is_deterministic_under_uniform_traffic() {
-    let run = || {
-        let (mut net, mut q) = tiled_crossbar(Some(crate::config::ColumnChannel::PerTile));
+    let run = |allocator| {
+        let (mut net, mut q) = tiled_crossbar_with(Some(crate::config::ColumnChannel::PerTile), allocator);
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut dsts = BTreeMap::new();
         for tag in 0..4000u64 {
@@ -770,9 +796,11 @@ fn tiled_crossbar_conserves_and_is_deterministic_under_uniform_traffic() {
         }
         got.iter().map(|d| (d.packet.tag, d.at.0)).collect::<Vec<_>>()
     };
-    let a = run();
-    assert_eq!(a.len(), 4000);
-    assert_eq!(a, run());
+    for allocator in [None, Some(crate::alloc::Allocator::Islip)] {
+        let a = run(allocator);
+        assert_eq!(a.len(), 4000);
+        assert_eq!(a, run(allocator));
+    }
 }
 
 /// The tiled crossbar's keys are checked: enough tiles for every port, no tile keys with the
