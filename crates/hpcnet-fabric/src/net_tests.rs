@@ -675,12 +675,8 @@ fn every_allocator_delivers_everything_once_and_repeats_exactly() {
 }
 
 /// A 40-port single router with the tiled crossbar in the Sunway layout (5 rows of 8 tiles:
-/// port p in row p / 8, column p % 8), ideal when `channel` is None.
-fn tiled_crossbar(channel: Option<crate::config::ColumnChannel>) -> (Network, EventQueue<NetEvent>) {
-    tiled_crossbar_with(channel, None)
-}
-
-/// [`tiled_crossbar`] with a switch allocator.
+/// port p in row p / 8, column p % 8), ideal when `channel` is None; the switch allocator is
+/// `allocator`, or the default.
 fn tiled_crossbar_with(
     channel: Option<crate::config::ColumnChannel>,
     allocator: Option<crate::alloc::Allocator>,
