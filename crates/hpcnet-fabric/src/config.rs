@@ -299,6 +299,58 @@ pub struct RouterConfig {
     pub switch_alloc_latency: Option<SimTime>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traversal_latency: Option<SimTime>,
+    /// Internal crossbar model ([`crate::crossbar`]): `ideal` (default, non-blocking) or
+    /// `tiled` (the Sunway / YARC tiled crossbar as a column-channel contention model).
+    #[serde(default, skip_serializing_if = "CrossbarKind::is_ideal")]
+    pub crossbar: CrossbarKind,
+    /// Tiled crossbar: rows of the tile array (default 5; each tile has this many column
+    /// buffers, spec 01: 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tile_rows: Option<u16>,
+    /// Tiled crossbar: tiles per row (default 8; each tile has this many row buffers, spec
+    /// 01: 8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tile_cols: Option<u16>,
+    /// Tiled crossbar: column channels of a tile (default `per_tile`: one shared by the
+    /// outputs of its column; `per_output`: one per output, the YARC subswitch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub column_channel: Option<ColumnChannel>,
+}
+
+/// `router.crossbar`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum CrossbarKind {
+    /// Non-blocking: only the input read slots and the output links are resources.
+    #[default]
+    Ideal,
+    /// Tiled: a packet also holds a column channel of the tile array.
+    Tiled,
+}
+
+impl CrossbarKind {
+    fn is_ideal(&self) -> bool {
+        *self == CrossbarKind::Ideal
+    }
+}
+
+/// `router.column_channel`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ColumnChannel {
+    /// One channel per tile, shared by the outputs of its column.
+    #[default]
+    PerTile,
+    /// One channel per (tile, output of its column).
+    PerOutput,
+}
+
+/// The resolved tiled-crossbar parameters.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct TiledCrossbar {
+    pub tile_rows: u16,
+    pub tile_cols: u16,
+    pub column_channel: ColumnChannel,
 }
 
 /// How a packet obtains its downstream VC (`router.vc_allocation`).
@@ -317,6 +369,16 @@ fn d_speedup() -> u32 {
 }
 
 impl RouterConfig {
+    /// The tiled crossbar's parameters with their defaults (the Sunway 5 × 8 array), or None
+    /// for the ideal crossbar.
+    pub fn tiled(&self) -> Option<TiledCrossbar> {
+        (self.crossbar == CrossbarKind::Tiled).then(|| TiledCrossbar {
+            tile_rows: self.tile_rows.unwrap_or(5),
+            tile_cols: self.tile_cols.unwrap_or(8),
+            column_channel: self.column_channel.unwrap_or_default(),
+        })
+    }
+
     /// The switch allocator in force: `allocator` if given, else the `arbitration` policy.
     pub fn switch_allocator(&self) -> Allocator {
         self.allocator.unwrap_or(match self.arbitration {
@@ -349,6 +411,10 @@ impl Default for RouterConfig {
             vc_alloc_latency: None,
             switch_alloc_latency: None,
             traversal_latency: None,
+            crossbar: CrossbarKind::Ideal,
+            tile_rows: None,
+            tile_cols: None,
+            column_channel: None,
         }
     }
 }
@@ -677,6 +743,9 @@ impl FabricConfig {
     pub fn validate(&self, topo: &Topology) -> Result<(), ConfigError> {
         self.validate_for_kind(shape_kind(&topo.shape))?;
         self.validate_links(topo)?;
+        if let Some(t) = self.router.tiled() {
+            crate::crossbar::validate(&t, topo)?;
+        }
         self.fault_schedule(topo).map(|_| ())
     }
 
@@ -807,6 +876,25 @@ impl FabricConfig {
             return Err(ConfigError::new(
                 "router.allocator",
                 "'round_robin' conflicts with router.arbitration = 'age'; set one of the two",
+            ));
+        }
+        if r.crossbar == CrossbarKind::Ideal {
+            for (key, given) in [
+                ("router.tile_rows", r.tile_rows.is_some()),
+                ("router.tile_cols", r.tile_cols.is_some()),
+                ("router.column_channel", r.column_channel.is_some()),
+            ] {
+                if given {
+                    return Err(ConfigError::new(
+                        key,
+                        "applies only to router.crossbar = 'tiled' (the crossbar is 'ideal')",
+                    ));
+                }
+            }
+        } else if self.link.switching == Switching::Wormhole {
+            return Err(ConfigError::new(
+                "router.crossbar",
+                "'tiled' is a packet-level model; it cannot be combined with link.switching = 'wormhole'",
             ));
         }
         crate::net::wormhole::validate(self, kind)?;

@@ -8,6 +8,8 @@
 //!   (up*/down* reconstruction, the NICEVT torus first/last-step bypass);
 //! - [`routing`]: routing functions and tables, VC classes and deadlock schemes;
 //! - [`arbiter`]: output arbitration policies;
+//! - [`crossbar`]: the router's internal crossbar model (ideal, or the tiled crossbar's
+//!   column-channel contention);
 //! - [`alloc`]: separable switch allocators (iSLIP, input-first, output-first) matching a
 //!   router's inputs and outputs;
 //! - [`net`]: the packet-level simulator (input-buffered routers, credits, links) and the
@@ -20,6 +22,7 @@
 pub mod alloc;
 pub mod arbiter;
 pub mod config;
+pub mod crossbar;
 pub mod faults;
 pub mod linkerr;
 pub mod multicast;

@@ -20,8 +20,10 @@
 //!   input port at a time (default 1, the input-queued router); with `router.output_speedup`
 //!   above 1 an output buffers packets for its link. With `router.vc_allocation = "per_packet"`
 //!   a downstream VC carries one packet at a time until its credits return. The crossbar is not
-//!   a separate resource (its latency is part of `router.latency`); the Sunway tiled crossbar's
-//!   row/column buffers are not modelled individually.
+//!   a separate resource under the default `router.crossbar = "ideal"` (its latency is part of
+//!   `router.latency`); with `"tiled"` a packet also holds a column channel of the Sunway tile
+//!   array while it crosses ([`crate::crossbar`], a contention model: the row and column
+//!   buffers are not modelled as queues).
 //! - **One pending event per resource**: an output port schedules at most one arbitration; a
 //!   packet has at most one pending event (arrival or delivery).
 //! - **Endpoints**: each node rail has an injection queue without limit and an output port with
@@ -44,6 +46,7 @@
 use crate::alloc::{Allocator, Matcher, Request as AllocRequest};
 use crate::arbiter::{Age, OutputArbiter, Request as ArbRequest, RoundRobin};
 use crate::config::{FabricConfig, Switching, MAX_VCS};
+use crate::crossbar::Tiled;
 use crate::linkerr::{LinkLayer, LK_FRESH, LK_REPLAY};
 use crate::multicast::{MulticastError, MulticastRoute, Tables};
 use crate::packet::{Packet, PacketId, F_GHOST, F_MCAST};
@@ -377,6 +380,9 @@ pub struct Network {
     /// The flit-level engine under `link.switching = "wormhole"` ([`wormhole`]); None in the
     /// packet-level modes.
     worm: Option<Box<wormhole::Worm>>,
+    /// The tiled crossbar's column channels (`router.crossbar = "tiled"`, [`crate::crossbar`]);
+    /// None for the ideal crossbar.
+    xbar: Option<Box<Tiled>>,
 }
 
 struct PortCredits<'a> {
@@ -607,9 +613,16 @@ impl Network {
             kicks: Vec::new(),
             out_backlog: 0,
             worm: None,
+            xbar: None,
         };
         let s_in = net.cfg.router.input_speedup.max(1);
-        if s_in < net.vcs {
+        if let Some(t) = net.cfg.router.tiled() {
+            // The column channels are checked where the input read slots are, so the slots
+            // are kept even when they could never bind.
+            net.xbar = Some(Box::new(Tiled::new(&t, &net.port_base)));
+            net.in_speedup = s_in;
+            net.in_free = vec![SimTime::ZERO; (total * s_in) as usize];
+        } else if s_in < net.vcs {
             net.in_speedup = s_in;
             net.in_free = vec![SimTime::ZERO; (total * s_in) as usize];
         }
@@ -1266,10 +1279,31 @@ impl Network {
         if self.in_speedup == 0 {
             return SimTime::ZERO;
         }
-        if self.in_speedup == 1 && !self.mcast_seen {
-            return self.in_free[(qi >> self.vc_shift) as usize];
+        let t = if self.in_speedup == 1 && !self.mcast_seen {
+            self.in_free[(qi >> self.vc_shift) as usize]
+        } else {
+            self.input_ready_slow(qi)
+        };
+        if self.xbar.is_some() {
+            return t.max(self.column_ready(qi));
         }
-        self.input_ready_slow(qi)
+        t
+    }
+
+    /// Tiled crossbar: when the column channel the request of router queue `qi` needs is free
+    /// (multicast copies take none).
+    #[inline(never)]
+    fn column_ready(&self, qi: u32) -> SimTime {
+        let r = &self.inq.q[qi as usize];
+        if self.mcast_seen && self.pkt(r.head).flags & F_MCAST != 0 {
+            return SimTime::ZERO;
+        }
+        let gin = qi >> self.vc_shift;
+        let base = self.port_base[self.router_of[gin as usize].index()];
+        let out = r.out_port.0 as u32;
+        self.xbar
+            .as_ref()
+            .map_or(SimTime::ZERO, |x| x.free_at(gin, base + out, out))
     }
 
     #[inline(never)]
@@ -1302,6 +1336,20 @@ impl Network {
         let g = (qi >> self.vc_shift) as usize * s;
         if let Some(slot) = self.in_free[g..g + s].iter_mut().min() {
             *slot = until;
+        }
+    }
+
+    /// Tiled crossbar: a packet of router queue `qi` crosses to output `oi` until `until`, on
+    /// its column channel.
+    #[inline(never)]
+    fn occupy_column(&mut self, qi: u32, id: PacketId, oi: u32, until: SimTime) {
+        if self.mcast_seen && self.pkt(id).flags & F_MCAST != 0 {
+            return;
+        }
+        let gin = qi >> self.vc_shift;
+        let base = self.port_base[self.router_of[gin as usize].index()];
+        if let Some(x) = self.xbar.as_mut() {
+            x.occupy(gin, oi, oi - base, until);
         }
     }
 
@@ -1577,6 +1625,10 @@ impl Network {
         served.resize(radix as usize, false);
         for m in &matched {
             let o = base + m.output as u32;
+            // Tiled crossbar: two matches may need one column channel; the later waits.
+            if self.xbar.is_some() && self.input_ready(m.queue) > now {
+                continue;
+            }
             served[m.output as usize] = true;
             let vc = self.unlink_served(o, m.queue);
             if let Some(k) = self.send_from(q, o, m.queue, vc, ep) {
@@ -1654,6 +1706,9 @@ impl Network {
         let start = now.max(tail_at.saturating_sub(ser));
         if self.in_speedup != 0 && !is_node {
             self.occupy_input(qi, id, start + ser);
+            if self.xbar.is_some() {
+                self.occupy_column(qi, id, oi, start + ser);
+            }
         }
         let link_start = start.max(self.out[oi as usize].busy_until);
         if self.ghosts != 0 && self.packets[id as usize].flags & F_GHOST != 0 {

@@ -2563,3 +2563,55 @@ fn wormhole_p2p_latency_matches_cut_through_on_an_idle_network() {
     let small = ok(&hpcnet(&args));
     assert_ne!(wh, small);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The router's crossbar model (`router.crossbar`).
+
+/// `router.crossbar = "ideal"` is the default: setting it leaves the sunway-prototype report
+/// byte for byte as it was; "tiled" (the SWHRC 5 × 8 tile array) runs, conserves packets,
+/// repeats byte for byte, and adds column contention (a higher mean latency at the same load).
+#[test]
+fn crossbar_ideal_is_the_default_and_tiled_runs_on_sunway() {
+    let file = path_str(&scenarios_dir().join("sunway-prototype.toml"));
+    let run = |set: &[&str]| {
+        let mut args = vec!["run".to_string(), file.clone(), "--json".into()];
+        args.extend(SHORT.iter().map(|s| s.to_string()));
+        for s in set {
+            args.push("--set".into());
+            args.push(s.to_string());
+        }
+        without_wall_time(&ok(&hpcnet(&args)))
+    };
+    let default = run(&[]);
+    assert_eq!(run(&["router.crossbar=\"ideal\""]), default);
+    let tiled = run(&["router.crossbar=\"tiled\""]);
+    assert_eq!(run(&["router.crossbar=\"tiled\""]), tiled);
+    assert_ne!(tiled, default);
+    let v: Value = serde_json::from_str(&tiled).expect("one JSON document");
+    let d: Value = serde_json::from_str(&default).expect("one JSON document");
+    let lat = |v: &Value| {
+        v.pointer("/latency_ns/mean")
+            .and_then(Value::as_f64)
+            .unwrap_or_else(|| panic!("no latency_ns.mean in {v:#}"))
+    };
+    assert!(lat(&v) > lat(&d), "tiled {} vs ideal {}", lat(&v), lat(&d));
+}
+
+/// Too few tiles for the 40-port SWHRC, or a tile key without the tiled crossbar, is bad input
+/// naming the key.
+#[test]
+fn crossbar_tile_keys_are_checked() {
+    let file = path_str(&scenarios_dir().join("sunway-prototype.toml"));
+    let reason = run_rejects(
+        &file,
+        &["router.crossbar=\"tiled\"", "router.tile_rows=4"],
+        "router.tile_rows",
+    );
+    assert!(reason.contains("32 tiles") && reason.contains("40 ports"), "{reason}");
+    let reason = run_rejects(
+        &file,
+        &["router.column_channel=\"per_output\""],
+        "router.column_channel",
+    );
+    assert!(reason.contains("tiled"), "{reason}");
+}
