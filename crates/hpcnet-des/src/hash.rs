@@ -26,8 +26,8 @@ mod tests {
         assert_eq!(m.len(), 10_000);
         assert!((0..10_000u64).all(|k| m[&(k * 7919)] == k));
         use std::hash::BuildHasher;
-        let a = IdBuildHasher::default().hash_one(12345u64);
-        let b = IdBuildHasher::default().hash_one(12345u64);
+        let a = IdBuildHasher.hash_one(12345u64);
+        let b = IdBuildHasher.hash_one(12345u64);
         assert_eq!(a, b, "unkeyed: the same in every hasher and run");
     }
 }
