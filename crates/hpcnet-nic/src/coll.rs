@@ -238,6 +238,19 @@ struct Wire {
     receivers: u32,
 }
 
+/// What a broadcast down the multicast tree needs to know: the collective, its root's node and
+/// rail, and how many member NICs are to receive it.
+struct Down {
+    group: u32,
+    attempt: u32,
+    seq: u64,
+    sig: Option<Sig>,
+    bad: bool,
+    node: NodeId,
+    rail: u8,
+    receivers: u32,
+}
+
 /// The collective unit's state in the world.
 #[derive(Default)]
 pub(crate) struct CollUnit {
@@ -757,30 +770,47 @@ impl World {
             None => {
                 self.op_mut(group, slot, seq).sent_down = true;
                 if nslots > 1 {
-                    let sizes = self.split(result.len() as u64);
-                    let w = self.alloc_wire(Wire {
+                    let down = Down {
                         group,
                         attempt,
                         seq,
-                        to_slot: 0,
-                        child: 0,
                         sig,
                         bad,
-                        data: None,
-                        packets: sizes.len() as u64,
-                        seen: 0,
+                        node,
+                        rail,
                         receivers: nslots - 1,
-                    });
-                    for len in sizes {
-                        let tag = TAG_COLL | TAG_DOWN | (group as u64) << 32 | w as u64;
-                        let mut pkt = Packet::multicast(tag, node, group, len, self.header, now);
-                        pkt.rail = rail;
-                        self.coll.stats[2] += 1;
-                        self.coll_inject(pkt);
-                    }
+                    };
+                    self.multicast_down(down, result.len() as u64, now);
                 }
                 self.deliver_local(group, slot, seq);
             }
+        }
+    }
+
+    /// Send a collective's result of `len` bytes down the group's multicast tree from the root
+    /// `down.node`: one wire counting the packets and the members that must receive them, one
+    /// multicast packet per piece.
+    fn multicast_down(&mut self, down: Down, len: u64, now: SimTime) {
+        let sizes = self.split(len);
+        let w = self.alloc_wire(Wire {
+            group: down.group,
+            attempt: down.attempt,
+            seq: down.seq,
+            to_slot: 0,
+            child: 0,
+            sig: down.sig,
+            bad: down.bad,
+            data: None,
+            packets: sizes.len() as u64,
+            seen: 0,
+            receivers: down.receivers,
+        });
+        for len in sizes {
+            let tag = TAG_COLL | TAG_DOWN | (down.group as u64) << 32 | w as u64;
+            let mut pkt = Packet::multicast(tag, down.node, down.group, len, self.header, now);
+            pkt.rail = down.rail;
+            self.coll.stats[2] += 1;
+            self.coll_inject(pkt);
         }
     }
 
@@ -1063,28 +1093,18 @@ impl World {
         let op = &g.slots[0].ops[&seq];
         let (sig, bad) = (op.sig, op.bad);
         let len = op.result.as_ref().map_or(0, Vec::len) as u64;
-        let sizes = self.split(len);
-        let w = self.alloc_wire(Wire {
+        let down = Down {
             group,
             attempt,
             seq,
-            to_slot: 0,
-            child: 0,
             sig,
             bad,
-            data: None,
-            packets: sizes.len() as u64,
-            seen: 0,
+            node,
+            rail,
             receivers,
-        });
+        };
         let now = self.q.now();
-        for len in sizes {
-            let tag = TAG_COLL | TAG_DOWN | (group as u64) << 32 | w as u64;
-            let mut pkt = Packet::multicast(tag, node, group, len, self.header, now);
-            pkt.rail = rail;
-            self.coll.stats[2] += 1;
-            self.coll_inject(pkt);
-        }
+        self.multicast_down(down, len, now);
     }
 
     /// A member posted collective `seq` of `group` after the group gave up on it: it completes
