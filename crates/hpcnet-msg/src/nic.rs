@@ -107,6 +107,12 @@ pub trait NicBackend {
         let _ = (rank, rkey);
         0
     }
+    /// A further key for `rank`'s region of key `rkey` (same bytes; arrivals are counted per
+    /// key), or None when the model has no such region or cannot.
+    fn add_key(&mut self, rank: Rank, rkey: u32) -> Option<u32> {
+        let _ = (rank, rkey);
+        None
+    }
     /// Whether messages from one rank to one peer on one queue pair land in posting order.
     /// False unless the model guarantees it.
     fn in_order(&self) -> bool {
@@ -207,6 +213,9 @@ impl NicBackend for World {
     }
     fn memory_writes(&self, rank: Rank, rkey: u32) -> u64 {
         World::memory_writes(self, rank, rkey)
+    }
+    fn add_key(&mut self, rank: Rank, rkey: u32) -> Option<u32> {
+        self.memory_mut(rank).add_key(rkey)
     }
     fn in_order(&self) -> bool {
         World::in_order(self)

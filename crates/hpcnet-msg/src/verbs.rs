@@ -374,6 +374,21 @@ impl Context {
         }
     }
 
+    /// The region `mr` under a further key: the same bytes and addresses, a different
+    /// `rkey`, so that a NIC counting arrivals per key ([`Context::memory_writes`]) tells
+    /// accesses made with one key from those made with the other. Fails on a NIC model that
+    /// cannot.
+    pub fn add_key(&self, mr: &Mr) -> Result<Mr, VerbsError> {
+        self.own(mr, "add_key", 0, 0)?;
+        match self.host.borrow_mut().nic.add_key(self.rank, mr.rkey) {
+            Some(rkey) => Ok(Mr { rkey, ..mr.clone() }),
+            None => Err(VerbsError::Post(PostError::Unsupported {
+                op: "add_key",
+                model: "chosen NIC",
+            })),
+        }
+    }
+
     /// Reads and atomics this rank has posted whose answer has not come back, from the NIC's
     /// counter (spec 03), or `None` when the NIC model keeps none.
     pub fn outstanding_reads(&self) -> Option<u32> {

@@ -87,6 +87,8 @@ fn stored_parts(stride: u64, keep: u64, off: u64, n: u64) -> impl Iterator<Item 
 pub struct Region {
     pub addr: u64,
     pub key: u32,
+    /// Further keys that open the same bytes ([`Memory::add_key`]); usually none.
+    pub more_keys: Vec<u32>,
     data: Bytes,
 }
 
@@ -184,6 +186,7 @@ impl Memory {
         self.regions.push(Region {
             addr,
             key: self.next_key,
+            more_keys: Vec::new(),
             data,
         });
         (addr, self.next_key)
@@ -204,10 +207,22 @@ impl Memory {
         Ok(r)
     }
 
+    /// A further key for the region whose key is `key` (the same bytes, addresses and
+    /// bounds; like a second memory window on one registration), or None if no region has
+    /// that key. A NIC that counts arrivals per key ([`crate::World::watch_memory`]) counts
+    /// the accesses made with each key apart.
+    pub fn add_key(&mut self, key: u32) -> Option<u32> {
+        let r = self.regions.iter().position(|r| r.key == key)?;
+        self.next_key = self.next_key.wrapping_add(1);
+        self.regions[r].more_keys.push(self.next_key);
+        Some(self.next_key)
+    }
+
     /// Check a remote access: range inside one region and key matching.
     pub fn check(&self, addr: u64, len: u64, key: u32) -> Result<(), MemoryError> {
         let r = self.find(addr, len)?;
-        if self.regions[r].key != key {
+        let reg = &self.regions[r];
+        if reg.key != key && !reg.more_keys.contains(&key) {
             return Err(MemoryError::BadKey { given: key });
         }
         Ok(())

@@ -44,10 +44,10 @@
 //! - **Barriers**: [`Pe::barrier_all`] is the classic one (quiet, then a dissemination
 //!   barrier over puts of an epoch number); [`Pe::barrier_all_fast`] is the NICEVT fast
 //!   barrier — every PE leaves once it has received every message sent to it before the
-//!   barrier. With ordered delivery each PE notifies every other by a counted write behind its
-//!   puts; otherwise the PEs sum their per-destination message counts by a reduce-scatter and
-//!   each waits until the NIC's arrival counter of its heap reaches its sum. No acknowledgement
-//!   is awaited.
+//!   barrier: the PEs sum their per-destination message counts by a radix-r dissemination
+//!   exchange (⌈log_r n⌉ rounds, [`ShmemConfig::fast_radix`]) and each waits until the NIC's
+//!   arrival counter of its heap reaches its sum (module `fast`). No acknowledgement is
+//!   awaited.
 //! - **Point synchronisation** (`wait_until`, `test`, `signal_wait_until`) sleeps until the NIC
 //!   writes into the PE's memory (no polling events), then re-checks.
 //! - **Locks** are MCS queue locks: one swap on the lock word (on PE 0), then the waiter spins
@@ -62,15 +62,17 @@
 //! Cost: a put, get or atomic is one message through the NIC and network models (plus a staged
 //! copy for puts from private data); `quiet` in ordered mode one flush write per destination
 //! written since the last quiet; a dissemination barrier ⌈log2 n⌉ rounds of one 8-byte write; a
-//! fast barrier n − 1 counted writes per PE (ordered delivery) or one reduce-scatter of `n`
-//! counts (⌈log2 n⌉ rounds, `8n` bytes in all per PE); memory per PE: the heap, a 4 KiB synchronisation region, the staging
-//! buffer, and one queue pair per PE it talks to (made on first use).
+//! fast barrier at most (r − 1)·⌈log_r n⌉ writes per PE carrying about `4n` bytes of counts
+//! in all, and O(n) host work; memory per PE: the heap, a synchronisation region of 4 KiB plus
+//! the fast barrier's mailboxes (about 2 × 4n bytes), the staging buffer, and one queue pair
+//! per PE it talks to (made on first use).
 //!
 //! Every invalid call returns a [`ShmemError`] naming the OpenSHMEM call and the reason — a
 //! remote address outside the symmetric heap, a PE outside the job or team, a misaligned
 //! atomic, mismatched collective allocations — never a panic.
 
 mod coll;
+mod fast;
 mod heap;
 mod pe;
 mod sync;
@@ -209,6 +211,10 @@ pub struct ShmemConfig {
     pub costs: ShmemCosts,
     /// What [`Pe::barrier_all`] is (default classic).
     pub barrier: BarrierKind,
+    /// Radix of the fast barrier's count exchange (default 8): a PE sends up to `radix − 1`
+    /// messages in each of ⌈log_radix n⌉ rounds; a radix of at least n is one round of n − 1
+    /// messages. Values below 2 are taken as 2.
+    pub fast_radix: usize,
     /// Collectives' communicators (transport and host costs of `hpcnet-coll`).
     pub coll: CommConfig,
 }
@@ -221,6 +227,7 @@ impl Default for ShmemConfig {
             staging: 256 << 10,
             costs: ShmemCosts::default(),
             barrier: BarrierKind::Classic,
+            fast_radix: 8,
             coll: CommConfig::default(),
         }
     }

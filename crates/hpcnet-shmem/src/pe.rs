@@ -1,6 +1,7 @@
 //! One PE's handle: set-up, completions, the symmetric heap, remote memory access (put, get,
 //! strided forms), atomics, and ordering (fence, quiet, syncreads).
 
+use crate::fast::FastPlan;
 use crate::heap::{AllocLog, Allocator};
 use crate::{BarrierKind, ShmemConfig, ShmemError, Sym, MAX_HEAP};
 use hpcnet_coll::Comm;
@@ -12,18 +13,14 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
-/// Bytes of the library's synchronisation region per PE (barrier flags, flush word, lock
-/// nodes, split-phase barrier words).
+/// Bytes of the library's fixed synchronisation words per PE (barrier flags, flush word, lock
+/// nodes, split-phase barrier words); the fast barrier's mailboxes follow them.
 pub(crate) const SYNC_BYTES: u64 = 4096;
 /// Offset of the flush word (target of the acknowledged write behind a quiet).
 pub(crate) const FLUSH_WORD: u64 = 0;
 /// Split-phase barrier: arrival counter (on PE 0) and release word.
 pub(crate) const NOTIFY_COUNT: u64 = 8;
 pub(crate) const NOTIFY_RELEASE: u64 = 16;
-/// Fast barrier (ordered delivery): notifications received, and the word the notifying
-/// writes land in.
-pub(crate) const FAST_COUNT: u64 = 24;
-pub(crate) const FAST_SCRATCH: u64 = 32;
 /// MCS lock nodes: `LOCK_SLOTS` × (locked, next) u64 pairs.
 pub(crate) const LOCK_NODES: u64 = 64;
 pub(crate) const LOCK_SLOTS: u64 = 8;
@@ -84,6 +81,9 @@ pub(crate) type TeamComms = HashMap<Rc<[usize]>, Vec<Option<Comm>>>;
 pub(crate) struct Shared {
     pub(crate) npes: usize,
     pub(crate) heap: Vec<RemoteBuf>,
+    /// Every PE's second key of its heap: writes and atomics made after an odd number of fast
+    /// barriers use it, so that the NIC counts them apart (the fast barrier's arrival count).
+    pub(crate) heap_alt: Vec<u32>,
     pub(crate) sync: Vec<RemoteBuf>,
     pub(crate) allocs: AllocLog,
     pub(crate) comms: RefCell<TeamComms>,
@@ -91,6 +91,8 @@ pub(crate) struct Shared {
     pub(crate) barrier_slots: RefCell<Vec<Rc<[usize]>>>,
     pub(crate) cfg: ShmemConfig,
     pub(crate) in_order: bool,
+    /// The fast barrier's rounds and mailboxes.
+    pub(crate) fast: Rc<FastPlan>,
 }
 
 /// One PE of a SHMEM job. Calls are methods; those that communicate are `async`.
@@ -99,6 +101,8 @@ pub struct Pe {
     pub(crate) ctx: Context,
     cq: Cq,
     pub(crate) heap: Mr,
+    /// The heap under its second key (see [`Shared::heap_alt`]).
+    heap_alt: Mr,
     pub(crate) sync: Mr,
     stage: Mr,
     qps: Vec<Option<Qp>>,
@@ -115,18 +119,18 @@ pub struct Pe {
     /// Staging buffer: next free byte, and operations still using it.
     stage_top: u64,
     staged: u64,
-    /// Messages this PE has sent into each PE's heap (fast barrier), and the sums already
-    /// exchanged.
+    /// Messages this PE has sent into each PE's heap since its last fast barrier.
     pub(crate) sent: Vec<u64>,
-    pub(crate) sent_exchanged: Vec<u64>,
-    /// Messages this PE expects to have arrived in its heap (fast barrier).
-    pub(crate) expected: u64,
+    /// The fast barrier's partial sums (kept to reuse the allocation).
+    pub(crate) fast_acc: Vec<u64>,
+    /// Messages this PE expects to have arrived in its heap under each key (fast barrier).
+    pub(crate) expected: [u64; 2],
     /// Per barrier slot: barriers done.
     pub(crate) epochs: Vec<u64>,
     /// Split-phase barrier: notifications sent / releases seen.
     pub(crate) notify_epoch: u64,
     pub(crate) notified: bool,
-    /// Fast barriers done (ordered delivery).
+    /// Fast barriers done.
     pub(crate) fast_epoch: u64,
     /// This PE's communicators of teams.
     pub(crate) comms: HashMap<Rc<[usize]>, Comm>,
@@ -204,32 +208,41 @@ pub(crate) fn init<B: NicBackend + 'static>(
         None => ctxs.iter().map(|c| c.reg_mr(cfg.heap)).collect(),
         Some(ext) => ctxs.iter().zip(ext).map(|(c, e)| c.reg_mr_external(e)).collect(),
     };
-    let syncs: Vec<Mr> = ctxs.iter().map(|c| c.reg_mr(SYNC_BYTES)).collect();
+    let fast = Rc::new(FastPlan::new(npes, cfg.fast_radix));
+    let syncs: Vec<Mr> = ctxs.iter().map(|c| c.reg_mr(SYNC_BYTES + fast.bytes)).collect();
+    let mut alts = Vec::with_capacity(npes);
     for (c, (h, s)) in ctxs.iter().zip(heaps.iter().zip(&syncs)) {
-        c.watch_memory(h).map_err(|source| ShmemError::Verbs { call, source })?;
-        c.watch_memory(s).map_err(|source| ShmemError::Verbs { call, source })?;
+        let err = |source| ShmemError::Verbs { call, source };
+        let alt = c.add_key(h).map_err(err)?;
+        c.watch_memory(h).map_err(err)?;
+        c.watch_memory(&alt).map_err(err)?;
+        c.watch_memory(s).map_err(err)?;
+        alts.push(alt);
     }
     let world: Rc<[usize]> = (0..npes).collect();
     let shared = Rc::new(Shared {
         npes,
         heap: heaps.iter().map(|h| h.remote(0)).collect(),
+        heap_alt: alts.iter().map(|h| h.rkey).collect(),
         sync: syncs.iter().map(|s| s.remote(0)).collect(),
         allocs: AllocLog::default(),
         comms: RefCell::new(HashMap::new()),
         barrier_slots: RefCell::new(vec![world]),
         cfg: cfg.clone(),
         in_order: ctxs[0].in_order(),
+        fast,
     });
     Ok(ctxs
         .into_iter()
-        .zip(heaps.into_iter().zip(syncs))
+        .zip(heaps.into_iter().zip(syncs).zip(alts))
         .enumerate()
-        .map(|(me, (ctx, (heap, sync)))| Pe {
+        .map(|(me, (ctx, ((heap, sync), heap_alt)))| Pe {
             me,
             cq: ctx.create_cq(),
             stage: ctx.reg_mr(cfg.staging),
             ctx,
             heap,
+            heap_alt,
             sync,
             qps: vec![None; npes],
             shared: shared.clone(),
@@ -243,8 +256,8 @@ pub(crate) fn init<B: NicBackend + 'static>(
             stage_top: 0,
             staged: 0,
             sent: vec![0; npes],
-            sent_exchanged: vec![0; npes],
-            expected: 0,
+            fast_acc: Vec::new(),
+            expected: [0; 2],
             epochs: vec![0; BARRIER_SLOTS as usize],
             notify_epoch: 0,
             notified: false,
@@ -328,11 +341,25 @@ impl Pe {
 
     /// Library entry: the call's host time, plus a copy of `copied` bytes.
     pub(crate) async fn enter(&self, copied: u64) {
-        let c = &self.shared.cfg.costs;
-        let mut t = c.per_call;
-        if copied > 0 && c.copy_rate.0 > 0 {
-            t += SimTime::from_ps(copied.saturating_mul(8).saturating_mul(1_000_000_000_000) / c.copy_rate.0);
+        let t = self.shared.cfg.costs.per_call + self.copy_time(copied);
+        if t > SimTime::ZERO {
+            self.ctx.sleep(t).await;
         }
+    }
+
+    /// CPU time of copying `bytes` (`copy_rate`).
+    fn copy_time(&self, bytes: u64) -> SimTime {
+        let c = &self.shared.cfg.costs;
+        if bytes > 0 && c.copy_rate.0 > 0 {
+            SimTime::from_ps(bytes.saturating_mul(8).saturating_mul(1_000_000_000_000) / c.copy_rate.0)
+        } else {
+            SimTime::ZERO
+        }
+    }
+
+    /// Host time of copying `bytes` into the staging buffer.
+    pub(crate) async fn copying(&self, bytes: u64) {
+        let t = self.copy_time(bytes);
         if t > SimTime::ZERO {
             self.ctx.sleep(t).await;
         }
@@ -613,12 +640,26 @@ impl Pe {
         Ok(())
     }
 
-    fn heap_remote(&self, pe: usize, off: u64) -> RemoteBuf {
+    /// Byte `off` of `pe`'s heap, under the key of the current fast-barrier epoch: messages
+    /// sent after an even number of fast barriers use the heap's first key, the others its
+    /// second, so that a PE still in a fast barrier does not count a message sent after it.
+    pub(crate) fn heap_remote(&self, pe: usize, off: u64) -> RemoteBuf {
         let b = self.shared.heap[pe];
+        let rkey = if self.fast_epoch % 2 == 0 {
+            b.rkey
+        } else {
+            self.shared.heap_alt[pe]
+        };
         RemoteBuf {
             addr: b.addr + off,
+            rkey,
             ..b
         }
+    }
+
+    /// Whether `r` names `pe`'s heap (under either key).
+    fn is_heap(&self, pe: usize, r: &RemoteBuf) -> bool {
+        r.rkey == self.shared.heap[pe].rkey || r.rkey == self.shared.heap_alt[pe]
     }
 
     pub(crate) fn sync_remote(&self, pe: usize, off: u64) -> RemoteBuf {
@@ -893,7 +934,7 @@ impl Pe {
             qp.post_atomic(op, target, operand.to_u64(), compare.to_u64(), None, wr)
         };
         r.map_err(Self::verbs(call))?;
-        if target.rkey == self.shared.heap[pe].rkey {
+        if self.is_heap(pe, &target) {
             self.sent[pe] += 1;
         }
         if !fetch {
@@ -1097,19 +1138,28 @@ impl Pe {
         self.post_write("shmem_barrier", pe, r, (&stage, s), 8, true, false)
     }
 
-    /// Post an 8-byte write into `pe`'s synchronisation region at `off` whose landing
+    /// Post a write of `bytes` into `pe`'s synchronisation region at `off` whose landing
     /// increments `pe`'s word at `counter` (a write with reply word): the count rises only
-    /// once the write — and, with ordered delivery, everything sent to `pe` before it — is in
-    /// `pe`'s memory.
-    pub(crate) async fn sync_put_counted(&mut self, pe: usize, off: u64, counter: u64) -> Result<(), ShmemError> {
+    /// once the whole write is in `pe`'s memory. The payload's copy into the staging buffer is
+    /// charged at `copy_rate`.
+    pub(crate) async fn sync_put_bytes(
+        &mut self,
+        pe: usize,
+        off: u64,
+        bytes: &[u8],
+        counter: u64,
+    ) -> Result<(), ShmemError> {
         let call = "shmem_barrier_all";
-        let s = self.stage(8).await?;
+        let len = bytes.len() as u64;
+        let s = self.stage(len).await?;
+        self.ctx.write_local(&self.stage, s, bytes).map_err(Self::verbs(call))?;
+        self.copying(len).await;
         let stage = self.stage.clone();
         let qp = self.qp(pe);
         let wr = self.wr(Pending::Write { call, pe, staged: true });
         self.writes += 1;
         self.staged += 1;
-        let mut w = WriteWr::new(&stage, s, 8, self.sync_remote(pe, off))
+        let mut w = WriteWr::new(&stage, s, len, self.sync_remote(pe, off))
             .reply_word(self.sync_remote(pe, counter))
             .wr_id(wr);
         if self.shared.in_order {
@@ -1118,6 +1168,13 @@ impl Pe {
         }
         self.posting().await;
         qp.post_write(w).map_err(Self::verbs(call))
+    }
+
+    /// `len` bytes of this PE's own synchronisation region at `off`.
+    pub(crate) fn sync_bytes(&self, off: u64, len: u64) -> Vec<u8> {
+        self.ctx
+            .read_local(&self.sync, off, len)
+            .expect("inside the synchronisation region")
     }
 
     /// This PE's own synchronisation word at `off`.
@@ -1133,9 +1190,11 @@ impl Pe {
             .expect("inside the synchronisation region");
     }
 
-    /// Messages landed in this PE's heap so far (the NIC's counter).
-    pub(crate) fn heap_arrivals(&self) -> u64 {
-        self.ctx.memory_writes(&self.heap)
+    /// Messages landed in this PE's heap so far under the key of fast-barrier epochs of
+    /// `parity` (the NIC's counter).
+    pub(crate) fn heap_arrivals(&self, parity: u64) -> u64 {
+        let mr = if parity == 0 { &self.heap } else { &self.heap_alt };
+        self.ctx.memory_writes(mr)
     }
 
     /// Wait until the NIC next writes into this PE's memory, then pay the look at it

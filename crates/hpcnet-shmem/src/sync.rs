@@ -3,12 +3,8 @@
 //! `_all`/`_any`/`_some` forms), signals, and MCS locks.
 
 use crate::coll::Team;
-use crate::pe::{
-    Pe, ShmemInt, BARRIER_FLAGS, BARRIER_SLOTS, FAST_COUNT, FAST_SCRATCH, LOCK_NODES, LOCK_SLOTS, NOTIFY_COUNT,
-    NOTIFY_RELEASE,
-};
+use crate::pe::{Pe, ShmemInt, BARRIER_FLAGS, BARRIER_SLOTS, LOCK_NODES, LOCK_SLOTS, NOTIFY_COUNT, NOTIFY_RELEASE};
 use crate::{BarrierKind, ShmemError, Sym};
-use hpcnet_coll::{Algorithm, ReduceOp};
 use hpcnet_msg::verbs::{AtomicOp, RemoteBuf};
 use std::rc::Rc;
 
@@ -54,50 +50,6 @@ impl Pe {
         self.quiet().await?;
         let world = self.world_members();
         self.dissemination(world).await
-    }
-
-    /// The NICEVT fast barrier (spec 03): this PE leaves as soon as every message sent to it
-    /// before the barrier has arrived — no acknowledgement is awaited (gets issued before it are
-    /// not waited for either: use `syncreads`).
-    ///
-    /// With ordered delivery, every PE notifies every other PE by a write whose landing
-    /// increments a counter there (reply word), on the queue pair that carried its puts: a
-    /// notification from PE i lands after everything i sent before it, so a PE that has counted
-    /// n − 1 notifications has received everything. One network latency, n − 1 messages per PE.
-    /// Without ordered delivery the PEs instead sum their per-destination message counts by a
-    /// reduce-scatter, and each waits until the NIC's arrival counter of its heap reaches its sum.
-    pub async fn barrier_all_fast(&mut self) -> Result<(), ShmemError> {
-        let call = "shmem_barrier_all";
-        self.enter(0).await;
-        let n = self.shared.npes;
-        if self.shared.in_order {
-            self.fast_epoch += 1;
-            for k in 1..n {
-                let to = (self.me + k) % n;
-                self.sync_put_counted(to, FAST_SCRATCH, FAST_COUNT).await?;
-            }
-            let want = (n as u64 - 1) * self.fast_epoch;
-            while self.sync_word(FAST_COUNT) < want {
-                self.woken().await;
-            }
-            return Ok(());
-        }
-        let delta: Vec<i64> = (0..n).map(|j| (self.sent[j] - self.sent_exchanged[j]) as i64).collect();
-        self.sent_exchanged.clone_from(&self.sent);
-        let world = self.world_members();
-        let mine = if n == 1 {
-            delta
-        } else {
-            let comm = self.comm(&world)?;
-            comm.reduce_scatter(&delta, ReduceOp::Sum, Algorithm::Auto)
-                .await
-                .map_err(|source| ShmemError::Coll { call, source })?
-        };
-        self.expected += mine[0] as u64;
-        while self.heap_arrivals() < self.expected {
-            self.woken().await;
-        }
-        Ok(())
     }
 
     /// `shmem_sync_all`: a barrier that does not complete outstanding writes.
@@ -411,11 +363,7 @@ impl Pe {
                 reason: format!("lock at offset {:#x} is not 8-byte aligned", lock.offset()),
             });
         }
-        let b = self.shared.heap[0];
-        Ok(RemoteBuf {
-            addr: b.addr + lock.offset(),
-            ..b
-        })
+        Ok(self.heap_remote(0, lock.offset()))
     }
 
     fn lock_code(&self, slot: u64) -> u64 {

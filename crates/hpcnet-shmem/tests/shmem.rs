@@ -341,6 +341,147 @@ fn the_fast_barrier_waits_for_everything_sent_to_this_pe_and_nothing_else() {
 }
 
 #[test]
+fn the_fast_barrier_holds_with_many_large_puts_in_flight_skew_and_any_radix() {
+    // Several 1 KiB puts (4 packets each) per target in flight when the barrier starts, PEs
+    // entering up to 7.5 µs apart, a dense round (everyone to everyone), sparse rounds and
+    // back-to-back barriers with nothing sent; radix 2 (4 rounds on 16 PEs), 3 (3 rounds,
+    // uneven) and 16 (one round); dimension order and adaptive routing (which reorders a
+    // pair's packets and lets a later round's message overtake an earlier one).
+    const LEN: usize = 1024;
+    const PUTS: u64 = 3;
+    for radix in [2, 3, 16] {
+        for adaptive in [false, true] {
+            let cfg = ShmemConfig {
+                barrier: BarrierKind::Fast,
+                fast_radix: radix,
+                ..ShmemConfig::default()
+            };
+            run(adaptive, &cfg, move |mut pe| async move {
+                let n = pe.n_pes();
+                let me = pe.my_pe();
+                // One slot per (round, sender, put): a PE that has left a fast barrier may
+                // already be writing the next round's data.
+                const ROUNDS: usize = 6;
+                let slot = |round: usize, src: usize, j: u64| ((round * n + src) as u64 * PUTS + j) * LEN as u64;
+                let slots = pe.malloc(slot(ROUNDS, 0, 0)).await.unwrap();
+                let sends = |round: usize, from: usize, to: usize| round == 2 || (from * 5 + to * 3 + round) % 7 == 0;
+                for round in 0..ROUNDS {
+                    pe.compute(SimTime::from_ns(500 * ((me * 7 + round * 3) % n) as u64))
+                        .await;
+                    if round % 3 != 1 {
+                        for k in 0..n {
+                            if sends(round, me, k) {
+                                for j in 0..PUTS {
+                                    let at = slots.at(slot(round, me, j));
+                                    let data = pattern(LEN, (round * 16 + me) as u8 ^ j as u8);
+                                    pe.put_bytes(at, &data, k).await.unwrap();
+                                }
+                            }
+                        }
+                    }
+                    pe.barrier_all().await.unwrap();
+                    if round % 3 == 1 {
+                        continue;
+                    }
+                    for src in 0..n {
+                        if !sends(round, src, me) {
+                            continue;
+                        }
+                        for j in 0..PUTS {
+                            let at = slots.at(slot(round, src, j)).with_len(LEN as u64);
+                            assert_eq!(
+                                pe.read_bytes(at).unwrap(),
+                                pattern(LEN, (round * 16 + src) as u8 ^ j as u8),
+                                "radix {radix} adaptive {adaptive}: PE {me} left round {round} before PE {src}'s put {j} landed"
+                            );
+                        }
+                    }
+                }
+            });
+        }
+    }
+}
+
+#[test]
+fn the_fast_barrier_does_not_count_what_is_sent_after_it() {
+    // PE 1 puts 64 KiB into PE 0 just before the barrier; the others expect nothing, leave
+    // early and at once put into PE 0, whose arrival counter then counts messages sent after
+    // the barrier while it waits: they must not stand in for the big put (they go under the
+    // heap's other key). An engine per queue pair (at most 16 × 16 queue pairs, numbered
+    // across the machine). In this model the big put's last packet still lands before the
+    // later puts (a NIC injects in order, and PE 1's barrier messages follow its put), so the
+    // separation by key is checked directly by `the_second_heap_key_is_counted_apart`.
+    const BIG: usize = 64 << 10;
+    let cfg = ShmemConfig {
+        barrier: BarrierKind::Fast,
+        ..ShmemConfig::default()
+    };
+    for adaptive in [false, true] {
+        let nic = NicConfig {
+            engines: 256,
+            response_vc: (!adaptive).then_some(1),
+            ..NicConfig::default()
+        };
+        let mut m = Machine::new(torus_with(adaptive, nic));
+        for mut pe in init(&m, 16, &cfg).unwrap() {
+            m.spawn(async move {
+                let n = pe.n_pes() as u64;
+                let me = pe.my_pe();
+                let big = pe.malloc(BIG as u64).await.unwrap();
+                let small = pe.malloc(8 * n).await.unwrap();
+                for round in 0..3u8 {
+                    if me == 1 {
+                        pe.put_bytes(big, &pattern(BIG, round), 0).await.unwrap();
+                    }
+                    pe.barrier_all().await.unwrap();
+                    if me == 0 {
+                        assert_eq!(
+                            pe.read_bytes(big).unwrap(),
+                            pattern(BIG, round),
+                            "adaptive {adaptive}: PE 0 left barrier {round} before PE 1's put landed"
+                        );
+                    } else if me > 1 {
+                        pe.p::<u64>(small.elem::<u64>(me as u64), u64::from(round) + 1, 0)
+                            .await
+                            .unwrap();
+                    }
+                    pe.barrier_all().await.unwrap();
+                }
+            });
+        }
+        let end = m.run();
+        assert_eq!((end.stuck_tasks, end.net_in_flight), (0, 0));
+    }
+}
+
+#[test]
+fn the_second_heap_key_is_counted_apart() {
+    // What the fast barrier relies on: a region reached under its second key is the same
+    // memory, and the NIC counts arrivals under each key apart.
+    let mut m = Machine::new(torus(false));
+    let (a, b) = (m.context(Rank(0)), m.context(Rank(5)));
+    let mr = b.reg_mr(64);
+    let alt = b.add_key(&mr).unwrap();
+    assert_ne!(alt.rkey, mr.rkey);
+    b.watch_memory(&mr).unwrap();
+    b.watch_memory(&alt).unwrap();
+    let cq = a.create_cq();
+    let qp = a.create_qp(&cq, Rank(5));
+    let src = a.reg_mr(64);
+    a.write_local(&src, 0, &[7; 16]).unwrap();
+    use hpcnet_msg::verbs::WriteWr;
+    qp.post_write(WriteWr::new(&src, 0, 8, mr.remote(0)).wr_id(1)).unwrap();
+    qp.post_write(WriteWr::new(&src, 0, 8, alt.remote(8)).wr_id(2)).unwrap();
+    qp.post_write(WriteWr::new(&src, 0, 8, alt.remote(16)).wr_id(3))
+        .unwrap();
+    let end = m.run();
+    assert_eq!(end.net_in_flight, 0);
+    assert_eq!((b.memory_writes(&mr), b.memory_writes(&alt)), (1, 2));
+    assert_eq!(b.read_local(&mr, 0, 24).unwrap(), vec![7; 24]);
+    assert!(a.add_key(&mr).is_err(), "another rank's region");
+}
+
+#[test]
 fn point_synchronisation_signals_and_split_phase_barrier() {
     run(false, &ShmemConfig::default(), |mut pe| async move {
         let n = pe.n_pes();

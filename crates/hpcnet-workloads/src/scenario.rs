@@ -154,6 +154,9 @@ pub struct ShmemSettings {
     /// Copying private data into the staging buffer (default 64 Gb/s).
     #[serde(default = "d_shmem_copy_rate")]
     pub copy_rate: BitsPerSec,
+    /// Radix of the fast barrier's count exchange (default 8, 2 to 65536).
+    #[serde(default = "d_shmem_fast_radix")]
+    pub fast_radix: usize,
 }
 
 fn d_shmem_per_call() -> SimTime {
@@ -168,6 +171,9 @@ fn d_shmem_per_poll() -> SimTime {
 fn d_shmem_copy_rate() -> BitsPerSec {
     hpcnet_shmem::ShmemCosts::default().copy_rate
 }
+fn d_shmem_fast_radix() -> usize {
+    hpcnet_shmem::ShmemConfig::default().fast_radix
+}
 
 impl Default for ShmemSettings {
     fn default() -> Self {
@@ -176,6 +182,7 @@ impl Default for ShmemSettings {
             per_post: d_shmem_per_post(),
             per_poll: d_shmem_per_poll(),
             copy_rate: d_shmem_copy_rate(),
+            fast_radix: d_shmem_fast_radix(),
         }
     }
 }
@@ -184,6 +191,12 @@ impl ShmemSettings {
     fn validate(&self) -> Result<(), (String, String)> {
         if self.copy_rate.0 == 0 {
             return Err(("shmem.copy_rate".into(), "must be faster than 0 b/s".into()));
+        }
+        if !(2..=65536).contains(&self.fast_radix) {
+            return Err((
+                "shmem.fast_radix".into(),
+                format!("is {}; it must be 2 to 65536", self.fast_radix),
+            ));
         }
         Ok(())
     }
@@ -644,6 +657,7 @@ impl Scenario {
     pub fn shmem_config(&self) -> hpcnet_shmem::ShmemConfig {
         hpcnet_shmem::ShmemConfig {
             costs: self.shmem.costs(),
+            fast_radix: self.shmem.fast_radix,
             coll: self.coll.comm_config(),
             ..hpcnet_shmem::ShmemConfig::default()
         }
@@ -1283,5 +1297,11 @@ private_credits = 16
         assert_eq!(e.key, "shmem.copy_rate");
         let e = err(MINI, &["shmem.per_put=\"1 ns\""]);
         assert!(e.to_string().contains("per_put"), "{e}");
+        assert_eq!(sc.shmem_config().fast_radix, 8);
+        let sc = Scenario::from_str_named(MINI, "x.toml", "x", &["shmem.fast_radix=2".to_string()]).unwrap();
+        assert_eq!(sc.shmem_config().fast_radix, 2);
+        let e = err(MINI, &["shmem.fast_radix=1"]);
+        assert_eq!(e.key, "shmem.fast_radix");
+        assert!(e.reason.contains("is 1"), "{}", e.reason);
     }
 }
