@@ -645,7 +645,7 @@ impl Pe {
     /// second, so that a PE still in a fast barrier does not count a message sent after it.
     pub(crate) fn heap_remote(&self, pe: usize, off: u64) -> RemoteBuf {
         let b = self.shared.heap[pe];
-        let rkey = if self.fast_epoch % 2 == 0 {
+        let rkey = if self.fast_epoch.is_multiple_of(2) {
             b.rkey
         } else {
             self.shared.heap_alt[pe]

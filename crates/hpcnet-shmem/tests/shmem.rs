@@ -364,7 +364,8 @@ fn the_fast_barrier_holds_with_many_large_puts_in_flight_skew_and_any_radix() {
                 const ROUNDS: usize = 6;
                 let slot = |round: usize, src: usize, j: u64| ((round * n + src) as u64 * PUTS + j) * LEN as u64;
                 let slots = pe.malloc(slot(ROUNDS, 0, 0)).await.unwrap();
-                let sends = |round: usize, from: usize, to: usize| round == 2 || (from * 5 + to * 3 + round) % 7 == 0;
+                let sends =
+                    |round: usize, from: usize, to: usize| round == 2 || (from * 5 + to * 3 + round).is_multiple_of(7);
                 for round in 0..ROUNDS {
                     pe.compute(SimTime::from_ns(500 * ((me * 7 + round * 3) % n) as u64))
                         .await;
