@@ -106,11 +106,12 @@ type Posted = (u64, u64, u64);
 /// Links of a route and its latency.
 type Route = (Rc<[usize]>, SimTime);
 
-/// A scheduled event, ordered by (time, scheduling sequence).
+/// A scheduled event, ordered by (time, scheduling sequence); the event itself waits in slot
+/// `slot` of [`FlowWorld::slots`], so the heap moves 24-byte keys, not events.
 struct Sched {
     t: SimTime,
     seq: u64,
-    ev: Ev,
+    slot: u32,
 }
 
 impl PartialEq for Sched {
@@ -143,6 +144,9 @@ pub struct FlowWorld {
     next_qp: u32,
     next_timer: u32,
     queue: BinaryHeap<Reverse<Sched>>,
+    /// Events of the queue, and the free slots.
+    slots: Vec<Option<Ev>>,
+    free_slots: Vec<u32>,
     flows: IdMap<u64, Flow>,
     next_flow: u64,
     /// Capacity of every link, bytes per second.
@@ -232,6 +236,8 @@ impl FlowWorld {
             next_qp: 0,
             next_timer: 0,
             queue: BinaryHeap::new(),
+            slots: Vec::new(),
+            free_slots: Vec::new(),
             flows: IdMap::default(),
             next_flow: 0,
             cap,
@@ -264,7 +270,17 @@ impl FlowWorld {
     fn at(&mut self, t: SimTime, ev: Ev) {
         let seq = self.seq;
         self.seq += 1;
-        self.queue.push(Reverse(Sched { t, seq, ev }));
+        let slot = match self.free_slots.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(ev);
+                i
+            }
+            None => {
+                self.slots.push(Some(ev));
+                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 pending events")
+            }
+        };
+        self.queue.push(Reverse(Sched { t, seq, slot }));
     }
 
     /// Links and latency of the route from `src`'s node to `dst`'s node.
@@ -365,8 +381,8 @@ impl FlowWorld {
             }
         }
         if !comp.is_empty() {
-            links.sort_unstable();
-            comp.sort_unstable();
+            // No sort needed: the links' heap orders by (share, link) and every flow's new
+            // rate is set on its own, so the result does not depend on the search order.
             let mut left = std::mem::take(&mut self.scratch_left);
             let mut count = std::mem::take(&mut self.scratch_count);
             left.resize(nl, 0.0);
@@ -768,7 +784,9 @@ impl NicBackend for FlowWorld {
         };
         self.events += 1;
         if event_first {
-            let Reverse(Sched { t, ev, .. }) = self.queue.pop().expect("peeked");
+            let Reverse(Sched { t, slot, .. }) = self.queue.pop().expect("peeked");
+            let ev = self.slots[slot as usize].take().expect("a scheduled event");
+            self.free_slots.push(slot);
             self.now = t;
             self.handle(ev);
         } else {
