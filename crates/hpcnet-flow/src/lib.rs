@@ -106,11 +106,12 @@ type Posted = (u64, u64, u64);
 /// Links of a route and its latency.
 type Route = (Rc<[usize]>, SimTime);
 
-/// A scheduled event, ordered by (time, scheduling sequence).
+/// A scheduled event, ordered by (time, scheduling sequence); the event itself waits in slot
+/// `slot` of the world's `slots`, so the heap moves 24-byte keys, not events.
 struct Sched {
     t: SimTime,
     seq: u64,
-    ev: Ev,
+    slot: u32,
 }
 
 impl PartialEq for Sched {
@@ -143,6 +144,9 @@ pub struct FlowWorld {
     next_qp: u32,
     next_timer: u32,
     queue: BinaryHeap<Reverse<Sched>>,
+    /// Events of the queue, and the free slots.
+    slots: Vec<Option<Ev>>,
+    free_slots: Vec<u32>,
     flows: IdMap<u64, Flow>,
     next_flow: u64,
     /// Capacity of every link, bytes per second.
@@ -175,6 +179,10 @@ pub struct FlowWorld {
     scratch_comp: Vec<u64>,
     scratch_stack: Vec<usize>,
     scratch_heap: BinaryHeap<Reverse<(u64, usize)>>,
+    scratch_next: Vec<usize>,
+    /// Local sharing: levels of flows around a changed flow that get new rates (`None`: the
+    /// whole component, exact max-min).
+    depth: Option<u32>,
     /// Epoch marks of the links and flows met by the current recomputation.
     link_mark: Vec<u64>,
     epoch: u64,
@@ -232,6 +240,8 @@ impl FlowWorld {
             next_qp: 0,
             next_timer: 0,
             queue: BinaryHeap::new(),
+            slots: Vec::new(),
+            free_slots: Vec::new(),
             flows: IdMap::default(),
             next_flow: 0,
             cap,
@@ -256,6 +266,8 @@ impl FlowWorld {
             scratch_comp: Vec::new(),
             scratch_stack: Vec::new(),
             scratch_heap: BinaryHeap::new(),
+            scratch_next: Vec::new(),
+            depth: None,
             link_mark: Vec::new(),
             epoch: 0,
         }
@@ -264,7 +276,17 @@ impl FlowWorld {
     fn at(&mut self, t: SimTime, ev: Ev) {
         let seq = self.seq;
         self.seq += 1;
-        self.queue.push(Reverse(Sched { t, seq, ev }));
+        let slot = match self.free_slots.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(ev);
+                i
+            }
+            None => {
+                self.slots.push(Some(ev));
+                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 pending events")
+            }
+        };
+        self.queue.push(Reverse(Sched { t, seq, slot }));
     }
 
     /// Links and latency of the route from `src`'s node to `dst`'s node.
@@ -341,39 +363,75 @@ impl FlowWorld {
         comp.clear();
         stack.clear();
         heap.clear();
+        let mut next = std::mem::take(&mut self.scratch_next);
+        next.clear();
         for &l in seeds {
             if self.link_mark[l] != epoch {
                 self.link_mark[l] = epoch;
                 stack.push(l);
             }
         }
-        while let Some(l) = stack.pop() {
-            links.push(l);
-            for &id in &self.on_link[l] {
-                let f = self.flows.get_mut(&id).expect("flow on a link");
-                if f.mark != epoch {
-                    f.mark = epoch;
-                    f.new_rate = f64::NAN;
-                    comp.push(id);
-                    for &x in f.links.iter() {
-                        if self.link_mark[x] != epoch {
-                            self.link_mark[x] = epoch;
-                            stack.push(x);
+        // Level by level: the flows on the seeds are level 1, the flows sharing a link with
+        // those level 2, and so on. Under local sharing the links first met at the last level
+        // are kept (their other flows keep their rates) but not searched.
+        let limit = self.depth.unwrap_or(u32::MAX);
+        let mut level = 0u32;
+        while !stack.is_empty() {
+            level += 1;
+            let expand = level < limit;
+            for &l in &stack {
+                links.push(l);
+                for &id in &self.on_link[l] {
+                    let f = self.flows.get_mut(&id).expect("flow on a link");
+                    if f.mark != epoch {
+                        f.mark = epoch;
+                        f.new_rate = f64::NAN;
+                        comp.push(id);
+                        for &x in f.links.iter() {
+                            if self.link_mark[x] != epoch {
+                                self.link_mark[x] = epoch;
+                                if expand {
+                                    next.push(x);
+                                } else {
+                                    links.push(x);
+                                }
+                            }
                         }
                     }
                 }
             }
+            stack.clear();
+            std::mem::swap(&mut stack, &mut next);
         }
+        self.scratch_next = next;
         if !comp.is_empty() {
-            links.sort_unstable();
-            comp.sort_unstable();
+            // No sort needed: the links' heap orders by (share, link) and every flow's new
+            // rate is set on its own, so the result does not depend on the search order.
             let mut left = std::mem::take(&mut self.scratch_left);
             let mut count = std::mem::take(&mut self.scratch_count);
             left.resize(nl, 0.0);
             count.resize(nl, 0);
-            for &l in &links {
-                left[l] = self.cap[l];
-                count[l] = self.on_link[l].len() as u32;
+            if self.depth.is_none() {
+                for &l in &links {
+                    left[l] = self.cap[l];
+                    count[l] = self.on_link[l].len() as u32;
+                }
+            } else {
+                // Flows outside the neighbourhood keep their rates: a link offers what they
+                // leave of it.
+                for &l in &links {
+                    let (mut used, mut n) = (0.0, 0u32);
+                    for id in &self.on_link[l] {
+                        let f = &self.flows[id];
+                        if f.mark == epoch {
+                            n += 1;
+                        } else {
+                            used += f.rate;
+                        }
+                    }
+                    left[l] = (self.cap[l] - used).max(0.0);
+                    count[l] = n;
+                }
             }
             // Shares are non-negative, so their IEEE bit patterns order like the values; ties
             // go to the lower link index, as a scan in index order would.
@@ -391,7 +449,7 @@ impl FlowWorld {
                 let r = f64::from_bits(k);
                 for &id in &self.on_link[l] {
                     let f = self.flows.get_mut(&id).expect("flow on a link");
-                    if !f.new_rate.is_nan() {
+                    if f.mark != epoch || !f.new_rate.is_nan() {
                         continue;
                     }
                     f.new_rate = r;
@@ -630,6 +688,18 @@ impl FlowWorld {
         }
     }
 
+    /// Local sharing (`Some(depth)`, an approximation): at a flow's start or end only the flows
+    /// within `depth` levels of it (level 1: the flows sharing one of its links; level k + 1:
+    /// those sharing a link with level k) get new max-min rates, within what the flows beyond
+    /// leave of their links; the others keep theirs until a flow near them starts or ends.
+    /// Rates stay feasible (no link carries more than its capacity), but a flow far from a
+    /// departure does not speed up at once. `None` (the default): exact max-min over the whole
+    /// component. Cost per start or end: O(the neighbourhood's flows × links per flow),
+    /// independent of the number of flows in progress.
+    pub fn set_local_sharing(&mut self, depth: Option<u32>) {
+        self.depth = depth.map(|d| d.max(1));
+    }
+
     /// Flows in progress.
     pub fn flows_in_progress(&self) -> usize {
         self.flows.len()
@@ -768,7 +838,9 @@ impl NicBackend for FlowWorld {
         };
         self.events += 1;
         if event_first {
-            let Reverse(Sched { t, ev, .. }) = self.queue.pop().expect("peeked");
+            let Reverse(Sched { t, slot, .. }) = self.queue.pop().expect("peeked");
+            let ev = self.slots[slot as usize].take().expect("a scheduled event");
+            self.free_slots.push(slot);
             self.now = t;
             self.handle(ev);
         } else {

@@ -25,6 +25,11 @@ pub struct MpiSettings {
     /// Network model: `"packet"` (default) or `"flow"`.
     #[serde(default)]
     pub network: NetworkModel,
+    /// Flow level only: 0 (default) recomputes max-min rates exactly over the changed flow's
+    /// whole component; k ≥ 1 only over the flows within k links of it (an approximation whose
+    /// cost does not grow with the number of flows in progress; `hpcnet-flow`).
+    #[serde(default)]
+    pub flow_local_depth: u32,
     /// Connection policy: `rc`, `rc-srq`, `xrc-s`, `xrc-m`, `ud`, or one of the first four with
     /// `-g<size>` (group connection). Default `rc-srq`.
     #[serde(default = "d_policy")]
@@ -122,6 +127,7 @@ impl Default for MpiSettings {
     fn default() -> Self {
         MpiSettings {
             network: NetworkModel::Packet,
+            flow_local_depth: 0,
             policy: d_policy(),
             prepost: d_prepost(),
             buffer: d_buffer(),

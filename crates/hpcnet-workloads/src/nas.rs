@@ -685,6 +685,39 @@ mod flow_tests {
         (packet, flow)
     }
 
+    /// Local max-min sharing (`mpi.flow_local_depth`) delivers the same messages, stays within
+    /// 10 % of exact sharing on these runs, and is deterministic.
+    #[test]
+    fn local_sharing_is_close_to_exact_and_deterministic() {
+        for (nodes, bench, policy, it) in [
+            (16, Bench::Ft, Policy::grouped(Transport::XrcS, 16), 2),
+            (16, Bench::Lu, Policy::full(Transport::RcSrq), 3),
+        ] {
+            let sc = scenario(nodes);
+            let cfg = NasConfig {
+                bench,
+                class: Class::S,
+                job: JobConfig::new(policy),
+                flops: 1e9,
+                iterations: Some(it),
+                payload_free: true,
+            };
+            let exact = run_nas_on(sc.flow_world().unwrap(), 4, &cfg).unwrap();
+            for depth in [1, 2] {
+                let run = || {
+                    let mut w = sc.flow_world().unwrap();
+                    w.set_local_sharing(Some(depth));
+                    run_nas_on(w, 4, &cfg).unwrap()
+                };
+                let local = run();
+                assert_eq!(local, run(), "{bench:?} depth {depth}: deterministic");
+                assert_eq!((local.messages, local.bytes), (exact.messages, exact.bytes));
+                let (e, l) = (exact.time.as_secs_f64(), local.time.as_secs_f64());
+                assert!((l / e - 1.0).abs() <= 0.10, "{bench:?} depth {depth}: {l} vs exact {e}");
+            }
+        }
+    }
+
     /// The flow-level mode's validation on small runs: completion time within 10 % of packet
     /// level, same messages and connections.
     #[test]

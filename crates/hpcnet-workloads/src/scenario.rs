@@ -386,6 +386,8 @@ pub struct Scenario {
     pub mpi: hpcnet_mpi::JobConfig,
     /// `mpi.network`: the network model MPI-level workloads run on.
     pub mpi_network: hpcnet_mpi::NetworkModel,
+    /// `mpi.flow_local_depth`: local max-min sharing in the flow model (0: exact).
+    pub mpi_flow_local_depth: u32,
 }
 
 /// A scenario problem: where (file and key) and why. Displays as one line.
@@ -593,6 +595,7 @@ impl Scenario {
         coll.validate().map_err(|(k, r)| ScenarioError::new(file, k, r))?;
         let mpi_settings = parsed.mpi.clone().unwrap_or_default();
         let mpi_network = mpi_settings.network;
+        let mpi_flow_local_depth = mpi_settings.flow_local_depth;
         let mpi = mpi_settings
             .job_config()
             .map_err(|(k, r)| ScenarioError::new(file, k, r))?;
@@ -649,6 +652,7 @@ impl Scenario {
             shmem,
             mpi,
             mpi_network,
+            mpi_flow_local_depth,
         })
     }
 
@@ -694,7 +698,9 @@ impl Scenario {
         }
         let net = Network::new(self.topology.clone(), self.fabric.clone())
             .map_err(|e| ScenarioError::new(&self.source, e.key, e.reason))?;
-        Ok(hpcnet_flow::FlowWorld::new(net, self.nic.clone()))
+        let mut w = hpcnet_flow::FlowWorld::new(net, self.nic.clone());
+        w.set_local_sharing((self.mpi_flow_local_depth > 0).then_some(self.mpi_flow_local_depth));
+        Ok(w)
     }
 
     /// A fresh world (network + NICs) of this scenario, for message-level workloads.
