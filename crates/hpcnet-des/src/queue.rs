@@ -186,7 +186,10 @@ impl<E> EventQueue<E> {
             }
             None => self.first_of_origin(origin),
         };
-        debug_assert!(seq >> SEQ_BITS == origin.0 as u64, "origin {origin:?} scheduled 2^40 events");
+        debug_assert!(
+            seq >> SEQ_BITS == origin.0 as u64,
+            "origin {origin:?} scheduled 2^40 events"
+        );
         let time = at.0.max(self.now.0);
         let b = time >> BUCKET_SHIFT;
         if b < self.cur {
