@@ -8,9 +8,10 @@
 //! different origins by origin number. No global counter enters the key, so a partitioned
 //! engine in which each partition owns some components (and each component handles its events
 //! in this order) schedules every event with the same key as the serial engine, and runs give
-//! identical results whatever the partitioning. Each event carries one `u128` key =
-//! time << 64 | origin << 40 | sequence, and the queue pops keys in strictly increasing order,
-//! whatever structure they wait in (as in nexosim's priority queue). [`EventQueue::schedule`]
+//! identical results whatever the partitioning. Each event carries one key =
+//! time << 64 | origin << 40 | sequence (a `u128` in the heaps, two words in the ring, the low
+//! one kept ready per origin), and the queue pops keys in strictly increasing order, whatever
+//! structure they wait in (as in nexosim's priority queue). [`EventQueue::schedule`]
 //! uses origin 0, for models with one component.
 //!
 //! Why not one heap: profiling the torus benchmark showed a 4-ary heap's sift-down at ~20 % of
@@ -91,6 +92,12 @@ impl<E> Node<E> {
     fn key(&self) -> u128 {
         ((self.time as u128) << 64) | self.seq as u128
     }
+
+    /// Whether this event's key is greater than (`time`, `seq`) (keys are unique).
+    #[inline(always)]
+    fn after(&self, time: u64, seq: u64) -> bool {
+        self.time > time || (self.time == time && self.seq > seq)
+    }
 }
 
 /// A deterministic future-event list.
@@ -112,7 +119,7 @@ pub struct EventQueue<E> {
     far: Heap<E>,
     /// Events the ring could not take cheaply (see the module documentation).
     spill: Heap<E>,
-    /// Next sequence number of each origin.
+    /// Low key word of each origin's next event: origin << 40 | its next sequence number.
     seqs: Vec<u64>,
     now: SimTime,
     popped: u64,
@@ -157,14 +164,18 @@ impl<E> EventQueue<E> {
     /// Make room for origins below `n` (so that scheduling never grows the table).
     pub fn reserve_origins(&mut self, n: u32) {
         assert!(n <= MAX_ORIGINS, "at most {MAX_ORIGINS} origins, asked for {n}");
-        if self.seqs.len() < n as usize {
-            self.seqs.resize(n as usize, 0);
+        let have = self.seqs.len() as u64;
+        if have < n as u64 {
+            self.seqs.extend((have..n as u64).map(|o| o << SEQ_BITS));
         }
     }
 
     /// Schedule `event` at absolute time `at`, scheduled by `origin`. Scheduling into the past
     /// is a model bug; the event is clamped to `now` so time never runs backwards (debug builds
     /// assert).
+    ///
+    /// The key's low word comes ready-made from the origin's counter (it holds
+    /// origin << 40 | next sequence), so an insertion reads and bumps one word.
     #[inline(always)]
     pub fn schedule_by(&mut self, origin: Origin, at: SimTime, event: E) {
         debug_assert!(at >= self.now, "event scheduled in the past: {at:?} < {:?}", self.now);
@@ -173,24 +184,42 @@ impl<E> EventQueue<E> {
                 *s += 1;
                 *s - 1
             }
-            None => {
-                self.reserve_origins(origin.0 + 1);
-                self.seqs[origin.0 as usize] = 1;
-                0
-            }
+            None => self.first_of_origin(origin),
         };
-        debug_assert!(seq < 1 << SEQ_BITS, "origin {origin:?} scheduled 2^40 events");
-        let key = key_of(at.max(self.now), ((origin.0 as u64) << SEQ_BITS) | seq);
-        let b = bucket_of(key);
+        debug_assert!(
+            seq >> SEQ_BITS == origin.0 as u64,
+            "origin {origin:?} scheduled 2^40 events"
+        );
+        let time = at.0.max(self.now.0);
+        let b = time >> BUCKET_SHIFT;
         if b < self.cur {
-            self.spill.push(Entry { key, event });
+            self.spill.push(Entry {
+                key: key_of(SimTime(time), seq),
+                event,
+            });
         } else if b - self.cur < RING {
-            if let Err(event) = self.push_ring(b, key, event) {
-                self.spill.push(Entry { key, event });
+            if let Err(event) = self.push_ring(b, time, seq, event) {
+                self.spill.push(Entry {
+                    key: key_of(SimTime(time), seq),
+                    event,
+                });
             }
         } else {
-            self.far.push(Entry { key, event });
+            self.far.push(Entry {
+                key: key_of(SimTime(time), seq),
+                event,
+            });
         }
+    }
+
+    /// The first event of an origin beyond the reserved ones: grow the table, return its key.
+    #[cold]
+    #[inline(never)]
+    fn first_of_origin(&mut self, origin: Origin) -> u64 {
+        self.reserve_origins(origin.0 + 1);
+        let s = &mut self.seqs[origin.0 as usize];
+        *s += 1;
+        *s - 1
     }
 
     /// Schedule `event` `delay` after now.
@@ -276,23 +305,23 @@ impl<E> EventQueue<E> {
         Some(time_of(k))
     }
 
-    /// Link a new event into ring bucket `b`, in key order; gives the event back if its place is
-    /// too far from the bucket's ends.
+    /// Link a new event (`time`, origin-sequence `seq`) into ring bucket `b`, in key order;
+    /// gives the event back if its place is too far from the bucket's ends.
     ///
     /// Usually the new event goes last (later time, or an equal time and a larger key); else
-    /// a short walk from the head finds its place.
+    /// a short walk from the head finds its place. Keys are compared as (time, seq) pairs of
+    /// words, never composed into 128 bits.
     #[inline(always)]
-    fn push_ring(&mut self, b: u64, key: u128, event: E) -> Result<(), E> {
-        let time = (key >> 64) as u64;
+    fn push_ring(&mut self, b: u64, time: u64, seq: u64, event: E) -> Result<(), E> {
         let slot = (b & MASK) as usize;
         let tail = self.tails[slot];
         let mut after = tail; // node to link after (NIL: at the head)
-        if tail != NIL && self.slab[tail as usize].key() > key {
+        if tail != NIL && self.slab[tail as usize].after(time, seq) {
             // An earlier key than the bucket's last event: find the last node not later.
             after = NIL;
             let mut j = self.heads[slot];
             let mut steps = 0;
-            while self.slab[j as usize].key() < key {
+            while !self.slab[j as usize].after(time, seq) {
                 steps += 1;
                 if steps > MAX_WALK {
                     return Err(event);
@@ -308,7 +337,7 @@ impl<E> EventQueue<E> {
         };
         let node = Node {
             time,
-            seq: key as u64,
+            seq,
             next,
             event: Some(event),
         };
@@ -369,7 +398,7 @@ impl<E> EventQueue<E> {
                 break;
             }
             let e = self.far.pop().expect("peeked");
-            if let Err(event) = self.push_ring(b, e.key, e.event) {
+            if let Err(event) = self.push_ring(b, (e.key >> 64) as u64, e.key as u64, e.event) {
                 self.spill.push(Entry { key: e.key, event });
             }
         }

@@ -315,6 +315,30 @@ pub struct RouterConfig {
     /// outputs of its column; `per_output`: one per output, the YARC subswitch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub column_channel: Option<ColumnChannel>,
+    /// How an output whose chosen packet's input port is being read out by another output
+    /// waits for it (input speedup 1, per-output policies, ideal crossbar): `timed` (default)
+    /// looks again at the time the read ends, when another output may have taken the port
+    /// first; `registered` queues the output at that input port, which serves its waiting
+    /// outputs in the order they came when the read ends.
+    #[serde(default, skip_serializing_if = "InputWait::is_timed")]
+    pub input_wait: InputWait,
+}
+
+/// `router.input_wait`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum InputWait {
+    /// A timed decision of the output when the read ends.
+    #[default]
+    Timed,
+    /// The output waits in the input port's queue of outputs, served when the read ends.
+    Registered,
+}
+
+impl InputWait {
+    fn is_timed(&self) -> bool {
+        *self == InputWait::Timed
+    }
 }
 
 /// `router.crossbar`.
@@ -415,6 +439,7 @@ impl Default for RouterConfig {
             tile_rows: None,
             tile_cols: None,
             column_channel: None,
+            input_wait: InputWait::Timed,
         }
     }
 }

@@ -87,6 +87,9 @@ pub enum NetEvent {
     FlitHead { queue: u32 },
     /// Wormhole switching: output `oport` may be able to send flits.
     FlitArb { oport: u32 },
+    /// `router.input_wait = "registered"`: the read out of router input port `gport` ends;
+    /// the outputs waiting for it are served in order.
+    InputFree { gport: u32 },
 }
 
 /// What the network tells the endpoints cabled to it (NICs, or a traffic collector): the one
@@ -195,6 +198,11 @@ struct OutPort {
     down: bool,
     /// Event origin of the component owning the port (its router, or its node).
     origin: u32,
+    /// `router.input_wait = "registered"`: the router input port this output waits for (NIL:
+    /// none), and its neighbours in that port's queue of waiting outputs.
+    wait_on: u32,
+    wait_prev: u32,
+    wait_next: u32,
 }
 
 /// Whether `to` is a node (ejection, or a node's rail seen from its router).
@@ -361,6 +369,10 @@ pub struct Network {
     in_free: Vec<SimTime>,
     /// `router.input_speedup` when `in_free` is used.
     in_speedup: u32,
+    /// `router.input_wait = "registered"` in force (input speedup 1, a per-output policy, the
+    /// ideal crossbar, packet-level switching): per router input port, the outputs waiting for
+    /// its read to end. Empty otherwise.
+    in_waiters: Vec<InWaiters>,
     /// The separable switch allocator (`router.allocator` islip, separable_*), or None for a
     /// per-output policy.
     matcher: Option<Box<Matcher>>,
@@ -499,6 +511,9 @@ impl Network {
             limited: false,
             down: false,
             origin,
+            wait_on: NIL,
+            wait_prev: NIL,
+            wait_next: NIL,
         };
         let mut out = Vec::with_capacity(nports);
         let mut link = LinkLayer::new(&cfg.link, nports as u32);
@@ -604,6 +619,7 @@ impl Network {
             seed: 0,
             in_free: Vec::new(),
             in_speedup: 0,
+            in_waiters: Vec::new(),
             matcher: None,
             vc_per_packet: false,
             by_age: false,
@@ -641,6 +657,12 @@ impl Network {
         net.init_faults()?;
         if net.cfg.link.switching == Switching::Wormhole {
             net.worm = Some(Box::new(wormhole::Worm::new(&net)));
+        } else if net.cfg.router.input_wait == crate::config::InputWait::Registered
+            && net.in_speedup == 1
+            && net.matcher.is_none()
+            && net.xbar.is_none()
+        {
+            net.in_waiters = vec![InWaiters::EMPTY; total as usize];
         }
         Ok(net)
     }
@@ -1084,6 +1106,7 @@ impl Network {
             NetEvent::Corrupt { pkt, oport } => self.corrupt_dropped(q, pkt, oport),
             NetEvent::FlitHead { queue } => self.worm_head(q, queue, ep),
             NetEvent::FlitArb { oport } => self.worm_arb_event(q, oport, ep),
+            NetEvent::InputFree { gport } => self.input_freed(q, gport, ep),
         }
     }
 
@@ -1357,17 +1380,17 @@ impl Network {
     /// holds one of its credit-fitting requests frees a crossbar read slot, if any is busy.
     #[cold]
     #[inline(never)]
-    fn input_wait(&self, oi: u32, now: SimTime) -> (Option<SimTime>, bool) {
+    fn input_wait(&self, oi: u32, now: SimTime) -> (Option<(SimTime, u32)>, bool) {
         let o = &self.out[oi as usize];
         let mut cur = o.req_head;
-        let mut best: Option<SimTime> = None;
+        let mut best: Option<(SimTime, u32)> = None;
         let mut credit_blocked = false;
         while cur != NIL {
             let r = &self.inq.q[cur as usize];
             if Self::request_fits(o, r) {
                 let t = self.input_ready(cur);
-                if t > now && best.is_none_or(|b| t < b) {
-                    best = Some(t);
+                if t > now && best.is_none_or(|b| t < b.0) {
+                    best = Some((t, cur));
                 }
             } else {
                 credit_blocked = true;
@@ -1384,8 +1407,12 @@ impl Network {
     #[inline(never)]
     fn wait_inputs_or_credits<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, oi: u32) {
         let (t, credit_blocked) = self.input_wait(oi, q.now());
-        if let Some(t) = t {
-            self.wake_at(q, self.port_origin(oi), oi, t);
+        if let Some((t, qi)) = t {
+            if self.in_waiters.is_empty() {
+                self.wake_at(q, self.port_origin(oi), oi, t);
+            } else {
+                self.wait_for_input(q, oi, qi >> self.vc_shift);
+            }
         }
         if credit_blocked || t.is_none() {
             self.starve(q, oi);
@@ -1513,8 +1540,12 @@ impl Network {
                     // find, without its walk).
                     let qi = o.req_head;
                     if Self::request_fits(o, &self.inq.q[qi as usize]) {
-                        let t = self.input_ready(qi);
-                        self.wake_at(q, self.port_origin(oi), oi, t);
+                        if self.in_waiters.is_empty() {
+                            let t = self.input_ready(qi);
+                            self.wake_at(q, self.port_origin(oi), oi, t);
+                        } else {
+                            self.wait_for_input(q, oi, qi >> self.vc_shift);
+                        }
                     } else {
                         self.starve(q, oi);
                     }
@@ -1688,6 +1719,10 @@ impl Network {
         } else {
             (self.inq.pop_front(qi).expect("head"), true)
         };
+        if !self.in_waiters.is_empty() && self.out[oi as usize].wait_on != NIL {
+            // The output sends now; it decides again when its link frees.
+            self.stop_waiting(oi);
+        }
         let o = &mut self.out[oi as usize];
         o.starved = false;
         // Timing.
@@ -1786,7 +1821,11 @@ impl Network {
                 // already has its own decision pending).
                 let free = self.input_ready(qi);
                 if self.in_speedup == 1 && free > now && self.matcher.is_none() {
-                    self.wake_at(q, self.port_origin(k), k, free);
+                    if self.in_waiters.is_empty() {
+                        self.wake_at(q, self.port_origin(k), k, free);
+                    } else {
+                        self.wait_for_input(q, k, qi >> self.vc_shift);
+                    }
                     kick = None;
                 }
             }
@@ -1804,6 +1843,95 @@ impl Network {
             self.wake_at(q, self.port_origin(oi), oi, t);
         }
         kick
+    }
+
+    /// `router.input_wait = "registered"`: output `oi` waits for router input port `g`, which
+    /// is being read out until `in_free[g]`, behind the outputs already waiting there (an
+    /// output waits for one port at a time: a new wait replaces the old). The port has one
+    /// pending event, at the end of its read.
+    #[inline(never)]
+    fn wait_for_input<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, oi: u32, g: u32) {
+        let on = self.out[oi as usize].wait_on;
+        if on == g {
+            return;
+        }
+        if on != NIL {
+            self.stop_waiting(oi);
+        }
+        let w = &mut self.in_waiters[g as usize];
+        let tail = w.tail;
+        w.tail = oi;
+        if tail == NIL {
+            w.head = oi;
+        } else {
+            self.out[tail as usize].wait_next = oi;
+        }
+        let o = &mut self.out[oi as usize];
+        o.wait_on = g;
+        o.wait_prev = tail;
+        o.wait_next = NIL;
+        self.input_event(q, g);
+    }
+
+    /// Make sure router input port `g` has its event at the end of its read.
+    #[inline]
+    fn input_event<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, g: u32) {
+        let t = self.in_free[g as usize];
+        let w = &mut self.in_waiters[g as usize];
+        if w.at != t {
+            w.at = t;
+            // The read's end is an event of the router owning the port.
+            let by = Origin(self.router_of[g as usize].0);
+            q.schedule_by(by, t, NetEvent::InputFree { gport: g }.into());
+        }
+    }
+
+    /// Take output `oi` out of the queue of the input port it waits for.
+    fn stop_waiting(&mut self, oi: u32) {
+        let (g, prev, next) = {
+            let o = &mut self.out[oi as usize];
+            let r = (o.wait_on, o.wait_prev, o.wait_next);
+            o.wait_on = NIL;
+            o.wait_prev = NIL;
+            o.wait_next = NIL;
+            r
+        };
+        let w = &mut self.in_waiters[g as usize];
+        if prev == NIL {
+            w.head = next;
+        } else {
+            self.out[prev as usize].wait_next = next;
+        }
+        if next == NIL {
+            w.tail = prev;
+        } else {
+            self.out[next as usize].wait_prev = prev;
+        }
+    }
+
+    /// The read out of router input port `g` ended: serve the outputs waiting for it in the
+    /// order they came, until one takes the port again; the rest keep waiting for the end of
+    /// that read.
+    #[inline(never)]
+    fn input_freed<E: From<NetEvent>, S: Endpoints>(&mut self, q: &mut EventQueue<E>, g: u32, ep: &mut S) {
+        let now = q.now();
+        let w = &mut self.in_waiters[g as usize];
+        if w.at != now {
+            return; // superseded
+        }
+        w.at = SimTime::MAX;
+        loop {
+            let head = self.in_waiters[g as usize].head;
+            if head == NIL {
+                return;
+            }
+            if self.in_free[g as usize] > now {
+                self.input_event(q, g);
+                return;
+            }
+            self.stop_waiting(head);
+            self.run_arbitrations(q, Some(head), ep);
+        }
     }
 
     /// Output `oi` has work but no credits: wait for the earliest returning credits.
@@ -2174,6 +2302,24 @@ struct Fifo {
 }
 
 const NIL: u32 = u32::MAX;
+
+/// The outputs waiting for one router input port's read to end (`router.input_wait =
+/// "registered"`): a list threaded through the outputs, and the time of the port's pending
+/// event (MAX: none).
+#[derive(Copy, Clone)]
+struct InWaiters {
+    head: u32,
+    tail: u32,
+    at: SimTime,
+}
+
+impl InWaiters {
+    const EMPTY: InWaiters = InWaiters {
+        head: NIL,
+        tail: NIL,
+        at: SimTime::MAX,
+    };
+}
 
 impl Queues {
     fn new(n: usize) -> Self {

@@ -522,9 +522,14 @@ fn send_on(net: &mut Network, q: &mut EventQueue<NetEvent>, tag: u64, src: u32, 
 /// out of it. Without an input constraint B leaves at once (two packets cross the crossbar
 /// from one input); with input speedup 1 it waits until A's tail has left the input.
 fn input_contention(input_speedup: u32) -> BTreeMap<u64, u64> {
+    input_contention_with(input_speedup, crate::config::InputWait::Timed)
+}
+
+fn input_contention_with(input_speedup: u32, wait: crate::config::InputWait) -> BTreeMap<u64, u64> {
     let mut cfg = fabric(dor(DeadlockAvoidance::None), 2, 20);
     cfg.router.vc_select = VcSelect::Packet;
     cfg.router.input_speedup = input_speedup;
+    cfg.router.input_wait = wait;
     let mut net = Network::new(crossbar(6), cfg).unwrap();
     let mut q = EventQueue::new();
     send_on(&mut net, &mut q, 10, 3, 1, 256, 0); // X
@@ -556,6 +561,61 @@ fn input_speedup_one_lets_one_packet_leave_an_input_port_at_a_time() {
         assert_eq!(one[&tag], free[&tag], "packet {tag}");
     }
     assert_eq!(one.len(), 5);
+}
+
+/// `router.input_wait = "registered"`: the output to node 2 waits in the queue of the input
+/// port A is read out of and is served when that read ends — the same times as the timed
+/// decision in this case, where no other output competes for the port. The queue is empty
+/// afterwards and no output is left waiting.
+#[test]
+fn a_registered_output_is_served_when_the_input_read_ends() {
+    let timed = input_contention(1);
+    let registered = input_contention_with(1, crate::config::InputWait::Registered);
+    assert_eq!(registered, timed);
+    assert_eq!(registered[&3], L + R + SER + SER + SER + L);
+    // Not in force where the constraint cannot bind (speedup = VCs): same as without it.
+    assert_eq!(
+        input_contention_with(2, crate::config::InputWait::Registered),
+        input_contention(2)
+    );
+}
+
+/// Registered input waits under a burst on a 4 × 4 torus (every node sends 40 packets at
+/// once, round robin and age): every packet is delivered exactly once, no output is left
+/// registered at an input port, and a second run repeats every delivery time.
+#[test]
+fn registered_input_waits_deliver_everything_once_and_repeat_exactly() {
+    use crate::config::{Allocator, InputWait};
+    let run = |alloc: Allocator| {
+        let mut cfg = fabric(dor(DeadlockAvoidance::Dateline), 2, 10);
+        cfg.router.allocator = Some(alloc);
+        cfg.router.input_wait = InputWait::Registered;
+        let mut net = Network::new(grid(&[4, 4], 1, true), cfg).unwrap();
+        assert!(!net.in_waiters.is_empty(), "registered waits in force");
+        let mut q = EventQueue::new();
+        let mut x: u64 = 999;
+        let mut tag = 0;
+        for _ in 0..40 {
+            for src in 0..16u32 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let dst = ((x >> 33) % 15) as u32;
+                let dst = if dst >= src { dst + 1 } else { dst };
+                send(&mut net, &mut q, tag, NodeId(src), NodeId(dst));
+                tag += 1;
+            }
+        }
+        let d = run_until_idle(&mut net, &mut q);
+        let mut tags: Vec<u64> = d.iter().map(|d| d.packet.tag).collect();
+        tags.sort_unstable();
+        assert_eq!(tags, (0..tag).collect::<Vec<_>>(), "{alloc:?}: each packet once");
+        assert_eq!(net.in_flight(), 0);
+        assert!(net.out.iter().all(|o| o.wait_on == NIL), "no output left waiting");
+        assert!(net.in_waiters.iter().all(|w| w.head == NIL && w.tail == NIL));
+        d.iter().map(|d| (d.packet.tag, d.at.0)).collect::<Vec<_>>()
+    };
+    for alloc in [Allocator::RoundRobin, Allocator::Age] {
+        assert_eq!(run(alloc), run(alloc), "{alloc:?}: deterministic");
+    }
 }
 
 /// Output speedup 2: an output may take a second packet from another input while its link

@@ -170,6 +170,59 @@ fn random_start(salt: u8, hops: u16) -> usize {
     (z >> 32) as usize
 }
 
+/// What a hop of up*/down* tree routing starts from, with the static tables and with the
+/// tables rewritten after a failure alike: the destination's leaf, the packet's VC, the error
+/// when no port serves, and the rotations choosing among down or sibling ports and among up
+/// ports.
+struct TreeHop {
+    /// Leaves of the tree (the stride of the down-port tables).
+    leaves: usize,
+    /// Leaf index of the destination's router.
+    dl: usize,
+    vc: u8,
+    unreachable: RouteError,
+    /// Start among down and sibling ports: the destination (D-mod-k), or under oblivious
+    /// random selection a draw from the packet's random bits and its hop count (a different
+    /// draw at each level).
+    rot: usize,
+    /// Start among up ports: digit of the destination for this router's level (D-mod-k), or
+    /// the random draw.
+    up_rot: usize,
+}
+
+impl TreeHop {
+    #[inline(always)]
+    fn new(t: &Trees, r: RouterId, dr: RouterId, pkt: &Packet, sel: Selection) -> TreeHop {
+        let random = sel == Selection::Random;
+        let rot = if random {
+            random_start(pkt.salt, pkt.hops)
+        } else {
+            pkt.dst.index()
+        };
+        TreeHop {
+            leaves: t.leaf_router.len(),
+            dl: t.leaf_of_router[dr.index()] as usize,
+            vc: pkt.class,
+            unreachable: RouteError::Unreachable {
+                router: r,
+                dst: pkt.dst,
+            },
+            rot,
+            up_rot: if random { rot } else { rot / t.up_div[r.index()] },
+        }
+    }
+
+    /// The choice of port `p` on the packet's VC (trees have no rings).
+    #[inline(always)]
+    fn choice(port: PortIdx, vc: u8) -> Choice {
+        Choice {
+            port,
+            vc,
+            enters_ring: false,
+        }
+    }
+}
+
 /// Per-leaf down-port tables of a tree.
 #[derive(Clone, Debug)]
 struct Trees {
@@ -254,6 +307,8 @@ pub struct Routing {
     tables: Option<Box<TreeTables>>,
     /// Cached [`Routing::uses_bubble`] (asked once per hop).
     bubble: bool,
+    /// Cached `classes().max(1)` (asked once per injected packet).
+    class_count: u8,
     /// Router and port of every node's rail: `attach[node * rails + rail]`.
     attach: Vec<(RouterId, PortIdx)>,
     rails: u8,
@@ -375,11 +430,13 @@ impl Routing {
             bypass: None,
             tables: None,
             bubble: false,
+            class_count: 1,
             attach,
             rails,
             table_memory,
         };
         routing.bubble = routing.compute_uses_bubble();
+        routing.class_count = routing.classes().max(1);
         Ok(routing)
     }
 
@@ -400,6 +457,7 @@ impl Routing {
     /// (`faults.torus_bypass`): class c rides VC c on rings and VC `classes + c` on a last step.
     pub(crate) fn reserve_last_step_vcs(&mut self) {
         self.last_step_vcs = true;
+        self.class_count = self.classes().max(1);
     }
 
     /// The VC of class `class` on a hop of a bypass route: the class's ring VC, or (`last`) its
@@ -558,8 +616,10 @@ impl Routing {
                 });
             }
         }
-        pkt.class = class % self.classes().max(1);
-        pkt.vc = self.first_vc(pkt);
+        // A class below the count is kept as it is (no division per packet).
+        let n = self.class_count;
+        pkt.class = if class < n { class } else { class % n };
+        pkt.vc = self.vc_of_class(pkt.class);
         pkt.last_dim = NO_DIM;
         pkt.flags &= !(F_CROSSED | F_ESCAPE | F_BYPASS);
         if let Some(b) = &self.bypass {
@@ -683,14 +743,14 @@ impl Routing {
         }
     }
 
-    /// The VC a packet uses in its first buffer (the router's injection input).
-    fn first_vc(&self, pkt: &Packet) -> u8 {
-        self.injection_vc(pkt.class)
-    }
-
     /// The VC a packet of VC class `class` is injected on.
     pub fn injection_vc(&self, class: u8) -> u8 {
-        let class = class % self.classes().max(1);
+        self.vc_of_class(class % self.class_count)
+    }
+
+    /// The injection VC of a class below [`Routing::classes`].
+    #[inline]
+    fn vc_of_class(&self, class: u8) -> u8 {
         match &self.algo {
             Algo::Dor {
                 deadlock: DeadlockAvoidance::Dateline,
@@ -1012,32 +1072,18 @@ impl Routing {
             return self.tree_rewritten(tb, topo, r, in_port, dr, pkt, sel, credits);
         }
         let t = self.trees.as_ref().expect("tree tables built for tree routing");
-        let leaves = t.leaf_router.len();
-        let dl = t.leaf_of_router[dr.index()] as usize;
+        let TreeHop {
+            leaves,
+            dl,
+            vc,
+            unreachable,
+            rot,
+            up_rot,
+        } = TreeHop::new(t, r, dr, pkt, sel);
         let info = &topo.routers[r.index()];
-        let vc = pkt.class;
-        let unreachable = RouteError::Unreachable {
-            router: r,
-            dst: pkt.dst,
-        };
-        // Oblivious random selection: a start drawn from the packet's random bits and its hop
-        // count (a different draw at each level), instead of the destination's digits.
-        let random = sel == Selection::Random;
-        let rot = if random {
-            random_start(pkt.salt, pkt.hops)
-        } else {
-            pkt.dst.index()
-        };
-        let up_rot = if random { rot } else { rot / t.up_div[r.index()] };
         let ups = &t.ups[r.index()];
         let mut pick = |ports: &[PortIdx], rot: usize| self.pick(r, ports, rot, sel, vc, credits);
-        let choose = |p: PortIdx| {
-            Ok(Choice {
-                port: p,
-                vc,
-                enters_ring: false,
-            })
-        };
+        let choose = |p: PortIdx| Ok(TreeHop::choice(p, vc));
         // 1. Below me: go down.
         let down = &t.down[r.index() * leaves + dl];
         if !down.is_empty() {
@@ -1131,32 +1177,20 @@ impl Routing {
         credits: &mut impl CreditView,
     ) -> Result<Choice, RouteError> {
         let t = self.trees.as_ref().expect("tree tables built for tree routing");
-        let leaves = t.leaf_router.len();
-        let dl = t.leaf_of_router[dr.index()] as usize;
+        let TreeHop {
+            leaves,
+            dl,
+            vc,
+            unreachable,
+            rot,
+            up_rot,
+        } = TreeHop::new(t, r, dr, pkt, sel);
         let info = &topo.routers[r.index()];
-        let vc = pkt.class;
-        let unreachable = RouteError::Unreachable {
-            router: r,
-            dst: pkt.dst,
-        };
-        let random = sel == Selection::Random;
-        let rot = if random {
-            random_start(pkt.salt, pkt.hops)
-        } else {
-            pkt.dst.index()
-        };
-        let up_rot = if random { rot } else { rot / t.up_div[r.index()] };
         let far = |p: PortIdx| match info.ports[p.index()] {
             Peer::Router { router, .. } => Some(router),
             _ => None,
         };
-        let choose = |p: PortIdx| {
-            Ok(Choice {
-                port: p,
-                vc,
-                enters_ring: false,
-            })
-        };
+        let choose = |p: PortIdx| Ok(TreeHop::choice(p, vc));
         let sib = t.sibling[dl];
         // 1. Below me: down toward a child that reaches the leaf, else toward the sibling leaf.
         let down = &t.down[r.index() * leaves + dl];
