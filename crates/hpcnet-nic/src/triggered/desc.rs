@@ -451,6 +451,18 @@ impl Walker {
         }
     }
 
+    /// Keys the walk still needs: those of the current step not delivered yet and every key
+    /// of the later steps (what a cancelled sequence leaves behind in a buffer).
+    pub fn remaining_keys(&self) -> impl Iterator<Item = PacketKey> + '_ {
+        let here = self
+            .keys
+            .get(self.pc)
+            .into_iter()
+            .flat_map(move |ks| ks.iter().zip(&self.got).filter(|(_, g)| g.is_none()).map(|(k, _)| *k));
+        let later = self.keys.iter().skip(self.pc + 1).flatten().copied();
+        here.chain(later)
+    }
+
     /// Hand over a packet read for the current step.
     pub fn deliver(&mut self, p: TrigPacket) -> Result<(), WalkError> {
         if self.is_done() {
