@@ -481,6 +481,70 @@ fn a_time_out_at_one_member_aborts_the_collective_at_every_member() {
 }
 
 #[test]
+fn a_failed_collective_returns_its_counters_to_the_next_one() {
+    // As above: B (ranks 1, 3, 5, 7 on nodes 0 … 3) times out at node 0 and is aborted at the
+    // others, whose first pulses sit in their units holding each NIC's only counter. Then the
+    // members on nodes 1 … 3 run an allreduce on communicator C (ranks 3, 5, 7): it needs those
+    // counters, so it completes only if the failed collective's sequences left their units.
+    let over = [
+        "nic.hosts=2",
+        "nic.triggered.pulse_counters=1",
+        "nic.triggered.collectives=2",
+        "nic.triggered.pulse_timeout=\"20 us\"",
+    ];
+    let mut m = Machine::new(world(&over));
+    let a = Comm::create(&m, &[Rank(0), Rank(2)], &cfg()).unwrap();
+    let b = Comm::create(&m, &[Rank(1), Rank(3), Rank(5), Rank(7)], &cfg()).unwrap();
+    let c = Comm::create(&m, &[Rank(3), Rank(5), Rank(7)], &cfg()).unwrap();
+    let mut a0 = a.into_iter().next().unwrap();
+    m.spawn(async move {
+        let _ = a0.allreduce(&[1.0f64; 4], ReduceOp::Sum, Algorithm::Offload).await;
+    });
+    type Out = Vec<(usize, String, Option<Vec<f64>>)>;
+    let out: Rc<RefCell<Out>> = Rc::new(RefCell::new(Vec::new()));
+    let mut c = c.into_iter();
+    for (i, mut bc) in b.into_iter().enumerate() {
+        let o = out.clone();
+        let mut cc = if i > 0 { c.next() } else { None };
+        m.spawn(async move {
+            bc.context().sleep(hpcnet_des::SimTime::from_us(2 + 3 * i as u64)).await;
+            let e = bc
+                .allreduce(&[2.0f64; 1024], ReduceOp::Sum, Algorithm::Offload)
+                .await
+                .expect_err("B cannot complete")
+                .to_string();
+            let next = match cc.as_mut() {
+                Some(cc) => {
+                    let x: Vec<f64> = (0..600).map(|j| f64::from(j as u32) + i as f64).collect();
+                    Some(
+                        cc.allreduce(&x, ReduceOp::Sum, Algorithm::Offload)
+                            .await
+                            .expect("C completes"),
+                    )
+                }
+                None => None,
+            };
+            o.borrow_mut().push((i, e, next));
+        });
+    }
+    let end = m.run();
+    assert_eq!(end.stuck_tasks, 1, "only A's member waits");
+    let mut out = out.borrow().clone();
+    out.sort_by_key(|x| x.0);
+    assert_eq!(out.len(), 4);
+    assert!(out[0].1.contains("TrigTimeout"), "{:?}", out[0]);
+    let want: Vec<f64> = (0..600).map(|j| 3.0 * f64::from(j as u32) + 6.0).collect();
+    for (i, e, r) in &out[1..] {
+        assert!(e.contains("failed at another member"), "{i}: {e}");
+        assert_eq!(r.as_deref(), Some(want.as_slice()), "member {i} of C");
+    }
+    let w = m.world();
+    let t = w.trig_counters();
+    assert_eq!(t.timeouts, 1, "{t:?}");
+    assert_eq!(t.completed, 3, "C's three members");
+}
+
+#[test]
 fn machines_without_the_unit_and_bad_settings_are_refused() {
     let m = Machine::new(world_of("sunway-prototype.toml", &[]));
     let e = Comm::create(&m, &[Rank(0), Rank(1)], &cfg()).err().expect("refused");

@@ -451,6 +451,18 @@ impl Walker {
         }
     }
 
+    /// Keys the walk still needs: those of the current step not delivered yet and every key
+    /// of the later steps (what a cancelled sequence leaves behind in a buffer).
+    pub fn remaining_keys(&self) -> impl Iterator<Item = PacketKey> + '_ {
+        let here = self
+            .keys
+            .get(self.pc)
+            .into_iter()
+            .flat_map(move |ks| ks.iter().zip(&self.got).filter(|(_, g)| g.is_none()).map(|(k, _)| *k));
+        let later = self.keys.iter().skip(self.pc + 1).flatten().copied();
+        here.chain(later)
+    }
+
     /// Hand over a packet read for the current step.
     pub fn deliver(&mut self, p: TrigPacket) -> Result<(), WalkError> {
         if self.is_done() {
@@ -471,18 +483,24 @@ impl Walker {
     /// address payload from host memory. Returns the actions in order.
     pub fn advance(&mut self, fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>) -> Result<Vec<TrigAction>, WalkError> {
         let mut out = Vec::new();
+        // The step's packets move into one vector per call; `got` keeps its allocation from
+        // step to step (it is empty after the drain, so `resize` fills it with `None`).
+        let mut pkts: Vec<TrigPacket> = Vec::new();
         while !self.is_done() && self.got.iter().all(Option::is_some) {
-            let pkts: Vec<TrigPacket> = self.got.drain(..).map(|p| p.expect("all in")).collect();
-            self.fire(&pkts, fetch, &mut out)?;
+            pkts.clear();
+            pkts.extend(self.got.drain(..).map(|p| p.expect("all in")));
+            self.fire(&mut pkts, fetch, &mut out)?;
             self.pc += 1;
-            self.got = vec![None; self.keys.get(self.pc).map_or(0, Vec::len)];
+            self.got.resize(self.keys.get(self.pc).map_or(0, Vec::len), None);
         }
         Ok(out)
     }
 
+    /// Fire the current step on its packets (their data may be moved out: the step is their
+    /// last reader).
     fn fire(
         &mut self,
-        pkts: &[TrigPacket],
+        pkts: &mut [TrigPacket],
         fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>,
         out: &mut Vec<TrigAction>,
     ) -> Result<(), WalkError> {
@@ -521,7 +539,7 @@ impl Walker {
         };
         let recv = part(d.recv_part, self.work.len())?;
         if let Some(r) = &recv {
-            for p in pkts {
+            for p in pkts.iter() {
                 if p.data.len() != r.len() {
                     return Err(WalkError::LengthMismatch {
                         index,
@@ -533,18 +551,20 @@ impl Walker {
         }
         if d.swap_remote_data {
             match &recv {
-                None => self.work = pkts[0].data.clone(),
+                // A reducing step still reads the packet below: copy; otherwise move.
+                None if d.reduce_flag => self.work = pkts[0].data.clone(),
+                None => self.work = std::mem::take(&mut pkts[0].data),
                 Some(r) => self.work[r.clone()].copy_from_slice(&pkts[0].data),
             }
         }
         if let (true, Some(r)) = (d.reduce_flag, &recv) {
-            for p in pkts {
+            for p in pkts.iter() {
                 reduce_into(d.dtype, d.op, &mut self.work[r.clone()], &p.data);
             }
         } else if d.reduce_flag {
-            for p in pkts {
+            for p in pkts.iter_mut() {
                 if self.work.is_empty() {
-                    self.work = p.data.clone();
+                    self.work = std::mem::take(&mut p.data);
                 } else if self.work.len() != p.data.len() {
                     return Err(WalkError::LengthMismatch {
                         index: self.pc,

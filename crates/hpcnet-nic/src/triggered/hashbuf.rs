@@ -114,6 +114,9 @@ pub struct HashBufStats {
     pub taken: u64,
     /// Reads parked.
     pub parked: u64,
+    /// Packets and parked reads dropped by [`HashBuf::cancel`] (their sequence failed).
+    pub discarded: u64,
+    pub cancelled_reads: u64,
     /// Slots in use now and at most.
     pub occupancy: u32,
     pub peak_occupancy: u32,
@@ -319,6 +322,18 @@ impl<P, R> HashBuf<P, R> {
         }
     }
 
+    /// Drop what the buffer holds for `key`: its parked read, or its stored packet (its
+    /// sequence ended without reading it). Returns the packet if one was stored.
+    pub fn cancel(&mut self, key: PacketKey) -> Option<P> {
+        if self.parked.remove(&key).is_some() {
+            self.stats.cancelled_reads += 1;
+            return None;
+        }
+        let i = self.find(key)?;
+        self.stats.discarded += 1;
+        Some(self.remove_at(i))
+    }
+
     /// Take the entry at slot `pos` out and close the gap by backward shifting.
     fn remove_at(&mut self, pos: usize) -> P {
         let n = self.slots.len();
@@ -384,8 +399,8 @@ impl<P, R> HashBuf<P, R> {
                 s.occupancy, s.bytes, s.in_reserve
             ));
         }
-        if s.stored != s.taken + u64::from(s.occupancy) {
-            return Err("stored packets are neither taken nor buffered".into());
+        if s.stored != s.taken + s.discarded + u64::from(s.occupancy) {
+            return Err("stored packets are neither taken, discarded nor buffered".into());
         }
         Ok(())
     }
@@ -442,6 +457,27 @@ mod tests {
             (1, 1, 1, 0, 1)
         );
         assert_eq!((s.bytes, s.peak_bytes), (0, 10));
+        b.audit().unwrap();
+    }
+
+    #[test]
+    fn cancel_drops_a_stored_packet_or_a_parked_read() {
+        let mut b = small(4);
+        // Colliding keys: dropping one must keep the others reachable.
+        for i in 0..3 {
+            assert!(matches!(b.insert(key(i), 8, i).unwrap(), Inserted::Stored { .. }));
+        }
+        assert_eq!(b.read(key(9), 90).unwrap(), Read::Parked);
+        assert_eq!(b.cancel(key(1)), Some(1));
+        assert_eq!(b.cancel(key(1)), None);
+        assert_eq!(b.cancel(key(9)), None);
+        assert!(!b.awaits(key(9)));
+        // The cancelled read no longer takes its key: the packet is stored.
+        assert!(matches!(b.insert(key(9), 8, 9).unwrap(), Inserted::Stored { .. }));
+        assert_eq!(b.read(key(0), 0).unwrap(), Read::Taken(0));
+        assert_eq!(b.read(key(2), 0).unwrap(), Read::Taken(2));
+        let s = b.stats();
+        assert_eq!((s.discarded, s.cancelled_reads, s.occupancy), (1, 1, 1));
         b.audit().unwrap();
     }
 

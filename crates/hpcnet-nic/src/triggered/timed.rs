@@ -81,8 +81,7 @@
 //! packets waiting for a busy unit are counted, not placed in the hash table (they take their
 //! home slot when the unit takes them); early arrivals wait in an unbounded store (the paper
 //! does not say where packets of a collective not yet started wait); without `nic.rx_buffer` a refused packet waits in the NIC instead
-//! of the network; a failed collective's sequences already in units stay there (their
-//! counters are not returned); point-to-point MP/RDMA descriptors on a VP are not modelled
+//! of the network; point-to-point MP/RDMA descriptors on a VP are not modelled
 //! (point-to-point traffic uses the verbs path).
 //!
 //! **Abort.** A collective that fails at one member (pulse-counter time-out, unit limit,
@@ -90,7 +89,12 @@
 //! for; each member it reaches completes with an error and passes it on, so every member of
 //! the collective returns (the sequences of a collective connect its members). An abort for
 //! a post not parsed yet fails it when the parser is done with it; one for a post not made
-//! yet waits at the NIC, keyed by VP and pulse serial.
+//! yet waits at the NIC, keyed by VP and pulse serial. Where a collective fails, its pulses'
+//! sequences leave their units at once ([`OffloadUnits::cancel`]): their parked reads and
+//! buffered packets go, as do their packets waiting for a busy unit, refused (their
+//! receive-buffer credits return to the fabric) or stored early, and their pulse counters
+//! return to the controller, so later collectives on the NIC get the counters and slots.
+//! Packets of the failed collective still on the wire then wait in the early store.
 //!
 //! Cost: a collective of p members and m elements runs ⌈m / pulse⌉ pulses, each a walk of its
 //! sequence (O(log p) steps for the library's algorithms), so O((m / pulse) · log p) events per
@@ -362,6 +366,7 @@ enum Batch {
         node: NodeId,
         vp: u32,
         job: u32,
+        serial: u64,
         data: Vec<u8>,
         addr: Option<u64>,
     },
@@ -1275,6 +1280,7 @@ impl World {
                         node,
                         vp: a.vp,
                         job,
+                        serial,
                         data,
                         addr,
                     });
@@ -1571,15 +1577,20 @@ impl World {
             node,
             vp,
             job,
+            serial,
             data,
             addr,
         } = self.t_take_batch(batch)
         else {
             unreachable!("a written event names a write batch")
         };
-        let Some(l) = self.tnic(node).live.remove(&(job, vp)) else {
+        // A pulse taken out of its unit when its collective failed has no live entry (or the
+        // entry is a later pulse's, with the same JobID and VP and another serial).
+        let n = self.tnic(node);
+        if n.live.get(&(job, vp)).is_none_or(|l| l.serial != serial) {
             return;
-        };
+        }
+        let l = n.live.remove(&(job, vp)).expect("checked above");
         if self.tpost(l.post).failed {
             self.t_release(node, l.post, l.counter, l.elements);
             self.t_gate(node);
@@ -1681,8 +1692,60 @@ impl World {
         for (peer, peer_vp) in peers {
             self.send_trig_abort(node, vp, (NodeId(peer), peer_vp), serial);
         }
+        self.t_cancel_sequences(node, post);
         self.t_finish_post(post);
         self.t_gate(node);
+        self.t_retry_refused(node);
+    }
+
+    /// Take a failed post's live sequences out of `node`'s units: their buffered packets and
+    /// parked reads go, so do their packets waiting for a busy unit, refused or stored early,
+    /// and their pulse counters return to the controller. Cost O(live sequences of the NIC +
+    /// waiting packets).
+    fn t_cancel_sequences(&mut self, node: NodeId, post: u32) {
+        let (vp, serials) = {
+            let p = self.tpost(post);
+            (p.vp, p.serials)
+        };
+        let n = self.trig.nics.get_mut(&node.0).expect("offload unit of the node");
+        let mine: Vec<(u32, u32)> = n.live.iter().filter(|(_, l)| l.post == post).map(|(&k, _)| k).collect();
+        let mut returned = 0;
+        let mut gone: Vec<(u32, u32, u64)> = Vec::with_capacity(mine.len());
+        for (job, v) in mine {
+            let l = n.live.remove(&(job, v)).expect("listed above");
+            n.units.cancel(job, v);
+            let _ = n.pulse.respond(l.counter, l.elements);
+            returned += 1;
+            gone.push((job, v, l.serial));
+        }
+        let of_gone = |pkt: &TrigPacket, serial: u64| gone.contains(&(pkt.key.job(), pkt.dest_vp, serial));
+        for (q, slots) in n.inbox.iter_mut().zip(n.inbox_slots.iter_mut()) {
+            q.retain(|w| {
+                let keep = !of_gone(&w.held.pkt, w.held.serial);
+                *slots -= u32::from(!keep && w.slot);
+                keep
+            });
+        }
+        let mut credits = Vec::new();
+        n.refused.retain_mut(|h| {
+            let keep = !of_gone(&h.pkt, h.serial);
+            if !keep {
+                credits.append(&mut h.credits);
+            }
+            keep
+        });
+        let early: Vec<(u32, u64)> = n
+            .early
+            .range((vp, serials.0)..(vp, serials.1))
+            .map(|(&k, _)| k)
+            .collect();
+        for k in early {
+            let dropped = n.early.remove(&k).map_or(0, |v| v.len() as u64);
+            n.early_now -= dropped;
+        }
+        self.tpost(post).held -= returned;
+        self.t_release_credits(credits);
+        self.t_occupancy(node);
     }
 
     const ABORTED: &'static str = "aborted: the collective failed at another member";

@@ -259,6 +259,19 @@ impl OffloadUnits {
         Ok((out, kept))
     }
 
+    /// Take the live sequence of job `job` on VP `vp` out of its unit (its collective failed):
+    /// its parked reads are cancelled and the packets it would still read are dropped from
+    /// the unit's buffer, as are packets waiting for it to be posted. Returns the packets
+    /// dropped, or `None` when no such sequence is live. Cost O(keys of the sequence).
+    pub fn cancel(&mut self, job: u32, vp: u32) -> Option<usize> {
+        let early = self.early.remove(&(job, vp)).map_or(0, |v| v.len());
+        let unit = self.route.remove(&(job, vp))?;
+        let u = &mut self.units[unit];
+        let s = u.seqs.remove(&(job, vp)).expect("a routed sequence is in its unit");
+        let dropped = s.walker.remaining_keys().filter(|&k| u.buf.cancel(k).is_some()).count();
+        Some(dropped + early)
+    }
+
     /// A packet for this NIC arrived. Returns what fired, and the packet back if the buffer
     /// refused it (the caller keeps it and offers it again later).
     pub fn arrive(
@@ -470,6 +483,37 @@ mod tests {
         assert_eq!(n.active(), 31);
         n.post(VP, waiting(40), &mut no_fetch).unwrap();
         assert_eq!(n.load()[5], 4);
+    }
+
+    #[test]
+    fn a_cancelled_sequence_leaves_nothing_behind() {
+        let mut n = OffloadUnits::new(0, UnitsConfig::default()).unwrap();
+        // Node 0 of a 4-node doubling allreduce: its first step sends at once, then it waits
+        // for node 1's packet (a parked read); node 2's packet of the next step comes first
+        // and takes a slot.
+        let (acts, _) = n.post(VP, doubling(5, 0, 4), &mut no_fetch).unwrap();
+        assert_eq!(acts.len(), 1);
+        let unit = n.unit_of(5, VP).unwrap();
+        let later = TrigPacket {
+            key: PacketKey::new(5, 2, VP, 1).unwrap(),
+            dest: 0,
+            dest_vp: VP,
+            cp: false,
+            end: false,
+            addr: None,
+            data: vec![0; 64],
+        };
+        assert_eq!(n.arrive(later, &mut no_fetch).unwrap(), (vec![], None));
+        assert_eq!(n.occupancy(unit), 1);
+        assert!(n.awaits(unit, PacketKey::new(5, 1, VP, 0).unwrap()));
+        assert_eq!(n.cancel(5, VP), Some(1));
+        assert_eq!(n.cancel(5, VP), None);
+        assert_eq!((n.occupancy(unit), n.active(), n.load()[unit]), (0, 0, 0));
+        assert!(!n.awaits(unit, PacketKey::new(5, 1, VP, 0).unwrap()));
+        let s = n.buffer_stats()[unit];
+        assert_eq!((s.discarded, s.cancelled_reads), (1, 1));
+        // The job and VP are free again.
+        n.post(VP, doubling(5, 0, 4), &mut no_fetch).unwrap();
     }
 
     #[test]
