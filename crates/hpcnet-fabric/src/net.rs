@@ -17,7 +17,9 @@
 //!   VCs, or age-based) chooses among the input VCs requesting an output, or a separable
 //!   allocator of [`crate::alloc`] (iSLIP, input-first, output-first) matches a router's free
 //!   outputs with its inputs at once. At most `router.input_speedup` packets are read out of one
-//!   input port at a time (default 1, the input-queued router); with `router.output_speedup`
+//!   input port at a time (default 1, the input-queued router); an output whose packet's input
+//!   port is being read out decides again when the read ends (`router.input_wait = "timed"`) or
+//!   waits in that port's queue of outputs (`"registered"`); with `router.output_speedup`
 //!   above 1 an output buffers packets for its link. With `router.vc_allocation = "per_packet"`
 //!   a downstream VC carries one packet at a time until its credits return. The crossbar is not
 //!   a separate resource under the default `router.crossbar = "ideal"` (its latency is part of
