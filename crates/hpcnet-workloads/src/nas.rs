@@ -554,7 +554,7 @@ mod tests {
             .expect("world")
     }
 
-    fn cfg(bench: Bench, policy: Policy, iterations: u32) -> NasConfig {
+    pub(super) fn cfg(bench: Bench, policy: Policy, iterations: u32) -> NasConfig {
         NasConfig {
             bench,
             class: Class::S,
@@ -672,14 +672,7 @@ mod flow_tests {
     /// The same skeleton at packet level and at flow level.
     fn both(nodes: u32, bench: Bench, policy: Policy, iterations: u32) -> (NasReport, NasReport) {
         let sc = scenario(nodes);
-        let cfg = NasConfig {
-            bench,
-            class: Class::S,
-            job: JobConfig::new(policy),
-            flops: 1e9,
-            iterations: Some(iterations),
-            payload_free: true,
-        };
+        let cfg = super::tests::cfg(bench, policy, iterations);
         let packet = run_nas(sc.world().unwrap(), &cfg).unwrap();
         let flow = run_nas_on(sc.flow_world().unwrap(), u64::from(sc.nic.hosts), &cfg).unwrap();
         (packet, flow)
@@ -694,14 +687,7 @@ mod flow_tests {
             (16, Bench::Lu, Policy::full(Transport::RcSrq), 3),
         ] {
             let sc = scenario(nodes);
-            let cfg = NasConfig {
-                bench,
-                class: Class::S,
-                job: JobConfig::new(policy),
-                flops: 1e9,
-                iterations: Some(it),
-                payload_free: true,
-            };
+            let cfg = super::tests::cfg(bench, policy, it);
             let exact = run_nas_on(sc.flow_world().unwrap(), 4, &cfg).unwrap();
             for depth in [1, 2] {
                 let run = || {
@@ -753,14 +739,7 @@ mod flow_tests {
             (4, Bench::Ft, Policy::full(Transport::XrcM), 1),
         ] {
             let sc = scenario(nodes);
-            let free = NasConfig {
-                bench,
-                class: Class::S,
-                job: JobConfig::new(policy),
-                flops: 1e9,
-                iterations: Some(it),
-                payload_free: true,
-            };
+            let free = super::tests::cfg(bench, policy, it);
             let real = NasConfig {
                 payload_free: false,
                 ..free
