@@ -9,7 +9,7 @@ use hpcnet_des::SimTime;
 use hpcnet_msg::verbs::{AtomicOp, Context, Cq, Machine, Mr, Qp, Rank, RemoteBuf, WriteWr};
 use hpcnet_msg::NicBackend;
 use hpcnet_nic::{Cqe, CqeStatus};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
@@ -136,6 +136,8 @@ pub struct Pe {
     pub(crate) comms: HashMap<Rc<[usize]>, Comm>,
     /// Held or awaited locks: lock offset → node slot.
     pub(crate) locks: HashMap<u64, u64>,
+    /// The host is busy with this PE's library calls until then ([`Pe::owe`]).
+    busy_until: Cell<SimTime>,
 }
 
 pub(crate) fn init<B: NicBackend + 'static>(
@@ -255,6 +257,7 @@ pub(crate) fn init<B: NicBackend + 'static>(
             reads: 0,
             stage_top: 0,
             staged: 0,
+            busy_until: Cell::new(SimTime::ZERO),
             sent: vec![0; npes],
             fast_acc: Vec::new(),
             expected: [0; 2],
@@ -339,6 +342,36 @@ impl Pe {
         Ok(())
     }
 
+    /// Charge `d` of host time without waiting for it yet: the PE is busy until `d` after now
+    /// or after the host time already owed, whichever is later. Only work nothing outside the
+    /// PE can observe (bookkeeping, stores into its own staging buffer) goes on meanwhile;
+    /// [`Pe::settle`] waits for the owed time before the PE posts an operation, looks at its
+    /// completion queue, creates a queue pair or returns from the call. The PE's timeline is
+    /// the one of waiting for each cost in turn, with one timer for consecutive costs (the
+    /// entry cost and the post of a put, get or atomic) instead of one each.
+    fn owe(&self, d: SimTime) {
+        if d > SimTime::ZERO {
+            let now = self.ctx.now();
+            self.busy_until.set(self.busy_until.get().max(now) + d);
+        }
+    }
+
+    /// Wait until the host time owed so far has passed.
+    async fn settle(&self) {
+        let until = self.busy_until.get();
+        if until > SimTime::ZERO {
+            let now = self.ctx.now();
+            if until > now {
+                self.ctx.sleep(until - now).await;
+            }
+        }
+    }
+
+    /// Library entry whose host time is owed ([`Pe::owe`]), for calls that post at once.
+    fn enter_owed(&self, copied: u64) {
+        self.owe(self.shared.cfg.costs.per_call + self.copy_time(copied));
+    }
+
     /// Library entry: the call's host time, plus a copy of `copied` bytes.
     pub(crate) async fn enter(&self, copied: u64) {
         let t = self.shared.cfg.costs.per_call + self.copy_time(copied);
@@ -365,12 +398,11 @@ impl Pe {
         }
     }
 
-    /// Host time of handing the NIC one operation (`per_post`), before it is posted.
+    /// Host time of handing the NIC one operation (`per_post`), after the host time owed,
+    /// before it is posted.
     pub(crate) async fn posting(&self) {
-        let t = self.shared.cfg.costs.per_post;
-        if t > SimTime::ZERO {
-            self.ctx.sleep(t).await;
-        }
+        self.owe(self.shared.cfg.costs.per_post);
+        self.settle().await;
     }
 
     /// Host time of looking again after a wait (`per_poll`).
@@ -385,6 +417,15 @@ impl Pe {
     pub(crate) async fn woken(&self) {
         self.ctx.memory_changed().await;
         self.looked().await;
+    }
+
+    /// The queue pair to `pe`, created on first use once the host time owed has passed (queue
+    /// pair numbers are handed out in creation order across PEs).
+    async fn qp_settled(&mut self, pe: usize) -> Qp {
+        if self.qps[pe].is_none() {
+            self.settle().await;
+        }
+        self.qp(pe)
     }
 
     fn qp(&mut self, pe: usize) -> Qp {
@@ -403,6 +444,7 @@ impl Pe {
     // ---- completions ----------------------------------------------------------------------
 
     async fn next_cqe(&self) -> Cqe {
+        self.settle().await;
         match self.cq.poll() {
             Some(c) => c,
             None => {
@@ -706,10 +748,13 @@ impl Pe {
         let call = "shmem_putmem";
         self.check_pe(call, pe)?;
         self.check_sym(call, dest.off, src.len() as u64)?;
-        self.enter(src.len() as u64).await;
+        self.enter_owed(src.len() as u64);
         let off = dest.off;
-        self.put_staged(call, move |s, d| s.heap_remote(pe, off + d), pe, src, true)
-            .await
+        let r = self
+            .put_staged(call, move |s, d| s.heap_remote(pe, off + d), pe, src, true)
+            .await;
+        self.settle().await;
+        r
     }
 
     /// Typed put of integers.
@@ -733,7 +778,7 @@ impl Pe {
         self.check_pe(call, pe)?;
         self.check_sym(call, dest.off, len)?;
         self.check_sym(call, src.off, len)?;
-        self.enter(0).await;
+        self.enter_owed(0);
         let heap = self.heap.clone();
         let r = self.heap_remote(pe, dest.off);
         self.posting().await;
@@ -792,7 +837,7 @@ impl Pe {
         self.check_pe(call, pe)?;
         self.check_sym(call, dest.off, len)?;
         self.check_sym(call, src.off, len)?;
-        self.enter(0).await;
+        self.enter_owed(0);
         let heap = self.heap.clone();
         self.posting().await;
         self.post_read(call, pe, (&heap, dest.off), self.heap_remote(pe, src.off), len, false)?;
@@ -909,8 +954,8 @@ impl Pe {
                 ),
             });
         }
-        self.enter(0).await;
-        let qp = self.qp(pe);
+        self.enter_owed(0);
+        let qp = self.qp_settled(pe).await;
         let p = if fetch {
             self.reads += 1;
             Pending::Read {
@@ -1086,7 +1131,14 @@ impl Pe {
     /// ordered delivery, one acknowledged flush write per destination written since the last
     /// quiet stands for all the writes before it.
     pub async fn quiet(&mut self) -> Result<(), ShmemError> {
-        self.enter(0).await;
+        self.enter_owed(0);
+        let r = self.quiet_owed().await;
+        self.settle().await;
+        r
+    }
+
+    /// [`Pe::quiet`] after its entry, whose host time is owed.
+    async fn quiet_owed(&mut self) -> Result<(), ShmemError> {
         if self.shared.in_order {
             for pe in 0..self.shared.npes {
                 if !std::mem::take(&mut self.unacked[pe]) {
