@@ -930,3 +930,49 @@ fn host_costs_space_posts_and_charge_each_call() {
     });
     assert!(slow >= zero + SimTime::from_ns(20_000), "{slow} against {zero}");
 }
+
+#[test]
+fn a_calls_entry_and_its_post_take_their_sum_exactly() {
+    // The entry cost and the post of an atomic or a non-blocking put are waited for as one
+    // interval; the call still returns exactly per_call + per_post after it was made, also
+    // the first time (when the queue pair is created between the two).
+    let costs = hpcnet_shmem::ShmemCosts {
+        per_call: SimTime::from_ns(70),
+        per_post: SimTime::from_ns(30),
+        per_poll: SimTime::from_ns(10),
+        ..hpcnet_shmem::ShmemCosts::default()
+    };
+    let cfg = ShmemConfig {
+        costs,
+        ..ShmemConfig::default()
+    };
+    let steps = Rc::new(RefCell::new(Vec::new()));
+    let s2 = steps.clone();
+    run(false, &cfg, move |mut pe| {
+        let steps = s2.clone();
+        async move {
+            let x = pe.malloc(64).await.unwrap();
+            if pe.my_pe() == 0 {
+                for to in [1usize, 1, 2] {
+                    let t0 = pe.now();
+                    pe.atomic_add::<u64>(x.elem::<u64>(0), 5, to).await.unwrap();
+                    steps.borrow_mut().push(pe.now() - t0);
+                    let t0 = pe.now();
+                    pe.put_from_nbi(x.elem::<u64>(2), x.elem::<u64>(1), 8, to)
+                        .await
+                        .unwrap();
+                    steps.borrow_mut().push(pe.now() - t0);
+                }
+                pe.quiet().await.unwrap();
+            }
+            pe.barrier_all().await.unwrap();
+            if pe.my_pe() == 1 {
+                assert_eq!(pe.read::<u64>(x, 0).unwrap(), 10);
+            }
+            if pe.my_pe() == 2 {
+                assert_eq!(pe.read::<u64>(x, 0).unwrap(), 5);
+            }
+        }
+    });
+    assert_eq!(*steps.borrow(), vec![SimTime::from_ns(100); 6]);
+}
