@@ -436,7 +436,11 @@ mod tests {
                         let st = a.static_targets();
                         for x in 0..ranks + 2 {
                             for target in [Target::Peer(x), Target::Node(x)] {
-                                assert_eq!(a.is_static(target), st.contains(&target), "{policy:?} {ranks}/{per_node} rank {rank} {target:?}");
+                                assert_eq!(
+                                    a.is_static(target),
+                                    st.contains(&target),
+                                    "{policy:?} {ranks}/{per_node} rank {rank} {target:?}"
+                                );
                             }
                         }
                         assert_eq!(a.connections(), st.len() as u64);
