@@ -399,13 +399,53 @@ struct Link {
 /// The open connections of a rank: the static ones, created at start in target order, in a
 /// sorted vector (no hash-table slack: ≈ 64 bytes per static connection, the bulk of a large
 /// job's records), and those opened on demand in a map.
-#[derive(Default)]
 struct Links {
     sorted: Vec<(Target, Link)>,
     extra: IdMap<Target, Link>,
+    /// The longest run of consecutive targets in `sorted`: (its index, its first target, its
+    /// length).
+    run: (usize, Target, u64),
+}
+
+impl Default for Links {
+    fn default() -> Links {
+        Links {
+            sorted: Vec::new(),
+            extra: IdMap::default(),
+            run: (0, Target::Peer(0), 0),
+        }
+    }
+}
+
+fn target_id(t: &Target) -> u64 {
+    match *t {
+        Target::Peer(p) | Target::Node(p) => p,
+    }
 }
 
 impl Links {
+    /// Ends the set-up: trims the static vector and finds its longest run of consecutive
+    /// targets of one kind.
+    fn seal(&mut self) {
+        self.sorted.shrink_to_fit();
+        let mut best = (0, Target::Peer(0), 0);
+        let mut i = 0;
+        while i < self.sorted.len() {
+            let mut j = i + 1;
+            while j < self.sorted.len() && {
+                let (a, b) = (&self.sorted[j - 1].0, &self.sorted[j].0);
+                std::mem::discriminant(a) == std::mem::discriminant(b) && target_id(a) + 1 == target_id(b)
+            } {
+                j += 1;
+            }
+            if (j - i) as u64 > best.2 {
+                best = (i, self.sorted[i].0, (j - i) as u64);
+            }
+            i = j;
+        }
+        self.run = best;
+    }
+
     fn insert(&mut self, t: Target, l: Link) {
         if self.extra.is_empty() && self.sorted.last().is_none_or(|&(last, _)| last < t) {
             self.sorted.push((t, l));
@@ -414,8 +454,16 @@ impl Links {
         }
     }
 
-    /// O(log k) for k static connections.
+    /// O(1) inside the longest run of consecutive static targets (the own group's nodes or
+    /// peers), else O(log k) for k static connections.
     fn get_mut(&mut self, t: &Target) -> Option<&mut Link> {
+        let (start, first, len) = self.run;
+        if let Some(i) = target_id(t).checked_sub(target_id(&first)).filter(|&d| d < len) {
+            let i = start + i as usize;
+            if self.sorted[i].0 == *t {
+                return Some(&mut self.sorted[i].1);
+            }
+        }
         match self.sorted.binary_search_by(|(x, _)| x.cmp(t)) {
             Ok(i) => Some(&mut self.sorted[i].1),
             Err(_) => self.extra.get_mut(t),
@@ -515,7 +563,7 @@ impl Endpoint {
             st: RefCell::new(st),
         }));
         ep.apply()?;
-        ep.0.st.borrow_mut().links.sorted.shrink_to_fit();
+        ep.0.st.borrow_mut().links.seal();
         Ok(ep)
     }
 
