@@ -56,6 +56,8 @@ enum Then {
 
 #[derive(Clone, Debug)]
 struct Flow {
+    /// Identity (start order): ties between equal finish times go to the lower.
+    id: u64,
     /// Bytes left at `since`, moving at `rate` since then.
     remaining: f64,
     since: SimTime,
@@ -147,7 +149,11 @@ pub struct FlowWorld {
     /// Events of the queue, and the free slots.
     slots: Vec<Option<Ev>>,
     free_slots: Vec<u32>,
-    flows: IdMap<u64, Flow>,
+    /// Flows in progress by slot (`on_link` and the finish heap name slots; a slot is reused
+    /// once its flow has ended), the free slots and the number in progress.
+    flows: Vec<Option<Flow>>,
+    free_flows: Vec<u32>,
+    live: usize,
     next_flow: u64,
     /// Capacity of every link, bytes per second.
     cap: Vec<f64>,
@@ -167,16 +173,16 @@ pub struct FlowWorld {
     header: u64,
     notices: Vec<Notice>,
     /// Flows in progress on every link.
-    on_link: Vec<Vec<u64>>,
-    /// When each flow ends at its current rate: (time, flow, version); stale entries are
-    /// skipped.
-    finish: BinaryHeap<Reverse<(SimTime, u64, u64)>>,
+    on_link: Vec<Vec<u32>>,
+    /// When each flow ends at its current rate: (time, flow id, version, slot); stale entries
+    /// are skipped.
+    finish: BinaryHeap<Reverse<(SimTime, u64, u64, u32)>>,
     scratch_left: Vec<f64>,
     scratch_count: Vec<u32>,
     /// Scratch of [`FlowWorld::share`]: the component's links and flows, the search stack and
     /// the links' heap.
     scratch_links: Vec<usize>,
-    scratch_comp: Vec<u64>,
+    scratch_comp: Vec<u32>,
     scratch_stack: Vec<usize>,
     scratch_heap: BinaryHeap<Reverse<(u64, usize)>>,
     scratch_next: Vec<usize>,
@@ -242,7 +248,9 @@ impl FlowWorld {
             queue: BinaryHeap::new(),
             slots: Vec::new(),
             free_slots: Vec::new(),
-            flows: IdMap::default(),
+            flows: Vec::new(),
+            free_flows: Vec::new(),
+            live: 0,
             next_flow: 0,
             cap,
             links: IdMap::default(),
@@ -382,7 +390,7 @@ impl FlowWorld {
             for &l in &stack {
                 links.push(l);
                 for &id in &self.on_link[l] {
-                    let f = self.flows.get_mut(&id).expect("flow on a link");
+                    let f = self.flows[id as usize].as_mut().expect("flow on a link");
                     if f.mark != epoch {
                         f.mark = epoch;
                         f.new_rate = f64::NAN;
@@ -421,8 +429,8 @@ impl FlowWorld {
                 // leave of it.
                 for &l in &links {
                     let (mut used, mut n) = (0.0, 0u32);
-                    for id in &self.on_link[l] {
-                        let f = &self.flows[id];
+                    for &id in &self.on_link[l] {
+                        let f = self.flows[id as usize].as_ref().expect("flow on a link");
                         if f.mark == epoch {
                             n += 1;
                         } else {
@@ -448,7 +456,7 @@ impl FlowWorld {
                 }
                 let r = f64::from_bits(k);
                 for &id in &self.on_link[l] {
-                    let f = self.flows.get_mut(&id).expect("flow on a link");
+                    let f = self.flows[id as usize].as_mut().expect("flow on a link");
                     if f.mark != epoch || !f.new_rate.is_nan() {
                         continue;
                     }
@@ -463,8 +471,8 @@ impl FlowWorld {
                 }
             }
             let now = self.now;
-            for &id in &comp {
-                let f = self.flows.get_mut(&id).expect("flow of the component");
+            for &slot in &comp {
+                let f = self.flows[slot as usize].as_mut().expect("flow of the component");
                 let r = if f.new_rate.is_nan() { 0.0 } else { f.new_rate };
                 if r == f.rate {
                     continue;
@@ -475,7 +483,7 @@ impl FlowWorld {
                 f.version += 1;
                 if r > 0.0 {
                     let end = now + SimTime::from_ps((f.remaining.max(0.0) / r * 1e12).ceil() as u64);
-                    self.finish.push(Reverse((end, id, f.version)));
+                    self.finish.push(Reverse((end, f.id, f.version, slot)));
                 }
             }
             self.scratch_left = left;
@@ -488,10 +496,13 @@ impl FlowWorld {
     }
 
     /// When the next flow ends, if any (stale entries dropped).
-    fn next_finish(&mut self) -> Option<(SimTime, u64)> {
-        while let Some(&Reverse((t, id, v))) = self.finish.peek() {
-            if self.flows.get(&id).is_some_and(|f| f.version == v) {
-                return Some((t, id));
+    fn next_finish(&mut self) -> Option<(SimTime, u32)> {
+        while let Some(&Reverse((t, id, v, slot))) = self.finish.peek() {
+            if self.flows[slot as usize]
+                .as_ref()
+                .is_some_and(|f| f.id == id && f.version == v)
+            {
+                return Some((t, slot));
             }
             self.finish.pop();
         }
@@ -549,28 +560,34 @@ impl FlowWorld {
                 };
                 let id = self.next_flow;
                 self.next_flow += 1;
+                let slot = match self.free_flows.pop() {
+                    Some(i) => i,
+                    None => {
+                        self.flows.push(None);
+                        u32::try_from(self.flows.len() - 1).expect("fewer than 2^32 flows in progress")
+                    }
+                };
                 for &l in links.iter() {
                     if l >= self.on_link.len() {
                         self.on_link.resize_with(l + 1, Vec::new);
                     }
-                    self.on_link[l].push(id);
+                    self.on_link[l].push(slot);
                 }
                 let seeds = links.clone();
-                self.flows.insert(
+                self.live += 1;
+                self.flows[slot as usize] = Some(Flow {
                     id,
-                    Flow {
-                        remaining: size as f64,
-                        since: self.now,
-                        rate: 0.0,
-                        version: 0,
-                        mark: 0,
-                        new_rate: 0.0,
-                        links,
-                        latency,
-                        engine,
-                        then,
-                    },
-                );
+                    remaining: size as f64,
+                    since: self.now,
+                    rate: 0.0,
+                    version: 0,
+                    mark: 0,
+                    new_rate: 0.0,
+                    links,
+                    latency,
+                    engine,
+                    then,
+                });
                 self.share(&seeds);
             }
             Ev::ReadRequest(req) => {
@@ -702,7 +719,7 @@ impl FlowWorld {
 
     /// Flows in progress.
     pub fn flows_in_progress(&self) -> usize {
-        self.flows.len()
+        self.live
     }
 }
 
@@ -844,13 +861,15 @@ impl NicBackend for FlowWorld {
             self.now = t;
             self.handle(ev);
         } else {
-            let (t, id) = fin.expect("a flow ends");
+            let (t, slot) = fin.expect("a flow ends");
             self.finish.pop();
             self.now = t;
-            let f = self.flows.remove(&id).expect("flow");
+            let f = self.flows[slot as usize].take().expect("flow");
+            self.free_flows.push(slot);
+            self.live -= 1;
             for &l in f.links.iter() {
                 let on = &mut self.on_link[l];
-                if let Some(i) = on.iter().position(|&x| x == id) {
+                if let Some(i) = on.iter().position(|&x| x == slot) {
                     on.remove(i);
                 }
             }

@@ -97,7 +97,10 @@ pub struct Allocator {
     params: ConnParams,
     layout: Layout,
     rank: u64,
-    conns: BTreeSet<Target>,
+    /// Static connections (opened at start; [`Allocator::is_static`] says which targets they
+    /// are, so they need no record each) and those opened on demand since.
+    static_conns: u64,
+    on_demand_conns: BTreeSet<Target>,
     /// Buffers posted to each SRQ class so far.
     srq_buffers: Vec<u64>,
     /// Connections whose SRQ buffer has been posted (XRC_M assigns the i-th to a class).
@@ -130,7 +133,8 @@ impl Allocator {
             params,
             layout,
             rank,
-            conns: BTreeSet::new(),
+            static_conns: 0,
+            on_demand_conns: BTreeSet::new(),
             srq_buffers: Vec::new(),
             srq_slots: 0,
             account: MemoryAccount::default(),
@@ -154,6 +158,8 @@ impl Allocator {
         let targets = a.static_targets();
         let n = targets.len() as u64;
         for t in targets {
+            debug_assert!(a.is_static(t));
+            a.static_conns += 1;
             a.open(t, false);
         }
         a.post_srq_buffers(n);
@@ -194,7 +200,7 @@ impl Allocator {
     /// Opens a connection to `t` (its QP and, for RC, its own receive queue). SRQ buffers are
     /// posted by the caller (one per connection).
     fn open(&mut self, t: Target, on_demand: bool) {
-        if !self.conns.insert(t) {
+        if on_demand && !self.on_demand_conns.insert(t) {
             return;
         }
         self.account.connections += 1;
@@ -261,7 +267,7 @@ impl Allocator {
     /// Whether a message to `peer` can leave now (no connection to open first).
     pub fn connected(&self, peer: u64) -> bool {
         match self.route(peer) {
-            Route::Conn(t) => self.conns.contains(&t),
+            Route::Conn(t) => self.is_open(t),
             _ => true,
         }
     }
@@ -275,13 +281,35 @@ impl Allocator {
         }
     }
 
+    /// Whether connection `t` is open (static or opened on demand). O(per_node + log k).
+    fn is_open(&self, t: Target) -> bool {
+        self.is_static(t) || self.on_demand_conns.contains(&t)
+    }
+
+    /// Whether `t` is one of the static targets ([`Self::static_targets`]): a peer (RC) or a
+    /// node holding a peer (XRC) that is not this process and is in its group or at its index
+    /// in another group. O(processes per node).
+    fn is_static(&self, t: Target) -> bool {
+        if self.policy.transport == Transport::Ud {
+            return false;
+        }
+        let partner = |p: u64| p != self.rank && p < self.layout.ranks && self.is_static_peer(p);
+        match t {
+            Target::Peer(p) => !self.policy.transport.per_node() && partner(p),
+            Target::Node(m) => {
+                let first = m.saturating_mul(self.layout.per_node);
+                self.policy.transport.per_node() && (first..first.saturating_add(self.layout.per_node)).any(partner)
+            }
+        }
+    }
+
     /// Opens the connection a message to `peer` needs, on demand; false when it was open
     /// already (a connection is created once and reused).
     pub fn connect(&mut self, peer: u64) -> bool {
         let Route::Conn(t) = self.route(peer) else {
             return false;
         };
-        if self.conns.contains(&t) {
+        if self.is_open(t) {
             return false;
         }
         self.open(t, true);
@@ -304,7 +332,7 @@ impl Allocator {
     }
 
     pub fn connections(&self) -> u64 {
-        self.conns.len() as u64
+        self.static_conns + self.on_demand_conns.len() as u64
     }
 
     /// Buffers posted to each SRQ class (largest buffer first).
@@ -389,6 +417,48 @@ mod tests {
     const SD: u64 = 16;
     const RD: u64 = 16;
     const S2: u64 = 64;
+
+    /// The static-target predicate (which spares a record per static connection) names exactly
+    /// the targets opened at start, for every transport, with and without groups, full and
+    /// short last groups and nodes, and the on-demand connections add to the count once each.
+    #[test]
+    fn static_predicate_matches_the_static_targets() {
+        for t in Transport::ALL {
+            for group in [None, Some(1), Some(3), Some(4), Some(8)] {
+                for (ranks, per_node) in [(2u64, 1u64), (13, 4), (24, 4), (17, 3)] {
+                    let policy = Policy { transport: t, group };
+                    if policy.check().is_err() {
+                        continue;
+                    }
+                    let layout = Layout::new(ranks, per_node).unwrap();
+                    for rank in 0..ranks {
+                        let mut a = Allocator::new(policy, p(), layout, rank, false).unwrap();
+                        let st = a.static_targets();
+                        for x in 0..ranks + 2 {
+                            for target in [Target::Peer(x), Target::Node(x)] {
+                                assert_eq!(
+                                    a.is_static(target),
+                                    st.contains(&target),
+                                    "{policy:?} {ranks}/{per_node} rank {rank} {target:?}"
+                                );
+                            }
+                        }
+                        assert_eq!(a.connections(), st.len() as u64);
+                        let mut opened = 0;
+                        for peer in 0..ranks {
+                            let before = a.connected(peer);
+                            assert_eq!(a.connect(peer), !before, "{policy:?} rank {rank} peer {peer}");
+                            opened += u64::from(!before);
+                            assert!(a.connected(peer));
+                            assert!(!a.connect(peer));
+                        }
+                        assert_eq!(a.on_demand(), opened);
+                        assert_eq!(a.connections(), st.len() as u64 + opened);
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn rc_matches_the_formula() {

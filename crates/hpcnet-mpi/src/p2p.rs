@@ -361,11 +361,31 @@ enum RqRef {
     Ud,
 }
 
-struct Slot {
+/// Receive buffers posted together: `count` buffers of `len` bytes back to back in `mr`, to
+/// one receive queue; their work-request ids are `first..first + count`. One record per
+/// allocation, not per buffer (a static connection adds one SRQ buffer).
+struct Slots {
+    first: u64,
+    count: u64,
     mr: Mr,
-    off: u64,
     len: u64,
     rq: RqRef,
+}
+
+/// Posted receive buffers by work-request id.
+#[derive(Default)]
+struct SlotTable {
+    batches: Vec<Slots>,
+    next: u64,
+}
+
+impl SlotTable {
+    /// Receive buffer `id`: its region, offset, length and queue. O(log batches).
+    fn get(&self, id: u64) -> Option<(&Mr, u64, u64, &RqRef)> {
+        let i = self.batches.partition_point(|b| b.first <= id).checked_sub(1)?;
+        let b = &self.batches[i];
+        (id - b.first < b.count).then(|| (&b.mr, (id - b.first) * b.len, b.len, &b.rq))
+    }
 }
 
 /// An open connection: its queue pair, whether its on-demand handshake is still under way,
@@ -373,18 +393,93 @@ struct Slot {
 struct Link {
     qp: Qp,
     pending: bool,
-    outstanding: u64,
+    outstanding: u32,
+}
+
+/// The open connections of a rank: the static ones, created at start in target order, in a
+/// sorted vector (no hash-table slack: ≈ 64 bytes per static connection, the bulk of a large
+/// job's records), and those opened on demand in a map.
+struct Links {
+    sorted: Vec<(Target, Link)>,
+    extra: IdMap<Target, Link>,
+    /// The longest run of consecutive targets in `sorted`: (its index, its first target, its
+    /// length).
+    run: (usize, Target, u64),
+}
+
+impl Default for Links {
+    fn default() -> Links {
+        Links {
+            sorted: Vec::new(),
+            extra: IdMap::default(),
+            run: (0, Target::Peer(0), 0),
+        }
+    }
+}
+
+fn target_id(t: &Target) -> u64 {
+    match *t {
+        Target::Peer(p) | Target::Node(p) => p,
+    }
+}
+
+impl Links {
+    /// Ends the set-up: trims the static vector and finds its longest run of consecutive
+    /// targets of one kind.
+    fn seal(&mut self) {
+        self.sorted.shrink_to_fit();
+        let mut best = (0, Target::Peer(0), 0);
+        let mut i = 0;
+        while i < self.sorted.len() {
+            let mut j = i + 1;
+            while j < self.sorted.len() && {
+                let (a, b) = (&self.sorted[j - 1].0, &self.sorted[j].0);
+                std::mem::discriminant(a) == std::mem::discriminant(b) && target_id(a) + 1 == target_id(b)
+            } {
+                j += 1;
+            }
+            if (j - i) as u64 > best.2 {
+                best = (i, self.sorted[i].0, (j - i) as u64);
+            }
+            i = j;
+        }
+        self.run = best;
+    }
+
+    fn insert(&mut self, t: Target, l: Link) {
+        if self.extra.is_empty() && self.sorted.last().is_none_or(|&(last, _)| last < t) {
+            self.sorted.push((t, l));
+        } else {
+            self.extra.insert(t, l);
+        }
+    }
+
+    /// O(1) inside the longest run of consecutive static targets (the own group's nodes or
+    /// peers), else O(log k) for k static connections.
+    fn get_mut(&mut self, t: &Target) -> Option<&mut Link> {
+        let (start, first, len) = self.run;
+        if let Some(i) = target_id(t).checked_sub(target_id(&first)).filter(|&d| d < len) {
+            let i = start + i as usize;
+            if self.sorted[i].0 == *t {
+                return Some(&mut self.sorted[i].1);
+            }
+        }
+        match self.sorted.binary_search_by(|(x, _)| x.cmp(t)) {
+            Ok(i) => Some(&mut self.sorted[i].1),
+            Err(_) => self.extra.get_mut(t),
+        }
+    }
 }
 
 struct State {
     alloc: Allocator,
     /// Open connections (one map: a message costs one lookup to check and one to count).
-    links: IdMap<Target, Link>,
+    links: Links,
     ud_qp: Option<Qp>,
     srq: Vec<Rq>,
     own: IdMap<u64, Rq>,
     ud_rq: Option<Rq>,
-    slots: Vec<Slot>,
+    slots: SlotTable,
     staging: Mr,
     staging_size: u64,
     free_staging: Vec<u64>,
@@ -436,12 +531,12 @@ impl Endpoint {
         };
         let st = State {
             alloc,
-            links: IdMap::default(),
+            links: Links::default(),
             ud_qp: None,
             srq: Vec::new(),
             own: IdMap::default(),
             ud_rq: None,
-            slots: Vec::new(),
+            slots: SlotTable::default(),
             staging,
             staging_size,
             free_staging: (0..n).rev().collect(),
@@ -468,6 +563,7 @@ impl Endpoint {
             st: RefCell::new(st),
         }));
         ep.apply()?;
+        ep.0.st.borrow_mut().links.seal();
         Ok(ep)
     }
 
@@ -917,7 +1013,7 @@ impl Endpoint {
                     st.to_connect.insert(dest);
                     return Err(());
                 };
-                if l.pending || l.outstanding >= sd {
+                if l.pending || u64::from(l.outstanding) >= sd {
                     return Err(());
                 }
                 l.outstanding += 1;
@@ -1169,20 +1265,23 @@ impl Endpoint {
         let payload = c.bytes - HEADER;
         let (hdr, data) = {
             let st = self.0.st.borrow();
-            let s = &st.slots[c.wr_id as usize];
+            let (mr, off, blen, rq) = st
+                .slots
+                .get(c.wr_id)
+                .ok_or_else(|| MpiError::Protocol(format!("completion of unknown receive buffer {}", c.wr_id)))?;
             let mut head = [0u8; HEADER as usize];
-            self.0.ctx.read_local_into(&s.mr, s.off, &mut head)?;
+            self.0.ctx.read_local_into(mr, off, &mut head)?;
             let data = if payload_free || payload == 0 {
                 Vec::new()
             } else {
-                self.0.ctx.read_local(&s.mr, s.off + HEADER, payload)?
+                self.0.ctx.read_local(mr, off + HEADER, payload)?
             };
-            let rq = match s.rq {
-                RqRef::Srq(k) => &st.srq[k as usize],
-                RqRef::Own(p) => &st.own[&p],
+            let rq = match rq {
+                RqRef::Srq(k) => &st.srq[*k as usize],
+                RqRef::Own(p) => &st.own[p],
                 RqRef::Ud => st.ud_rq.as_ref().expect("UD queue"),
             };
-            rq.post_recv(&s.mr, s.off, s.len, c.wr_id)?;
+            rq.post_recv(mr, off, blen, c.wr_id)?;
             let mut h = [0u64; 8];
             for (i, w) in h.iter_mut().enumerate() {
                 *w = u64::from_le_bytes(head[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
@@ -1394,7 +1493,7 @@ impl Endpoint {
 /// `slots`.
 fn post_buffers(
     ctx: &Context,
-    slots: &mut Vec<Slot>,
+    slots: &mut SlotTable,
     rq: &Rq,
     which: RqRef,
     size: u64,
@@ -1406,20 +1505,18 @@ fn post_buffers(
     } else {
         ctx.reg_mr(size * count)
     };
+    let first = slots.next;
     for i in 0..count {
-        let id = slots.len() as u64;
-        rq.post_recv(&mr, i * size, size, id)?;
-        slots.push(Slot {
-            mr: mr.clone(),
-            off: i * size,
-            len: size,
-            rq: match which {
-                RqRef::Srq(k) => RqRef::Srq(k),
-                RqRef::Own(p) => RqRef::Own(p),
-                RqRef::Ud => RqRef::Ud,
-            },
-        });
+        rq.post_recv(&mr, i * size, size, first + i)?;
     }
+    slots.next += count;
+    slots.batches.push(Slots {
+        first,
+        count,
+        mr,
+        len: size,
+        rq: which,
+    });
     Ok(())
 }
 
