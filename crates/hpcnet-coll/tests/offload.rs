@@ -545,6 +545,57 @@ fn a_failed_collective_returns_its_counters_to_the_next_one() {
 }
 
 #[test]
+fn packets_of_a_failed_collective_arriving_late_are_dropped_and_counted() {
+    // Communicator B (ranks 1, 3, 5, 7 on nodes 0 … 3) broadcasts a long vector from its
+    // member on node 1. Node 0 takes one collective at a time and A's member there holds it
+    // forever, so B's member on node 0, which posts last, fails as soon as it is parsed,
+    // while the root and the inner members keep streaming pulses towards it until the abort
+    // reaches them: packets of B still on the wire reach node 0 after B failed there. They
+    // must be recognised as packets of the failed collective and dropped — counted as
+    // dropped, not as errors — and not kept in the early store.
+    let over = ["nic.hosts=2", "nic.triggered.collectives=1"];
+    let mut m = Machine::new(world(&over));
+    let a = Comm::create(&m, &[Rank(0), Rank(2)], &cfg()).unwrap();
+    let b = Comm::create(&m, &[Rank(1), Rank(3), Rank(5), Rank(7)], &cfg()).unwrap();
+    let mut a0 = a.into_iter().next().unwrap();
+    m.spawn(async move {
+        let _ = a0.allreduce(&[1.0f64; 4], ReduceOp::Sum, Algorithm::Offload).await;
+    });
+    let out: Rc<RefCell<Vec<(usize, String)>>> = Rc::new(RefCell::new(Vec::new()));
+    for (i, mut c) in b.into_iter().enumerate() {
+        let o = out.clone();
+        m.spawn(async move {
+            let wait = if i == 0 { 10 } else { 2 };
+            c.context().sleep(hpcnet_des::SimTime::from_us(wait)).await;
+            let mut v = vec![1.5f64; 64 * 1024];
+            let r = c.broadcast(&mut v, 1, Algorithm::Offload).await;
+            let e = r.expect_err("B cannot complete").to_string();
+            o.borrow_mut().push((i, e));
+        });
+    }
+    let end = m.run();
+    assert_eq!(end.stuck_tasks, 1, "only A's member waits");
+    let mut out = out.borrow().clone();
+    out.sort();
+    assert_eq!(out.len(), 4, "{out:?}");
+    assert!(out[0].1.contains("nic.triggered.collectives"), "{out:?}");
+    for (_, e) in &out[1..] {
+        assert!(e.contains("failed at another member"), "{out:?}");
+    }
+    let t = m.world().trig_counters();
+    // One error completion per member of B, nothing else counted as an error.
+    assert_eq!(t.errors, 4, "{t:?}");
+    // The only packet left waiting is A's, for its partner that never calls (in node 1's
+    // early store); every other packet sent entered a unit or was dropped as a packet of the
+    // failed collective.
+    assert_eq!(t.waiting, 1, "{t:?}");
+    assert_eq!(t.sent, t.arrived + t.dropped + 1, "{t:?}");
+    // Packets that went into an early store (`early`, A's one included) account for part of
+    // the drops only: the rest arrived after B had failed at their NIC.
+    assert!(t.dropped > t.early - 1, "late packets of B were dropped: {t:?}");
+}
+
+#[test]
 fn machines_without_the_unit_and_bad_settings_are_refused() {
     let m = Machine::new(world_of("sunway-prototype.toml", &[]));
     let e = Comm::create(&m, &[Rank(0), Rank(1)], &cfg()).err().expect("refused");

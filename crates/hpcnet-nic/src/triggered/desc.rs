@@ -305,6 +305,8 @@ pub struct Walker {
     keys: Vec<Vec<PacketKey>>,
     pc: usize,
     got: Vec<Option<TrigPacket>>,
+    /// The packets of the step being fired (kept from step to step).
+    pkts: Vec<TrigPacket>,
     work: Vec<u8>,
     /// Steps fired so far and operand bytes reduced per type (F32, F64, I32, I64): what a
     /// timed unit charges.
@@ -403,6 +405,7 @@ impl Walker {
             keys,
             pc: 0,
             got,
+            pkts: Vec::new(),
             work: Vec::new(),
             fired: 0,
             reduced: [0; 4],
@@ -483,17 +486,33 @@ impl Walker {
     /// address payload from host memory. Returns the actions in order.
     pub fn advance(&mut self, fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>) -> Result<Vec<TrigAction>, WalkError> {
         let mut out = Vec::new();
-        // The step's packets move into one vector per call; `got` keeps its allocation from
-        // step to step (it is empty after the drain, so `resize` fills it with `None`).
-        let mut pkts: Vec<TrigPacket> = Vec::new();
+        self.advance_into(fetch, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Walker::advance`] appending the actions to `out` (a caller's reused vector).
+    pub fn advance_into(
+        &mut self,
+        fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>,
+        out: &mut Vec<TrigAction>,
+    ) -> Result<(), WalkError> {
+        // The step's packets move into the walker's scratch vector; `got` keeps its
+        // allocation from step to step (it is empty after the drain, so `resize` fills it
+        // with `None`).
+        let mut pkts = std::mem::take(&mut self.pkts);
         while !self.is_done() && self.got.iter().all(Option::is_some) {
             pkts.clear();
             pkts.extend(self.got.drain(..).map(|p| p.expect("all in")));
-            self.fire(&mut pkts, fetch, &mut out)?;
+            if let Err(e) = self.fire(&mut pkts, fetch, out) {
+                self.pkts = pkts;
+                return Err(e);
+            }
             self.pc += 1;
             self.got.resize(self.keys.get(self.pc).map_or(0, Vec::len), None);
         }
-        Ok(out)
+        pkts.clear();
+        self.pkts = pkts;
+        Ok(())
     }
 
     /// Fire the current step on its packets (their data may be moved out: the step is their
@@ -517,11 +536,13 @@ impl Walker {
             self.reduced[type_index(d.dtype)] += bytes - skip;
         }
         if d.swap_local_data {
-            self.work = match &d.payload {
-                Payload::Operands(v) => v.clone(),
+            // A descriptor fires once: its operands move into the intermediate buffer.
+            self.work = match &mut self.seq[self.pc].payload {
+                Payload::Operands(v) => std::mem::take(v),
                 Payload::Address { addr, len } => fetch(*addr, *len),
             };
         }
+        let d = &self.seq[self.pc];
         let index = self.pc;
         let part = |part: Option<(u64, u64)>, have: usize| -> Result<Option<std::ops::Range<usize>>, WalkError> {
             match part {

@@ -94,7 +94,11 @@
 //! buffered packets go, as do their packets waiting for a busy unit, refused (their
 //! receive-buffer credits return to the fabric) or stored early, and their pulse counters
 //! return to the controller, so later collectives on the NIC get the counters and slots.
-//! Packets of the failed collective still on the wire then wait in the early store.
+//! The NIC keeps the failed post's pulse serials (per VP, a range; serials are never reused on
+//! a VP): a packet of the failed collective still on the wire at the failure is recognised by
+//! its VP and serial when it arrives and dropped (`nic.trig.dropped`, with the early-store
+//! packets dropped at the failure; packets taken out of a unit count as
+//! `nic.trig.discarded`), never as an error and never kept in the early store.
 //!
 //! Cost: a collective of p members and m elements runs ⌈m / pulse⌉ pulses, each a walk of its
 //! sequence (O(log p) steps for the library's algorithms), so O((m / pulse) · log p) events per
@@ -103,7 +107,7 @@
 //! reduced bytes at `rate_*` per step, and up to `pulse_counters − collectives + 1` pulses of
 //! one collective overlap, so a long vector's time grows linearly with its bytes.
 
-use super::desc::{CollDescriptor, Payload, TrigAction, TrigPacket, Walker, Work};
+use super::desc::{CollDescriptor, Payload, TrigAction, TrigPacket, Walker};
 use super::hashbuf::HashBufConfig;
 use super::pulse::{Acquire, CounterId, PulseConfig, PulseController, PulseError};
 use super::unit::{OffloadUnits, UnitAction, UnitError, UnitsConfig};
@@ -309,6 +313,19 @@ struct TrigNic {
     arrived_bytes: u64,
     /// Aborts that found no post of theirs yet: (VP, serial).
     aborted: BTreeSet<(u32, u64)>,
+    /// Pulse serials of the collectives that failed here, (VP, first serial) → one past the
+    /// last: their packets still on the wire are dropped when they arrive.
+    cancelled: BTreeMap<(u32, u64), u64>,
+}
+
+impl TrigNic {
+    /// Whether pulse `serial` on VP `vp` belongs to a collective that failed here.
+    fn is_cancelled(&self, vp: u32, serial: u64) -> bool {
+        self.cancelled
+            .range(..=(vp, serial))
+            .next_back()
+            .is_some_and(|(&(v, _), &end)| v == vp && serial < end)
+    }
 }
 
 struct PostState {
@@ -407,9 +424,11 @@ enum S {
     PeakPulses,
     Sent,
     Arrived,
+    Dropped,
+    Discarded,
 }
 
-const STATS: [(&str, &str, &str); 20] = [
+const STATS: [(&str, &str, &str); 22] = [
     (
         "nic.trig.posts",
         "collectives",
@@ -494,6 +513,16 @@ const STATS: [(&str, &str, &str); 20] = [
         "packets",
         "collective packets that entered an offload unit",
     ),
+    (
+        "nic.trig.dropped",
+        "packets",
+        "packets of failed collectives dropped before entering a unit (early or late arrivals)",
+    ),
+    (
+        "nic.trig.discarded",
+        "packets",
+        "packets of failed collectives discarded from offload units",
+    ),
 ];
 
 /// How one NIC's hash buffers were used: the time-weighted occupancy of all its units'
@@ -552,6 +581,13 @@ pub struct TrigCounters {
     /// (equal once everything is delivered: each packet exactly once).
     pub sent: u64,
     pub arrived: u64,
+    /// Packets of failed collectives dropped at their destination before entering a unit:
+    /// those waiting in the early store when the collective failed there and those arriving
+    /// after (so `sent = arrived + dropped` once nothing waits).
+    pub dropped: u64,
+    /// Packets of failed collectives discarded from the units (buffered, waiting for a busy
+    /// unit or refused when the collective failed there); they had entered a unit.
+    pub discarded: u64,
     /// Packets still waiting in hash buffers, early stores or refused queues.
     pub waiting: u64,
 }
@@ -617,6 +653,7 @@ impl World {
                 arrived: 0,
                 arrived_bytes: 0,
                 aborted: BTreeSet::new(),
+                cancelled: BTreeMap::new(),
             });
         }
         let n = self.trig.nics.get_mut(&node.0).expect("created above");
@@ -725,6 +762,8 @@ impl World {
             peak_pulses: v[S::PeakPulses as usize],
             sent: v[S::Sent as usize],
             arrived: v[S::Arrived as usize],
+            dropped: v[S::Dropped as usize],
+            discarded: v[S::Discarded as usize],
             waiting,
         }
     }
@@ -1174,15 +1213,16 @@ impl World {
                 elements: pulse.elements,
             },
         );
-        let before = self.tnic(node).units.work();
         let r = self
             .tnic(node)
             .units
             .post(vp, pulse.descriptors, &mut |_, _| Vec::new());
         self.t_occupancy(node);
         match r {
-            Ok((acts, _)) => self.t_fired(node, &before, acts),
+            Ok((acts, _)) => self.t_fired(node, acts),
             Err(e) => {
+                // Work fired before the refusal is not charged.
+                self.tnic(node).units.take_fired(|_, _| {});
                 // The sequence never entered a unit: its counter returns at once.
                 if let Some(l) = self.tnic(node).live.remove(&(job, vp)) {
                     self.t_release(node, post, l.counter, l.elements);
@@ -1202,43 +1242,69 @@ impl World {
     }
 
     /// Charge the work a unit call fired and schedule its actions.
-    fn t_fired(&mut self, node: NodeId, before: &[Work], acts: Vec<UnitAction>) {
-        let Some(t) = self.cfg.triggered.clone() else { return };
+    ///
+    /// Cost O(units + actions) without allocation beyond the batches' own vectors: the units
+    /// keep what they fired since the last charge ([`OffloadUnits::take_fired`]), and the
+    /// actions of one call, nearly always of one unit, form one batch.
+    fn t_fired(&mut self, node: NodeId, acts: Vec<UnitAction>) {
+        let Some(t) = self.cfg.triggered.as_ref() else { return };
+        let (overhead, rates) = (t.step_overhead, type_rates(t));
         let now = self.q.now();
-        let rates = type_rates(&t);
-        let n = self.tnic(node);
-        let after = n.units.work();
-        let mut done = vec![None; after.len()];
-        for (u, (a, b)) in after.iter().zip(before).enumerate() {
-            let w = a.since(b);
-            if w.steps == 0 {
-                continue;
-            }
-            let mut cost = SimTime(t.step_overhead.0 * w.steps);
+        let n = self.trig.nics.get_mut(&node.0).expect("offload unit of the node");
+        let busy = &mut n.unit_busy;
+        // Units that fired now finish at `unit_busy` (it moved); the others' actions go now.
+        let mut fired: u64 = 0;
+        n.units.take_fired(|u, w| {
+            let mut cost = SimTime(overhead.0 * w.steps);
             for (bytes, rate) in w.reduced.iter().zip(rates) {
                 if *bytes > 0 {
                     cost += rate.serialization(Bytes(*bytes));
                 }
             }
-            let at = n.unit_busy[u].max(now) + cost;
-            n.unit_busy[u] = at;
-            done[u] = Some(at);
-        }
+            busy[u] = busy[u].max(now) + cost;
+            if u < 64 {
+                fired |= 1 << u;
+            }
+        });
         if acts.is_empty() {
             return;
         }
-        let mut by_unit: BTreeMap<usize, Vec<(UnitAction, u64)>> = BTreeMap::new();
-        for a in acts {
+        let done = |u: usize| {
+            if u < 64 && fired >> u & 1 == 1 {
+                n.unit_busy[u]
+            } else {
+                now
+            }
+        };
+        let serial = |a: &UnitAction| {
             let job = match &a.action {
                 TrigAction::Send(p) => p.key.job(),
                 TrigAction::Complete { job, .. } => *job,
             };
-            let serial = n.live.get(&(job, a.vp)).map_or(0, |l| l.serial);
-            by_unit.entry(a.unit).or_default().push((a, serial));
-        }
+            n.live.get(&(job, a.vp)).map_or(0, |l| l.serial)
+        };
         let by = self.net.node_origin(node);
-        for (u, acts) in by_unit {
-            let at = done.get(u).copied().flatten().unwrap_or(now);
+        let first = acts[0].unit;
+        if acts.iter().all(|a| a.unit == first) {
+            let at = done(first);
+            let acts: Vec<(UnitAction, u64)> = acts
+                .into_iter()
+                .map(|a| {
+                    let s = serial(&a);
+                    (a, s)
+                })
+                .collect();
+            let batch = self.t_alloc_batch(Batch::Fire { node, acts });
+            self.q.schedule_by(by, at, WorldEvent::Trig(TrigEvent::Fire { batch }));
+            return;
+        }
+        let mut by_unit: BTreeMap<usize, Vec<(UnitAction, u64)>> = BTreeMap::new();
+        for a in acts {
+            let s = serial(&a);
+            by_unit.entry(a.unit).or_default().push((a, s));
+        }
+        let at: Vec<(usize, SimTime)> = by_unit.keys().map(|&u| (u, done(u))).collect();
+        for ((_, acts), (_, at)) in by_unit.into_iter().zip(at) {
             let batch = self.t_alloc_batch(Batch::Fire { node, acts });
             self.q.schedule_by(by, at, WorldEvent::Trig(TrigEvent::Fire { batch }));
         }
@@ -1372,7 +1438,10 @@ impl World {
         let at = (p.key.job(), p.dest_vp);
         let live = n.live.get(&at).filter(|l| l.serial == serial).map(|l| l.post);
         let Some(post) = live else {
-            if (p.dest_vp as usize) < n.vps.len() {
+            if n.is_cancelled(p.dest_vp, serial) {
+                // A packet of a collective that failed here, still on the wire at the failure.
+                self.trig.stats[S::Dropped as usize] += 1;
+            } else if (p.dest_vp as usize) < n.vps.len() {
                 n.early.entry((p.dest_vp, serial)).or_default().push(p);
                 n.early_now += 1;
                 let peak = n.early_now;
@@ -1465,20 +1534,20 @@ impl World {
             self.t_occupancy(node);
             return Ok(());
         }
-        let before = n.units.work();
         let r = n.units.arrive(h.pkt, &mut |_, _| Vec::new());
         self.t_occupancy(node);
         match r {
             Ok((acts, None)) => {
                 self.t_release_credits(h.credits);
-                self.t_fired(node, &before, acts);
+                self.t_fired(node, acts);
                 Ok(())
             }
             Ok((acts, Some(pkt))) => {
-                self.t_fired(node, &before, acts);
+                self.t_fired(node, acts);
                 Err(Held { pkt, ..h })
             }
             Err(e) => {
+                self.tnic(node).units.take_fired(|_, _| {});
                 self.t_release_credits(h.credits);
                 self.t_unit_error(post, e);
                 Ok(())
@@ -1516,21 +1585,23 @@ impl World {
             let at = (h.pkt.key.job(), h.pkt.dest_vp);
             let live = n.live.get(&at).filter(|l| l.serial == h.serial).map(|l| l.post);
             let Some(post) = live else {
-                // Its collective failed here meanwhile.
-                self.trig.stats[S::Errors as usize] += 1;
+                // Its collective failed here meanwhile: the packet had entered the unit.
+                self.trig.stats[S::Discarded as usize] += 1;
                 self.t_occupancy(node);
                 continue;
             };
-            let before = n.units.work();
             let r = n.units.arrive(h.pkt, &mut |_, _| Vec::new());
             self.t_occupancy(node);
             match r {
-                Ok((acts, None)) => self.t_fired(node, &before, acts),
+                Ok((acts, None)) => self.t_fired(node, acts),
                 Ok((acts, Some(pkt))) => {
                     self.tnic(node).refused.push_back(Held { pkt, ..h });
-                    self.t_fired(node, &before, acts);
+                    self.t_fired(node, acts);
                 }
-                Err(e) => self.t_unit_error(post, e),
+                Err(e) => {
+                    self.tnic(node).units.take_fired(|_, _| {});
+                    self.t_unit_error(post, e);
+                }
             }
         }
         self.t_retry_refused(node);
@@ -1710,10 +1781,11 @@ impl World {
         let n = self.trig.nics.get_mut(&node.0).expect("offload unit of the node");
         let mine: Vec<(u32, u32)> = n.live.iter().filter(|(_, l)| l.post == post).map(|(&k, _)| k).collect();
         let mut returned = 0;
+        let mut discarded = 0u64;
         let mut gone: Vec<(u32, u32, u64)> = Vec::with_capacity(mine.len());
         for (job, v) in mine {
             let l = n.live.remove(&(job, v)).expect("listed above");
-            n.units.cancel(job, v);
+            discarded += n.units.cancel(job, v).map_or(0, |d| d as u64);
             let _ = n.pulse.respond(l.counter, l.elements);
             returned += 1;
             gone.push((job, v, l.serial));
@@ -1723,6 +1795,7 @@ impl World {
             q.retain(|w| {
                 let keep = !of_gone(&w.held.pkt, w.held.serial);
                 *slots -= u32::from(!keep && w.slot);
+                discarded += u64::from(!keep);
                 keep
             });
         }
@@ -1731,6 +1804,7 @@ impl World {
             let keep = !of_gone(&h.pkt, h.serial);
             if !keep {
                 credits.append(&mut h.credits);
+                discarded += 1;
             }
             keep
         });
@@ -1739,10 +1813,18 @@ impl World {
             .range((vp, serials.0)..(vp, serials.1))
             .map(|(&k, _)| k)
             .collect();
+        let mut dropped = 0;
         for k in early {
-            let dropped = n.early.remove(&k).map_or(0, |v| v.len() as u64);
-            n.early_now -= dropped;
+            let d = n.early.remove(&k).map_or(0, |v| v.len() as u64);
+            n.early_now -= d;
+            dropped += d;
         }
+        // Packets of the collective still on the wire are dropped when they arrive.
+        if serials.1 > serials.0 {
+            n.cancelled.insert((vp, serials.0), serials.1);
+        }
+        self.trig.stats[S::Dropped as usize] += dropped;
+        self.trig.stats[S::Discarded as usize] += discarded;
         self.tpost(post).held -= returned;
         self.t_release_credits(credits);
         self.t_occupancy(node);

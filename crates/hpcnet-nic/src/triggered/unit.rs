@@ -119,6 +119,10 @@ pub struct OffloadUnits {
     early: BTreeMap<(u32, u32), Vec<TrigPacket>>,
     early_count: u64,
     posted: u64,
+    /// Per unit: the work already charged by [`OffloadUnits::take_fired`].
+    charged: Vec<Work>,
+    /// Actions of one walker call (kept to avoid an allocation per call).
+    scratch: Vec<TrigAction>,
 }
 
 impl OffloadUnits {
@@ -143,6 +147,8 @@ impl OffloadUnits {
             early: BTreeMap::new(),
             early_count: 0,
             posted: 0,
+            charged: vec![Work::default(); cfg.units as usize],
+            scratch: Vec::new(),
         })
     }
 
@@ -174,6 +180,18 @@ impl OffloadUnits {
     /// Work fired per unit so far (steps, bytes reduced per type).
     pub fn work(&self) -> Vec<Work> {
         self.units.iter().map(|u| u.work).collect()
+    }
+
+    /// Hand `f` the work each unit fired since the last call (units that fired nothing are
+    /// skipped), in unit order; from then on it counts as charged. O(units), no allocation.
+    pub fn take_fired(&mut self, mut f: impl FnMut(usize, Work)) {
+        for (u, (unit, c)) in self.units.iter().zip(self.charged.iter_mut()).enumerate() {
+            if unit.work.steps != c.steps {
+                let w = unit.work.since(c);
+                *c = unit.work;
+                f(u, w);
+            }
+        }
     }
 
     /// Whether a live sequence of job `job` on VP `vp` is in a unit.
@@ -340,6 +358,7 @@ impl OffloadUnits {
         let Some(s) = u.seqs.get_mut(&at) else {
             return Ok(());
         };
+        let acts = &mut self.scratch;
         let walk = |source| UnitError::Walk { unit, job, vp, source };
         loop {
             for i in 0..s.walker.expected().len() {
@@ -353,13 +372,14 @@ impl OffloadUnits {
             }
             let before = s.walker.step();
             let done_before = s.walker.work();
-            let acts = s.walker.advance(fetch).map_err(walk)?;
+            acts.clear();
+            s.walker.advance_into(fetch, acts).map_err(walk)?;
             let w = s.walker.work().since(&done_before);
             u.work.steps += w.steps;
             for (a, b) in u.work.reduced.iter_mut().zip(w.reduced) {
                 *a += b;
             }
-            out.extend(acts.into_iter().map(|action| UnitAction { unit, vp, action }));
+            out.extend(acts.drain(..).map(|action| UnitAction { unit, vp, action }));
             if s.walker.is_done() {
                 u.seqs.remove(&at);
                 self.route.remove(&at);
