@@ -1874,13 +1874,20 @@ impl Network {
         if more {
             let t = self.grant_gate(oi).max(now);
             if self.ahead && t == now {
-                // The packet just sent is on the link now: grant its successor in this event.
-                self.kicks.push(oi);
+                self.decide_next_now(oi);
             } else {
                 self.wake_at(q, self.port_origin(oi), oi, t);
             }
         }
         kick
+    }
+
+    /// `router.decide = "ahead"`: the packet output `oi` just sent is on its link now, so its
+    /// successor is granted in this event (out of line: the default's hot path stays small).
+    #[cold]
+    #[inline(never)]
+    fn decide_next_now(&mut self, oi: u32) {
+        self.kicks.push(oi);
     }
 
     /// `router.input_wait = "registered"`: output `oi` waits for router input port `g`, which
