@@ -322,6 +322,30 @@ pub struct RouterConfig {
     /// outputs in the order they came when the read ends.
     #[serde(default, skip_serializing_if = "InputWait::is_timed")]
     pub input_wait: InputWait,
+    /// When an output decides its next packet (per-output policies, output speedup 1,
+    /// packet-level switching): `at_free` (default) when its link frees, `ahead` as soon as
+    /// the packet on its link has started, for a transfer that starts when the link frees.
+    #[serde(default, skip_serializing_if = "Decide::is_at_free")]
+    pub decide: Decide,
+}
+
+/// `router.decide`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Decide {
+    /// The output decides when its link frees (and when a request reaches a free output).
+    #[default]
+    AtFree,
+    /// The output decides its next packet while the previous one is on the link: at most one
+    /// packet is granted ahead, and its crossbar transfer and transmission start when the link
+    /// frees.
+    Ahead,
+}
+
+impl Decide {
+    fn is_at_free(&self) -> bool {
+        *self == Decide::AtFree
+    }
 }
 
 /// `router.input_wait`.
@@ -440,6 +464,7 @@ impl Default for RouterConfig {
             tile_cols: None,
             column_channel: None,
             input_wait: InputWait::Timed,
+            decide: Decide::AtFree,
         }
     }
 }

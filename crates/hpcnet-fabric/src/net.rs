@@ -20,7 +20,10 @@
 //!   input port at a time (default 1, the input-queued router); an output whose packet's input
 //!   port is being read out decides again when the read ends (`router.input_wait = "timed"`) or
 //!   waits in that port's queue of outputs (`"registered"`); with `router.output_speedup`
-//!   above 1 an output buffers packets for its link. With `router.vc_allocation = "per_packet"`
+//!   above 1 an output buffers packets for its link. An output decides its next packet when its
+//!   link frees, or with `router.decide = "ahead"` as soon as the packet on its link has
+//!   started, for a transfer that follows it (one event fewer per packet that waits for a busy
+//!   link). With `router.vc_allocation = "per_packet"`
 //!   a downstream VC carries one packet at a time until its credits return. The crossbar is not
 //!   a separate resource under the default `router.crossbar = "ideal"` (its latency is part of
 //!   `router.latency`); with `"tiled"` a packet also holds a column channel of the Sunway tile
@@ -391,6 +394,10 @@ pub struct Network {
     /// Packets an output holds waiting for its link besides the one on it
     /// (`router.output_speedup − 1`).
     out_backlog: u64,
+    /// `router.decide = "ahead"` in force (per-output policy, output speedup 1, packet-level
+    /// switching, timed input waits): an output grants its next packet while the previous one
+    /// is on its link, for a transfer that starts when the link frees.
+    ahead: bool,
     /// The flit-level engine under `link.switching = "wormhole"` ([`wormhole`]); None in the
     /// packet-level modes.
     worm: Option<Box<wormhole::Worm>>,
@@ -630,6 +637,7 @@ impl Network {
             alloc_served: Vec::new(),
             kicks: Vec::new(),
             out_backlog: 0,
+            ahead: false,
             worm: None,
             xbar: None,
         };
@@ -666,6 +674,11 @@ impl Network {
         {
             net.in_waiters = vec![InWaiters::EMPTY; total as usize];
         }
+        net.ahead = net.cfg.router.decide == crate::config::Decide::Ahead
+            && net.worm.is_none()
+            && net.matcher.is_none()
+            && net.in_waiters.is_empty()
+            && net.out_backlog == 0;
         Ok(net)
     }
 
@@ -1407,8 +1420,8 @@ impl Network {
     /// them (only then: a port woken by every credit return would decide in vain).
     #[cold]
     #[inline(never)]
-    fn wait_inputs_or_credits<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, oi: u32) {
-        let (t, credit_blocked) = self.input_wait(oi, q.now());
+    fn wait_inputs_or_credits<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, oi: u32, at: SimTime) {
+        let (t, credit_blocked) = self.input_wait(oi, at);
         if let Some((t, qi)) = t {
             if self.in_waiters.is_empty() {
                 self.wake_at(q, self.port_origin(oi), oi, t);
@@ -1427,7 +1440,11 @@ impl Network {
     #[inline(always)]
     fn grant_gate(&self, oi: u32) -> SimTime {
         let o = &self.out[oi as usize];
-        if self.out_backlog == 0 || oi >= self.router_ports {
+        if self.ahead {
+            // The start of the packet last granted: once it is on the link the next may be
+            // granted, to follow it.
+            o.busy_until.saturating_sub(o.ser_memo.1)
+        } else if self.out_backlog == 0 || oi >= self.router_ports {
             o.busy_until
         } else {
             o.busy_until.saturating_sub(o.ser_memo.1 * self.out_backlog)
@@ -1498,6 +1515,9 @@ impl Network {
         o.absorb(now);
         let o = &self.out[oi as usize];
         let is_node = oi >= self.router_ports;
+        // When the granted packet's transfer would start: now, or under `router.decide =
+        // "ahead"` when the link frees (its input port must be free by then).
+        let at = if self.ahead { now.max(o.busy_until) } else { now };
         // Pick the input queue to serve.
         let (qi, out_vc) = if is_node {
             // Round robin over the node's per-VC queues whose head fits downstream.
@@ -1535,7 +1555,7 @@ impl Network {
             if self.matcher.is_some() {
                 return self.allocate_router(q, oi, ep);
             }
-            let Some(qi) = self.pick_request(o, now) else {
+            let Some(qi) = self.pick_request(o, at) else {
                 if self.in_speedup != 0 && o.req_head == o.req_tail {
                     // One request (the common case): it is short of credits, or its input
                     // port is busy until `input_ready` (what `wait_inputs_or_credits` would
@@ -1552,7 +1572,7 @@ impl Network {
                         self.starve(q, oi);
                     }
                 } else if self.in_speedup != 0 {
-                    self.wait_inputs_or_credits(q, oi);
+                    self.wait_inputs_or_credits(q, oi, at);
                 } else {
                     self.starve(q, oi);
                 }
@@ -1693,7 +1713,7 @@ impl Network {
                     self.starve(q, o);
                 }
             } else {
-                self.wait_inputs_or_credits(q, o);
+                self.wait_inputs_or_credits(q, o, now);
             }
         }
         self.alloc_reqs = reqs;
@@ -1740,7 +1760,11 @@ impl Network {
         // The crossbar transfer (from the input buffer) starts when the tail could have arrived
         // at the latest; the link transmission when the link is free too (later only with an
         // output speedup, whose output buffer decouples the two).
-        let start = now.max(tail_at.saturating_sub(ser));
+        let mut start = now.max(tail_at.saturating_sub(ser));
+        if self.ahead {
+            // Granted ahead: the transfer follows the packet on the link.
+            start = start.max(o.busy_until);
+        }
         if self.in_speedup != 0 && !is_node {
             self.occupy_input(qi, id, start + ser);
             if self.xbar.is_some() {
@@ -1822,7 +1846,14 @@ impl Network {
                 // then instead of failing now (an output with other requests that could go now
                 // already has its own decision pending).
                 let free = self.input_ready(qi);
-                if self.in_speedup == 1 && free > now && self.matcher.is_none() {
+                // Under `router.decide = "ahead"` the output may grant it now if it would
+                // start no earlier than the read ends anyway (its link is busy until then).
+                let by = if self.ahead {
+                    now.max(self.out[k as usize].busy_until)
+                } else {
+                    now
+                };
+                if self.in_speedup == 1 && free > by && self.matcher.is_none() {
                     if self.in_waiters.is_empty() {
                         self.wake_at(q, self.port_origin(k), k, free);
                     } else {
@@ -1842,9 +1873,21 @@ impl Network {
         };
         if more {
             let t = self.grant_gate(oi).max(now);
-            self.wake_at(q, self.port_origin(oi), oi, t);
+            if self.ahead && t == now {
+                self.decide_next_now(oi);
+            } else {
+                self.wake_at(q, self.port_origin(oi), oi, t);
+            }
         }
         kick
+    }
+
+    /// `router.decide = "ahead"`: the packet output `oi` just sent is on its link now, so its
+    /// successor is granted in this event (out of line: the default's hot path stays small).
+    #[cold]
+    #[inline(never)]
+    fn decide_next_now(&mut self, oi: u32) {
+        self.kicks.push(oi);
     }
 
     /// `router.input_wait = "registered"`: output `oi` waits for router input port `g`, which
