@@ -18,8 +18,8 @@
 //! The paper does not give the counter count, the retry interval or the time-out; they are
 //! model parameters (the retry interval belongs to the caller).
 //!
-//! Cost: O(k) per acquire (first free counter), O(1) per response, O(log w) for w requesters
-//! waiting.
+//! Cost: O(k) per acquire (first free counter), O(1) per response and per count of the pulses
+//! in flight, O(log w) for w requesters waiting.
 
 use hpcnet_des::SimTime;
 use std::collections::BTreeMap;
@@ -96,6 +96,8 @@ pub struct PulseController {
     capacity: u64,
     timeout: SimTime,
     counters: Vec<Option<Counter>>,
+    /// Counters held (the `Some` entries of `counters`, kept so the count is O(1)).
+    busy: u32,
     /// Requesters refused so far, with the time of their first refused attempt.
     waiting: BTreeMap<u64, SimTime>,
     elements: u64,
@@ -121,6 +123,7 @@ impl PulseController {
             capacity: cfg.capacity,
             timeout: cfg.timeout,
             counters: vec![None; cfg.pulses as usize],
+            busy: 0,
             waiting: BTreeMap::new(),
             elements: 0,
             stats: PulseStats::default(),
@@ -145,7 +148,8 @@ impl PulseController {
     }
     /// Pulses in flight.
     pub fn in_flight(&self) -> u32 {
-        self.counters.iter().filter(|c| c.is_some()).count() as u32
+        debug_assert_eq!(self.busy as usize, self.counters.iter().filter(|c| c.is_some()).count());
+        self.busy
     }
     /// Elements in flight.
     pub fn elements_in_flight(&self) -> u64 {
@@ -167,6 +171,7 @@ impl PulseController {
         if let Some(i) = self.counters.iter().position(Option::is_none) {
             self.waiting.remove(&requester);
             self.counters[i] = Some(Counter { elements, counted: 0 });
+            self.busy += 1;
             self.elements += elements;
             let pulses = self.in_flight();
             let s = &mut self.stats;
@@ -211,6 +216,7 @@ impl PulseController {
         if c.counted == c.elements {
             self.elements -= c.elements;
             *slot = None;
+            self.busy -= 1;
             self.stats.released += 1;
             return Ok(true);
         }

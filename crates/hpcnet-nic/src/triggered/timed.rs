@@ -284,6 +284,16 @@ struct TrigNic {
     parser_busy: bool,
     /// Parsed collectives not yet finished, in order.
     active: Vec<u32>,
+    /// Position of the next collective to become active (the order of `active`, never reused).
+    next_order: u64,
+    /// The active collectives that want a pulse counter now (not failed, not waiting for a
+    /// retry, a pulse pending), by position in `active`: those holding none and those holding
+    /// some — the two passes of [`World::t_gate`](crate::World) — and how many hold none and
+    /// have a pulse pending (retrying or not: what a collective holding some must leave free).
+    /// Kept by `t_regate` after every change of a post's counters, pulses, retry or failure.
+    want_none: BTreeSet<(u64, u32)>,
+    want_some: BTreeSet<(u64, u32)>,
+    starving: u64,
     live: BTreeMap<(u32, u32), Live>,
     early: BTreeMap<(u32, u64), Vec<TrigPacket>>,
     early_now: u64,
@@ -353,6 +363,20 @@ struct PostState {
     peers: Vec<(u32, u32)>,
     /// Another member's abort reached the post before it was parsed: it fails then.
     aborted: bool,
+    /// Whether it is among the NIC's active collectives (parsed, not finished or failed), its
+    /// position there, and where `t_regate` last filed it.
+    active: bool,
+    order: u64,
+    gate: Gate,
+}
+
+/// Where a post is filed for the counter gate: in `want_none`, in `want_some`, counted among
+/// the starving (see [`TrigNic`]).
+#[derive(Copy, Clone, Default, PartialEq, Eq)]
+struct Gate {
+    none: bool,
+    some: bool,
+    starving: bool,
 }
 
 /// A packet waiting for its busy unit.
@@ -633,6 +657,10 @@ impl World {
                 dq: BTreeMap::new(),
                 parser_busy: false,
                 active: Vec::new(),
+                next_order: 0,
+                want_none: BTreeSet::new(),
+                want_some: BTreeSet::new(),
+                starving: 0,
                 live: BTreeMap::new(),
                 early: BTreeMap::new(),
                 early_now: 0,
@@ -932,6 +960,9 @@ impl World {
             serials: (first, end),
             peers,
             aborted: false,
+            active: false,
+            order: 0,
+            gate: Gate::default(),
         };
         let id = if let Some(i) = self.trig.free_posts.pop() {
             self.trig.posts[i as usize] = Some(st);
@@ -995,6 +1026,11 @@ impl World {
                         n.active_since = Some(now);
                     }
                     n.active.push(post);
+                    let order = n.next_order;
+                    n.next_order += 1;
+                    let s = self.tpost(post);
+                    (s.active, s.order) = (true, order);
+                    self.t_regate(post);
                     self.t_gate(node);
                 }
                 self.t_parse_next(node);
@@ -1005,6 +1041,7 @@ impl World {
                 }
                 let node = self.tpost(post).node;
                 self.tpost(post).retrying = false;
+                self.t_regate(post);
                 self.t_gate(node);
             }
             TrigEvent::Start { post } => self.t_start_pulse(post),
@@ -1057,86 +1094,121 @@ impl World {
         self.q.schedule_by(by, at, WorldEvent::Trig(TrigEvent::Parsed { post }));
     }
 
-    /// Hand out pulse counters to the active collectives of `node`.
-    ///
-    /// Cost O(active collectives + pulses granted): the number of active collectives holding
-    /// no counter that still want one (what a collective holding some must leave free) is
-    /// counted once and again only after a call that may have changed it (a failure, which
-    /// ends a collective and hands counters out itself).
-    fn t_gate(&mut self, node: NodeId) {
-        let Some(t) = self.cfg.triggered.clone() else { return };
-        let now = self.q.now();
-        let active = self.tnic(node).active.clone();
-        let wants = |w: &World, p: u32| {
-            let s = w.trig.posts[p as usize].as_ref().expect("active post");
-            !s.failed && !s.retrying && !s.pending.is_empty()
+    /// File post `post` for the counter gate after a change of its counters, pending pulses,
+    /// retry or failure, or of its being active: O(log active).
+    fn t_regate(&mut self, post: u32) {
+        let Some(s) = self.trig.posts[post as usize].as_mut() else {
+            return;
         };
-        let starving = |w: &World| -> u64 {
-            let n = &w.trig.nics[&node.0];
-            n.active
-                .iter()
-                .filter(|&&q| {
-                    let s = w.trig.posts[q as usize].as_ref().expect("active post");
-                    s.held == 0 && !s.failed && !s.pending.is_empty()
-                })
-                .count() as u64
+        let open = s.active && !s.failed && !s.pending.is_empty();
+        let now = Gate {
+            none: open && s.held == 0 && !s.retrying,
+            some: open && s.held > 0 && !s.retrying,
+            starving: open && s.held == 0,
         };
-        let mut z: Option<u64> = None;
-        // Collectives holding no counter first, then the others.
-        for zero_pass in [true, false] {
-            for &p in &active {
-                loop {
-                    if self.trig.posts[p as usize].is_none() || !wants(self, p) {
-                        break;
-                    }
-                    let held = self.tpost(p).held;
-                    if zero_pass != (held == 0) {
-                        break;
-                    }
-                    if held > 0 {
-                        // `p` holds a counter, so it is not among the starving ones.
-                        let zz = match z {
-                            Some(v) => v,
-                            None => *z.insert(starving(self)),
-                        };
-                        let n = &self.trig.nics[&node.0];
-                        let free = t.pulse_counters - u64::from(n.pulse.in_flight());
-                        let r = u64::from(t.collectives).saturating_sub(n.active.len() as u64);
-                        if free < 1 + r + zz {
-                            break;
-                        }
-                    }
-                    let elements = self.tpost(p).pending.next_elements().expect("a pending pulse");
-                    match self.tnic(node).pulse.acquire(now, u64::from(p), elements) {
-                        Ok(Acquire::Granted { counter, .. }) => {
-                            let pulse = self.tpost(p).pending.pop().expect("a pending pulse");
-                            self.tpost(p).held += 1;
-                            self.t_fetch_pulse(node, p, pulse, counter);
-                            if held == 0 || self.trig.posts[p as usize].as_ref().is_none_or(|s| s.failed) {
-                                z = None;
-                            }
-                        }
-                        Ok(Acquire::Retry) => {
-                            self.tpost(p).retrying = true;
-                            let by = self.net.node_origin(node);
-                            self.q
-                                .schedule_by(by, now + t.pulse_retry, WorldEvent::Trig(TrigEvent::Retry { post: p }));
-                            break;
-                        }
-                        Err(e @ PulseError::Timeout { .. }) => {
-                            let _ = e;
-                            self.t_fail_post(p, CqeStatus::TrigTimeout);
-                            z = None;
-                            break;
-                        }
-                        Err(e) => {
-                            self.t_fail_post(p, CqeStatus::TrigFailed(e.to_string()));
-                            z = None;
-                            break;
-                        }
-                    }
-                }
+        let was = std::mem::replace(&mut s.gate, now);
+        if was == now {
+            return;
+        }
+        let key = (s.order, post);
+        let n = self.trig.nics.get_mut(&s.node.0).expect("offload unit of the node");
+        let file = |set: &mut BTreeSet<(u64, u32)>, was: bool, now: bool| {
+            if was != now {
+                let changed = if now { set.insert(key) } else { set.remove(&key) };
+                debug_assert!(changed, "post {} filed twice or never", key.1);
             }
+        };
+        file(&mut n.want_none, was.none, now.none);
+        file(&mut n.want_some, was.some, now.some);
+        if was.starving != now.starving {
+            if now.starving {
+                n.starving += 1;
+            } else {
+                n.starving -= 1;
+            }
+        }
+    }
+
+    /// Hand out pulse counters to the active collectives of `node`: first one to each
+    /// collective that holds none, in the order they became active; then, in the same order,
+    /// as many as are free to those holding some, while a counter stays free for each
+    /// collective holding none (`starving`) and each one the NIC may still accept
+    /// (`nic.triggered.collectives` less the active ones).
+    ///
+    /// Cost O((grants + refusals + 1) · log active): the collectives that want a counter are
+    /// kept filed by their position ([`TrigNic`]'s `want_none` and `want_some`), and the
+    /// second pass stops at its first refusal — nothing changes between one collective's
+    /// refusal and the next one's check, so every later check fails too.
+    fn t_gate(&mut self, node: NodeId) {
+        let Some(t) = self.cfg.triggered.as_ref() else { return };
+        let (counters, collectives, retry) = (t.pulse_counters, u64::from(t.collectives), t.pulse_retry);
+        let now = self.q.now();
+        #[cfg(debug_assertions)]
+        self.t_check_gate(node);
+        // Collectives holding no counter: one request each. The sets are searched from the
+        // last position visited, since a request may file posts in and out (a grant moves
+        // its post to `want_some`, a failure ends posts).
+        let mut from = 0;
+        while let Some(&(order, p)) = self.tnic(node).want_none.range((from, 0)..).next() {
+            from = order + 1;
+            self.t_request(node, p, now, retry);
+        }
+        // The others, each as long as counters are left over.
+        let mut from = 0;
+        'posts: while let Some(&(order, p)) = self.tnic(node).want_some.range((from, 0)..).next() {
+            from = order + 1;
+            while self.tnic(node).want_some.contains(&(order, p)) {
+                let n = &self.trig.nics[&node.0];
+                let free = counters - u64::from(n.pulse.in_flight());
+                let r = collectives.saturating_sub(n.active.len() as u64);
+                if free < 1 + r + n.starving {
+                    break 'posts;
+                }
+                self.t_request(node, p, now, retry);
+            }
+        }
+    }
+
+    /// The gate's filing agrees with the active collectives' state (debug builds, O(active)).
+    #[cfg(debug_assertions)]
+    fn t_check_gate(&self, node: NodeId) {
+        let n = &self.trig.nics[&node.0];
+        let (mut none, mut some, mut starving) = (BTreeSet::new(), BTreeSet::new(), 0);
+        for &p in &n.active {
+            let s = self.trig.posts[p as usize].as_ref().expect("active post");
+            assert!(s.active, "post {p} is listed active but not marked so");
+            let open = !s.failed && !s.pending.is_empty();
+            if open && !s.retrying {
+                if s.held == 0 { &mut none } else { &mut some }.insert((s.order, p));
+            }
+            starving += u64::from(open && s.held == 0);
+        }
+        assert!(
+            none == n.want_none && some == n.want_some && starving == n.starving,
+            "counter gate filing out of date"
+        );
+    }
+
+    /// Post `p` of `node` asks the pulse controller for a counter: the pulse starts (its
+    /// local data is read), waits for a retry, or the post fails.
+    fn t_request(&mut self, node: NodeId, p: u32, now: SimTime, retry: SimTime) {
+        let elements = self.tpost(p).pending.next_elements().expect("a pending pulse");
+        match self.tnic(node).pulse.acquire(now, u64::from(p), elements) {
+            Ok(Acquire::Granted { counter, .. }) => {
+                let pulse = self.tpost(p).pending.pop().expect("a pending pulse");
+                self.tpost(p).held += 1;
+                self.t_regate(p);
+                self.t_fetch_pulse(node, p, pulse, counter);
+            }
+            Ok(Acquire::Retry) => {
+                self.tpost(p).retrying = true;
+                self.t_regate(p);
+                let by = self.net.node_origin(node);
+                self.q
+                    .schedule_by(by, now + retry, WorldEvent::Trig(TrigEvent::Retry { post: p }));
+            }
+            Err(PulseError::Timeout { .. }) => self.t_fail_post(p, CqeStatus::TrigTimeout),
+            Err(e) => self.t_fail_post(p, CqeStatus::TrigFailed(e.to_string())),
         }
     }
 
@@ -1711,7 +1783,9 @@ impl World {
         let _ = self.tnic(node).pulse.respond(counter, elements);
         let p = self.tpost(post);
         p.held -= 1;
-        if p.failed && p.held == 0 && p.fetched.is_empty() {
+        let finish = p.failed && p.held == 0 && p.fetched.is_empty();
+        self.t_regate(post);
+        if finish {
             self.t_finish_post(post);
         }
     }
@@ -1723,6 +1797,9 @@ impl World {
         let n = self.tnic(node);
         let before = n.active.len();
         n.active.retain(|&p| p != post);
+        self.tpost(post).active = false;
+        self.t_regate(post);
+        let n = self.tnic(node);
         if before > 0 && n.active.is_empty() {
             if let Some(since) = n.active_since.take() {
                 n.active_time += now - since;
@@ -1744,6 +1821,8 @@ impl World {
         }
         p.failed = true;
         p.pending.clear();
+        self.t_regate(post);
+        let p = self.tpost(post);
         let (cq, wr_id, rank, node) = (p.cq, p.wr_id, p.rank, p.node);
         let (serial, vp, peers) = (p.serials.0, p.vp, std::mem::take(&mut p.peers));
         self.trig.stats[S::Errors as usize] += 1;
@@ -1826,6 +1905,7 @@ impl World {
         self.trig.stats[S::Dropped as usize] += dropped;
         self.trig.stats[S::Discarded as usize] += discarded;
         self.tpost(post).held -= returned;
+        self.t_regate(post);
         self.t_release_credits(credits);
         self.t_occupancy(node);
     }
