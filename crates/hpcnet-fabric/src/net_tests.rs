@@ -94,6 +94,24 @@ fn send(net: &mut Network, q: &mut EventQueue<NetEvent>, tag: u64, src: NodeId, 
         .unwrap();
 }
 
+/// Queues `rounds` rounds of one maximum-size packet from each of `nodes` nodes to another node
+/// drawn from a linear congruential stream seeded by `seed`; returns the number of packets (their
+/// tags are `0..n`).
+fn random_burst(net: &mut Network, q: &mut EventQueue<NetEvent>, nodes: u32, rounds: u32, seed: u64) -> u64 {
+    let mut x = seed;
+    let mut tag = 0;
+    for _ in 0..rounds {
+        for src in 0..nodes {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let dst = ((x >> 33) % u64::from(nodes - 1)) as u32;
+            let dst = if dst >= src { dst + 1 } else { dst };
+            send(net, q, tag, NodeId(src), NodeId(dst));
+            tag += 1;
+        }
+    }
+    tag
+}
+
 /// Handles one event; returns the packets it delivered, in delivery order. With [`dropped`],
 /// the only place that reads how the network hands packets to their nodes.
 fn handle(net: &mut Network, q: &mut EventQueue<NetEvent>, ev: NetEvent) -> Vec<Delivery> {
@@ -593,17 +611,7 @@ fn registered_input_waits_deliver_everything_once_and_repeat_exactly() {
         let mut net = Network::new(grid(&[4, 4], 1, true), cfg).unwrap();
         assert!(!net.in_waiters.is_empty(), "registered waits in force");
         let mut q = EventQueue::new();
-        let mut x: u64 = 999;
-        let mut tag = 0;
-        for _ in 0..40 {
-            for src in 0..16u32 {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                let dst = ((x >> 33) % 15) as u32;
-                let dst = if dst >= src { dst + 1 } else { dst };
-                send(&mut net, &mut q, tag, NodeId(src), NodeId(dst));
-                tag += 1;
-            }
-        }
+        let tag = random_burst(&mut net, &mut q, 16, 40, 999);
         let d = run_until_idle(&mut net, &mut q);
         let mut tags: Vec<u64> = d.iter().map(|d| d.packet.tag).collect();
         tags.sort_unstable();
@@ -664,17 +672,7 @@ fn deciding_ahead_delivers_everything_once_with_fewer_events() {
         cfg.router.decide = decide;
         let mut net = Network::new(grid(&[4, 4], 1, true), cfg).unwrap();
         let mut q = EventQueue::new();
-        let mut x: u64 = 77;
-        let mut tag = 0;
-        for _ in 0..40 {
-            for src in 0..16u32 {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                let dst = ((x >> 33) % 15) as u32;
-                let dst = if dst >= src { dst + 1 } else { dst };
-                send(&mut net, &mut q, tag, NodeId(src), NodeId(dst));
-                tag += 1;
-            }
-        }
+        let tag = random_burst(&mut net, &mut q, 16, 40, 77);
         let mut events = 0u64;
         let mut d = Vec::new();
         while let Some((_, ev)) = q.pop() {
@@ -759,17 +757,7 @@ fn every_allocator_delivers_everything_once_and_repeats_exactly() {
         cfg.router.vc_allocation = vc_alloc;
         let mut net = Network::new(grid(&[4, 4], 1, true), cfg).unwrap();
         let mut q = EventQueue::new();
-        let mut x: u64 = 12345;
-        let mut tag = 0;
-        for _ in 0..30 {
-            for src in 0..16u32 {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                let dst = ((x >> 33) % 15) as u32;
-                let dst = if dst >= src { dst + 1 } else { dst };
-                send(&mut net, &mut q, tag, NodeId(src), NodeId(dst));
-                tag += 1;
-            }
-        }
+        let tag = random_burst(&mut net, &mut q, 16, 30, 12345);
         let d = run_until_idle(&mut net, &mut q);
         let mut tags: Vec<u64> = d.iter().map(|d| d.packet.tag).collect();
         tags.sort_unstable();
