@@ -468,13 +468,7 @@ fn a_time_out_at_one_member_aborts_the_collective_at_every_member() {
     let end = m.run();
     // Only A's member (whose partner never calls) is left waiting.
     assert_eq!(end.stuck_tasks, 1, "stuck tasks");
-    let mut out = out.borrow().clone();
-    out.sort();
-    assert_eq!(out.len(), 4, "{out:?}");
-    assert!(out[0].1.contains("TrigTimeout"), "{out:?}");
-    for (_, e) in &out[1..] {
-        assert!(e.contains("failed at another member"), "{out:?}");
-    }
+    four_errors_one_cause(&out.borrow(), "TrigTimeout");
     let c = m.world().trig_counters();
     assert_eq!(c.timeouts, 1);
     assert!(c.errors >= 4, "{c:?}");
@@ -575,13 +569,7 @@ fn packets_of_a_failed_collective_arriving_late_are_dropped_and_counted() {
     }
     let end = m.run();
     assert_eq!(end.stuck_tasks, 1, "only A's member waits");
-    let mut out = out.borrow().clone();
-    out.sort();
-    assert_eq!(out.len(), 4, "{out:?}");
-    assert!(out[0].1.contains("nic.triggered.collectives"), "{out:?}");
-    for (_, e) in &out[1..] {
-        assert!(e.contains("failed at another member"), "{out:?}");
-    }
+    four_errors_one_cause(&out.borrow(), "nic.triggered.collectives");
     let t = m.world().trig_counters();
     // One error completion per member of B, nothing else counted as an error.
     assert_eq!(t.errors, 4, "{t:?}");
@@ -757,4 +745,16 @@ fn pulses_beyond_256_job_ids_are_told_apart_by_their_serial() {
     assert_eq!(c.pulses, 2 * 313 * p as u64);
     assert!(c.early > 100, "{c:?}");
     assert_eq!((c.completed, c.errors, c.waiting), (p as u64, 0, 0));
+}
+
+/// The errors of a four-member collective that failed at member 0: member 0's names `cause`,
+/// the three others say it failed at another member.
+fn four_errors_one_cause(out: &[(usize, String)], cause: &str) {
+    let mut out = out.to_vec();
+    out.sort();
+    assert_eq!(out.len(), 4, "{out:?}");
+    assert!(out[0].1.contains(cause), "{out:?}");
+    for (_, e) in &out[1..] {
+        assert!(e.contains("failed at another member"), "{out:?}");
+    }
 }
