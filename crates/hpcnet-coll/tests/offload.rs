@@ -407,16 +407,9 @@ fn a_pulse_without_a_counter_times_out_into_an_error() {
         "nic.triggered.collectives=2",
         "nic.triggered.pulse_timeout=\"20 us\"",
     ];
-    let mut m = Machine::new(world(&over));
-    let a = Comm::create(&m, &[Rank(0), Rank(2)], &cfg()).unwrap();
-    let b = Comm::create(&m, &[Rank(1), Rank(3)], &cfg()).unwrap();
+    let (mut m, b) = node0_held(&over, &[1, 3]);
     type Outcome = Option<Result<Vec<f64>, CollError>>;
     let out: Rc<RefCell<Outcome>> = Rc::new(RefCell::new(None));
-    let mut a = a.into_iter();
-    let mut a0 = a.next().unwrap();
-    m.spawn(async move {
-        let _ = a0.allreduce(&[1.0f64; 4], ReduceOp::Sum, Algorithm::Offload).await;
-    });
     let mut b = b.into_iter();
     let mut b1 = b.next().unwrap();
     let o = out.clone();
@@ -448,13 +441,7 @@ fn a_time_out_at_one_member_aborts_the_collective_at_every_member() {
         "nic.triggered.collectives=2",
         "nic.triggered.pulse_timeout=\"20 us\"",
     ];
-    let mut m = Machine::new(world(&over));
-    let a = Comm::create(&m, &[Rank(0), Rank(2)], &cfg()).unwrap();
-    let b = Comm::create(&m, &[Rank(1), Rank(3), Rank(5), Rank(7)], &cfg()).unwrap();
-    let mut a0 = a.into_iter().next().unwrap();
-    m.spawn(async move {
-        let _ = a0.allreduce(&[1.0f64; 4], ReduceOp::Sum, Algorithm::Offload).await;
-    });
+    let (mut m, b) = node0_held(&over, &[1, 3, 5, 7]);
     let out: Rc<RefCell<Vec<(usize, String)>>> = Rc::new(RefCell::new(Vec::new()));
     for (i, mut c) in b.into_iter().enumerate() {
         let o = out.clone();
@@ -486,14 +473,8 @@ fn a_failed_collective_returns_its_counters_to_the_next_one() {
         "nic.triggered.collectives=2",
         "nic.triggered.pulse_timeout=\"20 us\"",
     ];
-    let mut m = Machine::new(world(&over));
-    let a = Comm::create(&m, &[Rank(0), Rank(2)], &cfg()).unwrap();
-    let b = Comm::create(&m, &[Rank(1), Rank(3), Rank(5), Rank(7)], &cfg()).unwrap();
+    let (mut m, b) = node0_held(&over, &[1, 3, 5, 7]);
     let c = Comm::create(&m, &[Rank(3), Rank(5), Rank(7)], &cfg()).unwrap();
-    let mut a0 = a.into_iter().next().unwrap();
-    m.spawn(async move {
-        let _ = a0.allreduce(&[1.0f64; 4], ReduceOp::Sum, Algorithm::Offload).await;
-    });
     type Out = Vec<(usize, String, Option<Vec<f64>>)>;
     let out: Rc<RefCell<Out>> = Rc::new(RefCell::new(Vec::new()));
     let mut c = c.into_iter();
@@ -548,13 +529,7 @@ fn packets_of_a_failed_collective_arriving_late_are_dropped_and_counted() {
     // must be recognised as packets of the failed collective and dropped — counted as
     // dropped, not as errors — and not kept in the early store.
     let over = ["nic.hosts=2", "nic.triggered.collectives=1"];
-    let mut m = Machine::new(world(&over));
-    let a = Comm::create(&m, &[Rank(0), Rank(2)], &cfg()).unwrap();
-    let b = Comm::create(&m, &[Rank(1), Rank(3), Rank(5), Rank(7)], &cfg()).unwrap();
-    let mut a0 = a.into_iter().next().unwrap();
-    m.spawn(async move {
-        let _ = a0.allreduce(&[1.0f64; 4], ReduceOp::Sum, Algorithm::Offload).await;
-    });
+    let (mut m, b) = node0_held(&over, &[1, 3, 5, 7]);
     let out: Rc<RefCell<Vec<(usize, String)>>> = Rc::new(RefCell::new(Vec::new()));
     for (i, mut c) in b.into_iter().enumerate() {
         let o = out.clone();
@@ -757,4 +732,20 @@ fn four_errors_one_cause(out: &[(usize, String)], cause: &str) {
     for (_, e) in &out[1..] {
         assert!(e.contains("failed at another member"), "{out:?}");
     }
+}
+
+/// A machine with `overrides` where communicator A (ranks 0 and 2, one per node 0 and 1) has
+/// its member on node 0 in an offloaded allreduce its partner never calls, so that member
+/// holds node 0's offload resources for the whole run; returns the machine and the members
+/// of communicator B over `ranks`, created after A.
+fn node0_held(overrides: &[&str], ranks: &[u32]) -> (Machine, Vec<Comm>) {
+    let mut m = Machine::new(world(overrides));
+    let a = Comm::create(&m, &[Rank(0), Rank(2)], &cfg()).unwrap();
+    let ranks: Vec<Rank> = ranks.iter().map(|&r| Rank(r)).collect();
+    let b = Comm::create(&m, &ranks, &cfg()).unwrap();
+    let mut a0 = a.into_iter().next().unwrap();
+    m.spawn(async move {
+        let _ = a0.allreduce(&[1.0f64; 4], ReduceOp::Sum, Algorithm::Offload).await;
+    });
+    (m, b)
 }
