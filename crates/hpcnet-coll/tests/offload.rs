@@ -739,7 +739,7 @@ fn four_errors_one_cause(out: &[(usize, String)], cause: &str) {
 /// holds node 0's offload resources for the whole run; returns the machine and the members
 /// of communicator B over `ranks`, created after A.
 fn node0_held(overrides: &[&str], ranks: &[u32]) -> (Machine, Vec<Comm>) {
-    let mut m = Machine::new(world(overrides));
+    let m = Machine::new(world(overrides));
     let a = Comm::create(&m, &[Rank(0), Rank(2)], &cfg()).unwrap();
     let ranks: Vec<Rank> = ranks.iter().map(|&r| Rank(r)).collect();
     let b = Comm::create(&m, &ranks, &cfg()).unwrap();
