@@ -6,6 +6,8 @@
 //!   pool (spec 01: "input buffers dynamically shared"). The upstream output port tracks the
 //!   downstream free credits; a packet is sent only if it fits entirely (virtual cut-through).
 //!   All of a packet's credits return when its tail leaves the buffer, one link latency later.
+//!   Under bubble flow control every packet takes the credits of one maximum-size packet (a
+//!   buffer slot), so that room for the largest packet cannot be split among buffers.
 //! - **Cut-through timing**: a packet's head reaches the next router one link latency after its
 //!   transmission starts and is routed `router.latency` later; its tail follows one serialisation
 //!   time behind. A packet cannot leave a router before its tail could have arrived
@@ -944,8 +946,14 @@ impl Network {
         mut pkt: Packet,
         ep: &mut S,
     ) -> Result<(), RouteError> {
-        let unit = self.cfg.router.credit_unit.0;
-        pkt.credits = (pkt.size as u64).div_ceil(unit) as u16;
+        // Under bubble flow control a buffer holds whole packets in slots of one maximum-size
+        // packet (model reference, "Bubble slots"): every packet takes a slot's credits, so free
+        // room in a ring can never fragment below what its largest packet needs.
+        pkt.credits = if self.routing.uses_bubble() {
+            self.bubble_credits as u16
+        } else {
+            (pkt.size as u64).div_ceil(self.cfg.router.credit_unit.0) as u16
+        };
         let class = match self.cfg.router.vc_select {
             crate::config::VcSelect::RoundRobin => self.next_class as u8,
             crate::config::VcSelect::Destination => (pkt.dst.0 % self.routing.classes().max(1) as u32) as u8,

@@ -183,6 +183,31 @@ fn nicevt_torus_with_bubble_routing_survives_saturation_at_8x8x8() {
 }
 
 #[test]
+fn bubble_routing_with_mixed_packet_sizes_does_not_deadlock() {
+    // Packets of 5, 4 and 1 credits (64-B credits, 16 per VC) at full load. Counted by their
+    // own size, the free room of a ring can split into 4 credits per buffer, which no 5-credit
+    // head can use: the tornado run with seed 3 deadlocked that way. Each packet now takes a
+    // maximum-size slot, so every run drains.
+    for pattern in ["tornado", "uniform"] {
+        for seed in 1..=4 {
+            let sc = load(
+                include_str!("../../../scenarios/torus-8x8.toml"),
+                &[
+                    "traffic.load=1.0",
+                    &format!("traffic.pattern=\"{pattern}\""),
+                    r#"traffic.size={ sizes = ["256 B", "192 B", "8 B"], weights = [0.4, 0.3, 0.3] }"#,
+                    &format!("seed={seed}"),
+                ],
+            );
+            let rep = run(&sc);
+            assert!(rep.deadlock.is_none(), "{pattern} seed {seed}: {:?}", rep.deadlock);
+            assert!(rep.drained && rep.conservation_ok, "{pattern} seed {seed}");
+            assert_eq!(rep.measured_packets, rep.measured_delivered, "{pattern} seed {seed}");
+        }
+    }
+}
+
+#[test]
 fn watchdog_reports_a_real_deadlock() {
     // Dimension order on a torus without bubble or dateline, tiny buffers, full load: the rings
     // fill and deadlock. The watchdog must stop the run and name blocked channels.
