@@ -7,7 +7,8 @@
 //!   downstream free credits; a packet is sent only if it fits entirely (virtual cut-through).
 //!   All of a packet's credits return when its tail leaves the buffer, one link latency later.
 //!   Under bubble flow control every packet takes the credits of one maximum-size packet (a
-//!   buffer slot), so that room for the largest packet cannot be split among buffers.
+//!   buffer slot) in router buffers, so that room for the largest packet cannot be split among
+//!   the buffers of a ring; a NIC's receive buffer takes its own size.
 //! - **Cut-through timing**: a packet's head reaches the next router one link latency after its
 //!   transmission starts and is routed `router.latency` later; its tail follows one serialisation
 //!   time behind. A packet cannot leave a router before its tail could have arrived
@@ -1165,6 +1166,12 @@ impl Network {
                     let private_only = c.enters_ring && matches!(o.to, Dest::Router { .. });
                     let need = if private_only {
                         credits + self.bubble_credits
+                    } else if o.limited && o.to == Dest::Node && self.routing.uses_bubble() {
+                        // A NIC's receive buffer is no ring buffer: a packet takes its own size
+                        // there, not a bubble slot.
+                        self.packets[id as usize]
+                            .size
+                            .div_ceil(self.cfg.router.credit_unit.0 as u32)
                     } else {
                         credits
                     };
@@ -1804,7 +1811,12 @@ impl Network {
         o.busy_ps += ser.0;
         o.packets += 1;
         let mut shared_used = 0u16;
+        let mut credits = credits;
         if matches!(o.to, Dest::Router { .. }) || o.limited {
+            if o.to == Dest::Node && self.routing.uses_bubble() {
+                // Into a NIC's receive buffer by its own size (a bubble slot is a ring buffer's).
+                credits = (size as u64).div_ceil(self.cfg.router.credit_unit.0) as u16;
+            }
             let v = out_vc as usize;
             let from_private = credits.min(o.free_private[v]);
             o.free_private[v] -= from_private;
@@ -1818,6 +1830,7 @@ impl Network {
         self.last_progress = now;
         let p = &mut self.packets[id as usize];
         p.vc = out_vc;
+        p.credits = credits;
         p.shared_used = shared_used;
         p.tail_at = sent + ser + lat;
         if is_node {

@@ -43,6 +43,10 @@ pub(crate) struct Engine {
     pub(crate) blocked_on_tx: bool,
     /// Its packets waiting in the NIC's transmit backlog.
     pub(crate) pending_tx: u32,
+    /// Of those, packets of the response class (`nic.response_vc`).
+    pub(crate) pending_tx_resp: u32,
+    /// The next pick takes a write-back (a response served while request packets wait).
+    pub(crate) serve_writeback: bool,
     pub(crate) in_flight: u32,
     /// When the engine's data path (data extraction and packet emission) has sent the last
     /// packet of the messages it has taken so far; the next message's data stage starts no
@@ -100,6 +104,10 @@ impl Engine {
     #[inline]
     fn pick(&mut self, arb: FunctionArbitration) -> Option<u32> {
         let e = self;
+        if e.serve_writeback {
+            e.serve_writeback = false;
+            return e.internal.pop_front();
+        }
         if let Some(id) = e.fast.pop_front() {
             return Some(id);
         }
@@ -168,9 +176,32 @@ impl World {
         if e.pending_tx > 0 {
             // Its packets are not all queued yet: wait for the link (see `refill_tx`).
             e.blocked_on_tx = true;
+            self.serve_response_while_blocked(node, engine);
             return;
         }
         e.busy = false;
+        self.start_next(node, engine);
+    }
+
+    /// With `nic.response_vc`, an engine whose request-class packets wait for transmit-queue
+    /// room may still serve a write-back: its packets are responses and go to the response
+    /// class's queue, so they wait behind nothing (spec 03: responses never wait behind
+    /// requests). Without this the engine would couple the classes again: its own request
+    /// waits for room that only the peers' answers can make, and the answer it owes waits for
+    /// the engine.
+    pub(crate) fn serve_response_while_blocked(&mut self, node: NodeId, engine: u32) {
+        if self.cfg.response_vc.is_none() {
+            return;
+        }
+        let e = &mut self.nics[node.index()].engines[engine as usize];
+        if !e.blocked_on_tx || e.pending_tx_resp > 0 || e.internal.is_empty() || e.in_flight >= self.cfg.max_in_flight {
+            return;
+        }
+        // Busy with the write-back now; when its stage ends `engine_free` finds the request
+        // packets still waiting (or not) and blocks again (or goes on).
+        e.blocked_on_tx = false;
+        e.busy = false;
+        e.serve_writeback = true;
         self.start_next(node, engine);
     }
 

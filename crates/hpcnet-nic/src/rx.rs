@@ -209,6 +209,7 @@ impl World {
                 let node = self.place.node_of(info.to);
                 self.nics[node.index()].engines[engine as usize].internal.push_back(w);
                 self.start_next(node, engine);
+                self.serve_response_while_blocked(node, engine);
             }
             PktKind::Ack { status } => {
                 self.free_pkt(pid);

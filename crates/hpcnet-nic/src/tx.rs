@@ -65,7 +65,9 @@ impl World {
             let waiting = !self.nics[from_node.index()].tx_backlog[slot].is_empty();
             if waiting || self.net.source_queue_len_vc(from_node, rail, vc) >= limit {
                 if let Some(e) = self.engine_of(pid) {
-                    self.nics[from_node.index()].engines[e as usize].pending_tx += 1;
+                    let eng = &mut self.nics[from_node.index()].engines[e as usize];
+                    eng.pending_tx += 1;
+                    eng.pending_tx_resp += (Some(class) == self.cfg.response_vc) as u32;
                     self.pkts[pid as usize].as_mut().expect("live packet").tx_engine = Some(e as u16);
                 }
                 self.nics[from_node.index()].tx_backlog[slot].push_back(pid);
@@ -138,7 +140,9 @@ impl World {
                         break;
                     };
                     if let Some(e) = self.pkts[pid as usize].as_ref().expect("live packet").tx_engine {
-                        self.nics[node.index()].engines[e as usize].pending_tx -= 1;
+                        let eng = &mut self.nics[node.index()].engines[e as usize];
+                        eng.pending_tx -= 1;
+                        eng.pending_tx_resp -= (Some(class as u8) == self.cfg.response_vc) as u32;
                     }
                     if !self.pkt_live(pid) {
                         self.free_pkt(pid);
