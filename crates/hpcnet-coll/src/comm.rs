@@ -6,7 +6,9 @@
 //! the program starts; every member's handle is then moved into its rank program.
 
 use crate::algo::{self, implements, select, select_on_nodes, Algorithm, Collective};
-use crate::offload::{double_binary_tree_broadcast, halving_reduce, rabenseifner_allreduce, Member, OffloadError};
+use crate::offload::{
+    double_binary_tree_broadcast_of, halving_reduce_of, rabenseifner_allreduce_of, Member, OffloadError, Only,
+};
 use crate::transport::{Call, Transport, TransportConfig};
 use crate::types::{check_len, check_op, from_bytes, to_bytes};
 use crate::{CollError, Datatype, Element, HostCosts, ReduceOp};
@@ -694,15 +696,18 @@ fn offload_shape(
     let p = members.len();
     let data = vec![Payload::Address { addr: src, len: bytes }; p];
     let results = vec![Some(dst); p];
+    // Only this member's sequences are built: it posts nothing else.
+    let only = Only::Member(me);
     Ok(match kind {
         OffKind::Allreduce => {
-            vec![rabenseifner_allreduce(0, members, dtype, op, &data, &results)?.swap_remove(me)]
+            vec![rabenseifner_allreduce_of(only, 0, members, (dtype, op), &data, &results)?.swap_remove(me)]
         }
         OffKind::Reduce(root) => {
-            vec![halving_reduce(0, members, root, dtype, op, &data, Some(dst))?.swap_remove(me)]
+            vec![halving_reduce_of(only, 0, members, root, (dtype, op), &data, Some(dst))?.swap_remove(me)]
         }
         OffKind::Broadcast(root) => {
-            let [mut a, mut b] = double_binary_tree_broadcast(
+            let [mut a, mut b] = double_binary_tree_broadcast_of(
+                only,
                 [0, 1],
                 members,
                 root,

@@ -129,15 +129,35 @@ fn check_members(call: &'static str, members: &[Member], root: usize) -> Result<
     Ok(())
 }
 
+/// Check every generated sequence as the walker would; an empty one is a member whose
+/// sequence was not asked for (see [`Only`]).
 fn checked(
     call: &'static str,
     members: &[Member],
     seqs: Vec<Vec<CollDescriptor>>,
 ) -> Result<Vec<Vec<CollDescriptor>>, OffloadError> {
     for (member, (m, s)) in members.iter().zip(&seqs).enumerate() {
+        if s.is_empty() {
+            continue;
+        }
         Walker::new(m.node, s.clone()).map_err(|source| OffloadError::Descriptor { call, member, source })?;
     }
     Ok(seqs)
+}
+
+/// Which members' sequences a generator builds: all, or one member's (the others are left
+/// empty). A member posts its own sequence only, so building and checking the p − 1 others
+/// (O(p log p) descriptors and p checks per member and call) is work for nothing.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Only {
+    All,
+    Member(usize),
+}
+
+impl Only {
+    fn skips(self, i: usize) -> bool {
+        matches!(self, Only::Member(m) if m != i)
+    }
 }
 
 /// Binomial-tree reduce to `root`: `data[i]` is member i's contribution (operands, or address
@@ -343,6 +363,28 @@ pub fn rabenseifner_allreduce(
         (dtype, op),
         data,
         results,
+        Only::All,
+    )
+}
+
+/// [`rabenseifner_allreduce`] building only `which`'s sequences.
+pub(crate) fn rabenseifner_allreduce_of(
+    which: Only,
+    job: u32,
+    members: &[Member],
+    (dtype, op): (Datatype, ReduceOp),
+    data: &[Payload],
+    results: &[Option<u64>],
+) -> Result<Vec<Vec<CollDescriptor>>, OffloadError> {
+    halving(
+        "offload Rabenseifner allreduce",
+        job,
+        members,
+        None,
+        (dtype, op),
+        data,
+        results,
+        which,
     )
 }
 
@@ -361,6 +403,19 @@ pub fn halving_reduce(
     data: &[Payload],
     root_result: Option<u64>,
 ) -> Result<Vec<Vec<CollDescriptor>>, OffloadError> {
+    halving_reduce_of(Only::All, job, members, root, (dtype, op), data, root_result)
+}
+
+/// [`halving_reduce`] building only `which`'s sequences.
+pub(crate) fn halving_reduce_of(
+    which: Only,
+    job: u32,
+    members: &[Member],
+    root: usize,
+    (dtype, op): (Datatype, ReduceOp),
+    data: &[Payload],
+    root_result: Option<u64>,
+) -> Result<Vec<Vec<CollDescriptor>>, OffloadError> {
     let results: Vec<Option<u64>> = (0..members.len())
         .map(|i| if i == root { root_result } else { None })
         .collect();
@@ -372,10 +427,12 @@ pub fn halving_reduce(
         (dtype, op),
         data,
         &results,
+        which,
     )
 }
 
 /// Halving reduce-scatter, then allgather by doubling (`root` None) or gather to `root`.
+#[allow(clippy::too_many_arguments)]
 fn halving(
     call: &'static str,
     job: u32,
@@ -384,6 +441,7 @@ fn halving(
     (dtype, op): (Datatype, ReduceOp),
     data: &[Payload],
     results: &[Option<u64>],
+    which: Only,
 ) -> Result<Vec<Vec<CollDescriptor>>, OffloadError> {
     let gather = root.is_some();
     let root = root.unwrap_or(0);
@@ -424,6 +482,9 @@ fn halving(
     let bytes = |(lo, hi): (u64, u64)| Some((lo * size, (hi - lo) * size));
     let seqs = (0..p)
         .map(|i| {
+            if which.skips(i) {
+                return Vec::new();
+            }
             let v = (i + p - root) % p;
             let mut seq = Vec::new();
             let mut first = new();
@@ -545,7 +606,7 @@ pub fn binomial_broadcast(
             (q, c)
         })
         .unzip();
-    tree_broadcast(CALL, job, members, &parents, &children, data, results)
+    tree_broadcast(CALL, job, members, &parents, &children, data, results, Only::All)
 }
 
 fn check_results(call: &'static str, p: usize, results: &[Option<u64>]) -> Result<(), OffloadError> {
@@ -564,6 +625,18 @@ fn check_results(call: &'static str, p: usize, results: &[Option<u64>]) -> Resul
 /// down tree A as job `jobs[0]`, half 1 down tree B as job `jobs[1]`; each member runs one
 /// sequence per job. Member i's halves land at `results[i]` and `results[i] + ⌊len/2⌋`.
 pub fn double_binary_tree_broadcast(
+    jobs: [u32; 2],
+    members: &[Member],
+    root: usize,
+    data: Payload,
+    results: &[Option<u64>],
+) -> Result<[Vec<Vec<CollDescriptor>>; 2], OffloadError> {
+    double_binary_tree_broadcast_of(Only::All, jobs, members, root, data, results)
+}
+
+/// [`double_binary_tree_broadcast`] building only `which`'s sequences.
+pub(crate) fn double_binary_tree_broadcast_of(
+    which: Only,
     jobs: [u32; 2],
     members: &[Member],
     root: usize,
@@ -617,12 +690,13 @@ pub fn double_binary_tree_broadcast(
             .iter()
             .map(|r| r.map(|a| a + if tree == 0 { 0 } else { half }))
             .collect();
-        out[tree] = tree_broadcast(CALL, jobs[tree], members, &parents, &children, half_data, &res)?;
+        out[tree] = tree_broadcast(CALL, jobs[tree], members, &parents, &children, half_data, &res, which)?;
     }
     Ok(out)
 }
 
 /// Broadcast down a tree given by each member's parent and children (in sending order).
+#[allow(clippy::too_many_arguments)]
 fn tree_broadcast(
     call: &'static str,
     job: u32,
@@ -631,12 +705,16 @@ fn tree_broadcast(
     children: &[Vec<usize>],
     data: Payload,
     results: &[Option<u64>],
+    which: Only,
 ) -> Result<Vec<Vec<CollDescriptor>>, OffloadError> {
     let p = members.len();
     let len = payload_len(&data);
     let new = || CollDescriptor::new(job, CollType::I32, CollOp::Sum);
     let seqs = (0..p)
         .map(|i| {
+            if which.skips(i) {
+                return Vec::new();
+            }
             let mut first = new();
             match parents[i] {
                 Some(q) => {

@@ -42,15 +42,23 @@
 //!
 //! Then the walker moves to the next descriptor; after CT the sequence is done.
 //!
+//! **Shapes and walks.** [`Shape::new`] checks a sequence once; a [`Walker`] walks a shape
+//! with its own JobID, address shift and local data ([`Walker::start`]), so the pulses that
+//! repeat one sequence over a long vector share its checked descriptors and keys (a key of a
+//! walk is the shape's with the walk's JobID, [`PacketKey::with_job`]).
+//!
 //! Simplifications: no timing here (the walker counts the steps it fired and the bytes it
 //! reduced, [`Walker::work`]; [`super::timed`] charges them on the unit's reduction pipeline
 //! and charges the descriptor fetch); data are whole packets (no segmentation of a step's
 //! data).
 //!
-//! Cost: O(cp_count) per step to track packets, O(bytes) per reduction.
+//! Cost: O(d log d) to check a sequence of d descriptors and keys (once per shape),
+//! O(keys of the first step) to start a walk, O(cp_count) per step to track packets,
+//! O(bytes) per reduction.
 
 use super::key::{check_width, KeyError, PacketKey, JOB_BITS, NODE_BITS, SEQ_BITS, VP_BITS};
 use crate::coll::{reduce_into, CollOp, CollType};
+use std::sync::Arc;
 
 /// Data of a descriptor: operands carried in it (MP), or where they are in host memory (RDMA).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -296,54 +304,69 @@ pub enum WalkError {
     Finished,
 }
 
-/// Walks one descriptor sequence (CH … CT) at one node.
-#[derive(Clone, Debug)]
-pub struct Walker {
-    node: u32,
-    seq: Vec<CollDescriptor>,
-    /// Keys per descriptor (validated at construction).
-    keys: Vec<Vec<PacketKey>>,
-    pc: usize,
-    got: Vec<Option<TrigPacket>>,
-    /// The packets of the step being fired (kept from step to step).
-    pkts: Vec<TrigPacket>,
-    work: Vec<u8>,
-    /// Steps fired so far and operand bytes reduced per type (F32, F64, I32, I64): what a
-    /// timed unit charges.
-    fired: u64,
-    reduced: [u64; 4],
+/// Most buffers a [`BufPool`] keeps.
+pub const POOL_BUFFERS: usize = 256;
+
+/// Buffers of packet data kept for reuse: a walk takes one for each packet it sends and gives
+/// back the data of the packets it consumed, so the packets of a unit's steady stream of
+/// pulses reuse a few buffers instead of an allocation and a free each. At most
+/// [`POOL_BUFFERS`] are kept; data are copied, never shared, so reuse changes no result.
+#[derive(Debug, Default)]
+pub struct BufPool {
+    free: Vec<Vec<u8>>,
 }
 
-/// Work a walker or a unit has done: steps fired and operand bytes reduced per type.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub struct Work {
-    pub steps: u64,
-    /// Bytes reduced, indexed F32, F64, I32, I64.
-    pub reduced: [u64; 4],
-}
-
-impl Work {
-    /// `self − before`.
-    pub fn since(&self, before: &Work) -> Work {
-        Work {
-            steps: self.steps - before.steps,
-            reduced: std::array::from_fn(|i| self.reduced[i] - before.reduced[i]),
+impl BufPool {
+    /// A buffer holding a copy of `data`.
+    pub fn copy_of(&mut self, data: &[u8]) -> Vec<u8> {
+        match self.free.pop() {
+            Some(mut v) if v.capacity() >= data.len() => {
+                v.clear();
+                v.extend_from_slice(data);
+                v
+            }
+            _ => data.to_vec(),
         }
     }
-}
 
-fn type_index(t: CollType) -> usize {
-    match t {
-        CollType::F32 => 0,
-        CollType::F64 => 1,
-        CollType::I32 => 2,
-        CollType::I64 => 3,
+    /// Keep `v` for reuse (if it holds memory and the pool is not full).
+    pub fn give(&mut self, v: Vec<u8>) {
+        if v.capacity() > 0 && self.free.len() < POOL_BUFFERS {
+            self.free.push(v);
+        }
+    }
+
+    /// Buffers kept.
+    pub fn len(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Whether no buffer is kept.
+    pub fn is_empty(&self) -> bool {
+        self.free.is_empty()
     }
 }
 
-impl Walker {
-    /// Check `seq` and start at its first descriptor; `node` is the unit's node (its NodeID
-    /// goes into the keys of the packets it sends).
+/// A checked descriptor sequence (CH … CT) at one node: what every walk of it shares. Built
+/// once ([`Shape::new`] checks every field, flag and key); the pulses that repeat one
+/// sequence over successive elements walk one shape, each with its own JobID, address shift
+/// and local data ([`Walker::start`]), so a pulse costs no re-validation, no sort of its keys
+/// and no copy of its descriptors.
+#[derive(Debug)]
+pub struct Shape {
+    node: u32,
+    seq: Vec<CollDescriptor>,
+    /// Keys awaited by every descriptor, in combine order, one after the other (with the
+    /// sequence's JobID); descriptor `i`'s are `keys[starts[i]..starts[i + 1]]`.
+    keys: Vec<PacketKey>,
+    starts: Vec<usize>,
+    /// Distinct senders of the whole sequence (the streams it takes on a unit).
+    senders: usize,
+}
+
+impl Shape {
+    /// Check `seq` for node `node` (its NodeID goes into the keys of the packets it sends).
+    /// Cost O(d log d) for d descriptors and keys.
     pub fn new(node: u32, seq: Vec<CollDescriptor>) -> Result<Self, DescError> {
         check_width("NodeID", NODE_BITS, node.into()).map_err(|source| DescError::Field { index: 0, source })?;
         let n = seq.len();
@@ -385,31 +408,191 @@ impl Walker {
                 "{ends} descriptors with CollEndFlag, need exactly 1"
             )));
         }
-        let keys: Vec<Vec<PacketKey>> = seq
-            .iter()
-            .enumerate()
-            .map(|(i, d)| {
-                d.expected_keys()
-                    .map_err(|source| DescError::Field { index: i, source })
-            })
-            .collect::<Result<_, _>>()?;
-        let mut all: Vec<PacketKey> = keys.iter().flatten().copied().collect();
-        all.sort();
+        let mut keys = Vec::new();
+        let mut starts = Vec::with_capacity(n + 1);
+        for (i, d) in seq.iter().enumerate() {
+            starts.push(keys.len());
+            for s in &d.wait_from {
+                keys.push(
+                    PacketKey::new(d.job, s.node, s.vp, d.seq_id)
+                        .map_err(|source| DescError::Field { index: i, source })?,
+                );
+            }
+        }
+        starts.push(keys.len());
+        let mut all = keys.clone();
+        all.sort_unstable();
         if let Some(w) = all.windows(2).find(|w| w[0] == w[1]) {
             return Err(DescError::Sequence(format!("{:?} awaited by two steps", w[0])));
         }
-        let got = vec![None; keys[0].len()];
-        Ok(Walker {
+        let mut senders: Vec<Source> = seq.iter().flat_map(|d| d.wait_from.iter().copied()).collect();
+        senders.sort_unstable();
+        senders.dedup();
+        Ok(Shape {
             node,
             seq,
             keys,
+            starts,
+            senders: senders.len(),
+        })
+    }
+
+    /// The descriptors, as checked.
+    pub fn descriptors(&self) -> &[CollDescriptor] {
+        &self.seq
+    }
+
+    /// JobID of the sequence as checked.
+    pub fn job(&self) -> u32 {
+        self.seq[0].job
+    }
+
+    /// Distinct senders of the sequence.
+    pub fn senders(&self) -> usize {
+        self.senders
+    }
+
+    fn step_keys(&self, i: usize) -> &[PacketKey] {
+        match (self.starts.get(i), self.starts.get(i + 1)) {
+            (Some(&a), Some(&b)) => &self.keys[a..b],
+            _ => &[],
+        }
+    }
+}
+
+/// Walks one descriptor sequence (CH … CT) at one node.
+#[derive(Clone, Debug)]
+pub struct Walker {
+    shape: Arc<Shape>,
+    /// This walk's JobID (the shape's keys carry the shape's; only the JobID field differs)
+    /// and the shift of its address payloads.
+    job: u32,
+    shift: u64,
+    /// Local data given for descriptors (index, bytes): taken when the descriptor fires,
+    /// instead of its payload.
+    locals: Vec<(usize, Vec<u8>)>,
+    pc: usize,
+    /// Keys of the current step with this walk's JobID, in combine order.
+    cur: Vec<PacketKey>,
+    got: Vec<Option<TrigPacket>>,
+    /// The packets of the step being fired (kept from step to step).
+    pkts: Vec<TrigPacket>,
+    work: Vec<u8>,
+    /// Steps fired so far and operand bytes reduced per type (F32, F64, I32, I64): what a
+    /// timed unit charges.
+    fired: u64,
+    reduced: [u64; 4],
+}
+
+/// Work a walker or a unit has done: steps fired and operand bytes reduced per type.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Work {
+    pub steps: u64,
+    /// Bytes reduced, indexed F32, F64, I32, I64.
+    pub reduced: [u64; 4],
+}
+
+impl Work {
+    /// `self − before`.
+    pub fn since(&self, before: &Work) -> Work {
+        Work {
+            steps: self.steps - before.steps,
+            reduced: std::array::from_fn(|i| self.reduced[i] - before.reduced[i]),
+        }
+    }
+}
+
+fn type_index(t: CollType) -> usize {
+    match t {
+        CollType::F32 => 0,
+        CollType::F64 => 1,
+        CollType::I32 => 2,
+        CollType::I64 => 3,
+    }
+}
+
+impl Walker {
+    /// Check `seq` and start at its first descriptor; `node` is the unit's node (its NodeID
+    /// goes into the keys of the packets it sends).
+    pub fn new(node: u32, seq: Vec<CollDescriptor>) -> Result<Self, DescError> {
+        let mut shape = Shape::new(node, seq)?;
+        // The descriptors' own operands move into the walk's local data: a descriptor fires
+        // once, so they are not copied.
+        let mut locals = Vec::new();
+        for (i, d) in shape.seq.iter_mut().enumerate() {
+            if let (true, Payload::Operands(v)) = (d.swap_local_data, &mut d.payload) {
+                locals.push((i, std::mem::take(v)));
+            }
+        }
+        let job = shape.job();
+        Ok(Walker::start(Arc::new(shape), job, 0, locals))
+    }
+
+    /// Walk a checked sequence as JobID `job` (0 … 255; every key the walk awaits or sends
+    /// carries it), its address payloads moved by `shift` bytes, with `locals` (descriptor
+    /// index, bytes) as the local data of those descriptors (they replace the payload, as
+    /// operands read into the descriptor: its step then names no payload address). The shape's keys are distinct,
+    /// so are this walk's (they differ from them in the JobID field alone). Cost O(keys of
+    /// the first step).
+    pub fn start(shape: Arc<Shape>, job: u32, shift: u64, locals: Vec<(usize, Vec<u8>)>) -> Self {
+        debug_assert!(job < 1 << JOB_BITS, "JobID {job} does not fit its field");
+        debug_assert!(locals
+            .iter()
+            .all(|(i, _)| shape.seq.get(*i).is_some_and(|d| d.swap_local_data)));
+        #[cfg(debug_assertions)]
+        {
+            // The walk is the sequence with its JobID and addresses changed: checked whole, it
+            // passes and awaits the keys the walk derives from the shape's.
+            let seq = shape
+                .seq
+                .iter()
+                .map(|d| {
+                    let mut d = d.clone();
+                    d.job = job;
+                    if let Payload::Address { addr, .. } = &mut d.payload {
+                        *addr += shift;
+                    }
+                    d
+                })
+                .collect();
+            let again = Shape::new(shape.node, seq).expect("a walk of a checked shape is a valid sequence");
+            debug_assert!(again.keys.iter().zip(&shape.keys).all(|(a, b)| *a == b.with_job(job)));
+        }
+        let mut w = Walker {
+            shape,
+            job,
+            shift,
+            locals,
             pc: 0,
-            got,
+            cur: Vec::new(),
+            got: Vec::new(),
             pkts: Vec::new(),
             work: Vec::new(),
             fired: 0,
             reduced: [0; 4],
-        })
+        };
+        w.load_step();
+        w
+    }
+
+    /// Take the current step's keys (with this walk's JobID) and clear its packets.
+    fn load_step(&mut self) {
+        let job = self.job;
+        self.cur.clear();
+        self.cur
+            .extend(self.shape.step_keys(self.pc).iter().map(|k| k.with_job(job)));
+        self.got.clear();
+        self.got.resize(self.cur.len(), None);
+    }
+
+    /// The checked sequence this walk follows.
+    pub fn shape(&self) -> &Arc<Shape> {
+        &self.shape
+    }
+
+    /// This walk's JobID.
+    pub fn job(&self) -> u32 {
+        self.job
     }
 
     /// Steps fired and bytes reduced so far.
@@ -422,7 +605,7 @@ impl Walker {
 
     /// The sequence is finished (CT fired).
     pub fn is_done(&self) -> bool {
-        self.pc == self.seq.len()
+        self.pc == self.shape.seq.len()
     }
 
     /// Index of the current descriptor.
@@ -432,7 +615,7 @@ impl Walker {
 
     /// Keys the current step waits for, in combine order (empty when done).
     pub fn expected(&self) -> &[PacketKey] {
-        self.keys.get(self.pc).map_or(&[], Vec::as_slice)
+        &self.cur
     }
 
     /// Keys of the current step not delivered yet.
@@ -449,7 +632,7 @@ impl Walker {
     /// allocation-free [`Walker::missing`] for the units' pump loop.
     pub fn missing_key(&self, i: usize) -> Option<PacketKey> {
         match self.got.get(i) {
-            Some(None) => self.expected().get(i).copied(),
+            Some(None) => self.cur.get(i).copied(),
             _ => None,
         }
     }
@@ -457,12 +640,20 @@ impl Walker {
     /// Keys the walk still needs: those of the current step not delivered yet and every key
     /// of the later steps (what a cancelled sequence leaves behind in a buffer).
     pub fn remaining_keys(&self) -> impl Iterator<Item = PacketKey> + '_ {
+        let job = self.job;
         let here = self
-            .keys
-            .get(self.pc)
-            .into_iter()
-            .flat_map(move |ks| ks.iter().zip(&self.got).filter(|(_, g)| g.is_none()).map(|(k, _)| *k));
-        let later = self.keys.iter().skip(self.pc + 1).flatten().copied();
+            .cur
+            .iter()
+            .zip(&self.got)
+            .filter(|(_, g)| g.is_none())
+            .map(|(k, _)| *k);
+        let from = self
+            .shape
+            .starts
+            .get(self.pc + 1)
+            .copied()
+            .unwrap_or(self.shape.keys.len());
+        let later = self.shape.keys[from..].iter().map(move |k| k.with_job(job));
         here.chain(later)
     }
 
@@ -471,7 +662,8 @@ impl Walker {
         if self.is_done() {
             return Err(WalkError::Finished);
         }
-        let i = self.keys[self.pc]
+        let i = self
+            .cur
             .iter()
             .position(|k| *k == p.key)
             .ok_or(WalkError::Unexpected(p.key))?;
@@ -496,19 +688,32 @@ impl Walker {
         fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>,
         out: &mut Vec<TrigAction>,
     ) -> Result<(), WalkError> {
-        // The step's packets move into the walker's scratch vector; `got` keeps its
-        // allocation from step to step (it is empty after the drain, so `resize` fills it
-        // with `None`).
+        self.advance_pooled(fetch, out, &mut BufPool::default())
+    }
+
+    /// [`Walker::advance_into`] taking the data buffers of sent packets from `pool` and giving
+    /// it those of the packets consumed.
+    pub fn advance_pooled(
+        &mut self,
+        fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>,
+        out: &mut Vec<TrigAction>,
+        pool: &mut BufPool,
+    ) -> Result<(), WalkError> {
+        // The step's packets move into the walker's scratch vector; `got` and `cur` keep
+        // their allocations from step to step.
         let mut pkts = std::mem::take(&mut self.pkts);
         while !self.is_done() && self.got.iter().all(Option::is_some) {
             pkts.clear();
             pkts.extend(self.got.drain(..).map(|p| p.expect("all in")));
-            if let Err(e) = self.fire(&mut pkts, fetch, out) {
+            if let Err(e) = self.fire(&mut pkts, fetch, out, pool) {
                 self.pkts = pkts;
                 return Err(e);
             }
+            for p in pkts.drain(..) {
+                pool.give(p.data);
+            }
             self.pc += 1;
-            self.got.resize(self.keys.get(self.pc).map_or(0, Vec::len), None);
+            self.load_step();
         }
         pkts.clear();
         self.pkts = pkts;
@@ -522,8 +727,10 @@ impl Walker {
         pkts: &mut [TrigPacket],
         fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>,
         out: &mut Vec<TrigAction>,
+        pool: &mut BufPool,
     ) -> Result<(), WalkError> {
-        let d = &self.seq[self.pc];
+        let shape = Arc::clone(&self.shape);
+        let d = &shape.seq[self.pc];
         self.fired += 1;
         if d.reduce_flag {
             let first_is_start = d.recv_part.is_none() && !d.swap_local_data && self.work.is_empty();
@@ -535,14 +742,23 @@ impl Walker {
             };
             self.reduced[type_index(d.dtype)] += bytes - skip;
         }
+        // Local data given to the walk replace the descriptor's payload as its operands (so
+        // the step names no payload address, as a descriptor whose data were read into it).
+        let mut given = false;
         if d.swap_local_data {
-            // A descriptor fires once: its operands move into the intermediate buffer.
-            self.work = match &mut self.seq[self.pc].payload {
-                Payload::Operands(v) => std::mem::take(v),
-                Payload::Address { addr, len } => fetch(*addr, *len),
+            // They move into the intermediate buffer (a descriptor fires once); otherwise the
+            // payload's operands, or the bytes at its address.
+            self.work = match self.locals.iter().position(|(i, _)| *i == self.pc) {
+                Some(i) => {
+                    given = true;
+                    self.locals.swap_remove(i).1
+                }
+                None => match &d.payload {
+                    Payload::Operands(v) => v.clone(),
+                    Payload::Address { addr, len } => fetch(addr + self.shift, *len),
+                },
             };
         }
-        let d = &self.seq[self.pc];
         let index = self.pc;
         let part = |part: Option<(u64, u64)>, have: usize| -> Result<Option<std::ops::Range<usize>>, WalkError> {
             match part {
@@ -598,13 +814,13 @@ impl Walker {
             }
         }
         let payload_addr = match d.payload {
-            Payload::Address { addr, .. } => Some(addr),
-            Payload::Operands(_) => None,
+            Payload::Address { addr, .. } if !given => Some(addr + self.shift),
+            _ => None,
         };
         if let Some(dest) = d.dest_id {
             let vp = if d.swap_local_vp { pkts[0].key.vp() } else { d.source_vp };
             let addr = if d.swap_remote_addr { pkts[0].addr } else { payload_addr };
-            let key = PacketKey::new(d.job, self.node, vp, d.send_seq).expect("fields validated at construction");
+            let key = PacketKey::new(self.job, shape.node, vp, d.send_seq).expect("fields validated at construction");
             out.push(TrigAction::Send(TrigPacket {
                 key,
                 dest,
@@ -613,15 +829,20 @@ impl Walker {
                 end: d.coll_end_flag,
                 addr,
                 data: match part(d.send_part, self.work.len())? {
-                    None => self.work.clone(),
-                    Some(r) => self.work[r].to_vec(),
+                    None => pool.copy_of(&self.work),
+                    Some(r) => pool.copy_of(&self.work[r]),
                 },
             }));
         }
         if d.coll_end_flag {
             out.push(TrigAction::Complete {
-                job: d.job,
-                data: self.work.clone(),
+                job: self.job,
+                // After CT nothing reads the intermediate buffer: its data move.
+                data: if d.ct {
+                    std::mem::take(&mut self.work)
+                } else {
+                    self.work.clone()
+                },
                 addr: payload_addr,
             });
         }
@@ -954,6 +1175,75 @@ mod tests {
         );
         assert!(w.is_done());
         assert_eq!(w.deliver(pkt(key)), Err(WalkError::Finished));
+    }
+
+    #[test]
+    fn a_walk_of_a_shape_is_the_sequence_with_its_job_and_addresses_moved() {
+        // Node 1 of a two-node exchange: load 2 elements from an address, wait for node 0's
+        // packet, reduce, send back and complete at another address.
+        let seq = |job: u32, shift: u64| {
+            let mut d0 = desc().wait(4, &[src(0)]).send(0, vp(0), 5);
+            (d0.ch, d0.swap_local_data, d0.reduce_flag, d0.job) = (true, true, true, job);
+            d0.source_vp = vp(1);
+            d0.payload = Payload::Address {
+                addr: 0x100 + shift,
+                len: 16,
+            };
+            let mut d1 = desc();
+            (d1.ct, d1.coll_end_flag, d1.job) = (true, true, job);
+            d1.payload = Payload::Address {
+                addr: 0x800 + shift,
+                len: 16,
+            };
+            vec![d0, d1]
+        };
+        let shape = Arc::new(Shape::new(1, seq(JOB, 0)).unwrap());
+        assert_eq!((shape.job(), shape.senders()), (JOB, 1));
+        let run = |mut w: Walker| {
+            let key = w.expected()[0];
+            let mut fetched = vec![];
+            let mut fetch = |a: u64, l: u64| {
+                fetched.push((a, l));
+                f64_bytes(&[1.5, 2.5])
+            };
+            w.advance(&mut fetch).unwrap();
+            let rest: Vec<PacketKey> = w.remaining_keys().collect();
+            w.deliver(TrigPacket {
+                key,
+                dest: 1,
+                dest_vp: vp(1),
+                cp: true,
+                end: false,
+                addr: None,
+                data: f64_bytes(&[0.25, 0.5]),
+            })
+            .unwrap();
+            let acts = w.advance(&mut fetch).unwrap();
+            assert!(w.is_done());
+            (key, rest, fetched, acts)
+        };
+        for (job, shift) in [(JOB, 0), (200, 0x40), (0, 0x1000)] {
+            let want = run(Walker::new(1, seq(job, shift)).unwrap());
+            let got = run(Walker::start(shape.clone(), job, shift, vec![]));
+            assert_eq!(got, want, "job {job}, shift {shift}");
+            assert_eq!(got.0, PacketKey::new(job, 0, vp(0), 4).unwrap());
+            assert_eq!(got.1, vec![got.0]);
+            assert_eq!(got.2, vec![(0x100 + shift, 16)]);
+            // Local data given to the walk replace the read and the payload: the packet sent
+            // by their step carries no payload address.
+            let given = run(Walker::start(
+                shape.clone(),
+                job,
+                shift,
+                vec![(0, f64_bytes(&[1.5, 2.5]))],
+            ));
+            assert_eq!((&given.0, &given.3[1]), (&want.0, &want.3[1]));
+            let (TrigAction::Send(a), TrigAction::Send(b)) = (&given.3[0], &want.3[0]) else {
+                panic!("a send first")
+            };
+            assert_eq!((&a.data, a.addr, b.addr), (&b.data, None, Some(0x100 + shift)));
+            assert!(given.2.is_empty());
+        }
     }
 
     #[test]

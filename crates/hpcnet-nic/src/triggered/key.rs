@@ -80,6 +80,15 @@ impl PacketKey {
         Ok(PacketKey(raw))
     }
 
+    /// The same key with JobID `job` (which must fit its 8 bits): the keys of a pulse that
+    /// repeats a checked sequence differ from the sequence's in this field alone.
+    #[inline]
+    pub fn with_job(self, job: u32) -> PacketKey {
+        debug_assert!(job < 1 << JOB_BITS, "JobID {job} does not fit in {JOB_BITS} bits");
+        let mask = ((1u64 << JOB_BITS) - 1) << JOB_SHIFT;
+        PacketKey(self.0 & !mask | u64::from(job) << JOB_SHIFT)
+    }
+
     /// The packed 48-bit value.
     pub fn raw(self) -> u64 {
         self.0
@@ -129,6 +138,7 @@ mod tests {
         assert_eq!((k.job(), k.node(), k.vp(), k.seq()), (3, 70_000, 5, 17));
         assert_eq!(PacketKey::from_raw(k.raw()).unwrap(), k);
         assert_eq!(PacketKey::new(0, 0, 0, 0).unwrap().raw(), 0);
+        assert_eq!(k.with_job(200), PacketKey::new(200, 70_000, 5, 17).unwrap());
     }
 
     #[test]

@@ -7,8 +7,8 @@
 //! - [`hashbuf`]: the hash-table packet buffer (open addressing, 10 % collision reserve,
 //!   validity bitmap, parked reads, occupancy and collision statistics);
 //! - [`pulse`]: the pulsed credit controller that bounds the reduction data in flight;
-//! - [`desc`]: the collective descriptor with every field of the spec, sequence validation,
-//!   and the sequence walker — a pure state machine that names the packets a step waits for,
+//! - [`desc`]: the collective descriptor with every field of the spec, sequence validation
+//!   into a checked shape shared by the pulses that repeat it, and the sequence walker — a pure state machine that names the packets a step waits for,
 //!   fires the step (replace data / VP / address, or reduce in a fixed order) and says what to
 //!   send and when the collective completes;
 //! - [`unit`](mod@unit): the offload units of one NIC — sequences assigned to the least-loaded unit and
@@ -37,7 +37,7 @@
 //!    [`PulseController`] and up to 2048 VPs, each with a descriptor queue; a rank opens a VP
 //!    (`World::trig_open_vp`, the VP number is its 11-bit key field) and posts a whole
 //!    collective through one defaulted `NicBackend` call (`post_trig`; a backend without the
-//!    unit refuses it). Every sequence is checked with [`Walker::new`] at post time; errors
+//!    unit refuses it). Every sequence is checked once at post time ([`Shape::new`]; the pulses repeating it walk the checked shape, [`Walker::start`]); errors
 //!    are `PostError`s.
 //! 3. **Parser and scheduler**: `WorldEvent::Trig` carries the unit's events. After the
 //!    doorbell, the parser takes the head of the queue with the most descriptors (ties by VP),
@@ -76,7 +76,9 @@ pub mod pulse;
 pub mod timed;
 pub mod unit;
 
-pub use desc::{CollDescriptor, DescError, Payload, Source, TrigAction, TrigPacket, WalkError, Walker, Work};
+pub use desc::{
+    BufPool, CollDescriptor, DescError, Payload, Shape, Source, TrigAction, TrigPacket, WalkError, Walker, Work,
+};
 pub use hashbuf::{HashBuf, HashBufConfig, HashBufConfigError, HashBufError, HashBufStats, Inserted, Read};
 pub use ideal::{run_ideal, Completion, Endpoint, IdealError, IdealRun};
 pub use key::{KeyError, PacketKey};

@@ -5,15 +5,17 @@
 //! **Posting.** A rank opens a virtual port ([`World::trig_open_vp`]; the VP number, 0 … 2047
 //! per NIC, is the key's 11-bit VP field) and posts a collective as one [`TrigPost`]: its
 //! pulses, each a descriptor sequence (CH … CT) with the serial number that tells pulses
-//! apart. The post is checked at once ([`Walker::new`] on every sequence, CollEndFlag on the
+//! apart. The post is checked at once ([`Shape::new`] on every sequence, CollEndFlag on the
 //! last descriptor, DestIDs inside the machine, pulse sizes, slot sizes, host buffers): a bad
 //! post is a [`PostError`]. A sequence the units refuse (more senders than `streams`, …)
 //! completes with [`CqeStatus::TrigFailed`]. The pulses of a post come as runs
 //! ([`TrigRun`]): a group of sequences repeated over successive elements, each repetition
-//! with the next serials and JobIDs and its addresses moved by the run's stride. A pulse's
-//! descriptors are generated from its run when its counter is granted, and the local data of
-//! descriptors that give it by address (RDMA descriptors) are read from host memory then (the
-//! DMA engine issues its memory requests while it holds the pulse credit; the read's time is
+//! with the next serials and JobIDs and its addresses moved by the run's stride. Each
+//! sequence of a run's group is checked once, into a [`Shape`]; a pulse is a walk of its
+//! group's shape with its own JobID, serial and address shift ([`Walker::start`]: no
+//! re-validation, no copy of the descriptors), generated from its run when its counter is
+//! granted, and the local data of descriptors that give it by address (RDMA descriptors) are
+//! read from host memory then (the DMA engine issues its memory requests while it holds the pulse credit; the read's time is
 //! charged before the pulse starts), so a post holds the memory of its pulses in flight, not
 //! of its whole vector. At post time every such address range is checked to be readable.
 //!
@@ -107,7 +109,7 @@
 //! reduced bytes at `rate_*` per step, and up to `pulse_counters − collectives + 1` pulses of
 //! one collective overlap, so a long vector's time grows linearly with its bytes.
 
-use super::desc::{CollDescriptor, Payload, TrigAction, TrigPacket, Walker};
+use super::desc::{CollDescriptor, Payload, Shape, TrigAction, TrigPacket, Walker};
 use super::hashbuf::HashBufConfig;
 use super::pulse::{Acquire, CounterId, PulseConfig, PulseController, PulseError};
 use super::unit::{OffloadUnits, UnitAction, UnitError, UnitsConfig};
@@ -121,6 +123,7 @@ use hpcnet_des::{Bytes, SimTime};
 use hpcnet_fabric::topology::NodeId;
 use hpcnet_fabric::{Network, Packet};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 
 /// VPs per NIC (the key's 11-bit VP field).
 pub const MAX_VPS: u32 = 1 << 11;
@@ -163,24 +166,6 @@ impl TrigRun {
     pub fn pulses(&self) -> u64 {
         self.times * self.group.len() as u64
     }
-
-    /// The `r`-th repetition of the group's pulse `j` (descriptors still naming their local
-    /// data by address).
-    fn pulse(&self, r: u64, j: usize) -> TrigPulse {
-        let mut p = self.group[j].clone();
-        if r > 0 {
-            let step = r * self.group.len() as u64;
-            p.serial += step;
-            let shift = r * self.stride;
-            for d in &mut p.descriptors {
-                d.job = ((u64::from(d.job) + step) % 256) as u32;
-                if let Payload::Address { addr, .. } = &mut d.payload {
-                    *addr += shift;
-                }
-            }
-        }
-        p
-    }
 }
 
 /// A collective posted on a VP: its pulses, in order, as runs of repeated groups.
@@ -192,9 +177,29 @@ pub struct TrigPost {
     pub wr_id: u64,
 }
 
+/// A run of a post as checked at post time: each pulse of its group is a checked sequence
+/// ([`Shape`]) with its serial and elements.
+struct CheckedRun {
+    group: Vec<(u64, u64, Arc<Shape>)>,
+    times: u64,
+    stride: u64,
+}
+
+/// A pulse generated from its run: the checked sequence it walks, its serial, elements,
+/// JobID and the shift of its address payloads; once its counter is granted, the local data
+/// read for it (descriptor index, bytes).
+struct PulseStart {
+    serial: u64,
+    elements: u64,
+    shape: Arc<Shape>,
+    job: u32,
+    shift: u64,
+    locals: Vec<(usize, Vec<u8>)>,
+}
+
 /// The pulses of a post not started yet: its runs and the position in the first.
 struct Pending {
-    runs: VecDeque<TrigRun>,
+    runs: VecDeque<CheckedRun>,
     rep: u64,
     at: usize,
 }
@@ -206,13 +211,25 @@ impl Pending {
 
     /// Elements of the next pulse.
     fn next_elements(&self) -> Option<u64> {
-        self.runs.front().map(|r| r.group[self.at].elements)
+        self.runs.front().map(|r| r.group[self.at].1)
     }
 
-    /// The next pulse, generated from its run.
-    fn pop(&mut self) -> Option<TrigPulse> {
+    /// The next pulse, generated from its run: the `r`-th repetition of the group's pulse
+    /// `j` has serial `serial_j + r · group.len()`, JobID `(job_j + r · group.len()) mod 256`
+    /// and its address payloads moved by `r · stride` bytes. O(1): it shares the checked
+    /// sequence.
+    fn pop(&mut self) -> Option<PulseStart> {
         let run = self.runs.front()?;
-        let p = run.pulse(self.rep, self.at);
+        let (serial, elements, shape) = &run.group[self.at];
+        let step = self.rep * run.group.len() as u64;
+        let p = PulseStart {
+            serial: serial + step,
+            elements: *elements,
+            shape: Arc::clone(shape),
+            job: ((u64::from(shape.job()) + step) % 256) as u32,
+            shift: self.rep * run.stride,
+            locals: Vec::new(),
+        };
         self.at += 1;
         if self.at == run.group.len() {
             self.at = 0;
@@ -271,7 +288,7 @@ struct Live {
 struct Held {
     pkt: TrigPacket,
     serial: u64,
-    credits: Vec<(NodeId, u8, (u8, u16, u16))>,
+    credits: Vec<Credit>,
 }
 
 struct TrigNic {
@@ -349,7 +366,7 @@ struct PostState {
     descriptors: u64,
     queued: u64,
     pending: Pending,
-    fetched: VecDeque<(TrigPulse, CounterId)>,
+    fetched: VecDeque<(PulseStart, CounterId)>,
     /// Counters held.
     held: u32,
     /// Pulses not yet written.
@@ -393,7 +410,7 @@ struct Wire {
     node: NodeId,
     frags: u32,
     seen: u32,
-    credits: Vec<(NodeId, u8, (u8, u16, u16))>,
+    credits: Vec<Credit>,
     /// An abort of the collective whose pulse `serial` the destination VP runs.
     abort: bool,
 }
@@ -424,7 +441,17 @@ pub(crate) struct TrigUnit {
     batches: Vec<Option<Batch>>,
     free_batches: Vec<u32>,
     stats: [u64; STATS.len()],
+    /// Emptied vectors of receive-buffer credits and of fired actions, reused (a packet's
+    /// credits and a batch's actions would otherwise cost an allocation each).
+    credit_pool: Vec<Vec<Credit>>,
+    act_pool: Vec<Vec<(UnitAction, u64)>>,
 }
+
+/// A fragment's receive-buffer credits: its node, rail and buffer credits.
+type Credit = (NodeId, u8, (u8, u16, u16));
+
+/// Most emptied vectors each pool of [`TrigUnit`] keeps.
+const VEC_POOL: usize = 1024;
 
 #[derive(Copy, Clone)]
 enum S {
@@ -856,11 +883,13 @@ impl World {
         // and in their addresses, whose local data must be readable.
         let mut i = 0u64;
         let mut queued = 0u64;
+        let mut checked: VecDeque<CheckedRun> = VecDeque::with_capacity(runs.len());
         for run in &runs {
+            let mut group = Vec::with_capacity(run.group.len());
             for (j, p) in run.group.iter().enumerate() {
                 let first = i + j as u64;
                 let bad = |reason: String| PostError::BadCollective(format!("post_trig: pulse {first}: {reason}"));
-                Walker::new(node.0, p.descriptors.clone()).map_err(|e| bad(e.to_string()))?;
+                let shape = Shape::new(node.0, p.descriptors.clone()).map_err(|e| bad(e.to_string()))?;
                 let last = p.descriptors.len() - 1;
                 if let Some(j) = p
                     .descriptors
@@ -910,7 +939,13 @@ impl World {
                     }
                 }
                 queued += run.times * p.descriptors.len() as u64;
+                group.push((p.serial, p.elements, Arc::new(shape)));
             }
+            checked.push_back(CheckedRun {
+                group,
+                times: run.times,
+                stride: run.stride,
+            });
             i += run.pulses();
         }
         let first = runs
@@ -950,7 +985,11 @@ impl World {
             wr_id: post.wr_id,
             descriptors,
             queued,
-            pending: Pending { runs, rep: 0, at: 0 },
+            pending: Pending {
+                runs: checked,
+                rep: 0,
+                at: 0,
+            },
             fetched: VecDeque::new(),
             held: 0,
             left,
@@ -1213,31 +1252,32 @@ impl World {
     }
 
     /// A granted pulse reads its local data, then starts.
-    fn t_fetch_pulse(&mut self, node: NodeId, post: u32, mut pulse: TrigPulse, counter: CounterId) {
+    fn t_fetch_pulse(&mut self, node: NodeId, post: u32, mut pulse: PulseStart, counter: CounterId) {
         // The DMA read of the pulse's local data (RDMA descriptors), now that it holds credit.
         let rank = self.tpost(post).rank;
-        for d in &mut pulse.descriptors {
-            if let (true, Payload::Address { addr, len }) = (d.swap_local_data, &d.payload) {
-                match self.mem[rank.index()].read(*addr, *len) {
-                    Ok(v) => d.payload = Payload::Operands(v.to_vec()),
-                    Err(e) => {
-                        let a = *addr;
-                        self.t_release(node, post, counter, pulse.elements);
-                        self.t_fail_post(post, CqeStatus::TrigFailed(format!("local data at {a:#x}: {e}")));
-                        return;
+        let mut bytes = 0u64;
+        for (i, d) in pulse.shape.descriptors().iter().enumerate() {
+            if !d.swap_local_data {
+                continue;
+            }
+            match &d.payload {
+                Payload::Operands(v) => bytes += v.len() as u64,
+                Payload::Address { addr, len } => {
+                    let a = addr + pulse.shift;
+                    match self.mem[rank.index()].read(a, *len) {
+                        Ok(v) => {
+                            bytes += v.len() as u64;
+                            pulse.locals.push((i, v.to_vec()));
+                        }
+                        Err(e) => {
+                            self.t_release(node, post, counter, pulse.elements);
+                            self.t_fail_post(post, CqeStatus::TrigFailed(format!("local data at {a:#x}: {e}")));
+                            return;
+                        }
                     }
                 }
             }
         }
-        let bytes: u64 = pulse
-            .descriptors
-            .iter()
-            .filter(|d| d.swap_local_data)
-            .map(|d| match &d.payload {
-                Payload::Operands(v) => v.len() as u64,
-                Payload::Address { len, .. } => *len,
-            })
-            .sum();
         let now = self.q.now();
         let (lat, rate) = (self.timing.read_latency, self.timing.read_rate);
         let n = self.tnic(node);
@@ -1263,7 +1303,7 @@ impl World {
             self.t_release(node, post, counter, pulse.elements);
             return;
         }
-        let job = pulse.descriptors[0].job;
+        let job = pulse.job;
         if self.tnic(node).live.contains_key(&(job, vp)) {
             self.t_release(node, post, counter, pulse.elements);
             self.t_fail_post(
@@ -1285,10 +1325,8 @@ impl World {
                 elements: pulse.elements,
             },
         );
-        let r = self
-            .tnic(node)
-            .units
-            .post(vp, pulse.descriptors, &mut |_, _| Vec::new());
+        let walker = Walker::start(pulse.shape, job, pulse.shift, pulse.locals);
+        let r = self.tnic(node).units.post_walker(vp, walker, &mut |_, _| Vec::new());
         self.t_occupancy(node);
         match r {
             Ok((acts, _)) => self.t_fired(node, acts),
@@ -1359,13 +1397,12 @@ impl World {
         let first = acts[0].unit;
         if acts.iter().all(|a| a.unit == first) {
             let at = done(first);
-            let acts: Vec<(UnitAction, u64)> = acts
-                .into_iter()
-                .map(|a| {
-                    let s = serial(&a);
-                    (a, s)
-                })
-                .collect();
+            let mut batch = self.trig.act_pool.pop().unwrap_or_default();
+            batch.extend(acts.into_iter().map(|a| {
+                let s = serial(&a);
+                (a, s)
+            }));
+            let acts = batch;
             let batch = self.t_alloc_batch(Batch::Fire { node, acts });
             self.q.schedule_by(by, at, WorldEvent::Trig(TrigEvent::Fire { batch }));
             return;
@@ -1399,11 +1436,11 @@ impl World {
     }
 
     fn t_fire(&mut self, batch: u32) {
-        let Batch::Fire { node, acts } = self.t_take_batch(batch) else {
+        let Batch::Fire { node, mut acts } = self.t_take_batch(batch) else {
             unreachable!("a fire event names a fire batch")
         };
         let now = self.q.now();
-        for (a, serial) in acts {
+        for (a, serial) in acts.drain(..) {
             match a.action {
                 TrigAction::Send(p) => self.send_trig(node, p, serial),
                 TrigAction::Complete { job, data, addr } => {
@@ -1428,6 +1465,9 @@ impl World {
                 }
             }
         }
+        if self.trig.act_pool.len() < VEC_POOL {
+            self.trig.act_pool.push(acts);
+        }
     }
 
     fn send_trig(&mut self, node: NodeId, p: TrigPacket, serial: u64) {
@@ -1443,7 +1483,7 @@ impl World {
             node: dest,
             frags: frags as u32,
             seen: 0,
-            credits: Vec::new(),
+            credits: self.trig.credit_pool.pop().unwrap_or_default(),
             abort: false,
         };
         let id = if let Some(i) = self.trig.free_wires.pop() {
@@ -1494,14 +1534,17 @@ impl World {
         }
     }
 
-    fn t_release_credits(&mut self, credits: Vec<(NodeId, u8, (u8, u16, u16))>) {
-        for (node, rail, c) in credits {
+    fn t_release_credits(&mut self, mut credits: Vec<Credit>) {
+        for (node, rail, c) in credits.drain(..) {
             self.net.release_ejection(&mut self.q, node, rail, c);
+        }
+        if credits.capacity() > 0 && self.trig.credit_pool.len() < VEC_POOL {
+            self.trig.credit_pool.push(credits);
         }
     }
 
     /// A whole collective packet enters the NIC `node`.
-    fn t_arrive(&mut self, node: NodeId, p: TrigPacket, serial: u64, credits: Vec<(NodeId, u8, (u8, u16, u16))>) {
+    fn t_arrive(&mut self, node: NodeId, p: TrigPacket, serial: u64, credits: Vec<Credit>) {
         let Some(n) = self.trig.nics.get_mut(&node.0) else {
             self.trig.stats[S::Errors as usize] += 1;
             self.t_release_credits(credits);
@@ -1532,14 +1575,7 @@ impl World {
     }
 
     /// Offer a packet of a live sequence to the units; `true` when it was taken.
-    fn t_arrive_live(
-        &mut self,
-        node: NodeId,
-        post: u32,
-        p: TrigPacket,
-        serial: u64,
-        credits: Vec<(NodeId, u8, (u8, u16, u16))>,
-    ) -> bool {
+    fn t_arrive_live(&mut self, node: NodeId, post: u32, p: TrigPacket, serial: u64, credits: Vec<Credit>) -> bool {
         let n = self.tnic(node);
         n.arrived += 1;
         n.arrived_bytes += p.data.len() as u64;

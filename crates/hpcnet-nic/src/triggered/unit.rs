@@ -27,10 +27,10 @@
 //! Cost: O(log s) to route a packet among s sequences of the NIC, O(probe length) in the
 //! buffer, O(sequences of the unit) per pump.
 
-use super::desc::{CollDescriptor, DescError, TrigAction, TrigPacket, WalkError, Walker, Work};
+use super::desc::{BufPool, CollDescriptor, DescError, TrigAction, TrigPacket, WalkError, Walker, Work};
 use super::hashbuf::{HashBuf, HashBufConfig, HashBufConfigError, HashBufError, HashBufStats, Inserted, Read};
 use super::key::PacketKey;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// Limits of a NIC's offload units.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -97,7 +97,10 @@ pub struct UnitAction {
 
 struct SeqState {
     walker: Walker,
-    issued: BTreeSet<PacketKey>,
+    /// Keys of the current step (`issued_step`) read from the buffer already, by position
+    /// (a step waits for at most 31 packets: CPCount has 5 bits).
+    issued: u32,
+    issued_step: usize,
 }
 
 struct Unit {
@@ -123,6 +126,8 @@ pub struct OffloadUnits {
     charged: Vec<Work>,
     /// Actions of one walker call (kept to avoid an allocation per call).
     scratch: Vec<TrigAction>,
+    /// Data buffers of the packets the units' walks consumed, reused for those they send.
+    pool: BufPool,
 }
 
 impl OffloadUnits {
@@ -149,6 +154,7 @@ impl OffloadUnits {
             posted: 0,
             charged: vec![Work::default(); cfg.units as usize],
             scratch: Vec::new(),
+            pool: BufPool::default(),
         })
     }
 
@@ -229,11 +235,20 @@ impl OffloadUnits {
         seq: Vec<CollDescriptor>,
         fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>,
     ) -> Result<(Vec<UnitAction>, Vec<TrigPacket>), UnitError> {
-        let job = seq.first().map_or(0, |d| d.job);
-        let mut senders: Vec<_> = seq.iter().flat_map(|d| d.wait_from.iter().copied()).collect();
-        senders.sort_unstable();
-        senders.dedup();
         let walker = Walker::new(self.node, seq).map_err(|source| UnitError::Sequence { vp, source })?;
+        self.post_walker(vp, walker, fetch)
+    }
+
+    /// [`OffloadUnits::post`] of a walk of a sequence checked already (a pulse started from
+    /// a checked [`Shape`](super::desc::Shape)).
+    pub fn post_walker(
+        &mut self,
+        vp: u32,
+        walker: Walker,
+        fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>,
+    ) -> Result<(Vec<UnitAction>, Vec<TrigPacket>), UnitError> {
+        let job = walker.job();
+        let senders = walker.shape().senders();
         if self.route.contains_key(&(job, vp)) {
             return Err(UnitError::JobBusy { job, vp });
         }
@@ -243,11 +258,11 @@ impl OffloadUnits {
                 max: self.cfg.max_collectives,
             });
         }
-        if senders.len() > self.cfg.streams as usize {
+        if senders > self.cfg.streams as usize {
             return Err(UnitError::TooManyStreams {
                 job,
                 vp,
-                senders: senders.len(),
+                senders,
                 streams: self.cfg.streams,
             });
         }
@@ -259,7 +274,8 @@ impl OffloadUnits {
             (job, vp),
             SeqState {
                 walker,
-                issued: BTreeSet::new(),
+                issued: 0,
+                issued_step: 0,
             },
         );
         self.posted += 1;
@@ -361,9 +377,14 @@ impl OffloadUnits {
         let acts = &mut self.scratch;
         let walk = |source| UnitError::Walk { unit, job, vp, source };
         loop {
+            if s.issued_step != s.walker.step() {
+                (s.issued, s.issued_step) = (0, s.walker.step());
+            }
             for i in 0..s.walker.expected().len() {
                 let Some(k) = s.walker.missing_key(i) else { continue };
-                if s.issued.insert(k) {
+                let bit = 1u32 << i;
+                if s.issued & bit == 0 {
+                    s.issued |= bit;
                     let r = u.buf.read(k, at).map_err(|source| UnitError::Buf { unit, source })?;
                     if let Read::Taken(p) = r {
                         s.walker.deliver(p).map_err(walk)?;
@@ -373,7 +394,7 @@ impl OffloadUnits {
             let before = s.walker.step();
             let done_before = s.walker.work();
             acts.clear();
-            s.walker.advance_into(fetch, acts).map_err(walk)?;
+            s.walker.advance_pooled(fetch, acts, &mut self.pool).map_err(walk)?;
             let w = s.walker.work().since(&done_before);
             u.work.steps += w.steps;
             for (a, b) in u.work.reduced.iter_mut().zip(w.reduced) {
