@@ -935,7 +935,7 @@ impl Network {
     /// access); ids come only from the input queues and pending events, which hold live packets.
     #[inline]
     fn pkt(&self, id: PacketId) -> &Packet {
-        &self.packets[id as usize]
+        ix(&self.packets, id)
     }
 
     /// Queue `pkt` for injection at `node` on `rail` now. The packet counts as injected when its
@@ -1100,17 +1100,17 @@ impl Network {
                 if self.fault_cut && self.lost_on_cable(q, pkt, Some((router, port))) {
                     return;
                 }
-                let p = &mut self.packets[pkt as usize];
+                let p = ix_mut(&mut self.packets, pkt);
                 p.hops += 1;
                 let vc = p.vc;
-                let qi = self.qi(self.port_base[router.index()] + port.0 as u32, vc);
+                let qi = self.qi(*ix(&self.port_base, router.0) + port.0 as u32, vc);
                 if self.inq.push_back(qi, pkt) == 1 {
                     let kick = self.new_head(q, qi, router);
                     self.run_arbitrations(q, kick, ep);
                 }
             }
             NetEvent::Arb { oport } => {
-                let o = &mut self.out[oport as usize];
+                let o = ix_mut(&mut self.out, oport);
                 if o.arb_at == now {
                     o.arb_at = SimTime::MAX;
                     self.run_arbitrations(q, Some(oport), ep);
@@ -1213,21 +1213,21 @@ impl Network {
         if qi >= self.node_q0 {
             return; // node source queue: no credits
         }
-        let up = self.upstream[(qi >> self.vc_shift) as usize];
+        let up = *ix(&self.upstream, qi >> self.vc_shift);
         if up == u32::MAX {
             return;
         }
-        let p = &self.packets[id as usize];
+        let p = ix(&self.packets, id);
         let (vc, shared) = (p.vc, p.shared_used);
         let private = p.credits - shared;
-        let o = &mut self.out[up as usize];
+        let o = ix_mut(&mut self.out, up);
         let t = at + o.latency;
         o.returning.push((t, vc, private, shared));
         o.ret_min = o.ret_min.min(t);
         if o.starved {
             // The credits are a message from this router to the upstream port, one link
             // latency away.
-            let by = Origin(self.router_of[(qi >> self.vc_shift) as usize].0);
+            let by = Origin(ix(&self.router_of, qi >> self.vc_shift).0);
             self.wake_at(q, by, up, t);
         }
     }
@@ -1236,7 +1236,7 @@ impl Network {
     /// supersedes a later one, which is then ignored).
     #[inline]
     fn wake_at<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, by: Origin, oi: u32, t: SimTime) {
-        let o = &mut self.out[oi as usize];
+        let o = ix_mut(&mut self.out, oi);
         if t < o.arb_at {
             o.arb_at = t;
             q.schedule_by(by, t, NetEvent::Arb { oport: oi }.into());
@@ -1315,7 +1315,7 @@ impl Network {
         // empty): no scan, no policy.
         if o.req_head == o.req_tail {
             let qi = o.req_head;
-            return (Self::request_fits(o, &self.inq.q[qi as usize]) && self.input_ready(qi) <= now).then_some(qi);
+            return (Self::request_fits(o, ix(&self.inq.q, qi)) && self.input_ready(qi) <= now).then_some(qi);
         }
         if self.by_age {
             self.pick_by_age(o, now)
@@ -1333,7 +1333,7 @@ impl Network {
             return SimTime::ZERO;
         }
         let t = if self.in_speedup == 1 && !self.mcast_seen {
-            self.in_free[(qi >> self.vc_shift) as usize]
+            *ix(&self.in_free, qi >> self.vc_shift)
         } else {
             self.input_ready_slow(qi)
         };
@@ -1347,12 +1347,12 @@ impl Network {
     /// (multicast copies take none).
     #[inline(never)]
     fn column_ready(&self, qi: u32) -> SimTime {
-        let r = &self.inq.q[qi as usize];
+        let r = ix(&self.inq.q, qi);
         if self.mcast_seen && self.pkt(r.head).flags & F_MCAST != 0 {
             return SimTime::ZERO;
         }
         let gin = qi >> self.vc_shift;
-        let base = self.port_base[self.router_of[gin as usize].index()];
+        let base = self.port_base[ix(&self.router_of, gin).index()];
         let out = r.out_port.0 as u32;
         self.xbar
             .as_ref()
@@ -1361,7 +1361,7 @@ impl Network {
 
     #[inline(never)]
     fn input_ready_slow(&self, qi: u32) -> SimTime {
-        if self.mcast_seen && self.pkt(self.inq.q[qi as usize].head).flags & F_MCAST != 0 {
+        if self.mcast_seen && self.pkt(ix(&self.inq.q, qi).head).flags & F_MCAST != 0 {
             return SimTime::ZERO;
         }
         let s = self.in_speedup as usize;
@@ -1374,7 +1374,7 @@ impl Network {
     #[inline(always)]
     fn occupy_input(&mut self, qi: u32, id: PacketId, until: SimTime) {
         if self.in_speedup == 1 && !self.mcast_seen {
-            self.in_free[(qi >> self.vc_shift) as usize] = until;
+            *ix_mut(&mut self.in_free, qi >> self.vc_shift) = until;
             return;
         }
         self.occupy_input_slow(qi, id, until);
@@ -1400,7 +1400,7 @@ impl Network {
             return;
         }
         let gin = qi >> self.vc_shift;
-        let base = self.port_base[self.router_of[gin as usize].index()];
+        let base = self.port_base[ix(&self.router_of, gin).index()];
         if let Some(x) = self.xbar.as_mut() {
             x.occupy(gin, oi, oi - base, until);
         }
@@ -1411,12 +1411,12 @@ impl Network {
     #[cold]
     #[inline(never)]
     fn input_wait(&self, oi: u32, now: SimTime) -> (Option<(SimTime, u32)>, bool) {
-        let o = &self.out[oi as usize];
+        let o = ix(&self.out, oi);
         let mut cur = o.req_head;
         let mut best: Option<(SimTime, u32)> = None;
         let mut credit_blocked = false;
         while cur != NIL {
-            let r = &self.inq.q[cur as usize];
+            let r = ix(&self.inq.q, cur);
             if Self::request_fits(o, r) {
                 let t = self.input_ready(cur);
                 if t > now && best.is_none_or(|b| t < b.0) {
@@ -1454,7 +1454,7 @@ impl Network {
     /// S − 1 packets of the size it last sent are still ahead on the link.
     #[inline(always)]
     fn grant_gate(&self, oi: u32) -> SimTime {
-        let o = &self.out[oi as usize];
+        let o = ix(&self.out, oi);
         if self.ahead {
             // The start of the packet last granted: once it is on the link the next may be
             // granted, to follow it.
@@ -1482,7 +1482,7 @@ impl Network {
         let start = if o.rr_q == NIL { o.req_head } else { o.rr_q };
         let mut cur = start;
         loop {
-            let r = &recs[cur as usize];
+            let r = ix(recs, cur);
             let req = ArbRequest {
                 queue: cur,
                 fits: Self::request_fits(o, r) && self.input_ready(cur) <= now,
@@ -1513,7 +1513,7 @@ impl Network {
         ep: &mut S,
     ) -> Option<u32> {
         let now = q.now();
-        let o = &mut self.out[oi as usize];
+        let o = ix_mut(&mut self.out, oi);
         if o.down {
             self.sink(q, oi, ep);
             return None;
@@ -1526,9 +1526,9 @@ impl Network {
             }
         }
         // Absorb credits that have arrived by now.
-        let o = &mut self.out[oi as usize];
+        let o = ix_mut(&mut self.out, oi);
         o.absorb(now);
-        let o = &self.out[oi as usize];
+        let o = ix(&self.out, oi);
         let is_node = oi >= self.router_ports;
         // When the granted packet's transfer would start: now, or under `router.decide =
         // "ahead"` when the link frees (its input port must be free by then).
@@ -1560,7 +1560,7 @@ impl Network {
             if o.lk & LK_REPLAY != 0 && self.replay_stalls(q, oi, base + v, now) {
                 return None;
             }
-            self.out[oi as usize].rr = if v + 1 == n { 0 } else { v + 1 };
+            ix_mut(&mut self.out, oi).rr = if v + 1 == n { 0 } else { v + 1 };
             let id = self.inq.front(base + v).expect("chosen queue has a head");
             (base + v, self.pkt(id).vc)
         } else {
@@ -1576,7 +1576,7 @@ impl Network {
                     // port is busy until `input_ready` (what `wait_inputs_or_credits` would
                     // find, without its walk).
                     let qi = o.req_head;
-                    if Self::request_fits(o, &self.inq.q[qi as usize]) {
+                    if Self::request_fits(o, ix(&self.inq.q, qi)) {
                         if self.in_waiters.is_empty() {
                             let t = self.input_ready(qi);
                             self.wake_at(q, self.port_origin(oi), oi, t);
@@ -1605,21 +1605,21 @@ impl Network {
     /// robin resumes at the one after it. Returns the downstream VC it asked for.
     #[inline(always)]
     fn unlink_served(&mut self, oi: u32, qi: u32) -> u8 {
-        let o = &mut self.out[oi as usize];
+        let o = ix_mut(&mut self.out, oi);
         let recs = &mut self.inq.q;
         let (next, prev, vc) = {
-            let r = &recs[qi as usize];
+            let r = ix(recs, qi);
             (r.req_next, r.req_prev, r.vc)
         };
         if prev == NIL {
             o.req_head = next;
         } else {
-            recs[prev as usize].req_next = next;
+            ix_mut(recs, prev).req_next = next;
         }
         if next == NIL {
             o.req_tail = prev;
         } else {
-            recs[next as usize].req_prev = prev;
+            ix_mut(recs, next).req_prev = prev;
         }
         o.rr_q = next;
         vc
@@ -1756,14 +1756,14 @@ impl Network {
         } else {
             (self.inq.pop_front(qi).expect("head"), true)
         };
-        if !self.in_waiters.is_empty() && self.out[oi as usize].wait_on != NIL {
+        if !self.in_waiters.is_empty() && ix(&self.out, oi).wait_on != NIL {
             // The output sends now; it decides again when its link frees.
             self.stop_waiting(oi);
         }
-        let o = &mut self.out[oi as usize];
+        let o = ix_mut(&mut self.out, oi);
         o.starved = false;
         // Timing.
-        let p = &self.packets[id as usize];
+        let p = ix(&self.packets, id);
         let (size, tail_at, credits) = (p.size, p.tail_at, p.credits);
         let ser = if o.ser_memo.0 == size {
             o.ser_memo.1
@@ -1786,8 +1786,8 @@ impl Network {
                 self.occupy_column(qi, id, oi, start + ser);
             }
         }
-        let link_start = start.max(self.out[oi as usize].busy_until);
-        if self.ghosts != 0 && self.packets[id as usize].flags & F_GHOST != 0 {
+        let link_start = start.max(ix(&self.out, oi).busy_until);
+        if self.ghosts != 0 && ix(&self.packets, id).flags & F_GHOST != 0 {
             // A corrupted copy in a cut-through receiver (it holds no input credits).
             return self.ghost_granted(q, oi, qi, id, out_vc, link_start, ser);
         }
@@ -1796,14 +1796,14 @@ impl Network {
             self.release_input(q, qi, id, start + ser);
         }
         // The link layer: errors and retransmissions, the replay buffer, the fallback.
-        let mut o = &mut self.out[oi as usize];
+        let mut o = ix_mut(&mut self.out, oi);
         let bits = (size as u64) << 3;
         let sent = if o.lk == 0 && o.err_left >= bits {
             o.err_left -= bits;
             link_start
         } else {
             let sent = self.link_send(q, oi, id, out_vc, link_start, ser);
-            o = &mut self.out[oi as usize];
+            o = ix_mut(&mut self.out, oi);
             sent
         };
         // Take credits downstream.
@@ -1828,7 +1828,7 @@ impl Network {
         }
         let (lat, saf, to) = (o.latency, o.saf, o.to);
         self.last_progress = now;
-        let p = &mut self.packets[id as usize];
+        let p = ix_mut(&mut self.packets, id);
         p.vc = out_vc;
         p.credits = credits;
         p.shared_used = shared_used;
@@ -1859,7 +1859,7 @@ impl Network {
         // The input queue has a new head.
         let mut kick = None;
         if !is_node && !self.inq.is_empty(qi) {
-            let router = self.router_of[(qi >> self.vc_shift) as usize];
+            let router = *ix(&self.router_of, qi >> self.vc_shift);
             kick = self.new_head(q, qi, router);
             if let Some(k) = kick {
                 // The new head shares the input port the packet is still being read out of: with
@@ -1870,7 +1870,7 @@ impl Network {
                 // Under `router.decide = "ahead"` the output may grant it now if it would
                 // start no earlier than the read ends anyway (its link is busy until then).
                 let by = if self.ahead {
-                    now.max(self.out[k as usize].busy_until)
+                    now.max(ix(&self.out, k).busy_until)
                 } else {
                     now
                 };
@@ -1885,7 +1885,7 @@ impl Network {
             }
         }
         // More work for this port once the link is free.
-        let o = &self.out[oi as usize];
+        let o = ix(&self.out, oi);
         let more = if is_node {
             let base = self.node_queue(oi - self.router_ports);
             (0..self.vcs).any(|v| !self.inq.is_empty(base + v))
@@ -1917,7 +1917,7 @@ impl Network {
     /// pending event, at the end of its read.
     #[inline(never)]
     fn wait_for_input<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, oi: u32, g: u32) {
-        let on = self.out[oi as usize].wait_on;
+        let on = ix(&self.out, oi).wait_on;
         if on == g {
             return;
         }
@@ -1930,9 +1930,9 @@ impl Network {
         if tail == NIL {
             w.head = oi;
         } else {
-            self.out[tail as usize].wait_next = oi;
+            ix_mut(&mut self.out, tail).wait_next = oi;
         }
-        let o = &mut self.out[oi as usize];
+        let o = ix_mut(&mut self.out, oi);
         o.wait_on = g;
         o.wait_prev = tail;
         o.wait_next = NIL;
@@ -1942,12 +1942,12 @@ impl Network {
     /// Make sure router input port `g` has its event at the end of its read.
     #[inline]
     fn input_event<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, g: u32) {
-        let t = self.in_free[g as usize];
+        let t = *ix(&self.in_free, g);
         let w = &mut self.in_waiters[g as usize];
         if w.at != t {
             w.at = t;
             // The read's end is an event of the router owning the port.
-            let by = Origin(self.router_of[g as usize].0);
+            let by = Origin(ix(&self.router_of, g).0);
             q.schedule_by(by, t, NetEvent::InputFree { gport: g }.into());
         }
     }
@@ -1955,7 +1955,7 @@ impl Network {
     /// Take output `oi` out of the queue of the input port it waits for.
     fn stop_waiting(&mut self, oi: u32) {
         let (g, prev, next) = {
-            let o = &mut self.out[oi as usize];
+            let o = ix_mut(&mut self.out, oi);
             let r = (o.wait_on, o.wait_prev, o.wait_next);
             o.wait_on = NIL;
             o.wait_prev = NIL;
@@ -1966,12 +1966,12 @@ impl Network {
         if prev == NIL {
             w.head = next;
         } else {
-            self.out[prev as usize].wait_next = next;
+            ix_mut(&mut self.out, prev).wait_next = next;
         }
         if next == NIL {
             w.tail = prev;
         } else {
-            self.out[next as usize].wait_prev = prev;
+            ix_mut(&mut self.out, next).wait_prev = prev;
         }
     }
 
@@ -1991,7 +1991,7 @@ impl Network {
             if head == NIL {
                 return;
             }
-            if self.in_free[g as usize] > now {
+            if *ix(&self.in_free, g) > now {
                 self.input_event(q, g);
                 return;
             }
@@ -2002,7 +2002,7 @@ impl Network {
 
     /// Output `oi` has work but no credits: wait for the earliest returning credits.
     fn starve<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, oi: u32) {
-        let o = &mut self.out[oi as usize];
+        let o = ix_mut(&mut self.out, oi);
         o.starved = true;
         if let Some(t) = (o.ret_min != SimTime::MAX).then_some(o.ret_min) {
             self.wake_at(q, self.port_origin(oi), oi, t);
@@ -2010,7 +2010,7 @@ impl Network {
     }
 
     fn router_of_gport(&self, g: u32) -> RouterId {
-        self.router_of[g as usize]
+        *ix(&self.router_of, g)
     }
 
     /// Input VCs whose head packet is waiting, with what it waits for (deadlock reports).
@@ -2369,6 +2369,33 @@ struct Fifo {
 
 const NIL: u32 = u32::MAX;
 
+/// `v[i]` without the bounds check, for the hot path's dense tables, whose indices the network
+/// forms itself and whose lengths never shrink. What makes each index valid:
+/// - `out`: output port indices are `port_base[r] + p` for a port `p` of router `r`, or
+///   `router_ports + node × rails + rail` for a node rail; every `OutPort` is created in
+///   [`Network::new`] and none is ever removed. Events and `upstream` hold only such indices.
+/// - `packets` (and `Queues::next`, grown with it): packet ids come from [`Network::alloc`],
+///   below the slab's length, and the slab never shrinks (freed ids are reused).
+/// - `Queues::q`, `upstream`, `in_free`, `port_base`, `router_of`: queue and port indices are
+///   formed from router ports (`gport << vc_shift | vc`, `vc < vcs`) or node rails, all sized
+///   at construction (`in_free` is read only when the input speedup is in force).
+///
+/// Debug builds (and so every test) check the bound.
+#[inline(always)]
+fn ix<T>(v: &[T], i: u32) -> &T {
+    debug_assert!((i as usize) < v.len(), "index {i} of {}", v.len());
+    // SAFETY: `i < v.len()` by the invariants listed above (checked in debug builds).
+    unsafe { v.get_unchecked(i as usize) }
+}
+
+/// [`ix`], mutable.
+#[inline(always)]
+fn ix_mut<T>(v: &mut [T], i: u32) -> &mut T {
+    debug_assert!((i as usize) < v.len(), "index {i} of {}", v.len());
+    // SAFETY: as in [`ix`].
+    unsafe { v.get_unchecked_mut(i as usize) }
+}
+
 /// The outputs waiting for one router input port's read to end (`router.input_wait =
 /// "registered"`): a list threaded through the outputs, and the time of the port's pending
 /// event (MAX: none).
@@ -2412,15 +2439,15 @@ impl Queues {
     }
     #[inline]
     fn len(&self, q: u32) -> u32 {
-        self.q[q as usize].len
+        ix(&self.q, q).len
     }
     #[inline]
     fn is_empty(&self, q: u32) -> bool {
-        self.q[q as usize].len == 0
+        ix(&self.q, q).len == 0
     }
     #[inline]
     fn front(&self, q: u32) -> Option<PacketId> {
-        let h = self.q[q as usize].head;
+        let h = ix(&self.q, q).head;
         (h != NIL).then_some(h)
     }
     /// Make room for packet ids below `n` (called when the packet slab grows, so `push_back`
@@ -2433,12 +2460,12 @@ impl Queues {
     /// Append `id`; returns the new length.
     #[inline]
     fn push_back(&mut self, q: u32, id: PacketId) -> u32 {
-        self.next[id as usize] = NIL;
-        let f = &mut self.q[q as usize];
+        *ix_mut(&mut self.next, id) = NIL;
+        let f = ix_mut(&mut self.q, q);
         if f.tail == NIL {
             f.head = id;
         } else {
-            self.next[f.tail as usize] = id;
+            *ix_mut(&mut self.next, f.tail) = id;
         }
         f.tail = id;
         f.len += 1;
@@ -2446,12 +2473,12 @@ impl Queues {
     }
     #[inline]
     fn pop_front(&mut self, q: u32) -> Option<PacketId> {
-        let f = &mut self.q[q as usize];
+        let f = ix_mut(&mut self.q, q);
         let h = f.head;
         if h == NIL {
             return None;
         }
-        let n = self.next[h as usize];
+        let n = *ix(&self.next, h);
         f.head = n;
         if n == NIL {
             f.tail = NIL;

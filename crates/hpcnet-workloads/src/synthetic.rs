@@ -316,7 +316,9 @@ impl Endpoints for Collector {
         let from = at.saturating_sub(ser).max(self.warm);
         let to = at.min(self.meas_end);
         if to > from {
-            let inside = if ser.0 == 0 {
+            // A packet wholly inside the window (the common case) counts whole: the same value
+            // as the proportional share, without its 128-bit division.
+            let inside = if ser.0 == 0 || (to - from) == ser {
                 p.size as u64
             } else {
                 (p.size as u128 * (to - from).0 as u128 / ser.0 as u128) as u64
@@ -349,7 +351,7 @@ impl Endpoints for Collector {
             s.reg.record(s.net_latency, (at - p.injected).0);
             s.reg.push(s.hops, p.hops as u64);
             let h = p.hops as u64;
-            let zl = self.link_lat * (h + 1) + self.router_lat * h + self.rail_rate.serialization(Bytes(p.size as u64));
+            let zl = self.link_lat * (h + 1) + self.router_lat * h + ser;
             s.reg.push(s.zero_load, zl.0);
         }
     }
@@ -387,10 +389,39 @@ fn gap(tc: &TrafficConfig, slot_ps: f64, period_ps: f64, ln_idle: f64, rng: &mut
             let k = if tc.load >= 1.0 {
                 1.0
             } else {
-                ((1.0 - u).ln() / ln_idle).floor() + 1.0
+                floor_nonneg((1.0 - u).ln() / ln_idle) + 1.0
             };
-            SimTime((k * slot_ps).round().max(1.0) as u64)
+            SimTime(round_nonneg(k * slot_ps).max(1.0) as u64)
         }
+    }
+}
+
+/// Below this, an `f64` converts to `i64` and back exactly, and `x − trunc(x)` is exact.
+const EXACT_INT: f64 = (1u64 << 52) as f64;
+
+/// `x.floor()` for the gap's quotient, which is never negative: a truncating conversion in
+/// the usual range (the library call cost about 10 instructions per packet), `floor` outside it.
+/// Bit for bit equal to `x.floor()` for every `x`.
+#[inline(always)]
+fn floor_nonneg(x: f64) -> f64 {
+    if x > 0.0 && x < EXACT_INT {
+        (x as i64) as f64
+    } else {
+        x.floor()
+    }
+}
+
+/// `y.round()` (halves away from zero) for a non-negative time in ps: truncation plus the exact
+/// fractional part in the usual range, `round` outside it. Bit for bit equal to `y.round()`.
+#[inline(always)]
+fn round_nonneg(y: f64) -> f64 {
+    if y > 0.0 && y < EXACT_INT {
+        // Signed conversions: one instruction each way (the unsigned ones branch).
+        let t = y as i64;
+        let r = if y - t as f64 >= 0.5 { t + 1 } else { t };
+        r as f64
+    } else {
+        y.round()
     }
 }
 
@@ -407,6 +438,8 @@ impl Generator<'_> {
         if dst != node || tc.allow_self {
             let mut p = Packet::new(self.generated, node, dst, payload as u32, self.header, now);
             p.rail = match tc.rails {
+                // One rail: every choice is rail 0 (no call, no division per packet).
+                _ if rails == 1 => 0,
                 RailChoice::Fixed => 0,
                 RailChoice::RoundRobin => {
                     s.rr_rail = (s.rr_rail + 1) % rails;
@@ -1087,6 +1120,40 @@ mod tests {
 
     fn network(sc: &Scenario) -> Network {
         Network::new(sc.topology.clone(), sc.fabric.clone()).expect("network")
+    }
+
+    /// The gap's floor and round agree bit for bit with the library's on every value class:
+    /// halves, the largest double below a half, signed zero, the edge of the exact range,
+    /// huge values, infinity and NaN, and a million random quotients of the Bernoulli gap.
+    #[test]
+    fn gap_floor_and_round_match_the_library() {
+        let mut xs = vec![
+            0.0,
+            -0.0,
+            0.5,
+            1.5,
+            2.5,
+            0.49999999999999994,
+            1.0 - f64::EPSILON / 2.0,
+            4503599627370495.5,
+            EXACT_INT,
+            EXACT_INT + 1.0,
+            1e300,
+            f64::INFINITY,
+            f64::NAN,
+            -1.5,
+        ];
+        let mut rng = RngStreams::new(9).stream("gap-test", 0);
+        let ln_idle = (1.0f64 - 0.45).ln();
+        for _ in 0..1_000_000 {
+            let u: f64 = rng.gen();
+            xs.push((1.0 - u).ln() / ln_idle);
+            xs.push(rng.gen::<f64>() * 1e6);
+        }
+        for x in xs {
+            assert_eq!(floor_nonneg(x).to_bits(), x.floor().to_bits(), "floor of {x:e}");
+            assert_eq!(round_nonneg(x).to_bits(), x.round().to_bits(), "round of {x:e}");
+        }
     }
 
     /// [`traced_bound`] of the scenario's traffic on one rail with a hop budget.
