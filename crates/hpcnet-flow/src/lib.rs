@@ -99,6 +99,8 @@ enum Ev {
     /// A read request reaches its target.
     ReadRequest(Request),
     Timer(TimerId),
+    /// A short message's last byte has left: its node's engine is free again.
+    Release(usize),
 }
 
 /// A message waiting for an engine: (source, target, bytes, what follows, engine work).
@@ -192,6 +194,9 @@ pub struct FlowWorld {
     /// Epoch marks of the links and flows met by the current recomputation.
     link_mark: Vec<u64>,
     epoch: u64,
+    /// Short messages (an approximation, 0: none): a flow of at most this many bytes of
+    /// operation (packet header excluded) does not enter max-min sharing.
+    short: u64,
 }
 
 impl FlowWorld {
@@ -278,6 +283,7 @@ impl FlowWorld {
             depth: None,
             link_mark: Vec::new(),
             epoch: 0,
+            short: 0,
         }
     }
 
@@ -495,6 +501,24 @@ impl FlowWorld {
         self.scratch_heap = heap;
     }
 
+    /// The rate a short message gets on `links`: on every link what the flows in progress
+    /// leave of its capacity, but at least the share of one more flow (capacity / (flows +
+    /// 1)); the least over the route. O(links × flows per link).
+    fn residual_rate(&self, links: &[usize]) -> f64 {
+        let mut rate = f64::INFINITY;
+        for &l in links {
+            let cap = self.cap[l];
+            let on = self.on_link.get(l).map_or(&[][..], Vec::as_slice);
+            let used: f64 = on
+                .iter()
+                .map(|&s| self.flows[s as usize].as_ref().map_or(0.0, |f| f.rate))
+                .sum();
+            let r = (cap - used).max(cap / (on.len() + 1) as f64);
+            rate = rate.min(r);
+        }
+        rate
+    }
+
     /// When the next flow ends, if any (stale entries dropped).
     fn next_finish(&mut self) -> Option<(SimTime, u32)> {
         while let Some(&Reverse((t, id, v, slot))) = self.finish.peek() {
@@ -534,6 +558,10 @@ impl FlowWorld {
     fn handle(&mut self, ev: Ev) {
         match ev {
             Ev::Timer(t) => self.notices.push(Notice::Timer(t)),
+            Ev::Release(node) => {
+                self.busy[node] -= 1;
+                self.run_engines(node);
+            }
             Ev::Complete(cq, c) => self.push_cqe(cq, c),
             Ev::Enqueue {
                 src,
@@ -558,6 +586,17 @@ impl FlowWorld {
                 } else {
                     Some(node)
                 };
+                if self.short > 0 && size <= self.short.saturating_add(self.header) {
+                    // A short message: its bytes leave at the route's residual rate, and no
+                    // other flow's rate changes.
+                    let rate = self.residual_rate(&links);
+                    let end = self.now + SimTime::from_ps((size as f64 / rate * 1e12).ceil() as u64);
+                    if let Some(node) = engine {
+                        self.at(end, Ev::Release(node));
+                    }
+                    self.at(end + latency, Ev::Arrive(then));
+                    return;
+                }
                 let id = self.next_flow;
                 self.next_flow += 1;
                 let slot = match self.free_flows.pop() {
@@ -715,6 +754,17 @@ impl FlowWorld {
     /// independent of the number of flows in progress.
     pub fn set_local_sharing(&mut self, depth: Option<u32>) {
         self.depth = depth.map(|d| d.max(1));
+    }
+
+    /// Short messages (`limit` > 0, an approximation): a message of at most `limit` bytes
+    /// (operation length; the packet header is added on top) does not enter max-min sharing.
+    /// Its bytes leave at the residual rate of its route when it starts — on every link what
+    /// the flows in progress leave of the capacity, at least the share of one more flow
+    /// (capacity / (flows + 1)), the least over the route — and it changes no other flow's
+    /// rate. `0` (the default): every message is a shared flow. Cost of a short message:
+    /// O(links × flows per link) instead of two max-min recomputations.
+    pub fn set_short_messages(&mut self, limit: u64) {
+        self.short = limit;
     }
 
     /// Flows in progress.
