@@ -25,6 +25,11 @@
 //! [`PostError::Unsupported`]. Not modelled: DMA read tags, per-packet engine and receive costs, link-level flow
 //! control and congestion trees (max-min fairness assumes ideal sharing), per-link overrides.
 //!
+//! Approximations selectable per scenario (off by default): local sharing
+//! ([`FlowWorld::set_local_sharing`]) and small messages outside sharing
+//! ([`FlowWorld::set_short_messages`]: a message up to a size takes its route's residual rate and
+//! leaves the other flows' rates alone).
+//!
 //! Cost: O((L + F·h)·log L) per flow start or end (F flows of h links each in the changed flow's
 //! component, L links they use) plus O(log F) for the next finish, independent of message size — against O(bytes × hops) at packet level.
 
