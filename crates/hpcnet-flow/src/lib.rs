@@ -202,6 +202,8 @@ pub struct FlowWorld {
     /// Short messages (an approximation, 0: none): a flow of at most this many bytes of
     /// operation (packet header excluded) does not enter max-min sharing.
     short: u64,
+    /// Per link: when the short messages already started on it have crossed it.
+    short_free: Vec<SimTime>,
 }
 
 impl FlowWorld {
@@ -289,6 +291,7 @@ impl FlowWorld {
             link_mark: Vec::new(),
             epoch: 0,
             short: 0,
+            short_free: Vec::new(),
         }
     }
 
@@ -506,11 +509,16 @@ impl FlowWorld {
         self.scratch_heap = heap;
     }
 
-    /// The rate a short message gets on `links`: on every link what the flows in progress
-    /// leave of its capacity, but at least the share of one more flow (capacity / (flows +
-    /// 1)); the least over the route. O(links × flows per link).
-    fn residual_rate(&self, links: &[usize]) -> f64 {
-        let mut rate = f64::INFINITY;
+    /// When a short message of `size` bytes starting now has crossed `links`: every link
+    /// carries the short messages one after another (in start order) at its residual rate —
+    /// what the flows in progress leave of its capacity, but at least the share of one more
+    /// flow, capacity / (flows + 1) — and the message is over when its last reservation ends.
+    /// O(links × flows per link).
+    fn short_transfer(&mut self, links: &[usize], size: u64) -> SimTime {
+        if self.short_free.len() < self.cap.len() {
+            self.short_free.resize(self.cap.len(), SimTime::ZERO);
+        }
+        let mut end = self.now;
         for &l in links {
             let cap = self.cap[l];
             let on = self.on_link.get(l).map_or(&[][..], Vec::as_slice);
@@ -518,10 +526,12 @@ impl FlowWorld {
                 .iter()
                 .map(|&s| self.flows[s as usize].as_ref().map_or(0.0, |f| f.rate))
                 .sum();
-            let r = (cap - used).max(cap / (on.len() + 1) as f64);
-            rate = rate.min(r);
+            let rate = (cap - used).max(cap / (on.len() + 1) as f64);
+            let free = &mut self.short_free[l];
+            *free = (*free).max(self.now) + SimTime::from_ps((size as f64 / rate * 1e12).ceil() as u64);
+            end = end.max(*free);
         }
-        rate
+        end
     }
 
     /// When the next flow ends, if any (stale entries dropped).
@@ -592,10 +602,9 @@ impl FlowWorld {
                     Some(node)
                 };
                 if self.short > 0 && size <= self.short.saturating_add(self.header) {
-                    // A short message: its bytes leave at the route's residual rate, and no
-                    // other flow's rate changes.
-                    let rate = self.residual_rate(&links);
-                    let end = self.now + SimTime::from_ps((size as f64 / rate * 1e12).ceil() as u64);
+                    // A short message: its bytes cross the route at the links' residual
+                    // rates, after the short messages before it, and no flow's rate changes.
+                    let end = self.short_transfer(&links, size);
                     if let Some(node) = engine {
                         self.at(end, Ev::Release(node));
                     }
@@ -763,11 +772,12 @@ impl FlowWorld {
 
     /// Short messages (`limit` > 0, an approximation): a message of at most `limit` bytes
     /// (operation length; the packet header is added on top) does not enter max-min sharing.
-    /// Its bytes leave at the residual rate of its route when it starts — on every link what
-    /// the flows in progress leave of the capacity, at least the share of one more flow
-    /// (capacity / (flows + 1)), the least over the route — and it changes no other flow's
-    /// rate. `0` (the default): every message is a shared flow. Cost of a short message:
-    /// O(links × flows per link) instead of two max-min recomputations.
+    /// Every link of its route carries it after the short messages started on that link before
+    /// it, at the link's residual rate when it starts (what the flows in progress leave of the
+    /// capacity, at least the share of one more flow: capacity / (flows + 1)); it is over when
+    /// its last link is, and it changes no flow's rate. `0` (the default): every message is a
+    /// shared flow. Cost of a short message: O(links × flows per link) instead of two max-min
+    /// recomputations.
     pub fn set_short_messages(&mut self, limit: u64) {
         self.short = limit;
     }
