@@ -25,6 +25,11 @@
 //! [`PostError::Unsupported`]. Not modelled: DMA read tags, per-packet engine and receive costs, link-level flow
 //! control and congestion trees (max-min fairness assumes ideal sharing), per-link overrides.
 //!
+//! Approximations selectable per scenario (off by default): local sharing
+//! ([`FlowWorld::set_local_sharing`]) and small messages outside sharing
+//! ([`FlowWorld::set_short_messages`]: a message up to a size takes its route's residual rate and
+//! leaves the other flows' rates alone).
+//!
 //! Cost: O((L + F·h)·log L) per flow start or end (F flows of h links each in the changed flow's
 //! component, L links they use) plus O(log F) for the next finish, independent of message size — against O(bytes × hops) at packet level.
 
@@ -99,6 +104,8 @@ enum Ev {
     /// A read request reaches its target.
     ReadRequest(Request),
     Timer(TimerId),
+    /// A short message's last byte has left: its node's engine is free again.
+    Release(usize),
 }
 
 /// A message waiting for an engine: (source, target, bytes, what follows, engine work).
@@ -192,6 +199,11 @@ pub struct FlowWorld {
     /// Epoch marks of the links and flows met by the current recomputation.
     link_mark: Vec<u64>,
     epoch: u64,
+    /// Short messages (an approximation, 0: none): a flow of at most this many bytes of
+    /// operation (packet header excluded) does not enter max-min sharing.
+    short: u64,
+    /// Per link: when the short messages already started on it have crossed it.
+    short_free: Vec<SimTime>,
 }
 
 impl FlowWorld {
@@ -278,6 +290,8 @@ impl FlowWorld {
             depth: None,
             link_mark: Vec::new(),
             epoch: 0,
+            short: 0,
+            short_free: Vec::new(),
         }
     }
 
@@ -495,6 +509,31 @@ impl FlowWorld {
         self.scratch_heap = heap;
     }
 
+    /// When a short message of `size` bytes starting now has crossed `links`: every link
+    /// carries the short messages one after another (in start order) at its residual rate —
+    /// what the flows in progress leave of its capacity, but at least the share of one more
+    /// flow, capacity / (flows + 1) — and the message is over when its last reservation ends.
+    /// O(links × flows per link).
+    fn short_transfer(&mut self, links: &[usize], size: u64) -> SimTime {
+        if self.short_free.len() < self.cap.len() {
+            self.short_free.resize(self.cap.len(), SimTime::ZERO);
+        }
+        let mut end = self.now;
+        for &l in links {
+            let cap = self.cap[l];
+            let on = self.on_link.get(l).map_or(&[][..], Vec::as_slice);
+            let used: f64 = on
+                .iter()
+                .map(|&s| self.flows[s as usize].as_ref().map_or(0.0, |f| f.rate))
+                .sum();
+            let rate = (cap - used).max(cap / (on.len() + 1) as f64);
+            let free = &mut self.short_free[l];
+            *free = (*free).max(self.now) + SimTime::from_ps((size as f64 / rate * 1e12).ceil() as u64);
+            end = end.max(*free);
+        }
+        end
+    }
+
     /// When the next flow ends, if any (stale entries dropped).
     fn next_finish(&mut self) -> Option<(SimTime, u32)> {
         while let Some(&Reverse((t, id, v, slot))) = self.finish.peek() {
@@ -534,6 +573,10 @@ impl FlowWorld {
     fn handle(&mut self, ev: Ev) {
         match ev {
             Ev::Timer(t) => self.notices.push(Notice::Timer(t)),
+            Ev::Release(node) => {
+                self.busy[node] -= 1;
+                self.run_engines(node);
+            }
             Ev::Complete(cq, c) => self.push_cqe(cq, c),
             Ev::Enqueue {
                 src,
@@ -558,6 +601,16 @@ impl FlowWorld {
                 } else {
                     Some(node)
                 };
+                if self.short > 0 && size <= self.short.saturating_add(self.header) {
+                    // A short message: its bytes cross the route at the links' residual
+                    // rates, after the short messages before it, and no flow's rate changes.
+                    let end = self.short_transfer(&links, size);
+                    if let Some(node) = engine {
+                        self.at(end, Ev::Release(node));
+                    }
+                    self.at(end + latency, Ev::Arrive(then));
+                    return;
+                }
                 let id = self.next_flow;
                 self.next_flow += 1;
                 let slot = match self.free_flows.pop() {
@@ -715,6 +768,18 @@ impl FlowWorld {
     /// independent of the number of flows in progress.
     pub fn set_local_sharing(&mut self, depth: Option<u32>) {
         self.depth = depth.map(|d| d.max(1));
+    }
+
+    /// Short messages (`limit` > 0, an approximation): a message of at most `limit` bytes
+    /// (operation length; the packet header is added on top) does not enter max-min sharing.
+    /// Every link of its route carries it after the short messages started on that link before
+    /// it, at the link's residual rate when it starts (what the flows in progress leave of the
+    /// capacity, at least the share of one more flow: capacity / (flows + 1)); it is over when
+    /// its last link is, and it changes no flow's rate. `0` (the default): every message is a
+    /// shared flow. Cost of a short message: O(links × flows per link) instead of two max-min
+    /// recomputations.
+    pub fn set_short_messages(&mut self, limit: u64) {
+        self.short = limit;
     }
 
     /// Flows in progress.

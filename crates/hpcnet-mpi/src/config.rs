@@ -30,6 +30,12 @@ pub struct MpiSettings {
     /// cost does not grow with the number of flows in progress; `hpcnet-flow`).
     #[serde(default)]
     pub flow_local_depth: u32,
+    /// Flow level only: messages of at most this many bytes (MPI header included) do not enter
+    /// max-min sharing — they leave at their route's residual rate and change no other flow's
+    /// rate (an approximation for runs dominated by small messages; `hpcnet-flow`). `0 B`
+    /// (default): every message is a shared flow.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub flow_small_message: Bytes,
     /// Connection policy: `rc`, `rc-srq`, `xrc-s`, `xrc-m`, `ud`, or one of the first four with
     /// `-g<size>` (group connection). Default `rc-srq`.
     #[serde(default = "d_policy")]
@@ -80,6 +86,9 @@ pub struct MpiSettings {
     pub rnr_retry: SimTime,
 }
 
+fn is_zero(b: &Bytes) -> bool {
+    b.0 == 0
+}
 fn d_policy() -> String {
     "rc-srq".into()
 }
@@ -128,6 +137,7 @@ impl Default for MpiSettings {
         MpiSettings {
             network: NetworkModel::Packet,
             flow_local_depth: 0,
+            flow_small_message: Bytes(0),
             policy: d_policy(),
             prepost: d_prepost(),
             buffer: d_buffer(),

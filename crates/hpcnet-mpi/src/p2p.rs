@@ -1043,7 +1043,9 @@ impl Endpoint {
                 _ => keep.push_back(r),
             }
         }
-        st.pending_reads = keep;
+        // Back into the emptied queue, which keeps its allocation (no free and new allocation
+        // per call).
+        st.pending_reads.append(&mut keep);
         let mut blocked: BTreeSet<u64> = BTreeSet::new();
         let mut keep = VecDeque::new();
         while let Some(o) = st.pending.pop_front() {
@@ -1134,7 +1136,7 @@ impl Endpoint {
                 },
             );
         }
-        st.pending = keep;
+        st.pending.append(&mut keep);
         Ok(())
     }
 

@@ -704,6 +704,54 @@ mod flow_tests {
         }
     }
 
+    /// Small messages outside max-min sharing (`mpi.flow_small_message`): same messages and
+    /// connections, run time within 10 % of exact flow sharing and of packet level, and
+    /// deterministic; the key set through the scenario reaches the model.
+    #[test]
+    fn small_messages_outside_sharing_stay_within_ten_percent() {
+        for (nodes, bench, policy, it, limit) in [
+            // LU class S at 64 ranks: every wavefront message is small, the ghost exchange not.
+            (16, Bench::Lu, Policy::grouped(Transport::XrcS, 16), 3, 1024),
+            // FT class S at 64 ranks: eager messages of 4 KiB + header, all short; the shifted
+            // all-to-all gives each receiver one message at a time, so the run matches exact
+            // sharing to the picosecond (the bound is what is checked).
+            (16, Bench::Ft, Policy::full(Transport::RcSrq), 2, 8192),
+        ] {
+            let (packet, exact) = both(nodes, bench, policy, it);
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/ib-qdr-fattree.toml");
+            let sc = Scenario::load(
+                &path,
+                &[
+                    format!("topology.nodes={nodes}"),
+                    format!("mpi.flow_small_message={limit}"),
+                ],
+            )
+            .unwrap();
+            assert_eq!(sc.mpi_flow_small_message, limit);
+            let cfg = super::tests::cfg(bench, policy, it);
+            let run = || run_nas_on(sc.flow_world().unwrap(), 4, &cfg).unwrap();
+            let small = run();
+            assert_eq!(small, run(), "{bench:?}: deterministic");
+            assert_eq!(
+                (small.messages, small.bytes, small.on_demand),
+                (exact.messages, exact.bytes, exact.on_demand)
+            );
+            if bench == Bench::Lu {
+                assert_ne!(small.time, exact.time, "LU: the short path was taken");
+            }
+            for (name, r) in [("exact flow", &exact), ("packet", &packet)] {
+                let err = small.time.as_secs_f64() / r.time.as_secs_f64() - 1.0;
+                assert!(
+                    err.abs() <= 0.10,
+                    "{bench:?}: {:?} against {name} {:?} ({:+.2} %)",
+                    small.time,
+                    r.time,
+                    err * 100.0
+                );
+            }
+        }
+    }
+
     /// The flow-level mode's validation on small runs: completion time within 10 % of packet
     /// level, same messages and connections.
     #[test]

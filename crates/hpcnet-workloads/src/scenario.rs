@@ -388,6 +388,8 @@ pub struct Scenario {
     pub mpi_network: hpcnet_mpi::NetworkModel,
     /// `mpi.flow_local_depth`: local max-min sharing in the flow model (0: exact).
     pub mpi_flow_local_depth: u32,
+    /// `mpi.flow_small_message`: messages up to this many bytes skip max-min sharing (0: none).
+    pub mpi_flow_small_message: u64,
 }
 
 /// A scenario problem: where (file and key) and why. Displays as one line.
@@ -596,6 +598,7 @@ impl Scenario {
         let mpi_settings = parsed.mpi.clone().unwrap_or_default();
         let mpi_network = mpi_settings.network;
         let mpi_flow_local_depth = mpi_settings.flow_local_depth;
+        let mpi_flow_small_message = mpi_settings.flow_small_message.0;
         let mpi = mpi_settings
             .job_config()
             .map_err(|(k, r)| ScenarioError::new(file, k, r))?;
@@ -653,6 +656,7 @@ impl Scenario {
             mpi,
             mpi_network,
             mpi_flow_local_depth,
+            mpi_flow_small_message,
         })
     }
 
@@ -700,6 +704,7 @@ impl Scenario {
             .map_err(|e| ScenarioError::new(&self.source, e.key, e.reason))?;
         let mut w = hpcnet_flow::FlowWorld::new(net, self.nic.clone());
         w.set_local_sharing((self.mpi_flow_local_depth > 0).then_some(self.mpi_flow_local_depth));
+        w.set_short_messages(self.mpi_flow_small_message);
         Ok(w)
     }
 
