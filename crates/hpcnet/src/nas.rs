@@ -38,12 +38,26 @@ pub struct Args<'a> {
 }
 
 /// Most receive-buffer bytes the simulator may hold over all ranks (every registered byte with
-/// `--real-bytes`; without, [`PER_BUFFER`] per buffer).
+/// `--real-bytes`; without, [`PER_BUFFER`] per buffer), unless the machine has less memory
+/// ([`buffer_limit`]).
 const MAX_BUFFERS: u64 = 64 << 30;
-/// What the simulator holds per payload-free receive buffer: its 64-byte header, the library's
-/// slot record, the NIC model's posted-buffer entry and the buffer's share of its connection's
-/// records (an estimate, rounded up).
-const PER_BUFFER: u64 = 256;
+/// What the simulator holds per payload-free receive buffer: its 64-byte header slot, the NIC
+/// model's 24-byte posted-buffer entry and its connection's 72-byte record (RC_SRQ pre-posts
+/// one buffer per connection; measured ≈ 160 B per connection at 8 192 and 16 384 processes).
+const PER_BUFFER: u64 = 160;
+
+/// The receive-buffer bytes a run may hold: [`MAX_BUFFERS`], or the machine's physical memory
+/// if that is less (Linux `/proc/meminfo`; elsewhere the constant alone), so a run that cannot
+/// fit is refused up front instead of running out of memory hours later.
+fn buffer_limit() -> u64 {
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|kib| kib << 10)
+    });
+    total.map_or(MAX_BUFFERS, |t| t.min(MAX_BUFFERS))
+}
 
 pub fn nas(args: &Args) -> Result<(), Failure> {
     let class = Class::parse(args.class).ok_or_else(|| {
@@ -91,12 +105,13 @@ pub fn nas(args: &Args) -> Result<(), Failure> {
     } else {
         registered / job.conn.buffer.max(1) * PER_BUFFER
     };
-    if held.saturating_mul(ranks) > MAX_BUFFERS {
+    let limit = buffer_limit();
+    if held.saturating_mul(ranks) > limit {
         return Err(Failure::input(format!(
-            "--policy {policy} on {ranks} ranks registers about {} MB of receive buffers, of which the simulator holds {} MB, above {} MB; use fewer ranks or a policy with fewer connections{}",
+            "--policy {policy} on {ranks} ranks registers about {} MB of receive buffers, of which the simulator holds {} MB, above {} MB (the smaller of 64 GiB and this machine's memory); use fewer ranks or a policy with fewer connections{}",
             registered.saturating_mul(ranks) >> 20,
             held.saturating_mul(ranks) >> 20,
-            MAX_BUFFERS >> 20,
+            limit >> 20,
             if args.real_bytes { " (or leave out --real-bytes)" } else { "" }
         )));
     }
