@@ -113,6 +113,8 @@ enum Ev {
 
 /// A message waiting for an engine: (source, target, bytes, what follows, engine work).
 type Waiting = (Rank, Rank, u64, Then, SimTime);
+/// A flow waiting for its node's port: (links, latency, bytes, what follows).
+type PortWait = (Rc<[usize]>, SimTime, u64, Then);
 /// A posted receive buffer: (address, length, receive id).
 type Posted = (u64, u64, u64);
 /// Links of a route and its latency.
@@ -179,7 +181,7 @@ pub struct FlowWorld {
     /// Port FIFO ([`FlowWorld::set_port_fifo`]): per node, whether a flow to another node is
     /// in progress, and the flows waiting behind it (links, latency, bytes, what follows).
     port_held: Vec<bool>,
-    port_queue: Vec<VecDeque<(Rc<[usize]>, SimTime, u64, Then)>>,
+    port_queue: Vec<VecDeque<PortWait>>,
     fifo: bool,
     routes: IdMap<(u32, u32), Route>,
     net: Network,
@@ -667,6 +669,8 @@ impl FlowWorld {
         }
     }
 
+    /// Starts a max-min flow of `size` bytes over `links`, landing `latency` after its last
+    /// byte; it holds `engine` and `port` (nodes) until then.
     fn start_flow(
         &mut self,
         links: Rc<[usize]>,
