@@ -77,6 +77,9 @@ struct Flow {
     latency: SimTime,
     /// Node whose engine the flow holds until its last byte has left.
     engine: Option<usize>,
+    /// Node whose network port the flow holds (port FIFO: its node's next flow to another
+    /// node starts when this one ends).
+    port: Option<usize>,
     then: Then,
 }
 
@@ -110,6 +113,8 @@ enum Ev {
 
 /// A message waiting for an engine: (source, target, bytes, what follows, engine work).
 type Waiting = (Rank, Rank, u64, Then, SimTime);
+/// A flow waiting for its node's port: (links, latency, bytes, what follows).
+type PortWait = (Rc<[usize]>, SimTime, u64, Then);
 /// A posted receive buffer: (address, length, receive id).
 type Posted = (u64, u64, u64);
 /// Links of a route and its latency.
@@ -173,6 +178,11 @@ pub struct FlowWorld {
     /// Messages waiting for a message engine, and engines busy, per node.
     waiting: Vec<VecDeque<Waiting>>,
     busy: Vec<u32>,
+    /// Port FIFO ([`FlowWorld::set_port_fifo`]): per node, whether a flow to another node is
+    /// in progress, and the flows waiting behind it (links, latency, bytes, what follows).
+    port_held: Vec<bool>,
+    port_queue: Vec<VecDeque<PortWait>>,
+    fifo: bool,
     routes: IdMap<(u32, u32), Route>,
     net: Network,
     cfg: NicConfig,
@@ -272,6 +282,9 @@ impl FlowWorld {
             pcie_rx,
             waiting: vec![VecDeque::new(); nodes],
             busy: vec![0; nodes],
+            port_held: vec![false; nodes],
+            port_queue: vec![VecDeque::new(); nodes],
+            fifo: false,
             routes: IdMap::default(),
             net,
             cfg,
@@ -611,37 +624,22 @@ impl FlowWorld {
                     self.at(end + latency, Ev::Arrive(then));
                     return;
                 }
-                let id = self.next_flow;
-                self.next_flow += 1;
-                let slot = match self.free_flows.pop() {
-                    Some(i) => i,
-                    None => {
-                        self.flows.push(None);
-                        u32::try_from(self.flows.len() - 1).expect("fewer than 2^32 flows in progress")
+                let mut engine = engine;
+                let mut port = None;
+                if self.fifo && self.place.node_of(src) != self.place.node_of(dst) {
+                    if let Some(n) = engine.take() {
+                        let solo = links[..2].iter().map(|&l| self.cap[l]).fold(f64::INFINITY, f64::min);
+                        let t = self.now + SimTime::from_ps((size as f64 / solo * 1e12).ceil() as u64);
+                        self.at(t, Ev::Release(n));
                     }
-                };
-                for &l in links.iter() {
-                    if l >= self.on_link.len() {
-                        self.on_link.resize_with(l + 1, Vec::new);
+                    if self.port_held[node] {
+                        self.port_queue[node].push_back((links, latency, size, then));
+                        return;
                     }
-                    self.on_link[l].push(slot);
+                    self.port_held[node] = true;
+                    port = Some(node);
                 }
-                let seeds = links.clone();
-                self.live += 1;
-                self.flows[slot as usize] = Some(Flow {
-                    id,
-                    remaining: size as f64,
-                    since: self.now,
-                    rate: 0.0,
-                    version: 0,
-                    mark: 0,
-                    new_rate: 0.0,
-                    links,
-                    latency,
-                    engine,
-                    then,
-                });
-                self.share(&seeds);
+                self.start_flow(links, latency, size, then, engine, port);
             }
             Ev::ReadRequest(req) => {
                 let Op::Read { len, remote, rkey, .. } = req.op else {
@@ -669,6 +667,51 @@ impl FlowWorld {
             }
             Ev::Arrive(then) => self.arrive(then),
         }
+    }
+
+    /// Starts a max-min flow of `size` bytes over `links`, landing `latency` after its last
+    /// byte; it holds `engine` and `port` (nodes) until then.
+    fn start_flow(
+        &mut self,
+        links: Rc<[usize]>,
+        latency: SimTime,
+        size: u64,
+        then: Then,
+        engine: Option<usize>,
+        port: Option<usize>,
+    ) {
+        let id = self.next_flow;
+        self.next_flow += 1;
+        let slot = match self.free_flows.pop() {
+            Some(i) => i,
+            None => {
+                self.flows.push(None);
+                u32::try_from(self.flows.len() - 1).expect("fewer than 2^32 flows in progress")
+            }
+        };
+        for &l in links.iter() {
+            if l >= self.on_link.len() {
+                self.on_link.resize_with(l + 1, Vec::new);
+            }
+            self.on_link[l].push(slot);
+        }
+        let seeds = links.clone();
+        self.live += 1;
+        self.flows[slot as usize] = Some(Flow {
+            id,
+            remaining: size as f64,
+            since: self.now,
+            rate: 0.0,
+            version: 0,
+            mark: 0,
+            new_rate: 0.0,
+            links,
+            latency,
+            engine,
+            port,
+            then,
+        });
+        self.share(&seeds);
     }
 
     fn arrive(&mut self, then: Then) {
@@ -780,6 +823,19 @@ impl FlowWorld {
     /// recomputations.
     pub fn set_short_messages(&mut self, limit: u64) {
         self.short = limit;
+    }
+
+    /// Port FIFO (`true`, an approximation of the packet-level NIC's send path, off by
+    /// default): a message to another node holds its engine only for its bytes at the unshared
+    /// rate of the node's host read and injection links (the engine reads the data into an
+    /// unlimited transmit queue, as the packet-level NIC with `nic.tx_queue = 0`), and the
+    /// node's flows to other nodes move one after another in engine order — the next starts
+    /// when the previous one's last byte has crossed its route (the port's FIFO, with its
+    /// head-of-line blocking). The engine's per-message work thus overlaps the previous
+    /// message's transfer. Messages within a node and short messages are unchanged. Cost: O(1)
+    /// per flow more.
+    pub fn set_port_fifo(&mut self, on: bool) {
+        self.fifo = on;
     }
 
     /// Flows in progress.
@@ -943,6 +999,12 @@ impl NicBackend for FlowWorld {
                 self.run_engines(node);
             }
             self.share(&f.links);
+            if let Some(node) = f.port {
+                match self.port_queue[node].pop_front() {
+                    Some((links, latency, size, then)) => self.start_flow(links, latency, size, then, None, Some(node)),
+                    None => self.port_held[node] = false,
+                }
+            }
             self.at(t + f.latency, Ev::Arrive(f.then));
         }
         true

@@ -36,6 +36,12 @@ pub struct MpiSettings {
     /// (default): every message is a shared flow.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub flow_small_message: Bytes,
+    /// Flow level only: a node's messages to other nodes move one after another in engine
+    /// order and release the engine at the unshared rate (the packet-level NIC's transmit FIFO;
+    /// an approximation, `hpcnet-flow`). `false` (default): the engine is held until the
+    /// message's last byte has crossed its route.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub flow_port_fifo: bool,
     /// Connection policy: `rc`, `rc-srq`, `xrc-s`, `xrc-m`, `ud`, or one of the first four with
     /// `-g<size>` (group connection). Default `rc-srq`.
     #[serde(default = "d_policy")]
@@ -138,6 +144,7 @@ impl Default for MpiSettings {
             network: NetworkModel::Packet,
             flow_local_depth: 0,
             flow_small_message: Bytes(0),
+            flow_port_fifo: false,
             policy: d_policy(),
             prepost: d_prepost(),
             buffer: d_buffer(),

@@ -752,6 +752,43 @@ mod flow_tests {
         }
     }
 
+    /// The port FIFO (`mpi.flow_port_fifo`): same messages and connections, deterministic, a
+    /// different run time than the engine held to the end (the key reaches the model), and
+    /// within 10 % of packet level.
+    #[test]
+    fn port_fifo_stays_within_ten_percent_of_packet_level() {
+        for (nodes, bench, policy, it) in [
+            (16, Bench::Ft, Policy::grouped(Transport::XrcS, 16), 2),
+            (16, Bench::Lu, Policy::grouped(Transport::XrcS, 16), 3),
+        ] {
+            let (packet, exact) = both(nodes, bench, policy, it);
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/ib-qdr-fattree.toml");
+            let sc = Scenario::load(
+                &path,
+                &[format!("topology.nodes={nodes}"), "mpi.flow_port_fifo=true".to_string()],
+            )
+            .unwrap();
+            assert!(sc.mpi_flow_port_fifo);
+            let cfg = super::tests::cfg(bench, policy, it);
+            let run = || run_nas_on(sc.flow_world().unwrap(), 4, &cfg).unwrap();
+            let fifo = run();
+            assert_eq!(fifo, run(), "{bench:?}: deterministic");
+            assert_eq!(
+                (fifo.messages, fifo.bytes, fifo.on_demand),
+                (exact.messages, exact.bytes, exact.on_demand)
+            );
+            assert_ne!(fifo.time, exact.time, "{bench:?}: the port FIFO was used");
+            let err = fifo.time.as_secs_f64() / packet.time.as_secs_f64() - 1.0;
+            assert!(
+                err.abs() <= 0.10,
+                "{bench:?}: {:?} against packet {:?} ({:+.2} %)",
+                fifo.time,
+                packet.time,
+                err * 100.0
+            );
+        }
+    }
+
     /// The flow-level mode's validation on small runs: completion time within 10 % of packet
     /// level, same messages and connections.
     #[test]

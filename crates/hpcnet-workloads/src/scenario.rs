@@ -390,6 +390,8 @@ pub struct Scenario {
     pub mpi_flow_local_depth: u32,
     /// `mpi.flow_small_message`: messages up to this many bytes skip max-min sharing (0: none).
     pub mpi_flow_small_message: u64,
+    /// `mpi.flow_port_fifo`: a node's flows to other nodes in engine order (port FIFO).
+    pub mpi_flow_port_fifo: bool,
 }
 
 /// A scenario problem: where (file and key) and why. Displays as one line.
@@ -599,6 +601,7 @@ impl Scenario {
         let mpi_network = mpi_settings.network;
         let mpi_flow_local_depth = mpi_settings.flow_local_depth;
         let mpi_flow_small_message = mpi_settings.flow_small_message.0;
+        let mpi_flow_port_fifo = mpi_settings.flow_port_fifo;
         let mpi = mpi_settings
             .job_config()
             .map_err(|(k, r)| ScenarioError::new(file, k, r))?;
@@ -657,6 +660,7 @@ impl Scenario {
             mpi_network,
             mpi_flow_local_depth,
             mpi_flow_small_message,
+            mpi_flow_port_fifo,
         })
     }
 
@@ -705,6 +709,7 @@ impl Scenario {
         let mut w = hpcnet_flow::FlowWorld::new(net, self.nic.clone());
         w.set_local_sharing((self.mpi_flow_local_depth > 0).then_some(self.mpi_flow_local_depth));
         w.set_short_messages(self.mpi_flow_small_message);
+        w.set_port_fifo(self.mpi_flow_port_fifo);
         Ok(w)
     }
 
