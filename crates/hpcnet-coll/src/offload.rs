@@ -355,16 +355,7 @@ pub fn rabenseifner_allreduce(
     data: &[Payload],
     results: &[Option<u64>],
 ) -> Result<Vec<Vec<CollDescriptor>>, OffloadError> {
-    halving(
-        "offload Rabenseifner allreduce",
-        job,
-        members,
-        None,
-        (dtype, op),
-        data,
-        results,
-        Only::All,
-    )
+    rabenseifner_allreduce_of(Only::All, job, members, (dtype, op), data, results)
 }
 
 /// [`rabenseifner_allreduce`] building only `which`'s sequences.
