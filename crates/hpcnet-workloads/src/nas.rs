@@ -704,6 +704,30 @@ mod flow_tests {
         }
     }
 
+    /// The flow-level run of the shipped fat tree at `nodes` nodes with one more scenario key
+    /// set, run twice (asserted identical); returns the scenario too, to check the key landed.
+    fn flow_with_key(nodes: u32, key: String, bench: Bench, policy: Policy, it: u32) -> (Scenario, NasReport) {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/ib-qdr-fattree.toml");
+        let sc = Scenario::load(&path, &[format!("topology.nodes={nodes}"), key]).unwrap();
+        let cfg = super::tests::cfg(bench, policy, it);
+        let run = || run_nas_on(sc.flow_world().unwrap(), 4, &cfg).unwrap();
+        let r = run();
+        assert_eq!(r, run(), "{bench:?}: deterministic");
+        (sc, r)
+    }
+
+    /// `got`'s run time is within 10 % of `reference`'s.
+    fn assert_within_ten_percent(bench: Bench, got: &NasReport, name: &str, reference: &NasReport) {
+        let err = got.time.as_secs_f64() / reference.time.as_secs_f64() - 1.0;
+        assert!(
+            err.abs() <= 0.10,
+            "{bench:?}: {:?} against {name} {:?} ({:+.2} %)",
+            got.time,
+            reference.time,
+            err * 100.0
+        );
+    }
+
     /// Small messages outside max-min sharing (`mpi.flow_small_message`): same messages and
     /// connections, run time within 10 % of exact flow sharing and of packet level, and
     /// deterministic; the key set through the scenario reaches the model.
@@ -718,20 +742,8 @@ mod flow_tests {
             (16, Bench::Ft, Policy::full(Transport::RcSrq), 2, 8192),
         ] {
             let (packet, exact) = both(nodes, bench, policy, it);
-            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/ib-qdr-fattree.toml");
-            let sc = Scenario::load(
-                &path,
-                &[
-                    format!("topology.nodes={nodes}"),
-                    format!("mpi.flow_small_message={limit}"),
-                ],
-            )
-            .unwrap();
+            let (sc, small) = flow_with_key(nodes, format!("mpi.flow_small_message={limit}"), bench, policy, it);
             assert_eq!(sc.mpi_flow_small_message, limit);
-            let cfg = super::tests::cfg(bench, policy, it);
-            let run = || run_nas_on(sc.flow_world().unwrap(), 4, &cfg).unwrap();
-            let small = run();
-            assert_eq!(small, run(), "{bench:?}: deterministic");
             assert_eq!(
                 (small.messages, small.bytes, small.on_demand),
                 (exact.messages, exact.bytes, exact.on_demand)
@@ -740,14 +752,7 @@ mod flow_tests {
                 assert_ne!(small.time, exact.time, "LU: the short path was taken");
             }
             for (name, r) in [("exact flow", &exact), ("packet", &packet)] {
-                let err = small.time.as_secs_f64() / r.time.as_secs_f64() - 1.0;
-                assert!(
-                    err.abs() <= 0.10,
-                    "{bench:?}: {:?} against {name} {:?} ({:+.2} %)",
-                    small.time,
-                    r.time,
-                    err * 100.0
-                );
+                assert_within_ten_percent(bench, &small, name, r);
             }
         }
     }
@@ -762,30 +767,14 @@ mod flow_tests {
             (16, Bench::Lu, Policy::grouped(Transport::XrcS, 16), 3),
         ] {
             let (packet, exact) = both(nodes, bench, policy, it);
-            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/ib-qdr-fattree.toml");
-            let sc = Scenario::load(
-                &path,
-                &[format!("topology.nodes={nodes}"), "mpi.flow_port_fifo=true".to_string()],
-            )
-            .unwrap();
+            let (sc, fifo) = flow_with_key(nodes, "mpi.flow_port_fifo=true".to_string(), bench, policy, it);
             assert!(sc.mpi_flow_port_fifo);
-            let cfg = super::tests::cfg(bench, policy, it);
-            let run = || run_nas_on(sc.flow_world().unwrap(), 4, &cfg).unwrap();
-            let fifo = run();
-            assert_eq!(fifo, run(), "{bench:?}: deterministic");
             assert_eq!(
                 (fifo.messages, fifo.bytes, fifo.on_demand),
                 (exact.messages, exact.bytes, exact.on_demand)
             );
             assert_ne!(fifo.time, exact.time, "{bench:?}: the port FIFO was used");
-            let err = fifo.time.as_secs_f64() / packet.time.as_secs_f64() - 1.0;
-            assert!(
-                err.abs() <= 0.10,
-                "{bench:?}: {:?} against packet {:?} ({:+.2} %)",
-                fifo.time,
-                packet.time,
-                err * 100.0
-            );
+            assert_within_ten_percent(bench, &fifo, "packet", &packet);
         }
     }
 
