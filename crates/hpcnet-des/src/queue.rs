@@ -562,6 +562,128 @@ mod tests {
         assert_eq!(q.events_processed(), 5);
     }
 
+    #[test]
+    fn an_event_before_the_rings_start_pops_first() {
+        let mut q = EventQueue::new();
+        q.schedule_by(Origin(3), SimTime(5_000), 'b');
+        // Nothing before 1 000 ps: the ring moves ahead to the bucket of 5 000 ps.
+        assert_eq!(q.pop_before(SimTime(1_000)), None);
+        assert_eq!(q.now(), SimTime::ZERO);
+        // Now an event at 10 ps (a bucket the ring has left behind), and one at 5 000 ps by a
+        // lower origin.
+        q.schedule_by(Origin(7), SimTime(10), 'a');
+        q.schedule_by(Origin(1), SimTime(5_000), 'c');
+        assert_eq!(q.peek_time(), Some(SimTime(10)));
+        let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(
+            order,
+            [(SimTime(10), 'a'), (SimTime(5_000), 'c'), (SimTime(5_000), 'b')]
+        );
+    }
+
+    /// One step of [`check_origins_against_btree`].
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// Schedule by an origin, `delay` after now (0: at now).
+        Schedule {
+            origin: u32,
+            delay: u64,
+        },
+        /// Several origins schedule at one time, highest origin first (ordered insertion from
+        /// the bucket's head; long walks go to the spill heap).
+        Burst {
+            origins: u32,
+            delay: u64,
+        },
+        Pop,
+        /// Pop only before now + `within` (may move the ring ahead of now without popping).
+        PopBefore {
+            within: u64,
+        },
+        /// Move now forward without an event (only up to the earliest pending event).
+        AdvanceTo {
+            by: u64,
+        },
+    }
+
+    fn delay() -> impl Strategy<Value = u64> {
+        let ring_ps = RING << BUCKET_SHIFT;
+        prop_oneof![
+            Just(0u64),
+            0u64..(1 << BUCKET_SHIFT),
+            0u64..4_000,
+            0u64..ring_ps,
+            (ring_ps - 600)..(ring_ps + 600),
+            0u64..(5 * ring_ps),
+        ]
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u32..40, delay()).prop_map(|(origin, delay)| Op::Schedule { origin, delay }),
+            1 => (1u32..40, delay()).prop_map(|(origins, delay)| Op::Burst { origins, delay }),
+            3 => Just(Op::Pop),
+            2 => (0u64..3_000).prop_map(|within| Op::PopBefore { within }),
+            1 => (0u64..3_000).prop_map(|by| Op::AdvanceTo { by }),
+        ]
+    }
+
+    /// Reference model: a `BTreeMap` keyed by (time, origin, the origin's sequence number).
+    /// Every pop, `pop_before`, `peek_time`, `len` and `now` must agree with it.
+    fn check_origins_against_btree(ops: &[Op]) -> Result<(), TestCaseError> {
+        use std::collections::BTreeMap;
+        let mut q = EventQueue::new();
+        let mut reference: BTreeMap<(u64, u32, u64), usize> = BTreeMap::new();
+        let mut seqs = [0u64; 64];
+        let mut id = 0usize;
+        let mut schedule = |q: &mut EventQueue<usize>, r: &mut BTreeMap<_, _>, o: u32, at: u64| {
+            q.schedule_by(Origin(o), SimTime(at), id);
+            r.insert((at, o, seqs[o as usize]), id);
+            seqs[o as usize] += 1;
+            id += 1;
+        };
+        for op in ops {
+            let now = q.now().0;
+            match *op {
+                Op::Schedule { origin, delay } => schedule(&mut q, &mut reference, origin, now + delay),
+                Op::Burst { origins, delay } => {
+                    for o in (0..origins).rev() {
+                        schedule(&mut q, &mut reference, o, now + delay);
+                    }
+                }
+                Op::Pop => {
+                    let want = reference.pop_first().map(|((t, _, _), e)| (t, e));
+                    prop_assert_eq!(q.pop().map(|(t, e)| (t.0, e)), want);
+                }
+                Op::PopBefore { within } => {
+                    let limit = now + within;
+                    let want = match reference.first_key_value() {
+                        Some((&(t, _, _), _)) if t < limit => reference.pop_first().map(|((t, _, _), e)| (t, e)),
+                        _ => None,
+                    };
+                    prop_assert_eq!(q.pop_before(SimTime(limit)).map(|(t, e)| (t.0, e)), want);
+                    if want.is_none() {
+                        prop_assert_eq!(q.now().0, now);
+                    }
+                }
+                Op::AdvanceTo { by } => {
+                    let first = reference.first_key_value().map_or(u64::MAX, |(k, _)| k.0);
+                    q.advance_to(SimTime((now + by).min(first)));
+                }
+            }
+            prop_assert_eq!(
+                q.peek_time().map(|t| t.0),
+                reference.first_key_value().map(|(k, _)| k.0)
+            );
+            prop_assert_eq!(q.len(), reference.len());
+        }
+        let rest: Vec<_> = std::iter::from_fn(|| q.pop().map(|(t, e)| (t.0, e))).collect();
+        let want: Vec<_> = reference.into_iter().map(|((t, _, _), e)| (t, e)).collect();
+        prop_assert_eq!(rest, want);
+        prop_assert!(q.is_empty());
+        Ok(())
+    }
+
     /// Reference model: a sorted list of (time, seq).
     fn check_against_reference(ops: &[(bool, u64)]) -> Result<(), TestCaseError> {
         let mut q = EventQueue::new();
@@ -610,6 +732,14 @@ mod tests {
         fn matches_a_sorted_list(ops in proptest::collection::vec(
             (any::<bool>(), prop_oneof![0u64..2_000, 0u64..200_000, 0u64..40_000_000]), 1..400)) {
             check_against_reference(&ops)?;
+        }
+
+        /// Many origins, equal times, bursts that overflow a bucket's walk, events at now after
+        /// the ring moved ahead, near and beyond the ring's horizon: pops in (time, origin,
+        /// sequence) order, as a `BTreeMap` on that key.
+        #[test]
+        fn pops_in_time_origin_sequence_order(ops in proptest::collection::vec(op(), 1..500)) {
+            check_origins_against_btree(&ops)?;
         }
     }
 }
