@@ -36,6 +36,8 @@
 //! Invariants: ring buckets hold the events of buckets [cur, cur + RING) in key order; `far`
 //! holds only events at or beyond cur + RING; `spill` holds anything.
 
+use std::mem::MaybeUninit;
+
 use crate::units::SimTime;
 
 /// Bucket width: 2^8 ps = 256 ps. The torus benchmark runs ~16 events per ns, so a bucket holds
@@ -60,8 +62,8 @@ pub const MAX_ORIGINS: u32 = 1 << (64 - SEQ_BITS);
 pub struct Origin(pub u32);
 
 #[inline]
-fn key_of(time: SimTime, origin_seq: u64) -> u128 {
-    ((time.0 as u128) << 64) | origin_seq as u128
+fn key_of(time: u64, origin_seq: u64) -> u128 {
+    ((time as u128) << 64) | origin_seq as u128
 }
 
 #[inline]
@@ -78,19 +80,22 @@ fn bucket_of(key: u128) -> u64 {
 /// (or, while the slot is free, to the next free slot). Time and (origin, sequence) are kept
 /// apart rather than as one `u128` key: the node is then 8-byte aligned (32 bytes for the
 /// network's events instead of 48).
+///
+/// The event is initialised exactly while the slot is linked into a bucket: written when the
+/// slot leaves the free list, read out (moved) when it returns to it. No flag says which, so a
+/// pop tests no discriminant and a schedule drops nothing it overwrites.
 struct Node<E> {
     time: u64,
     /// origin << 40 | per-origin sequence.
     seq: u64,
     next: u32,
-    /// `None` while the slot is free.
-    event: Option<E>,
+    event: MaybeUninit<E>,
 }
 
 impl<E> Node<E> {
     #[inline]
     fn key(&self) -> u128 {
-        ((self.time as u128) << 64) | self.seq as u128
+        key_of(self.time, self.seq)
     }
 
     /// Whether this event's key is greater than (`time`, `seq`) (keys are unique).
@@ -100,16 +105,28 @@ impl<E> Node<E> {
     }
 }
 
+/// First and last slab node of a ring bucket (NIL, NIL when empty), side by side so that one
+/// cache line serves both.
+#[derive(Copy, Clone)]
+struct Bucket {
+    head: u32,
+    tail: u32,
+}
+
+const EMPTY: Bucket = Bucket { head: NIL, tail: NIL };
+
 /// A deterministic future-event list.
 pub struct EventQueue<E> {
     /// Absolute bucket index (time >> BUCKET_SHIFT) of the earliest bucket the ring holds.
     cur: u64,
-    /// First and last slab node of every ring bucket (`bucket % RING`), NIL if empty. Fixed-size
-    /// arrays indexed by masked slots need no bounds checks (those were ~20 % of `schedule`).
-    heads: Box<[u32; RING as usize]>,
-    tails: Box<[u32; RING as usize]>,
+    /// Every ring bucket (`bucket % RING`). A fixed-size array indexed by masked slots needs no
+    /// bounds checks.
+    buckets: Box<[Bucket; RING as usize]>,
     /// Bit `b % RING` set iff ring bucket b is non-empty.
     occupied: Box<[u64; WORDS]>,
+    /// Ring events. Invariant: every index linked from `buckets` or from a linked node's `next`,
+    /// and every index on the free list, is below `slab.len()` (the slab never shrinks); linked
+    /// nodes hold an initialised event, free ones do not.
     slab: Vec<Node<E>>,
     /// Head of the free-slot list threaded through `Node::next` (NIL: none).
     free: u32,
@@ -131,18 +148,35 @@ impl<E> Default for EventQueue<E> {
     }
 }
 
+impl<E> Drop for EventQueue<E> {
+    fn drop(&mut self) {
+        if !std::mem::needs_drop::<E>() {
+            return;
+        }
+        for b in self.buckets.iter() {
+            let mut i = b.head;
+            while i != NIL {
+                let node = &mut self.slab[i as usize];
+                // SAFETY: a linked node holds an initialised event (the slab's invariant), and
+                // each is visited once.
+                unsafe { node.event.assume_init_drop() };
+                i = node.next;
+            }
+        }
+    }
+}
+
 impl<E> EventQueue<E> {
     pub fn new() -> Self {
         EventQueue {
             cur: 0,
-            heads: Box::new([NIL; RING as usize]),
-            tails: Box::new([NIL; RING as usize]),
+            buckets: Box::new([EMPTY; RING as usize]),
             occupied: Box::new([0; WORDS]),
             slab: Vec::new(),
             free: NIL,
             in_ring: 0,
-            far: Heap { h: Vec::new() },
-            spill: Heap { h: Vec::new() },
+            far: Heap::default(),
+            spill: Heap::default(),
             seqs: Vec::new(),
             now: SimTime::ZERO,
             popped: 0,
@@ -192,23 +226,25 @@ impl<E> EventQueue<E> {
         );
         let time = at.0.max(self.now.0);
         let b = time >> BUCKET_SHIFT;
-        if b < self.cur {
-            self.spill.push(Entry {
-                key: key_of(SimTime(time), seq),
-                event,
-            });
-        } else if b - self.cur < RING {
-            if let Err(event) = self.push_ring(b, time, seq, event) {
-                self.spill.push(Entry {
-                    key: key_of(SimTime(time), seq),
-                    event,
-                });
-            }
+        // One comparison for the common case: a bucket before `cur` wraps to a large distance.
+        if b.wrapping_sub(self.cur) < RING {
+            self.push_ring(b, time, seq, event);
         } else {
-            self.far.push(Entry {
-                key: key_of(SimTime(time), seq),
-                event,
-            });
+            self.push_heap(b, time, seq, event);
+        }
+    }
+
+    /// An event outside the ring's window: before `cur` (spill) or beyond its horizon (far).
+    #[inline(never)]
+    fn push_heap(&mut self, b: u64, time: u64, seq: u64, event: E) {
+        let e = Entry {
+            key: key_of(time, seq),
+            event,
+        };
+        if b < self.cur {
+            self.spill.push(e);
+        } else {
+            self.far.push(e);
         }
     }
 
@@ -239,42 +275,64 @@ impl<E> EventQueue<E> {
     /// is empty or its earliest event is at or after `limit`; `now` then stays where it is).
     #[inline]
     pub fn pop_before(&mut self, limit: SimTime) -> Option<(SimTime, E)> {
-        self.pop_below::<true>((limit.0 as u128) << 64)
+        self.pop_below::<true>(limit.0)
     }
 
     #[inline(always)]
-    fn pop_below<const LIMITED: bool>(&mut self, limit: u128) -> Option<(SimTime, E)> {
+    fn pop_below<const LIMITED: bool>(&mut self, limit: u64) -> Option<(SimTime, E)> {
         let mut slot = (self.cur & MASK) as usize;
-        if self.heads[slot] == NIL {
+        let mut i = self.buckets[slot].head;
+        if i == NIL {
             match self.advance() {
-                Some(s) => slot = s & MASK as usize,
+                Some(s) => {
+                    slot = s;
+                    i = self.buckets[slot].head;
+                }
                 None => return self.pop_spill::<LIMITED>(limit),
             }
         }
-        let i = self.heads[slot];
-        let key = self.slab[i as usize].key();
-        if let Some(k) = self.spill.peek_key() {
-            if k < key {
-                return self.pop_spill::<LIMITED>(limit);
-            }
+        let node = self.node(i);
+        let time = node.time;
+        // The spill heap's earliest time is u64::MAX when it is empty: one comparison unless a
+        // spilled event is as early as the ring's.
+        if self.spill.min_time <= time && self.spill.peek_key() < Some(node.key()) {
+            return self.pop_spill::<LIMITED>(limit);
         }
-        if LIMITED && key >= limit {
+        if LIMITED && time >= limit {
             return None;
         }
         let free = self.free;
-        let node = &mut self.slab[i as usize];
+        let node = self.node_mut(i);
         let next = node.next;
-        let time = node.time;
-        let event = node.event.take().expect("linked slab slot is live");
+        // SAFETY: `i` is linked (the head of a bucket), so its event is initialised; the slot
+        // goes to the free list below and its event is not read again until rewritten.
+        let event = unsafe { node.event.assume_init_read() };
         node.next = free;
         self.free = i;
-        self.heads[slot] = next;
+        let bucket = &mut self.buckets[slot];
+        bucket.head = next;
         if next == NIL {
-            self.tails[slot] = NIL;
+            bucket.tail = NIL;
             self.occupied[slot / 64] &= !(1 << (slot % 64));
         }
         self.in_ring -= 1;
         Some(self.popped(SimTime(time), event))
+    }
+
+    /// Slab node `i`, which the caller knows to be linked or free (the slab's invariant).
+    #[inline(always)]
+    fn node(&self, i: u32) -> &Node<E> {
+        debug_assert!((i as usize) < self.slab.len(), "slab index {i} of {}", self.slab.len());
+        // SAFETY: linked and free indices are below `slab.len()` (invariant at `slab`).
+        unsafe { self.slab.get_unchecked(i as usize) }
+    }
+
+    /// [`EventQueue::node`], mutable.
+    #[inline(always)]
+    fn node_mut(&mut self, i: u32) -> &mut Node<E> {
+        debug_assert!((i as usize) < self.slab.len(), "slab index {i} of {}", self.slab.len());
+        // SAFETY: as in `node`.
+        unsafe { self.slab.get_unchecked_mut(i as usize) }
     }
 
     #[inline]
@@ -284,8 +342,9 @@ impl<E> EventQueue<E> {
         (time, event)
     }
 
-    fn pop_spill<const LIMITED: bool>(&mut self, limit: u128) -> Option<(SimTime, E)> {
-        if LIMITED && self.spill.peek_key()? >= limit {
+    #[inline(never)]
+    fn pop_spill<const LIMITED: bool>(&mut self, limit: u64) -> Option<(SimTime, E)> {
+        if LIMITED && self.spill.min_time >= limit {
             return None;
         }
         let e = self.spill.pop()?;
@@ -295,7 +354,7 @@ impl<E> EventQueue<E> {
     /// Time of the earliest pending event.
     pub fn peek_time(&self) -> Option<SimTime> {
         let main = match self.next_occupied() {
-            Some(slot) => Some(self.slab[self.heads[slot] as usize].key()),
+            Some(slot) => Some(self.node(self.buckets[slot].head).key()),
             None => self.far.peek_key(),
         };
         let k = match (main, self.spill.peek_key()) {
@@ -305,62 +364,89 @@ impl<E> EventQueue<E> {
         Some(time_of(k))
     }
 
-    /// Link a new event (`time`, origin-sequence `seq`) into ring bucket `b`, in key order;
-    /// gives the event back if its place is too far from the bucket's ends.
+    /// Link a new event (`time`, origin-sequence `seq`) into ring bucket `b`, in key order; the
+    /// event goes to `spill` if its place is too far from the bucket's ends.
     ///
     /// Usually the new event goes last (later time, or an equal time and a larger key); else
     /// a short walk from the head finds its place. Keys are compared as (time, seq) pairs of
     /// words, never composed into 128 bits.
     #[inline(always)]
-    fn push_ring(&mut self, b: u64, time: u64, seq: u64, event: E) -> Result<(), E> {
+    fn push_ring(&mut self, b: u64, time: u64, seq: u64, event: E) {
         let slot = (b & MASK) as usize;
-        let tail = self.tails[slot];
-        let mut after = tail; // node to link after (NIL: at the head)
-        if tail != NIL && self.slab[tail as usize].after(time, seq) {
-            // An earlier key than the bucket's last event: find the last node not later.
-            after = NIL;
-            let mut j = self.heads[slot];
-            let mut steps = 0;
-            while !self.slab[j as usize].after(time, seq) {
-                steps += 1;
-                if steps > MAX_WALK {
-                    return Err(event);
-                }
-                after = j;
-                j = self.slab[j as usize].next;
-            }
-        }
-        let next = if after == NIL {
-            self.heads[slot]
+        let Bucket { head, tail } = self.buckets[slot];
+        if tail == NIL {
+            let i = self.alloc(time, seq, NIL, event);
+            self.buckets[slot] = Bucket { head: i, tail: i };
+            self.occupied[slot / 64] |= 1 << (slot % 64);
+        } else if !self.node(tail).after(time, seq) {
+            let i = self.alloc(time, seq, NIL, event);
+            self.node_mut(tail).next = i;
+            self.buckets[slot].tail = i;
         } else {
-            self.slab[after as usize].next
-        };
-        let node = Node {
+            self.insert_ordered(slot, head, time, seq, event);
+        }
+        self.in_ring += 1;
+    }
+
+    /// An event with an earlier key than its bucket's last: link it after the last node that is
+    /// not later, or give it to `spill` if that is more than `MAX_WALK` nodes from the head.
+    #[inline(never)]
+    fn insert_ordered(&mut self, slot: usize, head: u32, time: u64, seq: u64, event: E) {
+        let mut after = NIL; // node to link after (NIL: at the head)
+        let mut j = head;
+        let mut steps = 0;
+        // The tail is later, so the walk ends before it.
+        while !self.node(j).after(time, seq) {
+            steps += 1;
+            if steps > MAX_WALK {
+                self.in_ring -= 1; // counted by the caller
+                self.spill.push(Entry {
+                    key: key_of(time, seq),
+                    event,
+                });
+                return;
+            }
+            after = j;
+            j = self.node(j).next;
+        }
+        let i = self.alloc(time, seq, j, event);
+        if after == NIL {
+            self.buckets[slot].head = i;
+        } else {
+            self.node_mut(after).next = i;
+        }
+    }
+
+    /// A slab slot holding a new node (from the free list, else a new slot).
+    #[inline(always)]
+    fn alloc(&mut self, time: u64, seq: u64, next: u32, event: E) -> u32 {
+        let i = self.free;
+        if i != NIL {
+            self.free = self.node(i).next;
+            let node = self.node_mut(i);
+            // Plain field writes: the slot's event is uninitialised, nothing is dropped.
+            node.time = time;
+            node.seq = seq;
+            node.next = next;
+            node.event.write(event);
+            i
+        } else {
+            self.grow(time, seq, next, event)
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, time: u64, seq: u64, next: u32, event: E) -> u32 {
+        let i = u32::try_from(self.slab.len()).expect("fewer than 2^32 events in the ring");
+        assert!(i != NIL, "fewer than 2^32 - 1 events in the ring");
+        self.slab.push(Node {
             time,
             seq,
             next,
-            event: Some(event),
-        };
-        let i = if self.free != NIL {
-            let i = self.free;
-            self.free = self.slab[i as usize].next;
-            self.slab[i as usize] = node;
-            i
-        } else {
-            self.slab.push(node);
-            (self.slab.len() - 1) as u32
-        };
-        if after == NIL {
-            self.heads[slot] = i;
-        } else {
-            self.slab[after as usize].next = i;
-        }
-        if next == NIL {
-            self.tails[slot] = i;
-        }
-        self.occupied[slot / 64] |= 1 << (slot % 64);
-        self.in_ring += 1;
-        Ok(())
+            event: MaybeUninit::new(event),
+        });
+        i
     }
 
     /// First non-empty ring slot at or after `cur` (circularly), if any.
@@ -387,20 +473,17 @@ impl<E> EventQueue<E> {
     /// The bucket at `cur` is empty: move `cur` to the next non-empty bucket, pulling far events
     /// the ring now covers into it. Returns that bucket's slot, or None if ring and `far` are
     /// empty.
+    #[inline(never)]
     fn advance(&mut self) -> Option<usize> {
         match self.next_occupied() {
             Some(slot) => self.cur += (slot as u64).wrapping_sub(self.cur) & MASK,
             None => self.cur = bucket_of(self.far.peek_key()?),
         }
-        while let Some(k) = self.far.peek_key() {
-            let b = bucket_of(k);
-            if b - self.cur >= RING {
-                break;
-            }
-            let e = self.far.pop().expect("peeked");
-            if let Err(event) = self.push_ring(b, (e.key >> 64) as u64, e.key as u64, e.event) {
-                self.spill.push(Entry { key: e.key, event });
-            }
+        // The far heap's earliest time is u64::MAX when it is empty.
+        while (self.far.min_time >> BUCKET_SHIFT).wrapping_sub(self.cur) < RING {
+            let e = self.far.pop().expect("a far event within the ring");
+            let time = (e.key >> 64) as u64;
+            self.push_ring(time >> BUCKET_SHIFT, time, e.key as u64, e.event);
         }
         Some((self.cur & MASK) as usize)
     }
@@ -431,12 +514,28 @@ struct Entry<E> {
 /// 4-ary min-heap on the key (the four children share a cache line or two).
 struct Heap<E> {
     h: Vec<Entry<E>>,
+    /// Time of the earliest entry, u64::MAX when empty (read on every pop of the ring).
+    min_time: u64,
+}
+
+impl<E> Default for Heap<E> {
+    fn default() -> Self {
+        Heap {
+            h: Vec::new(),
+            min_time: u64::MAX,
+        }
+    }
 }
 
 impl<E> Heap<E> {
     #[inline]
     fn peek_key(&self) -> Option<u128> {
         self.h.first().map(|e| e.key)
+    }
+
+    #[inline]
+    fn set_min(&mut self) {
+        self.min_time = self.h.first().map_or(u64::MAX, |e| (e.key >> 64) as u64);
     }
 
     fn push(&mut self, e: Entry<E>) {
@@ -452,6 +551,7 @@ impl<E> Heap<E> {
             h.swap(i, parent);
             i = parent;
         }
+        self.set_min();
     }
 
     fn pop(&mut self) -> Option<Entry<E>> {
@@ -461,31 +561,31 @@ impl<E> Heap<E> {
         let e = self.h.swap_remove(0);
         let h = &mut self.h;
         let n = h.len();
-        if n < 2 {
-            return Some(e);
-        }
-        let key = h[0].key;
-        let mut i = 0;
-        loop {
-            let first = 4 * i + 1;
-            if first >= n {
-                break;
-            }
-            let last = (first + 4).min(n);
-            let mut best = first;
-            let mut best_key = h[first].key;
-            for (off, e) in h[first + 1..last].iter().enumerate() {
-                if e.key < best_key {
-                    best = first + 1 + off;
-                    best_key = e.key;
+        if n >= 2 {
+            let key = h[0].key;
+            let mut i = 0;
+            loop {
+                let first = 4 * i + 1;
+                if first >= n {
+                    break;
                 }
+                let last = (first + 4).min(n);
+                let mut best = first;
+                let mut best_key = h[first].key;
+                for (off, e) in h[first + 1..last].iter().enumerate() {
+                    if e.key < best_key {
+                        best = first + 1 + off;
+                        best_key = e.key;
+                    }
+                }
+                if best_key >= key {
+                    break;
+                }
+                h.swap(i, best);
+                i = best;
             }
-            if best_key >= key {
-                break;
-            }
-            h.swap(i, best);
-            i = best;
         }
+        self.set_min();
         Some(e)
     }
 }
@@ -579,6 +679,33 @@ mod tests {
             order,
             [(SimTime(10), 'a'), (SimTime(5_000), 'c'), (SimTime(5_000), 'b')]
         );
+    }
+
+    #[test]
+    fn every_event_is_dropped_once() {
+        use std::rc::Rc;
+        let token = Rc::new(());
+        {
+            let mut q = EventQueue::new();
+            let far = RING << BUCKET_SHIFT;
+            // Ring (appended and walked), spill (a burst beyond the walk) and far events.
+            for o in (0..40).rev() {
+                q.schedule_by(Origin(o), SimTime(1_000), Rc::clone(&token));
+            }
+            for t in [5, 3, 4, far * 3, far + 9] {
+                q.schedule(SimTime(t), Rc::clone(&token));
+            }
+            assert_eq!(Rc::strong_count(&token), 46);
+            // Popped events are the caller's: dropped at once here.
+            for _ in 0..10 {
+                drop(q.pop());
+            }
+            assert_eq!(Rc::strong_count(&token), 36);
+            // Freed slots are reused without dropping anything in them.
+            q.schedule(SimTime(2_000), Rc::clone(&token));
+            assert_eq!(Rc::strong_count(&token), 37);
+        }
+        assert_eq!(Rc::strong_count(&token), 1);
     }
 
     /// One step of [`check_origins_against_btree`].
