@@ -283,13 +283,22 @@ impl<E> EventQueue<E> {
         let mut slot = (self.cur & MASK) as usize;
         let mut i = self.buckets[slot].head;
         if i == NIL {
-            match self.advance() {
-                Some(s) => {
-                    slot = s;
-                    i = self.buckets[slot].head;
+            // The next non-empty bucket within the same bitmap word, with no far event for the
+            // ring to take in (the common case on a busy network) is found here; the rest out
+            // of line.
+            let bits = self.occupied[slot / 64] & (!0u64 << (slot % 64));
+            let next = (slot & !63) + bits.trailing_zeros() as usize;
+            let cur = self.cur + (next - slot) as u64;
+            if bits != 0 && (self.far.min_time >> BUCKET_SHIFT).wrapping_sub(cur) >= RING {
+                self.cur = cur;
+                slot = next;
+            } else {
+                match self.advance() {
+                    Some(s) => slot = s,
+                    None => return self.pop_spill::<LIMITED>(limit),
                 }
-                None => return self.pop_spill::<LIMITED>(limit),
             }
+            i = self.buckets[slot].head;
         }
         let node = self.node(i);
         let time = node.time;
