@@ -1050,3 +1050,30 @@ impl NicBackend for FlowWorld {
         self.events
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run of posted buffers yields them in address order with consecutive receive ids, as
+    /// posting them one by one would, and a buffer posted after it comes after it.
+    #[test]
+    fn posted_runs_yield_their_buffers_in_order() {
+        let mut q = VecDeque::new();
+        q.push_back(Posted {
+            addr: 1000,
+            len: 100,
+            wr_id: 7,
+            count: 3,
+        });
+        q.push_back(Posted {
+            addr: 50,
+            len: 8,
+            wr_id: 2,
+            count: 1,
+        });
+        let got: Vec<_> = std::iter::from_fn(|| take_posted(&mut q)).collect();
+        assert_eq!(got, [(1000, 100, 7), (1100, 100, 8), (1200, 100, 9), (50, 8, 2)]);
+        assert!(q.is_empty());
+    }
+}
