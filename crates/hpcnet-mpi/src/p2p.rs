@@ -401,23 +401,13 @@ struct Link {
 /// sorted parallel vectors of keys ([`key`]) and links (no hash-table slack: 16 bytes per
 /// static connection, the bulk of a large job's records — 2.7·10⁸ of them under RC_SRQ at
 /// 16 384 processes), and those opened on demand in a map.
+#[derive(Default)]
 struct Links {
     keys: Vec<u32>,
     links: Vec<Link>,
     extra: IdMap<Target, Link>,
     /// The longest run of consecutive keys in `keys`: (its index, its first key, its length).
     run: (usize, u32, u32),
-}
-
-impl Default for Links {
-    fn default() -> Links {
-        Links {
-            keys: Vec::new(),
-            links: Vec::new(),
-            extra: IdMap::default(),
-            run: (0, 0, 0),
-        }
-    }
 }
 
 /// Bit of a [`key`] that marks a node (XRC) target.
