@@ -115,8 +115,29 @@ enum Ev {
 type Waiting = (Rank, Rank, u64, Then, SimTime);
 /// A flow waiting for its node's port: (links, latency, bytes, what follows).
 type PortWait = (Rc<[usize]>, SimTime, u64, Then);
-/// A posted receive buffer: (address, length, receive id).
-type Posted = (u64, u64, u64);
+/// Posted receive buffers: `count` buffers of `len` bytes back to back from `addr`, receive
+/// ids from `wr_id` (one entry for a run posted at once, e.g. a shared receive queue's
+/// pre-posted buffers; a re-posted buffer is a run of one).
+struct Posted {
+    addr: u64,
+    len: u64,
+    wr_id: u64,
+    count: u64,
+}
+
+/// Takes the oldest posted buffer of `q`: (address, length, receive id). O(1).
+fn take_posted(q: &mut VecDeque<Posted>) -> Option<(u64, u64, u64)> {
+    let p = q.front_mut()?;
+    let b = (p.addr, p.len, p.wr_id);
+    p.count -= 1;
+    if p.count == 0 {
+        q.pop_front();
+    } else {
+        p.addr += p.len;
+        p.wr_id += 1;
+    }
+    Some(b)
+}
 /// Links of a route and its latency.
 type Route = (Rc<[usize]>, SimTime);
 
@@ -732,7 +753,7 @@ impl FlowWorld {
                             return;
                         };
                         let cq = q.1;
-                        let status = match q.2.pop_front() {
+                        let status = match take_posted(&mut q.2) {
                             None => CqeStatus::NoBuffer,
                             Some((_, blen, _)) if blen < len => CqeStatus::BufferTooSmall,
                             Some((addr, _, wr_id)) => {
@@ -868,6 +889,9 @@ impl NicBackend for FlowWorld {
     fn store(&mut self, rank: Rank, addr: u64, bytes: &[u8]) -> Result<(), MemoryError> {
         self.mem[rank.0 as usize].write(addr, bytes)
     }
+    fn discard(&mut self, rank: Rank, addr: u64, len: u64) -> Result<(), MemoryError> {
+        self.mem[rank.0 as usize].discard(addr, len)
+    }
     fn alloc_qp(&mut self) -> QpNum {
         self.next_qp += 1;
         QpNum::from_index(self.next_qp as usize - 1)
@@ -884,8 +908,18 @@ impl NicBackend for FlowWorld {
         Ok(RqId::from_index(self.rqs.len() - 1))
     }
     fn post_recv(&mut self, rq: RqId, addr: u64, len: u64, wr_id: u64) -> Result<(), PostError> {
+        self.post_recv_run(rq, addr, len, 1, wr_id)
+    }
+    fn post_recv_run(&mut self, rq: RqId, addr: u64, len: u64, count: u64, wr_id: u64) -> Result<(), PostError> {
         let q = self.rqs.get_mut(rq.index()).ok_or(PostError::BadRq(rq))?;
-        q.2.push_back((addr, len, wr_id));
+        if count > 0 {
+            q.2.push_back(Posted {
+                addr,
+                len,
+                wr_id,
+                count,
+            });
+        }
         Ok(())
     }
     fn nap_buffer_size(&self) -> u64 {
@@ -1014,5 +1048,32 @@ impl NicBackend for FlowWorld {
     }
     fn events(&self) -> u64 {
         self.events
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run of posted buffers yields them in address order with consecutive receive ids, as
+    /// posting them one by one would, and a buffer posted after it comes after it.
+    #[test]
+    fn posted_runs_yield_their_buffers_in_order() {
+        let mut q = VecDeque::new();
+        q.push_back(Posted {
+            addr: 1000,
+            len: 100,
+            wr_id: 7,
+            count: 3,
+        });
+        q.push_back(Posted {
+            addr: 50,
+            len: 8,
+            wr_id: 2,
+            count: 1,
+        });
+        let got: Vec<_> = std::iter::from_fn(|| take_posted(&mut q)).collect();
+        assert_eq!(got, [(1000, 100, 7), (1100, 100, 8), (1200, 100, 9), (50, 8, 2)]);
+        assert!(q.is_empty());
     }
 }

@@ -47,6 +47,9 @@ pub trait NicBackend {
     }
     /// CPU store into `rank`'s memory.
     fn store(&mut self, rank: Rank, addr: u64, bytes: &[u8]) -> Result<(), MemoryError>;
+    /// `rank` no longer needs the bytes of `[addr, addr + len)`: a sparse region gives back
+    /// the stores of the slots inside it ([`hpcnet_nic::Memory::discard`]).
+    fn discard(&mut self, rank: Rank, addr: u64, len: u64) -> Result<(), MemoryError>;
     /// A new queue-pair number.
     fn alloc_qp(&mut self) -> QpNum;
     /// A new completion queue of `owner`.
@@ -55,6 +58,15 @@ pub trait NicBackend {
     fn create_rq(&mut self, owner: Rank, cq: CqId) -> Result<RqId, PostError>;
     /// Post a receive buffer to `rq`.
     fn post_recv(&mut self, rq: RqId, addr: u64, len: u64, wr_id: u64) -> Result<(), PostError>;
+    /// Post `count` receive buffers of `len` bytes back to back from `addr` to `rq`, with
+    /// receive ids `first_wr_id..first_wr_id + count`: the same as `count` calls of
+    /// [`NicBackend::post_recv`] in address order (a model may hold them as one entry).
+    fn post_recv_run(&mut self, rq: RqId, addr: u64, len: u64, count: u64, first_wr_id: u64) -> Result<(), PostError> {
+        for i in 0..count {
+            self.post_recv(rq, addr + i * len, len, first_wr_id + i)?;
+        }
+        Ok(())
+    }
     /// Size of one NAP pool buffer (0: the NIC has no NAP).
     fn nap_buffer_size(&self) -> u64;
     /// Pre-post `count` NAP pool buffers of `rank` from `addr`, completing on `cq`.
@@ -182,6 +194,9 @@ impl NicBackend for World {
     }
     fn store(&mut self, rank: Rank, addr: u64, bytes: &[u8]) -> Result<(), MemoryError> {
         self.memory_mut(rank).write(addr, bytes)
+    }
+    fn discard(&mut self, rank: Rank, addr: u64, len: u64) -> Result<(), MemoryError> {
+        self.memory_mut(rank).discard(addr, len)
     }
     fn alloc_qp(&mut self) -> QpNum {
         World::alloc_qp(self)

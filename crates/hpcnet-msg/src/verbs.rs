@@ -501,6 +501,20 @@ impl Context {
         Ok(())
     }
 
+    /// The bytes of `len` bytes of a local region at `offset` are no longer needed (a received
+    /// message copied out of its buffer): a sparse region ([`Context::reg_mr_sparse`]) stops
+    /// holding the slots inside the range, which read as zero again; an ordinary region keeps
+    /// its bytes.
+    pub fn discard_local(&self, mr: &Mr, offset: u64, len: u64) -> Result<(), VerbsError> {
+        self.own(mr, "discard_local", offset, len)?;
+        self.host
+            .borrow_mut()
+            .nic
+            .discard(self.rank, mr.addr + offset, len)
+            .expect("checked range");
+        Ok(())
+    }
+
     /// CPU load from a local region.
     pub fn read_local(&self, mr: &Mr, offset: u64, len: u64) -> Result<Vec<u8>, VerbsError> {
         self.own(mr, "read_local", offset, len)?;
@@ -557,6 +571,22 @@ impl Context {
     /// A reliable-datagram queue pair: one per process, serving every peer (spec 01 SWverbs).
     pub fn create_rd_qp(&self, cq: &Cq) -> Qp {
         self.qp(cq, None)
+    }
+
+    /// A handle of a queue pair this context created earlier ([`Context::create_qp`] with
+    /// `peer`, or [`Context::create_rd_qp`] with None) on `cq`, from its number
+    /// ([`Qp::num`]): a program holding many queue pairs may keep their numbers only (a
+    /// queue pair has no state beyond its number, peer and completion queue).
+    pub fn qp_handle(&self, cq: &Cq, peer: Option<Rank>, num: QpNum) -> Qp {
+        Qp {
+            ctx: self.clone(),
+            cq: cq.id,
+            peer,
+            num,
+            rail: 0,
+            function: 0,
+            fast: false,
+        }
     }
 
     fn qp(&self, cq: &Cq, peer: Option<Rank>) -> Qp {
@@ -653,6 +683,27 @@ impl Rq {
             .borrow_mut()
             .nic
             .post_recv(self.id, mr.addr + offset, len, wr_id)?;
+        Ok(())
+    }
+
+    /// Post `count` receive buffers of `len` bytes back to back in `mr` from `offset`; their
+    /// completions carry `first_wr_id`, `first_wr_id + 1`, …: the same as `count` calls of
+    /// [`Rq::post_recv`] in address order, which a model may hold as one entry (a shared
+    /// receive queue's pre-posted buffers are interchangeable).
+    pub fn post_recv_run(
+        &self,
+        mr: &Mr,
+        offset: u64,
+        len: u64,
+        count: u64,
+        first_wr_id: u64,
+    ) -> Result<(), VerbsError> {
+        self.ctx.own(mr, "post_recv", offset, len.saturating_mul(count))?;
+        self.ctx
+            .host
+            .borrow_mut()
+            .nic
+            .post_recv_run(self.id, mr.addr + offset, len, count, first_wr_id)?;
         Ok(())
     }
 }
@@ -836,6 +887,11 @@ pub struct Qp {
 }
 
 impl Qp {
+    /// The queue-pair number (see [`Context::qp_handle`]).
+    pub fn num(&self) -> QpNum {
+        self.num
+    }
+
     /// Mark this queue pair's messages "fast" (Sunway): engines serve them before all others.
     pub fn fast(mut self) -> Self {
         self.fast = true;

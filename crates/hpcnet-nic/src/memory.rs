@@ -16,8 +16,12 @@
 //! Programs that do not look at their data (communication skeletons) use it so that the
 //! simulator holds no payload: with `keep = 0` a region is payload-free, and a message
 //! library's buffers keep only their headers. What a program registers is unchanged (an
-//! allocator counts the same bytes); only the simulator's copy of them is elided.
+//! allocator counts the same bytes); only the simulator's copy of them is elided. A sparse
+//! region's slots are stored only once written, and [`Memory::discard`] gives a slot's store
+//! back (it reads as zero again), so a region of many interchangeable buffers (a shared
+//! receive queue's) holds stores only for the buffers that hold a message.
 
+use hpcnet_des::hash::IdMap;
 use serde::Serialize;
 use std::borrow::Cow;
 
@@ -32,13 +36,61 @@ enum Bytes {
     Owned(Vec<u8>),
     External(Box<dyn ExternalBytes>),
     /// `len` bytes of which the first `keep` of every `stride`-byte slot are stored in `kept`
-    /// (slot i at `i * keep`); the rest read as zero.
+    /// once written; the rest, and unwritten or discarded slots, read as zero.
     Sparse {
         len: u64,
         stride: u64,
         keep: u64,
-        kept: Vec<u8>,
+        kept: Kept,
     },
+}
+
+/// The stores of a sparse region's written slots: `keep` bytes each in a pool, reused after
+/// [`Memory::discard`]. Memory: O(slots written and not discarded), not O(slots).
+#[derive(Default)]
+struct Kept {
+    /// Slot number → index of its store in `pool` (units of `keep` bytes).
+    at: IdMap<u64, u32>,
+    pool: Vec<u8>,
+    free: Vec<u32>,
+}
+
+impl Kept {
+    /// The stored bytes of slot `s`, if it was written.
+    fn get(&self, s: u64, keep: u64) -> Option<&[u8]> {
+        let i = *self.at.get(&s)? as usize * keep as usize;
+        Some(&self.pool[i..i + keep as usize])
+    }
+
+    /// The store of slot `s`, zeroed when the slot is new.
+    fn get_mut(&mut self, s: u64, keep: u64) -> &mut [u8] {
+        let k = keep as usize;
+        let idx = match self.at.get(&s) {
+            Some(&i) => i,
+            None => {
+                let i = match self.free.pop() {
+                    Some(i) => {
+                        self.pool[i as usize * k..(i as usize + 1) * k].fill(0);
+                        i
+                    }
+                    None => {
+                        self.pool.resize(self.pool.len() + k, 0);
+                        (self.pool.len() / k - 1) as u32
+                    }
+                };
+                self.at.insert(s, i);
+                i
+            }
+        } as usize;
+        &mut self.pool[idx * k..(idx + 1) * k]
+    }
+
+    /// Forget slot `s`'s store (it reads as zero again).
+    fn discard(&mut self, s: u64) {
+        if let Some(i) = self.at.remove(&s) {
+            self.free.push(i);
+        }
+    }
 }
 
 impl Bytes {
@@ -66,9 +118,9 @@ impl Bytes {
     }
 }
 
-/// The stored parts of `[off, off + n)` of a sparse region: (offset in the range, index in
-/// `kept`, length), in address order. Cost: O(slots the range crosses).
-fn stored_parts(stride: u64, keep: u64, off: u64, n: u64) -> impl Iterator<Item = (u64, u64, u64)> {
+/// The stored parts of `[off, off + n)` of a sparse region: (offset in the range, slot, offset
+/// in the slot, length), in address order. Cost: O(slots the range crosses).
+fn stored_parts(stride: u64, keep: u64, off: u64, n: u64) -> impl Iterator<Item = (u64, u64, u64, u64)> {
     let end = off + n;
     let first = off / stride;
     let last = if keep == 0 || n == 0 {
@@ -79,7 +131,7 @@ fn stored_parts(stride: u64, keep: u64, off: u64, n: u64) -> impl Iterator<Item 
     (first..last).filter_map(move |s| {
         let lo = (s * stride).max(off);
         let hi = (s * stride + keep).min(end);
-        (lo < hi).then(|| (lo - off, s * keep + (lo - s * stride), hi - lo))
+        (lo < hi).then(|| (lo - off, s, lo - s * stride, hi - lo))
     })
 }
 
@@ -164,17 +216,35 @@ impl Memory {
 
     /// Register a sparse region of `len` bytes: only the first `keep` bytes of every
     /// `stride`-byte slot are stored (the rest reads as zero; writes to it are dropped). The
-    /// simulator holds `ceil(len / stride) * keep` bytes; `keep = 0` holds none.
+    /// simulator holds `keep` bytes (and a map entry) per slot written and not discarded
+    /// ([`Memory::discard`]); `keep = 0` holds none.
     pub fn register_sparse(&mut self, len: u64, stride: u64, keep: u64) -> (u64, u32) {
         let stride = stride.max(1);
         let keep = keep.min(stride);
-        let kept = vec![0; (len.div_ceil(stride) * keep) as usize];
         self.push(Bytes::Sparse {
             len,
             stride,
             keep,
-            kept,
+            kept: Kept::default(),
         })
+    }
+
+    /// The bytes of `[addr, addr + len)` are no longer needed (e.g. a receive buffer handed
+    /// back to the NIC): a sparse region gives back the stores of the slots wholly inside the
+    /// range, which read as zero again; a dense region keeps its bytes. Out of range: an error.
+    /// Cost: O(slots in the range).
+    pub fn discard(&mut self, addr: u64, len: u64) -> Result<(), MemoryError> {
+        let r = self.find(addr, len)?;
+        let reg = &mut self.regions[r];
+        let off = addr - reg.addr;
+        if let Bytes::Sparse { stride, keep, kept, .. } = &mut reg.data {
+            if *keep > 0 {
+                for s in off.div_ceil(*stride)..(off + len) / *stride {
+                    kept.discard(s);
+                }
+            }
+        }
+        Ok(())
     }
 
     fn push(&mut self, data: Bytes) -> (u64, u32) {
@@ -242,8 +312,10 @@ impl Memory {
         match &reg.data {
             Bytes::Sparse { stride, keep, kept, .. } => {
                 let mut out = vec![0; len as usize];
-                for (o, k, n) in stored_parts(*stride, *keep, off, len) {
-                    out[o as usize..(o + n) as usize].copy_from_slice(&kept[k as usize..(k + n) as usize]);
+                for (o, s, k, n) in stored_parts(*stride, *keep, off, len) {
+                    if let Some(b) = kept.get(s, *keep) {
+                        out[o as usize..(o + n) as usize].copy_from_slice(&b[k as usize..(k + n) as usize]);
+                    }
                 }
                 Ok(Cow::Owned(out))
             }
@@ -265,9 +337,12 @@ impl Memory {
         match &reg.data {
             Bytes::Sparse { stride, keep, kept, .. } => {
                 let mut out = Vec::new();
-                for (o, k, n) in stored_parts(*stride, *keep, off, len) {
+                for (o, s, k, n) in stored_parts(*stride, *keep, off, len) {
                     out.resize(o as usize, 0);
-                    out.extend_from_slice(&kept[k as usize..(k + n) as usize]);
+                    match kept.get(s, *keep) {
+                        Some(b) => out.extend_from_slice(&b[k as usize..(k + n) as usize]),
+                        None => out.resize((o + n) as usize, 0),
+                    }
                 }
                 Ok(out)
             }
@@ -285,8 +360,9 @@ impl Memory {
         let off = addr - reg.addr;
         match &mut reg.data {
             Bytes::Sparse { stride, keep, kept, .. } => {
-                for (o, k, n) in stored_parts(*stride, *keep, off, bytes.len() as u64) {
-                    kept[k as usize..(k + n) as usize].copy_from_slice(&bytes[o as usize..(o + n) as usize]);
+                for (o, s, k, n) in stored_parts(*stride, *keep, off, bytes.len() as u64) {
+                    kept.get_mut(s, *keep)[k as usize..(k + n) as usize]
+                        .copy_from_slice(&bytes[o as usize..(o + n) as usize]);
                 }
             }
             d => {
@@ -311,8 +387,8 @@ impl Memory {
         let off = addr - reg.addr;
         match &mut reg.data {
             Bytes::Sparse { stride, keep, kept, .. } => {
-                for (o, k, n) in stored_parts(*stride, *keep, off, len) {
-                    let dst = &mut kept[k as usize..(k + n) as usize];
+                for (o, s, k, n) in stored_parts(*stride, *keep, off, len) {
+                    let dst = &mut kept.get_mut(s, *keep)[k as usize..(k + n) as usize];
                     let (lo, hi) = (o as usize, (o + n) as usize);
                     let have = bytes.len().clamp(lo, hi);
                     dst[..have - lo].copy_from_slice(&bytes[lo..have]);
@@ -439,5 +515,46 @@ mod tests {
             m.read(c, 16).unwrap().as_ref(),
             &[3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0]
         );
+    }
+
+    fn stored_slots(m: &Memory, r: usize) -> usize {
+        match &m.regions[r].data {
+            Bytes::Sparse { kept, .. } => kept.at.len(),
+            _ => panic!("sparse region expected"),
+        }
+    }
+
+    #[test]
+    fn sparse_slots_are_stored_when_written_and_given_back_by_discard() {
+        let mut m = Memory::new(0);
+        // 10 000 buffers of 8 KiB keeping a 64-byte header each: nothing stored yet.
+        let (a, _) = m.register_sparse(10_000 * 8192, 8192, 64);
+        assert_eq!(stored_slots(&m, 0), 0);
+        assert_eq!(m.read(a + 5 * 8192, 64).unwrap().as_ref(), &[0u8; 64][..]);
+        m.write_padded(a + 5 * 8192, 100, &[4; 70]).unwrap();
+        m.write(a + 9_999 * 8192 + 3, &[9; 2]).unwrap();
+        assert_eq!(stored_slots(&m, 0), 2);
+        assert_eq!(m.read_trimmed(a + 5 * 8192, 100).unwrap(), vec![4; 64]);
+        assert_eq!(m.read(a + 9_999 * 8192, 6).unwrap().as_ref(), &[0, 0, 0, 9, 9, 0]);
+        // Discarding a range gives back only the slots wholly inside it.
+        m.discard(a + 5 * 8192 + 1, 2 * 8192).unwrap();
+        assert_eq!(stored_slots(&m, 0), 2, "slot 5 is not wholly inside");
+        m.discard(a + 5 * 8192, 8192).unwrap();
+        assert_eq!(stored_slots(&m, 0), 1);
+        assert_eq!(m.read(a + 5 * 8192, 8).unwrap().as_ref(), &[0u8; 8][..]);
+        assert_eq!(m.read_trimmed(a + 5 * 8192, 8192).unwrap(), vec![0; 64]);
+        // A new write reuses the store, zeroed first.
+        m.write(a + 7 * 8192 + 60, &[1; 4]).unwrap();
+        assert_eq!(stored_slots(&m, 0), 2);
+        assert_eq!(
+            m.read(a + 7 * 8192, 64).unwrap()[..61],
+            [&[0u8; 60][..], &[1][..]].concat()[..]
+        );
+        assert!(m.discard(a + 10_000 * 8192, 1).is_err());
+        // A dense region keeps its bytes.
+        let (c, _) = m.register(16);
+        m.write(c, &[3; 16]).unwrap();
+        m.discard(c, 16).unwrap();
+        assert_eq!(m.read(c, 16).unwrap().as_ref(), &[3; 16]);
     }
 }

@@ -107,6 +107,44 @@ fn memory(policy: Policy, ranks: u64) -> Result<u64, StudyError> {
         .map_err(|e| StudyError::Unsupported(e.to_string()))
 }
 
+/// The memory rows of both modes: per process at the paper's counts from the allocator, and
+/// whether XRC_S_G's memory stays flat beyond one group.
+fn memory_rows() -> Result<Vec<Row>, StudyError> {
+    let mut rows = Vec::new();
+    let grouped = Policy::grouped(Transport::XrcS, GROUP);
+    let mut xrc_mb = Vec::new();
+    for (&n, &(rc_srq, xrc_g)) in PROCESSES.iter().zip(&MEMORY) {
+        let a = memory(Policy::full(Transport::RcSrq), n)?;
+        let b = memory(grouped, n)?;
+        xrc_mb.push(mb(b));
+        rows.push(Row::post_hoc(
+            format!("memory RC_SRQ N={n}"),
+            rc_srq,
+            mb(a),
+            "MB",
+            TOLERANCE,
+        ));
+        rows.push(Row::post_hoc(
+            format!("memory XRC_S_G N={n}"),
+            xrc_g,
+            mb(b),
+            "MB",
+            TOLERANCE,
+        ));
+    }
+    let paper_flat = MEMORY[2..].windows(2).all(|w| (w[1].1 / w[0].1 - 1.0).abs() <= FLAT);
+    let model_flat = xrc_mb[2..].windows(2).all(|w| (w[1] / w[0] - 1.0).abs() <= FLAT);
+    rows.push(
+        Row::claim(
+            "XRC_S_G memory flat once N exceeds one group (8192 -> 16384, within 1 %)",
+            paper_flat,
+            model_flat,
+        )
+        .with_note(format!("{:.3} / {:.3} MB", xrc_mb[2], xrc_mb[3])),
+    );
+    Ok(rows)
+}
+
 /// One skeleton run of the analogue.
 #[derive(Copy, Clone, Debug)]
 struct Job {
@@ -173,42 +211,17 @@ impl Study for IbNas {
         &FITTED
     }
 
-    fn run(&self, ctx: &Ctx) -> Result<StudyReport, StudyError> {
-        let s = if ctx.quick { QUICK } else { FULL };
-        let mut rows = Vec::new();
+    fn has_paper_scale(&self) -> bool {
+        true
+    }
 
-        // Memory per process at the paper's counts.
-        let grouped = Policy::grouped(Transport::XrcS, GROUP);
-        let mut xrc_mb = Vec::new();
-        for (&n, &(rc_srq, xrc_g)) in PROCESSES.iter().zip(&MEMORY) {
-            let a = memory(Policy::full(Transport::RcSrq), n)?;
-            let b = memory(grouped, n)?;
-            xrc_mb.push(mb(b));
-            rows.push(Row::post_hoc(
-                format!("memory RC_SRQ N={n}"),
-                rc_srq,
-                mb(a),
-                "MB",
-                TOLERANCE,
-            ));
-            rows.push(Row::post_hoc(
-                format!("memory XRC_S_G N={n}"),
-                xrc_g,
-                mb(b),
-                "MB",
-                TOLERANCE,
-            ));
+    fn run(&self, ctx: &Ctx) -> Result<StudyReport, StudyError> {
+        if ctx.paper_scale {
+            return paper::run(self, ctx);
         }
-        let paper_flat = MEMORY[2..].windows(2).all(|w| (w[1].1 / w[0].1 - 1.0).abs() <= FLAT);
-        let model_flat = xrc_mb[2..].windows(2).all(|w| (w[1] / w[0] - 1.0).abs() <= FLAT);
-        rows.push(
-            Row::claim(
-                "XRC_S_G memory flat once N exceeds one group (8192 -> 16384, within 1 %)",
-                paper_flat,
-                model_flat,
-            )
-            .with_note(format!("{:.3} / {:.3} MB", xrc_mb[2], xrc_mb[3])),
-        );
+        let s = if ctx.quick { QUICK } else { FULL };
+
+        let mut rows = memory_rows()?;
 
         // Run times of the scaled-down analogue.
         let mut jobs = Vec::new();
@@ -326,6 +339,8 @@ impl Study for IbNas {
         Ok(report)
     }
 }
+
+mod paper;
 
 #[cfg(test)]
 mod tests {

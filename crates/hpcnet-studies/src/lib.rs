@@ -79,12 +79,19 @@ pub struct Ctx {
     /// scenario before the study's own sweep overrides: what-if runs. Empty for the published
     /// configuration.
     pub set: Vec<String>,
+    /// Run at the paper's own scale where a study has such a mode
+    /// ([`Study::has_paper_scale`]; `hpcnet reproduce NAME --paper-scale`): hours of CPU.
+    pub paper_scale: bool,
 }
 
 impl Ctx {
     /// A context for a quick (or full) run of the published configuration.
     pub fn quick(quick: bool) -> Ctx {
-        Ctx { quick, set: Vec::new() }
+        Ctx {
+            quick,
+            set: Vec::new(),
+            paper_scale: false,
+        }
     }
 
     /// Loads `toml` (the study's embedded scenario) with the context's overrides, then `extra`
@@ -115,12 +122,28 @@ pub trait Study: Sync {
     /// The report on the models as configured by `ctx`. Use [`run`], which also checks the
     /// overrides and records the declared calibration in the report.
     fn run(&self, ctx: &Ctx) -> Result<StudyReport, StudyError>;
+    /// Whether the study has a mode at the paper's own scale ([`Ctx::paper_scale`]).
+    fn has_paper_scale(&self) -> bool {
+        false
+    }
 }
 
 /// Runs `study` under `ctx`: checks `ctx.set` against the study's scenario first (one clear
 /// error naming the key), runs, and records the fitted-parameter table and the overrides in the
 /// report.
 pub fn run(study: &dyn Study, ctx: &Ctx) -> Result<StudyReport, StudyError> {
+    if ctx.paper_scale && !study.has_paper_scale() {
+        return Err(StudyError::Unsupported(format!(
+            "study '{}' has no paper-scale mode (--paper-scale: {})",
+            study.name(),
+            all()
+                .iter()
+                .filter(|s| s.has_paper_scale())
+                .map(|s| s.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
     if !ctx.set.is_empty() {
         let Some((toml, path)) = study.scenario() else {
             return Err(StudyError::Unsupported(format!(
@@ -161,11 +184,15 @@ pub fn all() -> Vec<&'static dyn Study> {
 /// `f` applied to every item on as many threads as the machine offers (at most one per item);
 /// results come back in item order, so a report does not depend on the thread count.
 pub(crate) fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    par_map_n(items, threads, f)
+}
+
+/// [`par_map`] on at most `threads` threads (at least one).
+pub(crate) fn par_map_n<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(items.len().max(1));
+    let threads = threads.max(1).min(items.len().max(1));
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<R>>> = Mutex::new((0..items.len()).map(|_| None).collect());
     std::thread::scope(|s| {
@@ -260,6 +287,7 @@ mod tests {
     fn judged(study: &dyn Study, set: &[String]) -> Vec<(String, f64)> {
         let ctx = Ctx {
             quick: true,
+            paper_scale: false,
             set: set.to_vec(),
         };
         run(study, &ctx)
@@ -275,6 +303,7 @@ mod tests {
     fn value(study: &dyn Study, set: &[&str], label: &str) -> f64 {
         let ctx = Ctx {
             quick: true,
+            paper_scale: false,
             set: set.iter().map(|s| s.to_string()).collect(),
         };
         let r = run(study, &ctx).unwrap_or_else(|e| panic!("{} {set:?}: {e}", study.name()));
@@ -380,6 +409,7 @@ mod tests {
             find("loggp").unwrap(),
             &Ctx {
                 quick: true,
+                paper_scale: false,
                 set: vec!["link.lanes=2".into()],
             },
         );
@@ -390,6 +420,7 @@ mod tests {
     fn bad_overrides_are_errors_not_panics() {
         let ctx = |set: &str| Ctx {
             quick: true,
+            paper_scale: false,
             set: vec![set.to_string()],
         };
         // An unknown key names the key.

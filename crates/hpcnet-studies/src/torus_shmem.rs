@@ -295,6 +295,7 @@ impl Study for TorusShmem {
         let plain = Ctx {
             quick: ctx.quick,
             set: Vec::new(),
+            paper_scale: false,
         };
         let ib_one = ["nic.hosts=1".to_string()];
         let ms = Machines {

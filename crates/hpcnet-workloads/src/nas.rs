@@ -909,4 +909,80 @@ mod flow_tests {
             assert!(job.finished() && end.stuck_tasks == 0, "{p}");
         }
     }
+
+    /// RC_SRQ's buffers are posted as one run and their header slots held only while a message
+    /// is in them: every message of three rounds of all-pairs exchange (each SRQ buffer used
+    /// three times, eager and rendezvous) arrives from the right source with the right tag,
+    /// length and (with real bytes) bytes, and the memory account is spec 05's RC + SRQ formula.
+    #[test]
+    fn count_held_srq_delivers_every_message_and_accounts_the_formula() {
+        use hpcnet_mpi::{Job, Layout, Transport};
+        use hpcnet_msg::{Machine, Rank};
+        const N: u32 = 16;
+        const ROUNDS: u64 = 3;
+        let pattern = |s: u32, d: u32, k: u64, len: u64| -> Vec<u8> {
+            (0..len)
+                .map(|i| (i as u32 ^ (s * 31 + d * 7 + k as u32 * 3)) as u8)
+                .collect()
+        };
+        let len = |s: u32, d: u32, k: u64| [0u64, 100, 8000, 20_000][((u64::from(s + d) + k) % 4) as usize];
+        for payload_free in [false, true] {
+            let mut m = Machine::new(scenario(4).flow_world().unwrap());
+            let mut cfg = JobConfig::new(Policy::full(Transport::RcSrq));
+            cfg.p2p.payload_free = payload_free;
+            let job = Job::new(&m, Layout::new(u64::from(N), 4).unwrap(), cfg).unwrap();
+            let checked = Rc::new(RefCell::new(0u64));
+            for r in 0..N {
+                let checked = checked.clone();
+                job.spawn(&m, Rank(r), move |ep| async move {
+                    let ctx = ep.ctx().clone();
+                    let mr = |n: u64| {
+                        if payload_free {
+                            ctx.reg_mr_sparse(n.max(1), n.max(1), 0)
+                        } else {
+                            ctx.reg_mr(n.max(1))
+                        }
+                    };
+                    let mut recvs = Vec::new();
+                    let mut sends = Vec::new();
+                    for k in 0..ROUNDS {
+                        for s in (0..N).filter(|&s| s != r) {
+                            let b = mr(len(s, r, k));
+                            recvs.push((s, k, ep.irecv(&b, 0, len(s, r, k), Some(Rank(s)), Some(k))?, b));
+                        }
+                        for d in (0..N).filter(|&d| d != r) {
+                            let b = mr(len(r, d, k));
+                            if !payload_free {
+                                ctx.write_local(&b, 0, &pattern(r, d, k, len(r, d, k)))?;
+                            }
+                            sends.push((ep.isend(&b, 0, len(r, d, k), Rank(d), k)?, b));
+                        }
+                    }
+                    for (s, k, q, b) in recvs {
+                        let st = ep.wait(q).await?;
+                        assert_eq!((st.source, st.tag, st.len), (Rank(s), k, len(s, r, k)));
+                        if !payload_free {
+                            assert_eq!(ctx.read_local(&b, 0, len(s, r, k))?, pattern(s, r, k, len(s, r, k)));
+                        }
+                        *checked.borrow_mut() += 1;
+                    }
+                    for (q, _) in sends {
+                        ep.wait(q).await?;
+                    }
+                    Ok(())
+                });
+            }
+            let end = m.run();
+            assert_eq!(job.errors(), vec![], "payload-free {payload_free}");
+            assert!(job.finished() && end.stuck_tasks == 0);
+            let n = u64::from(N);
+            assert_eq!(*checked.borrow(), ROUNDS * n * (n - 1), "exactly every message");
+            // Spec 05, RC + SRQ: s1·(N−1) + sd·s2·(N−1) + s2·(N−1), s1 = 8192, sd = 16, s2 = 64.
+            for r in 0..N {
+                let a = job.endpoint(Rank(r)).memory();
+                assert_eq!(a.total(), 8192 * (n - 1) + 16 * 64 * (n - 1) + 64 * (n - 1), "rank {r}");
+                assert_eq!((a.srqs, a.buffers), (1, n - 1));
+            }
+        }
+    }
 }

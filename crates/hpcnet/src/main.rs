@@ -98,7 +98,7 @@ enum Cmd {
     },
     /// Rerun a paper's published experiment on the models: paper vs simulated, with verdicts.
     #[command(
-        override_usage = "hpcnet reproduce <NAME> [--set KEY=VALUE]... [--json] [--out DIR] [--quick]\n       hpcnet reproduce <NAME> --sensitivity [--set KEY=VALUE]... [--quick]\n       hpcnet reproduce --all [--json] [--out DIR] [--quick]\n       hpcnet reproduce --list"
+        override_usage = "hpcnet reproduce <NAME> [--set KEY=VALUE]... [--json] [--out DIR] [--quick | --paper-scale]\n       hpcnet reproduce <NAME> --sensitivity [--set KEY=VALUE]... [--quick]\n       hpcnet reproduce --all [--json] [--out DIR] [--quick]\n       hpcnet reproduce --list"
     )]
     Reproduce {
         /// Study to run (see --list).
@@ -119,6 +119,10 @@ enum Cmd {
         /// Shortened runs for smoke tests; the report is marked quick and is not a reproduction.
         #[arg(long)]
         quick: bool,
+        /// Run at the paper's own scale where the study has such a mode (ib-nas: class E at
+        /// 2048-16384 processes; hours of CPU, up to ≈ 7 GB; progress on stderr).
+        #[arg(long, conflicts_with_all = ["all", "list", "quick", "sensitivity"])]
+        paper_scale: bool,
         /// What-if: override a key of the study's scenario, as `hpcnet run --set` (repeatable);
         /// the study reruns on the modified machine and prints the same table.
         #[arg(long = "set", value_name = "KEY=VALUE", conflicts_with_all = ["all", "list"])]
@@ -575,6 +579,7 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             json,
             out,
             quick,
+            paper_scale,
             set,
             sensitivity,
         } => reproduce::reproduce(&reproduce::Args {
@@ -584,6 +589,7 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             json,
             out,
             quick,
+            paper_scale,
             set,
             sensitivity,
         }),

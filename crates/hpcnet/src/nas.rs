@@ -41,10 +41,13 @@ pub struct Args<'a> {
 /// `--real-bytes`; without, [`PER_BUFFER`] per buffer), unless the machine has less memory
 /// ([`buffer_limit`]).
 const MAX_BUFFERS: u64 = 64 << 30;
-/// What the simulator holds per payload-free receive buffer: its 64-byte header slot, the NIC
-/// model's 24-byte posted-buffer entry and its connection's 72-byte record (RC_SRQ pre-posts
-/// one buffer per connection; measured ≈ 160 B per connection at 8 192 and 16 384 processes).
-const PER_BUFFER: u64 = 160;
+/// What the simulator holds per payload-free receive buffer. A shared receive queue's
+/// buffers are held as a count (header slots only while a message is in them), so what grows
+/// with the buffers is their connection's 16-byte record (RC_SRQ pre-posts one buffer per
+/// connection) and the set-up's transient lists: measured 36 B per connection between FT
+/// class S under RC_SRQ at 2 048 and 4 096 processes (peak RSS 0.30 and 0.75 GB, 1.26·10⁷
+/// more connections).
+const PER_BUFFER: u64 = 36;
 
 /// The receive-buffer bytes a run may hold: [`MAX_BUFFERS`], or the machine's physical memory
 /// if that is less (Linux `/proc/meminfo`; elsewhere the constant alone), so a run that cannot

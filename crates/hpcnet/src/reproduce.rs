@@ -21,6 +21,7 @@ pub struct Args {
     pub json: bool,
     pub out: Option<PathBuf>,
     pub quick: bool,
+    pub paper_scale: bool,
     pub set: Vec<String>,
     pub sensitivity: bool,
 }
@@ -41,6 +42,7 @@ pub fn reproduce(a: &Args) -> Result<(), Failure> {
     let ctx = Ctx {
         quick: a.quick,
         set: a.set.clone(),
+        paper_scale: a.paper_scale,
     };
     match &a.name {
         Some(name) if a.sensitivity => sensitivity(name, &ctx),

@@ -176,3 +176,30 @@ fn ib_nas_quick_study_reports_memory_and_overheads() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("mpi.send_depth"), "{err}");
 }
+
+#[test]
+fn nas_refuses_receive_buffers_beyond_the_machine_before_running() {
+    // Full RC at 16 384 processes with real bytes: 5 buffers of 8 KiB per connection, ≈ 11 TB.
+    let sc = scenario();
+    let (code, _, err) = run(&[
+        "nas",
+        &sc,
+        "--bench",
+        "ft",
+        "--class",
+        "E",
+        "--network",
+        "flow",
+        "--policy",
+        "rc",
+        "--real-bytes",
+        "--set",
+        "topology.nodes=4096",
+        "--set",
+        "topology.leaves=228",
+        "--set",
+        "topology.radix=256",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--policy RC on 16384 ranks registers"), "{err}");
+}
