@@ -27,7 +27,8 @@ use hpcnet_coll::{
 use hpcnet_des::stats::StatRecord;
 use hpcnet_des::SimTime;
 use hpcnet_msg::verbs::{Machine, RunEnd};
-use hpcnet_nic::{Rank, World};
+use hpcnet_msg::NicBackend;
+use hpcnet_nic::{Placement, Rank, World};
 use serde::Serialize;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -551,12 +552,62 @@ pub fn run_concurrent_observed(
     config: &CommConfig,
     observe: &mut dyn FnMut(&World),
 ) -> Result<Vec<CollPoint>, CollBenchError> {
+    let place = world.placement();
+    let (mut points, m) = run_any(world, place, groups, spec, bytes, iterations, warmup, config)?;
+    let trig: Vec<StatRecord> = m
+        .world()
+        .statistics()
+        .into_iter()
+        .filter(|s| s.name.starts_with("nic.trig."))
+        .collect();
+    if !trig.is_empty() {
+        for p in &mut points {
+            p.statistics = trig.clone();
+        }
+    }
+    observe(&m.world());
+    Ok(points)
+}
+
+/// [`run_concurrent`] on any NIC model, e.g. the flow-level `hpcnet_flow::FlowWorld`, whose
+/// ranks are placed on nodes by `place`. Software algorithms only where the model has no
+/// hardware collective or offload unit (creating the communicator fails with
+/// [`CollError::BadComm`], a bad-input error). The points carry no NIC statistics.
+///
+/// # Errors
+/// As [`run_concurrent`].
+#[allow(clippy::too_many_arguments)]
+pub fn run_concurrent_on<B: NicBackend + 'static>(
+    world: B,
+    place: Placement,
+    groups: &[Vec<Rank>],
+    spec: &CollSpec,
+    bytes: u64,
+    iterations: u64,
+    warmup: u64,
+    config: &CommConfig,
+) -> Result<Vec<CollPoint>, CollBenchError> {
+    run_any(world, place, groups, spec, bytes, iterations, warmup, config).map(|(points, _)| points)
+}
+
+/// [`run_typed`] for the element type of `spec`.
+#[allow(clippy::too_many_arguments)]
+fn run_any<B: NicBackend + 'static>(
+    world: B,
+    place: Placement,
+    groups: &[Vec<Rank>],
+    spec: &CollSpec,
+    bytes: u64,
+    iterations: u64,
+    warmup: u64,
+    config: &CommConfig,
+) -> Result<(Vec<CollPoint>, Machine<B>), CollBenchError> {
     let (b, i, w) = (bytes, iterations, warmup);
     match spec.dtype {
-        Datatype::F32 => run_typed::<f32>(world, groups, spec, b, i, w, config, observe),
-        Datatype::F64 => run_typed::<f64>(world, groups, spec, b, i, w, config, observe),
-        Datatype::I32 => run_typed::<i32>(world, groups, spec, b, i, w, config, observe),
-        Datatype::I64 => run_typed::<i64>(world, groups, spec, b, i, w, config, observe),
+        Datatype::F32 => run_typed::<f32, B>(world, place, groups, spec, b, i, w, config),
+        Datatype::F64 => run_typed::<f64, B>(world, place, groups, spec, b, i, w, config),
+        Datatype::I32 => run_typed::<i32, B>(world, place, groups, spec, b, i, w, config),
+        Datatype::I64 => run_typed::<i64, B>(world, place, groups, spec, b, i, w, config),
     }
 }
 
@@ -608,23 +659,24 @@ fn validate(groups: &[Vec<Rank>], spec: &CollSpec, bytes: u64, iterations: u64) 
     Ok(())
 }
 
+/// The benchmark on `world` (ranks on nodes by `place`); the points and the machine after
+/// the run.
 #[allow(clippy::too_many_arguments)]
-fn run_typed<T: BenchElement>(
-    world: World,
+fn run_typed<T: BenchElement, B: NicBackend + 'static>(
+    world: B,
+    place: Placement,
     groups: &[Vec<Rank>],
     spec: &CollSpec,
     bytes: u64,
     iterations: u64,
     warmup: u64,
     config: &CommConfig,
-    observe: &mut dyn FnMut(&World),
-) -> Result<Vec<CollPoint>, CollBenchError> {
+) -> Result<(Vec<CollPoint>, Machine<B>), CollBenchError> {
     validate(groups, spec, bytes, iterations)?;
     let op = spec.op;
     let bytes = if op == CollOp::Barrier { 0 } else { bytes };
     let n = (bytes / spec.dtype.size() as u64) as usize;
     let mut m = Machine::new(world);
-    let place = m.world().placement();
     // The hardware algorithm needs each communicator's hardware group (multicast tables), and
     // its iterations start together after the hardware barrier (no software connections are
     // set up then); the others after a dissemination barrier.
@@ -700,12 +752,6 @@ fn run_typed<T: BenchElement>(
     if end.stuck_tasks > 0 || end.deadlock || end.net_in_flight > 0 {
         return Err(CollBenchError::Stuck(end));
     }
-    let trig: Vec<StatRecord> = m
-        .world()
-        .statistics()
-        .into_iter()
-        .filter(|s| s.name.starts_with("nic.trig."))
-        .collect();
     let mut points = Vec::new();
     for ((ranks, rec), per_node) in groups.iter().zip(records).zip(per_node) {
         let p = ranks.len();
@@ -740,11 +786,10 @@ fn run_typed<T: BenchElement>(
             min_us: min,
             max_us: max,
             checked_elements: checked,
-            statistics: trig.clone(),
+            statistics: Vec::new(),
         });
     }
-    observe(&m.world());
-    Ok(points)
+    Ok((points, m))
 }
 
 #[cfg(test)]
