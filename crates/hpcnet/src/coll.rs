@@ -2,11 +2,11 @@
 //! of `hpcnet-coll` on the verbs API): mean, minimum and maximum time per call over a range of
 //! message sizes, for one collective and one algorithm (or the default table's choice).
 
+use crate::nas::NetworkArg;
 use crate::p2p::{parse_range, sizes_between};
 use crate::{run::load, Common, Failure};
 use hpcnet_coll::{Algorithm, Datatype, ReduceOp};
 use hpcnet_des::Bytes;
-use crate::nas::NetworkArg;
 use hpcnet_mpi::NetworkModel;
 use hpcnet_msg::NicBackend;
 use hpcnet_nic::Placement;
@@ -360,20 +360,20 @@ pub fn coll(args: &Args) -> Result<(), Failure> {
             }
         };
         let pts = run.map_err(|e: CollBenchError| {
-                let what = format!(
-                    "{}: coll {} --algorithm {}, {} per rank, {} ranks: {e}",
-                    sc.source,
-                    op.name(),
-                    algorithm_name(alg),
-                    Bytes(bytes),
-                    ranks.len()
-                );
-                if e.is_bad_input() {
-                    Failure::input(what)
-                } else {
-                    Failure::model(what)
-                }
-            })?;
+            let what = format!(
+                "{}: coll {} --algorithm {}, {} per rank, {} ranks: {e}",
+                sc.source,
+                op.name(),
+                algorithm_name(alg),
+                Bytes(bytes),
+                ranks.len()
+            );
+            if e.is_bad_input() {
+                Failure::input(what)
+            } else {
+                Failure::model(what)
+            }
+        })?;
         for (g, p) in pts.into_iter().enumerate() {
             points[g].push(p);
         }
