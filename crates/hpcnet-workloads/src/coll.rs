@@ -27,7 +27,8 @@ use hpcnet_coll::{
 use hpcnet_des::stats::StatRecord;
 use hpcnet_des::SimTime;
 use hpcnet_msg::verbs::{Machine, RunEnd};
-use hpcnet_nic::{Rank, World};
+use hpcnet_msg::NicBackend;
+use hpcnet_nic::{Placement, Rank, World};
 use serde::Serialize;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -301,6 +302,16 @@ fn bases(count: usize) -> Vec<i64> {
     (0..count).map(base).collect()
 }
 
+/// Member `m`'s input as little-endian bytes, from the member-independent part `bases`.
+fn input_bytes<T: BenchElement>(m: usize, bases: &[i64]) -> Vec<u8> {
+    let es = std::mem::size_of::<T>();
+    let mut out = vec![0u8; bases.len() * es];
+    for (&b, o) in bases.iter().zip(out.chunks_exact_mut(es)) {
+        T::from_base(m, b).put_into(o);
+    }
+    out
+}
+
 /// Member `m`'s input, from the member-independent part `bases`.
 fn input_from<T: BenchElement>(m: usize, bases: &[i64]) -> Vec<T> {
     bases.iter().map(|&b| T::from_base(m, b)).collect()
@@ -443,54 +454,90 @@ async fn call<T: BenchElement>(
     })
 }
 
-/// Per-iteration start and end times (maximum over members) and each member's last result, of
-/// one communicator.
-struct Record<T> {
-    starts: Vec<SimTime>,
-    ends: Vec<SimTime>,
-    results: Vec<Option<Option<Vec<T>>>>,
+/// A member's input. Allreduce keeps the little-endian bytes of its elements and calls
+/// [`Comm::allreduce_bytes`] (what [`Comm::allreduce`] does after converting them), handing the
+/// bytes over without a copy in the last call: a member holds one copy of its vector, not three.
+enum Input<T> {
+    Elements(Vec<T>),
+    Bytes(Vec<u8>),
 }
 
-/// Compare every member's result of the last iteration (`None`: the member did not finish it)
-/// with the reference; the number of elements compared, or the first difference.
-fn compare<T: BenchElement>(
+/// A member's result of one call: elements (`None`: no result, as at a non-root member of
+/// reduce), or the bytes of an allreduce.
+enum Output<T> {
+    Elements(Option<Vec<T>>),
+    Bytes(Vec<u8>),
+}
+
+/// Per-iteration start and end times (maximum over members) and each member's comparison of
+/// its last result with the reference (`None`: the member did not finish), of one
+/// communicator.
+struct Record {
+    starts: Vec<SimTime>,
+    ends: Vec<SimTime>,
+    checked: Vec<Option<Result<u64, CollBenchError>>>,
+}
+
+/// Compare member `me`'s (rank `rank`'s) result of the last iteration with the reference; the
+/// number of elements compared, or the first difference. Done in the member's program as soon
+/// as it has its result, so that no result is held until the end of the run.
+fn compare_one<T: BenchElement>(
     reference: &Reference<T>,
-    ranks: &[Rank],
-    results: Vec<Option<Option<Vec<T>>>>,
+    me: usize,
+    rank: Rank,
+    got: Output<T>,
 ) -> Result<u64, CollBenchError> {
-    let mut checked = 0u64;
-    for (me, got) in results.into_iter().enumerate() {
-        let rank = ranks[me];
-        let got = got.ok_or_else(|| CollBenchError::WrongResult {
-            member: me,
-            rank,
-            what: "no result".into(),
-        })?;
-        let want = reference.expected(me);
-        // Fast path: a result equal to a reference held as a slice.
-        if let (Some(g), Some(w)) = (&got, reference.slice(me)) {
-            if g[..] == w[..] {
-                checked += w.len() as u64;
-                continue;
+    let got = match got {
+        Output::Bytes(b) => {
+            // Fast path: bytes equal to a reference held as a slice, element by element.
+            let es = std::mem::size_of::<T>();
+            if let Some(w) = reference.slice(me) {
+                if b.len() == w.len() * es && b.chunks_exact(es).map(T::get).eq(w.iter().copied()) {
+                    return Ok(w.len() as u64);
+                }
             }
+            Some(hpcnet_coll::from_bytes::<T>(&b))
         }
-        let what = match (&got, &want) {
-            (Some(g), Some((len, _))) if g.len() != *len => Some(format!("{} elements, expected {len}", g.len())),
-            (Some(g), Some((_, w))) => g
-                .iter()
-                .enumerate()
-                .find(|&(k, x)| *x != w(k))
-                .map(|(k, x)| format!("element {k} is {x:?}, expected {:?}", w(k))),
-            (None, Some(_)) => Some("no result, expected one".into()),
-            (Some(_), None) => Some("a result where none was expected".into()),
-            (None, None) => None,
-        };
-        if let Some(what) = what {
-            return Err(CollBenchError::WrongResult { member: me, rank, what });
+        Output::Elements(got) => got,
+    };
+    let want = reference.expected(me);
+    // Fast path: a result equal to a reference held as a slice.
+    if let (Some(g), Some(w)) = (&got, reference.slice(me)) {
+        if g[..] == w[..] {
+            return Ok(w.len() as u64);
         }
-        checked += want.map_or(0, |(len, _)| len as u64);
     }
-    Ok(checked)
+    let what = match (&got, &want) {
+        (Some(g), Some((len, _))) if g.len() != *len => Some(format!("{} elements, expected {len}", g.len())),
+        (Some(g), Some((_, w))) => g
+            .iter()
+            .enumerate()
+            .find(|&(k, x)| *x != w(k))
+            .map(|(k, x)| format!("element {k} is {x:?}, expected {:?}", w(k))),
+        (None, Some(_)) => Some("no result, expected one".into()),
+        (Some(_), None) => Some("a result where none was expected".into()),
+        (None, None) => None,
+    };
+    match what {
+        Some(what) => Err(CollBenchError::WrongResult { member: me, rank, what }),
+        None => Ok(want.map_or(0, |(len, _)| len as u64)),
+    }
+}
+
+/// The members' comparisons in member order: the elements compared over all members, or the
+/// first member's difference (a member without a result is one).
+fn checked_total(ranks: &[Rank], checked: Vec<Option<Result<u64, CollBenchError>>>) -> Result<u64, CollBenchError> {
+    let mut total = 0;
+    for (me, c) in checked.into_iter().enumerate() {
+        total += c.unwrap_or_else(|| {
+            Err(CollBenchError::WrongResult {
+                member: me,
+                rank: ranks[me],
+                what: "no result".into(),
+            })
+        })?;
+    }
+    Ok(total)
 }
 
 /// Run `op` with `algorithm` on a communicator of `ranks` of `world` (see the module
@@ -551,12 +598,62 @@ pub fn run_concurrent_observed(
     config: &CommConfig,
     observe: &mut dyn FnMut(&World),
 ) -> Result<Vec<CollPoint>, CollBenchError> {
+    let place = world.placement();
+    let (mut points, m) = run_any(world, place, groups, spec, bytes, iterations, warmup, config)?;
+    let trig: Vec<StatRecord> = m
+        .world()
+        .statistics()
+        .into_iter()
+        .filter(|s| s.name.starts_with("nic.trig."))
+        .collect();
+    if !trig.is_empty() {
+        for p in &mut points {
+            p.statistics = trig.clone();
+        }
+    }
+    observe(&m.world());
+    Ok(points)
+}
+
+/// [`run_concurrent`] on any NIC model, e.g. the flow-level `hpcnet_flow::FlowWorld`, whose
+/// ranks are placed on nodes by `place`. Software algorithms only where the model has no
+/// hardware collective or offload unit (creating the communicator fails with
+/// [`CollError::BadComm`], a bad-input error). The points carry no NIC statistics.
+///
+/// # Errors
+/// As [`run_concurrent`].
+#[allow(clippy::too_many_arguments)]
+pub fn run_concurrent_on<B: NicBackend + 'static>(
+    world: B,
+    place: Placement,
+    groups: &[Vec<Rank>],
+    spec: &CollSpec,
+    bytes: u64,
+    iterations: u64,
+    warmup: u64,
+    config: &CommConfig,
+) -> Result<Vec<CollPoint>, CollBenchError> {
+    run_any(world, place, groups, spec, bytes, iterations, warmup, config).map(|(points, _)| points)
+}
+
+/// [`run_typed`] for the element type of `spec`.
+#[allow(clippy::too_many_arguments)]
+fn run_any<B: NicBackend + 'static>(
+    world: B,
+    place: Placement,
+    groups: &[Vec<Rank>],
+    spec: &CollSpec,
+    bytes: u64,
+    iterations: u64,
+    warmup: u64,
+    config: &CommConfig,
+) -> Result<(Vec<CollPoint>, Machine<B>), CollBenchError> {
     let (b, i, w) = (bytes, iterations, warmup);
     match spec.dtype {
-        Datatype::F32 => run_typed::<f32>(world, groups, spec, b, i, w, config, observe),
-        Datatype::F64 => run_typed::<f64>(world, groups, spec, b, i, w, config, observe),
-        Datatype::I32 => run_typed::<i32>(world, groups, spec, b, i, w, config, observe),
-        Datatype::I64 => run_typed::<i64>(world, groups, spec, b, i, w, config, observe),
+        Datatype::F32 => run_typed::<f32, B>(world, place, groups, spec, b, i, w, config),
+        Datatype::F64 => run_typed::<f64, B>(world, place, groups, spec, b, i, w, config),
+        Datatype::I32 => run_typed::<i32, B>(world, place, groups, spec, b, i, w, config),
+        Datatype::I64 => run_typed::<i64, B>(world, place, groups, spec, b, i, w, config),
     }
 }
 
@@ -608,23 +705,24 @@ fn validate(groups: &[Vec<Rank>], spec: &CollSpec, bytes: u64, iterations: u64) 
     Ok(())
 }
 
+/// The benchmark on `world` (ranks on nodes by `place`); the points and the machine after
+/// the run.
 #[allow(clippy::too_many_arguments)]
-fn run_typed<T: BenchElement>(
-    world: World,
+fn run_typed<T: BenchElement, B: NicBackend + 'static>(
+    world: B,
+    place: Placement,
     groups: &[Vec<Rank>],
     spec: &CollSpec,
     bytes: u64,
     iterations: u64,
     warmup: u64,
     config: &CommConfig,
-    observe: &mut dyn FnMut(&World),
-) -> Result<Vec<CollPoint>, CollBenchError> {
+) -> Result<(Vec<CollPoint>, Machine<B>), CollBenchError> {
     validate(groups, spec, bytes, iterations)?;
     let op = spec.op;
     let bytes = if op == CollOp::Barrier { 0 } else { bytes };
     let n = (bytes / spec.dtype.size() as u64) as usize;
     let mut m = Machine::new(world);
-    let place = m.world().placement();
     // The hardware algorithm needs each communicator's hardware group (multicast tables), and
     // its iterations start together after the hardware barrier (no software connections are
     // set up then); the others after a dissemination barrier.
@@ -647,12 +745,13 @@ fn run_typed<T: BenchElement>(
         let p = ranks.len();
         let comms = Comm::create_on_nodes(&m, ranks, |r| place.node_of(r).0, config).map_err(CollBenchError::Call)?;
         per_node.push(comms.first().map_or(1, Comm::per_node));
-        let rec = Rc::new(RefCell::new(Record::<T> {
+        let rec = Rc::new(RefCell::new(Record {
             starts: vec![SimTime::ZERO; total],
             ends: vec![SimTime::ZERO; total],
-            results: (0..p).map(|_| None).collect(),
+            checked: (0..p).map(|_| None).collect(),
         }));
         records.push(rec.clone());
+        let reference = Rc::new(Reference::<T>::new(spec, p, n));
         let per_member = op.buffer_bytes(bytes, p) as usize / spec.dtype.size();
         let shared = Rc::new(bases(per_member));
         for (me, mut c) in comms.into_iter().enumerate() {
@@ -660,15 +759,29 @@ fn run_typed<T: BenchElement>(
             let error = error.clone();
             let spec = *spec;
             let shared = shared.clone();
+            let reference = reference.clone();
+            let rank = ranks[me];
             m.spawn(async move {
-                let mine: Vec<T> = input_from(me, &shared);
+                let mut input = if spec.op == CollOp::Allreduce {
+                    Input::Bytes(input_bytes::<T>(me, &shared))
+                } else {
+                    Input::Elements(input_from::<T>(me, &shared))
+                };
                 drop(shared);
-                let mut last = None;
                 for it in 0..total {
+                    let last = it + 1 == total;
                     let r = match c.barrier(sync).await {
                         Ok(()) => {
                             let t0 = c.context().now();
-                            let r = call(&mut c, &spec, me, &mine).await;
+                            let r = match &mut input {
+                                Input::Bytes(b) => {
+                                    let data = if last { std::mem::take(b) } else { b.clone() };
+                                    c.allreduce_bytes(T::DATATYPE, spec.reduce_op, data, spec.algorithm)
+                                        .await
+                                        .map(Output::Bytes)
+                                }
+                                Input::Elements(mine) => call(&mut c, &spec, me, mine).await.map(Output::Elements),
+                            };
                             let t1 = c.context().now();
                             let mut g = rec.borrow_mut();
                             g.starts[it] = g.starts[it].max(t0);
@@ -678,7 +791,8 @@ fn run_typed<T: BenchElement>(
                         Err(e) => Err(e),
                     };
                     match r {
-                        Ok(v) => last = Some(v),
+                        Ok(v) if last => rec.borrow_mut().checked[me] = Some(compare_one(&reference, me, rank, v)),
+                        Ok(_) => {}
                         Err(e) => {
                             let mut g = error.borrow_mut();
                             // Keep the first error that is not a consequence of another's.
@@ -689,7 +803,6 @@ fn run_typed<T: BenchElement>(
                         }
                     }
                 }
-                rec.borrow_mut().results[me] = last;
             });
         }
     }
@@ -700,12 +813,6 @@ fn run_typed<T: BenchElement>(
     if end.stuck_tasks > 0 || end.deadlock || end.net_in_flight > 0 {
         return Err(CollBenchError::Stuck(end));
     }
-    let trig: Vec<StatRecord> = m
-        .world()
-        .statistics()
-        .into_iter()
-        .filter(|s| s.name.starts_with("nic.trig."))
-        .collect();
     let mut points = Vec::new();
     for ((ranks, rec), per_node) in groups.iter().zip(records).zip(per_node) {
         let p = ranks.len();
@@ -714,11 +821,10 @@ fn run_typed<T: BenchElement>(
             Record {
                 starts: Vec::new(),
                 ends: Vec::new(),
-                results: Vec::new(),
+                checked: Vec::new(),
             },
         );
-        let reference = Reference::<T>::new(spec, p, n);
-        let checked = compare(&reference, ranks, rec.results)?;
+        let checked = checked_total(ranks, rec.checked)?;
         let times: Vec<f64> = (warmup as usize..total)
             .map(|i| (rec.ends[i] - rec.starts[i]).as_us_f64())
             .collect();
@@ -740,11 +846,10 @@ fn run_typed<T: BenchElement>(
             min_us: min,
             max_us: max,
             checked_elements: checked,
-            statistics: trig.clone(),
+            statistics: Vec::new(),
         });
     }
-    observe(&m.world());
-    Ok(points)
+    Ok((points, m))
 }
 
 #[cfg(test)]
@@ -879,21 +984,36 @@ mod tests {
     fn a_wrong_result_is_an_error_not_a_figure() {
         let ranks: Vec<Rank> = (0..4).map(Rank).collect();
         let r = Reference::<i64>::new(&CollSpec::new(CollOp::Allreduce, Algorithm::Auto), 4, 3);
-        let good: Vec<_> = (0..4).map(|me| Some(want(&r, me))).collect();
-        assert_eq!(compare(&r, &ranks, good.clone()).unwrap(), 12);
+        let good: Vec<Option<Vec<i64>>> = (0..4).map(|me| want(&r, me)).collect();
+        let all = |results: &[Option<Vec<i64>>], missing: Option<usize>| {
+            let checked = (0..4)
+                .map(|me| {
+                    (Some(me) != missing).then(|| compare_one(&r, me, ranks[me], Output::Elements(results[me].clone())))
+                })
+                .collect();
+            checked_total(&ranks, checked)
+        };
+        assert_eq!(all(&good, None).unwrap(), 12);
         let mut bad = good.clone();
-        if let Some(Some(v)) = &mut bad[2] {
+        if let Some(v) = &mut bad[2] {
             v[1] += 1;
         }
-        let e = compare(&r, &ranks, bad).unwrap_err();
+        let e = all(&bad, None).unwrap_err();
         assert!(
             e.to_string()
                 .starts_with("wrong result at member 2 (rank 2): element 1 is"),
             "{e}"
         );
-        let mut missing = good;
-        missing[3] = None;
-        assert!(compare(&r, &ranks, missing).is_err());
+        let e = all(&good, Some(3)).unwrap_err();
+        assert!(e.to_string().contains("member 3 (rank 3): no result"), "{e}");
+        // An allreduce result held as bytes: equal bytes pass, one element off is named.
+        let bytes = |v: &[i64]| hpcnet_coll::to_bytes(v);
+        let ok = compare_one(&r, 1, Rank(1), Output::Bytes(bytes(good[1].as_ref().unwrap())));
+        assert_eq!(ok.unwrap(), 3);
+        let e = compare_one(&r, 2, Rank(2), Output::Bytes(bytes(bad[2].as_ref().unwrap()))).unwrap_err();
+        assert!(e.to_string().contains("member 2 (rank 2): element 1 is"), "{e}");
+        let e = compare_one(&r, 2, Rank(2), Output::Bytes(vec![0; 16])).unwrap_err();
+        assert!(e.to_string().contains("2 elements, expected 3"), "{e}");
     }
 
     #[test]
@@ -1042,5 +1162,85 @@ mod tests {
         );
         let again = run_concurrent(world(), &grid, &spec, 4096, 2, 1, &cfg).unwrap();
         assert_eq!(both, again, "deterministic");
+    }
+
+    /// The software collectives on the flow-level model (`hpcnet-flow`, with its port FIFO)
+    /// give the reference results and times close to packet level on 16 ranks of torus-8x8.
+    /// Measured flow / packet − 1: ring allreduce 64 KiB −0.8 %, Rabenseifner 64 KiB −4.0 %,
+    /// binomial broadcast 4 KiB −3.6 %, pairwise alltoall 4 KiB −14 %, dissemination barrier
+    /// −21 %. The flow model drops per-packet costs (router pipeline and arbitration per packet,
+    /// the NIC's per-packet engine and receive work) and congestion (max-min sharing is ideal), so
+    /// it is faster where latency or contention dominate; the bounds keep a margin over these.
+    #[test]
+    fn flow_model_runs_software_collectives_close_to_packet_level() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/torus-8x8.toml");
+        let sc = Scenario::load(&path, &["mpi.flow_port_fifo=true".to_string()]).expect("scenario");
+        let ranks: Vec<Rank> = (0..16).map(Rank).collect();
+        let cfg = CommConfig::default();
+        let place = Placement::new(sc.nic.hosts);
+        let on_flow = |spec: &CollSpec, bytes| {
+            run_concurrent_on(
+                sc.flow_world().unwrap(),
+                place,
+                std::slice::from_ref(&ranks),
+                spec,
+                bytes,
+                2,
+                1,
+                &cfg,
+            )
+            .unwrap_or_else(|e| panic!("{spec:?}: {e}"))
+            .remove(0)
+        };
+        let cases = [
+            (CollOp::Allreduce, Algorithm::Ring, 64 << 10, 0.10, 16 * 8192),
+            (CollOp::Allreduce, Algorithm::Rabenseifner, 64 << 10, 0.10, 16 * 8192),
+            (CollOp::Bcast, Algorithm::Binomial, 4096, 0.10, 16 * 512),
+            (CollOp::Alltoall, Algorithm::Pairwise, 4096, 0.20, 16 * 16 * 512),
+            (CollOp::Barrier, Algorithm::Dissemination, 0, 0.30, 0),
+        ];
+        for (op, alg, bytes, bound, elements) in cases {
+            let spec = CollSpec::new(op, alg);
+            let flow = on_flow(&spec, bytes);
+            assert_eq!(flow.checked_elements, elements, "{op:?} {alg:?}: every result checked");
+            assert_eq!(flow, on_flow(&spec, bytes), "{op:?} {alg:?}: deterministic");
+            let packet = run_concurrent(
+                sc.world().unwrap(),
+                std::slice::from_ref(&ranks),
+                &spec,
+                bytes,
+                2,
+                1,
+                &cfg,
+            )
+            .unwrap()
+            .remove(0);
+            let err = flow.mean_us / packet.mean_us - 1.0;
+            assert!(
+                err.abs() <= bound,
+                "{op:?} {alg:?} {bytes} B: flow {} us, packet {} us ({:+.1} %, bound {} %)",
+                flow.mean_us,
+                packet.mean_us,
+                err * 100.0,
+                bound * 100.0
+            );
+        }
+        // The flow model has no hardware collective unit: a clear error, not a figure.
+        let spec = CollSpec::new(CollOp::Allreduce, Algorithm::Hardware);
+        let e = run_concurrent_on(
+            sc.flow_world().unwrap(),
+            place,
+            std::slice::from_ref(&ranks),
+            &spec,
+            64,
+            1,
+            0,
+            &cfg,
+        )
+        .unwrap_err();
+        assert!(
+            e.is_bad_input() && e.to_string().contains("hardware collective unit"),
+            "{e}"
+        );
     }
 }

@@ -2,11 +2,17 @@
 //! of `hpcnet-coll` on the verbs API): mean, minimum and maximum time per call over a range of
 //! message sizes, for one collective and one algorithm (or the default table's choice).
 
+use crate::nas::NetworkArg;
 use crate::p2p::{parse_range, sizes_between};
 use crate::{run::load, Common, Failure};
 use hpcnet_coll::{Algorithm, Datatype, ReduceOp};
 use hpcnet_des::Bytes;
-use hpcnet_workloads::coll::{algorithm_name, run_concurrent, CollOp, CollPoint, CollSpec, ALGORITHMS};
+use hpcnet_mpi::NetworkModel;
+use hpcnet_msg::NicBackend;
+use hpcnet_nic::Placement;
+use hpcnet_workloads::coll::{
+    algorithm_name, run_concurrent, run_concurrent_on, CollBenchError, CollOp, CollPoint, CollSpec, ALGORITHMS,
+};
 use hpcnet_workloads::Rank;
 use std::path::Path;
 
@@ -177,6 +183,8 @@ pub struct Args<'a> {
     pub concurrent: Option<usize>,
     pub grid: Option<usize>,
     pub interleave: Option<usize>,
+    /// `--network`: overrides the scenario's `mpi.network`.
+    pub network: Option<NetworkArg>,
     pub common: &'a Common,
 }
 
@@ -270,9 +278,29 @@ pub fn coll(args: &Args) -> Result<(), Failure> {
         sizes_between(min, max)
     };
     let sc = load(args.scenario, args.common)?;
-    let probe = sc.world().map_err(Failure::input)?;
+    let network = match args.network {
+        Some(NetworkArg::Packet) => NetworkModel::Packet,
+        Some(NetworkArg::Flow) => NetworkModel::Flow,
+        None => sc.mpi_network,
+    };
+    if network == NetworkModel::Flow && matches!(alg, Algorithm::Hardware | Algorithm::Offload) {
+        return Err(Failure::input(format!(
+            "--algorithm {} with --network flow: the flow-level model has no {}; use a software algorithm or --network packet (see hpcnet --help)",
+            algorithm_name(alg),
+            if alg == Algorithm::Hardware {
+                "hardware collective unit or router multicast"
+            } else {
+                "triggered offload unit"
+            }
+        )));
+    }
+    // Only the model that runs is built (the flow model holds no packet network).
+    let machine_ranks = match network {
+        NetworkModel::Packet => sc.world().map_err(Failure::input)?.ranks(),
+        NetworkModel::Flow => sc.flow_world().map_err(Failure::input)?.ranks(),
+    };
     let config = sc.coll.comm_config();
-    let ranks = parse_ranks(args.ranks, probe.ranks() as u32)?;
+    let ranks = parse_ranks(args.ranks, machine_ranks as u32)?;
     let groups = layout(&ranks, args.concurrent, args.grid, args.interleave)?;
     if op.rooted() {
         if let Some(g) = groups.iter().find(|g| args.root >= g.ranks.len()) {
@@ -319,23 +347,33 @@ pub fn coll(args: &Args) -> Result<(), Failure> {
     // points[g][size]
     let mut points: Vec<Vec<CollPoint>> = groups.iter().map(|_| Vec::new()).collect();
     for &bytes in &sizes {
-        let world = sc.world().map_err(Failure::input)?;
-        let pts =
-            run_concurrent(world, &rank_groups, &spec, bytes, args.iterations, args.warmup, &config).map_err(|e| {
-                let what = format!(
-                    "{}: coll {} --algorithm {}, {} per rank, {} ranks: {e}",
-                    sc.source,
-                    op.name(),
-                    algorithm_name(alg),
-                    Bytes(bytes),
-                    ranks.len()
-                );
-                if e.is_bad_input() {
-                    Failure::input(what)
-                } else {
-                    Failure::model(what)
-                }
-            })?;
+        let (it, wu) = (args.iterations, args.warmup);
+        let run = match network {
+            NetworkModel::Packet => {
+                let world = sc.world().map_err(Failure::input)?;
+                run_concurrent(world, &rank_groups, &spec, bytes, it, wu, &config)
+            }
+            NetworkModel::Flow => {
+                let flow = sc.flow_world().map_err(Failure::input)?;
+                let place = Placement::new(sc.nic.hosts);
+                run_concurrent_on(flow, place, &rank_groups, &spec, bytes, it, wu, &config)
+            }
+        };
+        let pts = run.map_err(|e: CollBenchError| {
+            let what = format!(
+                "{}: coll {} --algorithm {}, {} per rank, {} ranks: {e}",
+                sc.source,
+                op.name(),
+                algorithm_name(alg),
+                Bytes(bytes),
+                ranks.len()
+            );
+            if e.is_bad_input() {
+                Failure::input(what)
+            } else {
+                Failure::model(what)
+            }
+        })?;
         for (g, p) in pts.into_iter().enumerate() {
             points[g].push(p);
         }
@@ -353,6 +391,9 @@ pub fn coll(args: &Args) -> Result<(), Failure> {
             "resolved_scenario": sc.resolved_json(),
         });
         let o = v.as_object_mut().expect("object");
+        if network == NetworkModel::Flow {
+            o.insert("network".into(), "flow".into());
+        }
         if op.reduces() {
             o.insert("reduce_op".into(), reduce_op.name().into());
         }
@@ -391,8 +432,12 @@ pub fn coll(args: &Args) -> Result<(), Failure> {
     if op.rooted() {
         what += &format!(", root {}", args.root);
     }
+    let model = match network {
+        NetworkModel::Packet => "",
+        NetworkModel::Flow => ", flow-level network",
+    };
     outln!(
-        "hpcnet {} — coll {} on '{}' (seed {}), {} ranks ({first}-{last}), {what}, {} iterations + {} warm-up",
+        "hpcnet {} — coll {} on '{}' (seed {}), {} ranks ({first}-{last}), {what}, {} iterations + {} warm-up{model}",
         env!("CARGO_PKG_VERSION"),
         op.name(),
         sc.name,

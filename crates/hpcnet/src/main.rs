@@ -210,6 +210,10 @@ enum Cmd {
         /// that run the collective at the same time; each communicator's time is reported.
         #[arg(long, value_name = "K", allow_hyphen_values = true, conflicts_with_all = ["concurrent", "grid"])]
         interleave: Option<usize>,
+        /// Network model: packet, or flow (max-min fair flows; software algorithms only)
+        /// [default: the scenario's mpi.network, packet if absent].
+        #[arg(long, value_enum)]
+        network: Option<nas::NetworkArg>,
         #[command(flatten)]
         common: Common,
     },
@@ -477,6 +481,7 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             concurrent,
             grid,
             interleave,
+            network,
             common,
         } => coll::coll(&coll::Args {
             scenario: &scenario,
@@ -492,6 +497,7 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             concurrent,
             grid,
             interleave,
+            network,
             common: &common,
         }),
         Cmd::Nas {

@@ -1500,6 +1500,54 @@ fn coll_types_operators_roots_and_concurrent_communicators() {
 }
 
 #[test]
+fn coll_on_the_flow_model_checks_results_and_refuses_hardware_algorithms() {
+    let t = torus();
+    let run = |net: &str| {
+        json(&hpcnet(&[
+            "coll",
+            &t,
+            "--op",
+            "allreduce",
+            "--algorithm",
+            "ring",
+            "--ranks",
+            "8",
+            "--sizes",
+            "64K:64K",
+            "--iterations",
+            "2",
+            "--network",
+            net,
+            "--json",
+        ]))
+    };
+    let (flow, packet) = (run("flow"), run("packet"));
+    assert_eq!(flow["network"], "flow");
+    assert!(packet.get("network").is_none(), "packet output unchanged");
+    let (f, p) = (&flow["points"][0], &packet["points"][0]);
+    assert_eq!(f["checked_elements"].as_u64(), Some(8 * 8192), "results compared: {f}");
+    let (tf, tp) = (f["mean_us"].as_f64().unwrap(), p["mean_us"].as_f64().unwrap());
+    assert!((tf / tp - 1.0).abs() < 0.1, "flow {tf} us, packet {tp} us");
+    let sunway = path_str(&scenarios_dir().join("sunway-prototype.toml"));
+    for (alg, unit) in [("hardware", "hardware collective unit"), ("offload", "offload unit")] {
+        one_error_line(
+            &hpcnet(&[
+                "coll",
+                &sunway,
+                "--op",
+                "allreduce",
+                "--algorithm",
+                alg,
+                "--network",
+                "flow",
+            ]),
+            2,
+            &[&format!("--algorithm {alg}"), "--network flow", unit],
+        );
+    }
+}
+
+#[test]
 fn coll_runs_that_do_not_finish_exit_1() {
     // Node 0's cable down: the collective never completes, and no time is reported.
     let chpp = chpp();
