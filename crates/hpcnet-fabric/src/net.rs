@@ -407,6 +407,11 @@ pub struct Network {
     /// The tiled crossbar's column channels (`router.crossbar = "tiled"`, [`crate::crossbar`]);
     /// None for the ideal crossbar.
     xbar: Option<Box<Tiled>>,
+    /// The network is in its plain configuration ([`Network::refresh_plain`]): events take the
+    /// hot path compiled for it ([`Plain`]), without the tests of the modes it does not use.
+    plain: bool,
+    /// The part of the plain configuration fixed at construction.
+    plain_cfg: bool,
 }
 
 struct PortCredits<'a> {
@@ -643,6 +648,8 @@ impl Network {
             ahead: false,
             worm: None,
             xbar: None,
+            plain: false,
+            plain_cfg: false,
         };
         let s_in = net.cfg.router.input_speedup.max(1);
         if let Some(t) = net.cfg.router.tiled() {
@@ -682,7 +689,32 @@ impl Network {
             && net.matcher.is_none()
             && net.in_waiters.is_empty()
             && net.out_backlog == 0;
+        net.plain_cfg = net.worm.is_none()
+            && net.in_speedup == 1
+            && net.xbar.is_none()
+            && net.matcher.is_none()
+            && net.in_waiters.is_empty()
+            && !net.vc_per_packet
+            && !net.by_age
+            && net.out_backlog == 0
+            && !net.ahead
+            && net.out.iter().all(|o| o.lk & LK_REPLAY == 0);
+        net.refresh_plain();
         Ok(net)
+    }
+
+    /// Whether the network is in its plain configuration, the one the hot path is compiled for
+    /// ([`Plain`]): packet-level switching, one read slot per router input port with fewer read
+    /// slots than VCs and the ideal crossbar, a per-output round-robin policy with timed input
+    /// waits, decisions when the link frees, no output buffer, downstream VCs shared by
+    /// packets, no replay buffer that can stop a link, no dynamic faults or torus bypass, no
+    /// multicast packet injected so far, and no corrupted copy alive. Bit errors themselves
+    /// are allowed (the plain path keeps the per-port test of error-free bits). Called
+    /// whenever one of these may change: construction, a multicast injection, a fault
+    /// scheduled during the run, a corrupted copy made or gone. A corrupted copy made during
+    /// an event arrives in a later one, so no event on the plain path meets one.
+    fn refresh_plain(&mut self) {
+        self.plain = self.plain_cfg && self.faults.is_none() && !self.fault_cut && self.ghosts == 0 && !self.mcast_seen;
     }
 
     pub fn config(&self) -> &FabricConfig {
@@ -968,6 +1000,7 @@ impl Network {
         }
         let prepared = if pkt.flags & F_MCAST != 0 {
             self.mcast_seen = true;
+            self.plain = false;
             self.multicast_on_inject(&mut pkt, class)
         } else {
             self.routing.on_inject(&self.topo, &mut pkt, class)
@@ -1001,7 +1034,12 @@ impl Network {
         let qi = self.node_queue(node.0 * self.rails as u32 + rail as u32) + slot;
         let id = self.alloc(pkt);
         if self.inq.push_back(qi, id) == 1 {
-            self.run_arbitrations(q, Some(self.node_oport(node, rail)), ep);
+            let oi = self.node_oport(node, rail);
+            if self.plain {
+                self.run_arbitrations::<E, S, Plain>(q, Some(oi), ep);
+            } else {
+                self.run_arbitrations::<E, S, Full>(q, Some(oi), ep);
+            }
         }
         Ok(())
     }
@@ -1090,14 +1128,36 @@ impl Network {
         (gport << self.vc_shift) | vc as u32
     }
 
-    /// Handle one network event at the queue's current time.
+    /// Handle one network event at the queue's current time: on the path compiled for the plain
+    /// configuration when the network is in it, else on the path that tests every mode.
     #[inline(always)]
     pub fn handle<E: From<NetEvent>, S: Endpoints>(&mut self, q: &mut EventQueue<E>, ev: NetEvent, ep: &mut S) {
+        if self.plain {
+            self.handle_in::<E, S, Plain>(q, ev, ep);
+        } else {
+            self.handle_full(q, ev, ep);
+        }
+    }
+
+    /// [`Network::handle`] outside the plain configuration (out of line: the plain path stays
+    /// compact where the driver inlines it).
+    #[inline(never)]
+    fn handle_full<E: From<NetEvent>, S: Endpoints>(&mut self, q: &mut EventQueue<E>, ev: NetEvent, ep: &mut S) {
+        self.handle_in::<E, S, Full>(q, ev, ep);
+    }
+
+    #[inline(always)]
+    fn handle_in<E: From<NetEvent>, S: Endpoints, M: Modes>(
+        &mut self,
+        q: &mut EventQueue<E>,
+        ev: NetEvent,
+        ep: &mut S,
+    ) {
         let now = q.now();
         match ev {
             NetEvent::Arrive { pkt, router, port } => {
                 self.on_wire -= 1;
-                if self.fault_cut && self.lost_on_cable(q, pkt, Some((router, port))) {
+                if M::ANY && self.fault_cut && self.lost_on_cable(q, pkt, Some((router, port))) {
                     return;
                 }
                 let p = ix_mut(&mut self.packets, pkt);
@@ -1105,20 +1165,20 @@ impl Network {
                 let vc = p.vc;
                 let qi = self.qi(*ix(&self.port_base, router.0) + port.0 as u32, vc);
                 if self.inq.push_back(qi, pkt) == 1 {
-                    let kick = self.new_head(q, qi, router);
-                    self.run_arbitrations(q, kick, ep);
+                    let kick = self.new_head::<E, M>(q, qi, router);
+                    self.run_arbitrations::<E, S, M>(q, kick, ep);
                 }
             }
             NetEvent::Arb { oport } => {
                 let o = ix_mut(&mut self.out, oport);
                 if o.arb_at == now {
                     o.arb_at = SimTime::MAX;
-                    self.run_arbitrations(q, Some(oport), ep);
+                    self.run_arbitrations::<E, S, M>(q, Some(oport), ep);
                 }
             }
             NetEvent::Deliver { pkt } => {
                 self.on_wire -= 1;
-                if self.fault_cut && self.lost_on_cable(q, pkt, None) {
+                if M::ANY && self.fault_cut && self.lost_on_cable(q, pkt, None) {
                     return;
                 }
                 let p = self.take(pkt);
@@ -1137,17 +1197,25 @@ impl Network {
     /// A packet became head of input queue `qi` at `router`: route it and request its output.
     /// Returns the output port to arbitrate next.
     #[inline(always)]
-    fn new_head<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, qi: u32, router: RouterId) -> Option<u32> {
+    fn new_head<E: From<NetEvent>, M: Modes>(
+        &mut self,
+        q: &mut EventQueue<E>,
+        qi: u32,
+        router: RouterId,
+    ) -> Option<u32> {
         let base = self.port_base[router.index()];
         let end = self.port_base[router.index() + 1];
         let in_port = PortIdx(((qi >> self.vc_shift) - base) as u16);
         loop {
             let id = self.inq.front(qi)?;
-            if self.ghosts != 0 && self.packets[id as usize].flags & F_GHOST != 0 && self.ghost_expired(qi, id, q.now())
+            if M::ANY
+                && self.ghosts != 0
+                && self.packets[id as usize].flags & F_GHOST != 0
+                && self.ghost_expired(qi, id, q.now())
             {
                 continue;
             }
-            let routed = if self.mcast_seen && self.packets[id as usize].flags & F_MCAST != 0 {
+            let routed = if M::ANY && self.mcast_seen && self.packets[id as usize].flags & F_MCAST != 0 {
                 self.multicast_route(qi, router, in_port, id)
             } else {
                 let mut view = PortCredits {
@@ -1247,7 +1315,7 @@ impl Network {
     /// makes at most one new head, which requests at most one output, so the work is a chain
     /// (this replaces a stack of pending kicks, with the same order, without its push/pop).
     #[inline(always)]
-    fn run_arbitrations<E: From<NetEvent>, S: Endpoints>(
+    fn run_arbitrations<E: From<NetEvent>, S: Endpoints, M: Modes>(
         &mut self,
         q: &mut EventQueue<E>,
         first: Option<u32>,
@@ -1255,8 +1323,9 @@ impl Network {
     ) {
         let mut next = first;
         while let Some(o) = next {
-            next = self.arbitrate(q, o, ep);
-            if next.is_none() {
+            next = self.arbitrate::<E, S, M>(q, o, ep);
+            // Only the separable allocator and deciding ahead push kicks.
+            if M::ANY && next.is_none() {
                 next = self.kicks.pop();
             }
         }
@@ -1310,17 +1379,17 @@ impl Network {
     /// arbitration policy ([`crate::arbiter`]), scanning the requests in arrival order from the
     /// round-robin pointer `rr_q`.
     #[inline(always)]
-    fn pick_request(&self, o: &OutPort, now: SimTime) -> Option<u32> {
+    fn pick_request<M: Modes>(&self, o: &OutPort, now: SimTime) -> Option<u32> {
         // One requester (the common case below saturation; the caller checked the list is not
         // empty): no scan, no policy.
         if o.req_head == o.req_tail {
             let qi = o.req_head;
-            return (Self::request_fits(o, ix(&self.inq.q, qi)) && self.input_ready(qi) <= now).then_some(qi);
+            return (Self::request_fits(o, ix(&self.inq.q, qi)) && self.input_ready::<M>(qi) <= now).then_some(qi);
         }
-        if self.by_age {
+        if M::ANY && self.by_age {
             self.pick_by_age(o, now)
         } else {
-            self.scan_requests(o, RoundRobin, now)
+            self.scan_requests::<RoundRobin, M>(o, RoundRobin, now)
         }
     }
 
@@ -1328,7 +1397,10 @@ impl Network {
     /// when the port has no input constraint, `router.input_speedup` ≥ `vcs`). A multicast
     /// head is replicated in the crossbar from one read of its input and is not held back.
     #[inline(always)]
-    fn input_ready(&self, qi: u32) -> SimTime {
+    fn input_ready<M: Modes>(&self, qi: u32) -> SimTime {
+        if !M::ANY {
+            return *ix(&self.in_free, qi >> self.vc_shift);
+        }
         if self.in_speedup == 0 {
             return SimTime::ZERO;
         }
@@ -1372,8 +1444,8 @@ impl Network {
     /// A packet of router queue `qi` crosses the crossbar until `until`: it holds the input
     /// port's earliest free read slot until then.
     #[inline(always)]
-    fn occupy_input(&mut self, qi: u32, id: PacketId, until: SimTime) {
-        if self.in_speedup == 1 && !self.mcast_seen {
+    fn occupy_input<M: Modes>(&mut self, qi: u32, id: PacketId, until: SimTime) {
+        if !M::ANY || (self.in_speedup == 1 && !self.mcast_seen) {
             *ix_mut(&mut self.in_free, qi >> self.vc_shift) = until;
             return;
         }
@@ -1418,7 +1490,7 @@ impl Network {
         while cur != NIL {
             let r = ix(&self.inq.q, cur);
             if Self::request_fits(o, r) {
-                let t = self.input_ready(cur);
+                let t = self.input_ready::<Full>(cur);
                 if t > now && best.is_none_or(|b| t < b.0) {
                     best = Some((t, cur));
                 }
@@ -1453,9 +1525,11 @@ impl Network {
     /// is free, or, with `router.output_speedup` S > 1 on a router output, when at most
     /// S − 1 packets of the size it last sent are still ahead on the link.
     #[inline(always)]
-    fn grant_gate(&self, oi: u32) -> SimTime {
+    fn grant_gate<M: Modes>(&self, oi: u32) -> SimTime {
         let o = ix(&self.out, oi);
-        if self.ahead {
+        if !M::ANY {
+            o.busy_until
+        } else if self.ahead {
             // The start of the packet last granted: once it is on the link the next may be
             // granted, to follow it.
             o.busy_until.saturating_sub(o.ser_memo.1)
@@ -1472,12 +1546,12 @@ impl Network {
     #[cold]
     #[inline(never)]
     fn pick_by_age(&self, o: &OutPort, now: SimTime) -> Option<u32> {
-        self.scan_requests(o, Age::default(), now)
+        self.scan_requests::<Age, Full>(o, Age::default(), now)
     }
 
     /// Offer the requests of `o`, from the round-robin pointer on, cyclically, to `arb`.
     #[inline(always)]
-    fn scan_requests<A: OutputArbiter>(&self, o: &OutPort, mut arb: A, now: SimTime) -> Option<u32> {
+    fn scan_requests<A: OutputArbiter, M: Modes>(&self, o: &OutPort, mut arb: A, now: SimTime) -> Option<u32> {
         let recs = &self.inq.q;
         let start = if o.rr_q == NIL { o.req_head } else { o.rr_q };
         let mut cur = start;
@@ -1485,7 +1559,7 @@ impl Network {
             let r = ix(recs, cur);
             let req = ArbRequest {
                 queue: cur,
-                fits: Self::request_fits(o, r) && self.input_ready(cur) <= now,
+                fits: Self::request_fits(o, r) && self.input_ready::<M>(cur) <= now,
                 created: if A::NEEDS_AGE {
                     self.pkt(r.head).created
                 } else {
@@ -1506,7 +1580,7 @@ impl Network {
     /// Serve output `oi` if it can send now. Returns the output the served packet's successor
     /// (the new head of its input queue) requests, to be arbitrated next.
     #[inline(always)]
-    fn arbitrate<E: From<NetEvent>, S: Endpoints>(
+    fn arbitrate<E: From<NetEvent>, S: Endpoints, M: Modes>(
         &mut self,
         q: &mut EventQueue<E>,
         oi: u32,
@@ -1514,12 +1588,12 @@ impl Network {
     ) -> Option<u32> {
         let now = q.now();
         let o = ix_mut(&mut self.out, oi);
-        if o.down {
+        if M::ANY && o.down {
             self.sink(q, oi, ep);
             return None;
         }
         if o.busy_until > now {
-            let t = self.grant_gate(oi);
+            let t = self.grant_gate::<M>(oi);
             if t > now {
                 self.wake_at(q, self.port_origin(oi), oi, t);
                 return None;
@@ -1532,7 +1606,11 @@ impl Network {
         let is_node = oi >= self.router_ports;
         // When the granted packet's transfer would start: now, or under `router.decide =
         // "ahead"` when the link frees (its input port must be free by then).
-        let at = if self.ahead { now.max(o.busy_until) } else { now };
+        let at = if M::ANY && self.ahead {
+            now.max(o.busy_until)
+        } else {
+            now
+        };
         // Pick the input queue to serve.
         let (qi, out_vc) = if is_node {
             // Round robin over the node's per-VC queues whose head fits downstream.
@@ -1557,7 +1635,7 @@ impl Network {
                 }
                 return None;
             };
-            if o.lk & LK_REPLAY != 0 && self.replay_stalls(q, oi, base + v, now) {
+            if M::ANY && o.lk & LK_REPLAY != 0 && self.replay_stalls(q, oi, base + v, now) {
                 return None;
             }
             ix_mut(&mut self.out, oi).rr = if v + 1 == n { 0 } else { v + 1 };
@@ -1567,18 +1645,19 @@ impl Network {
             if o.req_head == NIL {
                 return None;
             }
-            if self.matcher.is_some() {
+            if M::ANY && self.matcher.is_some() {
                 return self.allocate_router(q, oi, ep);
             }
-            let Some(qi) = self.pick_request(o, at) else {
-                if self.in_speedup != 0 && o.req_head == o.req_tail {
+            let Some(qi) = self.pick_request::<M>(o, at) else {
+                let in_speedup = !M::ANY || self.in_speedup != 0;
+                if in_speedup && o.req_head == o.req_tail {
                     // One request (the common case): it is short of credits, or its input
                     // port is busy until `input_ready` (what `wait_inputs_or_credits` would
                     // find, without its walk).
                     let qi = o.req_head;
                     if Self::request_fits(o, ix(&self.inq.q, qi)) {
-                        if self.in_waiters.is_empty() {
-                            let t = self.input_ready(qi);
+                        if !M::ANY || self.in_waiters.is_empty() {
+                            let t = self.input_ready::<M>(qi);
                             self.wake_at(q, self.port_origin(oi), oi, t);
                         } else {
                             self.wait_for_input(q, oi, qi >> self.vc_shift);
@@ -1586,19 +1665,19 @@ impl Network {
                     } else {
                         self.starve(q, oi);
                     }
-                } else if self.in_speedup != 0 {
+                } else if in_speedup {
                     self.wait_inputs_or_credits(q, oi, at);
                 } else {
                     self.starve(q, oi);
                 }
                 return None;
             };
-            if o.lk & LK_REPLAY != 0 && self.replay_stalls(q, oi, qi, now) {
+            if M::ANY && o.lk & LK_REPLAY != 0 && self.replay_stalls(q, oi, qi, now) {
                 return None;
             }
             (qi, self.unlink_served(oi, qi))
         };
-        self.send_from(q, oi, qi, out_vc, ep)
+        self.send_from::<E, S, M>(q, oi, qi, out_vc, ep)
     }
 
     /// Unlink the request of queue `qi` from router output `oi` (it is being served); round
@@ -1649,7 +1728,7 @@ impl Network {
         matched.clear();
         for o in base..end {
             let op = &mut self.out[o as usize];
-            if op.down || op.req_head == NIL || op.lk != 0 || self.grant_gate(o) > now {
+            if op.down || op.req_head == NIL || op.lk != 0 || self.grant_gate::<Full>(o) > now {
                 // Links with a replay buffer or in fallback decide on their own (below).
                 continue;
             }
@@ -1660,7 +1739,7 @@ impl Network {
             let mut cur = start;
             loop {
                 let r = &self.inq.q[cur as usize];
-                if Self::request_fits(op, r) && self.input_ready(cur) <= now {
+                if Self::request_fits(op, r) && self.input_ready::<Full>(cur) <= now {
                     reqs.push(AllocRequest {
                         input: ((cur >> self.vc_shift) - base) as u16,
                         output: (o - base) as u16,
@@ -1694,12 +1773,12 @@ impl Network {
         for m in &matched {
             let o = base + m.output as u32;
             // Tiled crossbar: two matches may need one column channel; the later waits.
-            if self.xbar.is_some() && self.input_ready(m.queue) > now {
+            if self.xbar.is_some() && self.input_ready::<Full>(m.queue) > now {
                 continue;
             }
             served[m.output as usize] = true;
             let vc = self.unlink_served(o, m.queue);
-            if let Some(k) = self.send_from(q, o, m.queue, vc, ep) {
+            if let Some(k) = self.send_from::<E, S, Full>(q, o, m.queue, vc, ep) {
                 self.kicks.push(k);
             }
         }
@@ -1712,15 +1791,15 @@ impl Network {
             if op.req_head == NIL || op.down || served[(o - base) as usize] {
                 continue;
             }
-            let gate = self.grant_gate(o);
+            let gate = self.grant_gate::<Full>(o);
             if gate > now {
                 self.wake_at(q, self.port_origin(o), o, gate);
             } else if op.lk != 0 {
                 // A replay-buffer link arbitrates by itself, round robin.
-                if let Some(qi) = self.pick_request(op, now) {
+                if let Some(qi) = self.pick_request::<Full>(op, now) {
                     if !self.replay_stalls(q, o, qi, now) {
                         let vc = self.unlink_served(o, qi);
-                        if let Some(k) = self.send_from(q, o, qi, vc, ep) {
+                        if let Some(k) = self.send_from::<E, S, Full>(q, o, qi, vc, ep) {
                             self.kicks.push(k);
                         }
                     }
@@ -1741,7 +1820,7 @@ impl Network {
     /// timing, link layer, credits, the event at the other end. Returns the output the new
     /// head of `qi` requests, to be arbitrated next.
     #[inline(always)]
-    fn send_from<E: From<NetEvent>, S: Endpoints>(
+    fn send_from<E: From<NetEvent>, S: Endpoints, M: Modes>(
         &mut self,
         q: &mut EventQueue<E>,
         oi: u32,
@@ -1751,12 +1830,12 @@ impl Network {
     ) -> Option<u32> {
         let now = q.now();
         let is_node = oi >= self.router_ports;
-        let (id, last) = if self.mcast_seen && !is_node {
+        let (id, last) = if M::ANY && self.mcast_seen && !is_node {
             self.multicast_take_or_pop(qi, oi)
         } else {
             (self.inq.pop_front(qi).expect("head"), true)
         };
-        if !self.in_waiters.is_empty() && ix(&self.out, oi).wait_on != NIL {
+        if M::ANY && !self.in_waiters.is_empty() && ix(&self.out, oi).wait_on != NIL {
             // The output sends now; it decides again when its link frees.
             self.stop_waiting(oi);
         }
@@ -1776,18 +1855,18 @@ impl Network {
         // at the latest; the link transmission when the link is free too (later only with an
         // output speedup, whose output buffer decouples the two).
         let mut start = now.max(tail_at.saturating_sub(ser));
-        if self.ahead {
+        if M::ANY && self.ahead {
             // Granted ahead: the transfer follows the packet on the link.
             start = start.max(o.busy_until);
         }
-        if self.in_speedup != 0 && !is_node {
-            self.occupy_input(qi, id, start + ser);
-            if self.xbar.is_some() {
+        if (!M::ANY || self.in_speedup != 0) && !is_node {
+            self.occupy_input::<M>(qi, id, start + ser);
+            if M::ANY && self.xbar.is_some() {
                 self.occupy_column(qi, id, oi, start + ser);
             }
         }
         let link_start = start.max(ix(&self.out, oi).busy_until);
-        if self.ghosts != 0 && ix(&self.packets, id).flags & F_GHOST != 0 {
+        if M::ANY && self.ghosts != 0 && ix(&self.packets, id).flags & F_GHOST != 0 {
             // A corrupted copy in a cut-through receiver (it holds no input credits).
             return self.ghost_granted(q, oi, qi, id, out_vc, link_start, ser);
         }
@@ -1822,7 +1901,7 @@ impl Network {
             o.free_private[v] -= from_private;
             shared_used = credits - from_private;
             o.free_shared -= shared_used as u32;
-            if self.vc_per_packet && !is_node_dest(o.to) {
+            if M::ANY && self.vc_per_packet && !is_node_dest(o.to) {
                 o.vc_held |= 1u8 << v;
             }
         }
@@ -1860,22 +1939,23 @@ impl Network {
         let mut kick = None;
         if !is_node && !self.inq.is_empty(qi) {
             let router = *ix(&self.router_of, qi >> self.vc_shift);
-            kick = self.new_head(q, qi, router);
+            kick = self.new_head::<E, M>(q, qi, router);
             if let Some(k) = kick {
                 // The new head shares the input port the packet is still being read out of: with
                 // one read slot it cannot cross before that ends, so its output looks again
                 // then instead of failing now (an output with other requests that could go now
                 // already has its own decision pending).
-                let free = self.input_ready(qi);
+                let free = self.input_ready::<M>(qi);
                 // Under `router.decide = "ahead"` the output may grant it now if it would
                 // start no earlier than the read ends anyway (its link is busy until then).
-                let by = if self.ahead {
+                let by = if M::ANY && self.ahead {
                     now.max(ix(&self.out, k).busy_until)
                 } else {
                     now
                 };
-                if self.in_speedup == 1 && free > by && self.matcher.is_none() {
-                    if self.in_waiters.is_empty() {
+                let one_slot = !M::ANY || (self.in_speedup == 1 && self.matcher.is_none());
+                if one_slot && free > by {
+                    if !M::ANY || self.in_waiters.is_empty() {
                         self.wake_at(q, self.port_origin(k), k, free);
                     } else {
                         self.wait_for_input(q, k, qi >> self.vc_shift);
@@ -1893,8 +1973,8 @@ impl Network {
             o.req_head != NIL
         };
         if more {
-            let t = self.grant_gate(oi).max(now);
-            if self.ahead && t == now {
+            let t = self.grant_gate::<M>(oi).max(now);
+            if M::ANY && self.ahead && t == now {
                 self.decide_next_now(oi);
             } else {
                 self.wake_at(q, self.port_origin(oi), oi, t);
@@ -1996,7 +2076,7 @@ impl Network {
                 return;
             }
             self.stop_waiting(head);
-            self.run_arbitrations(q, Some(head), ep);
+            self.run_arbitrations::<E, S, Full>(q, Some(head), ep);
         }
     }
 
@@ -2394,6 +2474,31 @@ fn ix_mut<T>(v: &mut [T], i: u32) -> &mut T {
     debug_assert!((i as usize) < v.len(), "index {i} of {}", v.len());
     // SAFETY: as in [`ix`].
     unsafe { v.get_unchecked_mut(i as usize) }
+}
+
+/// The router modes the hot path was compiled for. The hot functions (arrival, head routing,
+/// arbitration, send) are generic over it: [`Full`] tests at run time each option a scenario
+/// may switch on, [`Plain`] is the network's plain configuration ([`Network::refresh_plain`]),
+/// in which every such test is false at compile time and drops out of the instruction stream.
+/// [`Network::handle`] dispatches once per event; the configuration cannot enter a mode in the
+/// middle of an event.
+trait Modes {
+    /// Optional modes may be in force (false: the plain configuration).
+    const ANY: bool;
+}
+
+/// The plain configuration: see [`Network::refresh_plain`] for what it excludes.
+struct Plain;
+
+/// Any configuration: every mode tested at run time.
+struct Full;
+
+impl Modes for Plain {
+    const ANY: bool = false;
+}
+
+impl Modes for Full {
+    const ANY: bool = true;
 }
 
 /// The outputs waiting for one router input port's read to end (`router.input_wait =

@@ -291,6 +291,8 @@ impl Network {
         if self.faults.is_none() {
             let rt = self.new_runtime(Vec::new());
             self.faults = Some(Box::new(rt));
+            // Faults leave the plain configuration (their tests are on the hot path).
+            self.refresh_plain();
         }
         let f = self.faults.as_mut().expect("built above");
         f.dynamic = true;
@@ -667,7 +669,7 @@ impl Network {
             self.mc_left[qi as usize] = 0;
             // The output it asks for now arbitrates at once (as an event: the arbitration chain
             // of the hot path is not entered from here).
-            if let Some(k) = self.new_head(q, qi, router) {
+            if let Some(k) = self.new_head::<E, Full>(q, qi, router) {
                 self.wake_at(q, self.port_origin(k), k, q.now());
             }
         }
@@ -716,7 +718,7 @@ impl Network {
             let id = self.inq.pop_front(qi).expect("a requesting queue has a head");
             self.release_input(q, qi, id, now);
             self.lose(id, now, RouteError::SentIntoFailure { router, port });
-            if let Some(k) = self.new_head(q, qi, router) {
+            if let Some(k) = self.new_head::<E, Full>(q, qi, router) {
                 if k != oi {
                     self.wake_at(q, self.port_origin(k), k, now);
                 }

@@ -120,12 +120,21 @@ impl Network {
         g.tail_at = at + ser + lat;
         let gid = self.alloc(g);
         self.ghosts += 1;
+        self.plain = false;
         self.on_wire += 1;
         q.schedule_by(
             self.port_origin(oi),
             at + lat + self.cfg.router.latency,
             NetEvent::Arrive { pkt: gid, router, port }.into(),
         );
+    }
+
+    /// A corrupted copy is gone: once none is alive the network may be plain again.
+    fn ghost_gone(&mut self) {
+        self.ghosts -= 1;
+        if self.ghosts == 0 {
+            self.refresh_plain();
+        }
     }
 
     /// The corrupted copy `id` at the head of `qi` is discarded before it is routed if its tail
@@ -138,7 +147,7 @@ impl Network {
         }
         self.inq.pop_front(qi);
         self.take(id);
-        self.ghosts -= 1;
+        self.ghost_gone();
         true
     }
 
@@ -165,7 +174,7 @@ impl Network {
         let tail_at = self.packets[id as usize].tail_at;
         if start >= tail_at {
             self.take(id);
-            self.ghosts -= 1;
+            self.ghost_gone();
         } else {
             let up = self.upstream[(qi >> self.vc_shift) as usize];
             if up != u32::MAX {
@@ -212,7 +221,7 @@ impl Network {
             None
         } else {
             let router = self.router_of[(qi >> self.vc_shift) as usize];
-            self.new_head(q, qi, router)
+            self.new_head::<E, Full>(q, qi, router)
         };
         let o = &self.out[oi as usize];
         if o.req_head != NIL {
@@ -242,7 +251,7 @@ impl Network {
                 self.release_ejection(q, p.dst, p.rail, Self::buffer_credits(&p));
             }
         }
-        self.ghosts -= 1;
+        self.ghost_gone();
     }
 
     /// Link-level counters summed over every link direction.

@@ -506,7 +506,7 @@ impl Network {
             }
         }
         if self.in_speedup != 0 {
-            let t = self.input_ready(b);
+            let t = self.input_ready::<super::Full>(b);
             if t > now {
                 return Err(t);
             }
@@ -651,7 +651,7 @@ impl Network {
             o.packets += 1;
         }
         if self.in_speedup != 0 {
-            self.occupy_input(b, id, end);
+            self.occupy_input::<super::Full>(b, id, end);
         }
         self.last_progress = now;
         w.note(end + arrive);
