@@ -21,8 +21,19 @@
 //! node reach each other through the NIC's loopback (one link per node, `loopback_latency`).
 //!
 //! Supported operations: RDMA write (with notification and reply word), RDMA read, queue
-//! messages (send/receive, reliable or not); others are refused with
-//! [`PostError::Unsupported`]. Not modelled: DMA read tags, per-packet engine and receive costs, link-level flow
+//! messages (send/receive, reliable or not), remote atomics (4 and 8 bytes: the request
+//! queues for an engine, which is free once it has processed the descriptor, and crosses as a
+//! short message; the read-modify-write is applied at the target at its arrival, with nothing
+//! between its read and its write; the answer leaves after the receive overhead and one memory
+//! round trip and crosses as a short message — see [`FlowWorld::set_short_messages`] — so that
+//! thousands of atomics in flight cost no max-min recomputation); others are refused with
+//! [`PostError::Unsupported`]. Messages of at most `nic.pio_limit` bytes and atomic requests
+//! are written into the NIC by the CPU (64 B of descriptor and the payload at the host write
+//! rate) instead of being read by the engine, as at packet level. Writes and atomics landing
+//! in a watched region are counted and reported ([`NicBackend::watch_memory`]). **Order**: the
+//! model does not keep the order of a pair's messages (max-min sharing lets a short flow end
+//! before a longer one started earlier, and an atomic's request is not a shared flow), so
+//! [`NicBackend::in_order`] is false and OpenSHMEM's `fence` waits as `quiet` does. Not modelled: DMA read tags, per-packet engine and receive costs, link-level flow
 //! control and congestion trees (max-min fairness assumes ideal sharing), per-link overrides.
 //!
 //! Approximations selectable per scenario (off by default): local sharing
@@ -34,7 +45,7 @@
 //! component, L links they use) plus O(log F) for the next finish, independent of message size — against O(bytes × hops) at packet level.
 
 use hpcnet_des::hash::IdMap;
-use hpcnet_des::SimTime;
+use hpcnet_des::{Bytes, SimTime};
 use hpcnet_fabric::topology::NodeId;
 use hpcnet_fabric::Network;
 use hpcnet_msg::NicBackend;
@@ -47,6 +58,10 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::rc::Rc;
 
 const MODEL: &str = "flow-level";
+/// Payload of an atomic's request (operand and comparand) and answer (the old value), as the
+/// packet-level NIC's packets carry them (`hpcnet-nic` `pkt.rs`).
+const ATOMIC_REQUEST_BYTES: u64 = 16;
+const ATOMIC_RESPONSE_BYTES: u64 = 8;
 
 /// What happens when a flow's bytes have crossed. `bytes` are the source's stored bytes
 /// ([`Memory::read_trimmed`]: all of an ordinary region, the header of a payload-free buffer);
@@ -57,6 +72,11 @@ enum Then {
     Land { req: Request, bytes: Vec<u8> },
     /// Read data lands back at the initiator.
     ReadBack { req: Request, bytes: Vec<u8> },
+    /// Atomic `req`'s request packet reaches its target.
+    AtomicReq { req: Request },
+    /// The answer of atomic `req` (the target's old value, or the refusal) lands back at the
+    /// initiator.
+    AtomicBack { req: Request, status: CqeStatus, old: u64 },
 }
 
 #[derive(Clone, Debug)]
@@ -106,6 +126,22 @@ enum Ev {
     Complete(CqId, Cqe),
     /// A read request reaches its target.
     ReadRequest(Request),
+    /// A request packet (an atomic's) has been sent by the engine of `node`, which is free
+    /// again: it crosses `src` → `dst` as a short message of `size` bytes.
+    RequestOut {
+        node: usize,
+        src: Rank,
+        dst: Rank,
+        size: u64,
+        then: Then,
+    },
+    /// The answer of an atomic leaves its target: a flow of `size` bytes back.
+    AtomicAnswer {
+        req: Request,
+        status: CqeStatus,
+        old: u64,
+        size: u64,
+    },
     Timer(TimerId),
     /// A short message's last byte has left: its node's engine is free again.
     Release(usize),
@@ -210,6 +246,8 @@ pub struct FlowWorld {
     start_latency: SimTime,
     header: u64,
     notices: Vec<Notice>,
+    /// Watched regions of every rank ([`NicBackend::watch_memory`]): (key, arrivals so far).
+    watched: Vec<Vec<(u32, u64)>>,
     /// Flows in progress on every link.
     on_link: Vec<Vec<u32>>,
     /// When each flow ends at its current rate: (time, flow id, version, slot); stale entries
@@ -312,6 +350,7 @@ impl FlowWorld {
             start_latency,
             header,
             notices: Vec::new(),
+            watched: Vec::new(),
             on_link: Vec::new(),
             finish: BinaryHeap::new(),
             scratch_left: Vec::new(),
@@ -393,6 +432,44 @@ impl FlowWorld {
             };
             self.busy[node] += 1;
             let rl = self.cfg.host.read_latency;
+            let request = matches!(then, Then::AtomicReq { .. });
+            // PIO (`nic.pio_limit`): the CPU writes the descriptor and a short message's data
+            // into the NIC (64 B of descriptor and the payload at the host write rate), so the
+            // engine reads neither — as the packet-level engine does for such messages and for
+            // every request.
+            let payload = if request { 0 } else { size.saturating_sub(self.header) };
+            let pio = self.cfg.pio_limit.0 > 0 && (request || payload <= self.cfg.pio_limit.0);
+            if pio {
+                let t = self.now + self.cfg.host.write_rate().serialization(Bytes(64 + payload)) + work;
+                let ev = if request {
+                    Ev::RequestOut {
+                        node,
+                        src,
+                        dst,
+                        size,
+                        then,
+                    }
+                } else {
+                    Ev::Start { src, dst, size, then }
+                };
+                self.at(t, ev);
+                continue;
+            }
+            if request {
+                // A request carries no data: the engine is free once it has read the
+                // descriptor and processed it, as at packet level.
+                self.at(
+                    self.now + rl + work,
+                    Ev::RequestOut {
+                        node,
+                        src,
+                        dst,
+                        size,
+                        then,
+                    },
+                );
+                continue;
+            }
             self.at(self.now + rl + work + rl, Ev::Start { src, dst, size, then });
         }
     }
@@ -687,6 +764,78 @@ impl FlowWorld {
                 }
             }
             Ev::Arrive(then) => self.arrive(then),
+            Ev::RequestOut {
+                node,
+                src,
+                dst,
+                size,
+                then,
+            } => {
+                self.busy[node] -= 1;
+                self.run_engines(node);
+                let (links, latency) = self.route(src, dst);
+                let end = self.short_transfer(&links, size);
+                self.at(end + latency, Ev::Arrive(then));
+            }
+            Ev::AtomicAnswer { req, status, old, size } => {
+                // The answer (header and old value) crosses as a short message whatever
+                // `set_short_messages` says: thousands of answers in flight (RandomAccess) as
+                // max-min flows would cost two recomputations over one large component each.
+                let (links, latency) = self.route(req.dst, req.src);
+                let end = self.short_transfer(&links, size);
+                self.at(end + latency, Ev::Arrive(Then::AtomicBack { req, status, old }));
+            }
+        }
+    }
+
+    /// Atomic `req` reached its target: the read-modify-write is applied there at once (no other
+    /// access comes between its read and its write), and the answer leaves after the receive
+    /// overhead and one memory round trip, as at packet level.
+    fn atomic_at_target(&mut self, req: Request) {
+        let Op::Atomic {
+            op,
+            width,
+            remote,
+            rkey,
+            operand,
+            compare,
+            ..
+        } = req.op
+        else {
+            return;
+        };
+        let w = u64::from(width);
+        let mem = &mut self.mem[req.dst.0 as usize];
+        let (status, old) = match mem
+            .check(remote, w, rkey)
+            .and_then(|_| mem.read(remote, w).map(|b| b.into_owned()))
+        {
+            Ok(b) => {
+                let mut v = [0u8; 8];
+                v[..b.len()].copy_from_slice(&b);
+                let old = u64::from_le_bytes(v);
+                if let Some(new) = op.apply_width(width, old, operand, compare) {
+                    let _ = mem.write(remote, &new.to_le_bytes()[..w as usize]);
+                }
+                self.memory_touched(req.dst, rkey);
+                (CqeStatus::Ok, old)
+            }
+            Err(e) => (CqeStatus::RemoteAccess(e), 0),
+        };
+        let size = self.header + ATOMIC_RESPONSE_BYTES;
+        let t = self.now + self.cfg.rx_overhead + self.cfg.host.read_latency;
+        self.at(t, Ev::AtomicAnswer { req, status, old, size });
+    }
+
+    /// The model wrote into `rank`'s memory in the region of key `rkey`: tell a watcher.
+    fn memory_touched(&mut self, rank: Rank, rkey: u32) {
+        if let Some(w) = self
+            .watched
+            .get_mut(rank.0 as usize)
+            .and_then(|ws| ws.iter_mut().find(|w| w.0 == rkey))
+        {
+            w.1 += 1;
+            self.notices.push(Notice::Memory(rank));
         }
     }
 
@@ -737,6 +886,30 @@ impl FlowWorld {
 
     fn arrive(&mut self, then: Then) {
         match then {
+            Then::AtomicReq { req } => self.atomic_at_target(req),
+            Then::AtomicBack { req, status, old } => {
+                let Op::Atomic { result, width, .. } = req.op else {
+                    return;
+                };
+                if status == CqeStatus::Ok {
+                    if let Some(a) = result {
+                        let _ = self.mem[req.src.0 as usize].write(a, &old.to_le_bytes()[..usize::from(width)]);
+                    }
+                }
+                if req.signaled || status != CqeStatus::Ok {
+                    let c = Cqe {
+                        wr_id: req.wr_id,
+                        kind: CqeKind::Atomic,
+                        status,
+                        bytes: u64::from(width),
+                        peer: req.dst,
+                        addr: 0,
+                        value: old,
+                        at: SimTime::ZERO,
+                    };
+                    self.push_cqe(req.cq, c);
+                }
+            }
             Then::ReadBack { req, bytes } => {
                 let Op::Read { local, len, .. } = req.op else { return };
                 let status = match self.mem[req.src.0 as usize].write_padded(local, len, &bytes) {
@@ -797,6 +970,7 @@ impl FlowWorld {
                                 if let Some((a, _)) = reply_word {
                                     let _ = m.fetch_add_u64(a, 1);
                                 }
+                                self.memory_touched(req.dst, rkey);
                                 if let Some(cq) = notify_cq {
                                     let c = Cqe {
                                         wr_id: req.wr_id,
@@ -984,10 +1158,35 @@ impl NicBackend for FlowWorld {
                 op: "FSM",
                 model: MODEL,
             }),
-            Op::Atomic { .. } => Err(PostError::Unsupported {
-                op: "atomic",
-                model: MODEL,
-            }),
+            Op::Atomic {
+                width, remote, result, ..
+            } => {
+                if width != 4 && width != 8 {
+                    return Err(PostError::AtomicWidth(width));
+                }
+                let w = u64::from(width);
+                if !remote.is_multiple_of(w) {
+                    return Err(PostError::AtomicAlignment { addr: remote, width });
+                }
+                if let Some(a) = result {
+                    m.check_local(a, w).map_err(PostError::Local)?;
+                }
+                // The request queues for an engine like any message (the NIC's message rate
+                // limits a stream of atomics) and crosses as a short message.
+                let (src, dst) = (req.src, req.dst);
+                let size = self.header + ATOMIC_REQUEST_BYTES;
+                self.at(
+                    start,
+                    Ev::Enqueue {
+                        src,
+                        dst,
+                        size,
+                        then: Then::AtomicReq { req },
+                        work,
+                    },
+                );
+                Ok(())
+            }
         }
     }
     fn poll_cq(&mut self, cq: CqId) -> Option<Cqe> {
@@ -1045,6 +1244,25 @@ impl NicBackend for FlowWorld {
     }
     fn take_notices(&mut self, out: &mut Vec<Notice>) {
         out.append(&mut self.notices);
+    }
+    fn watch_memory(&mut self, rank: Rank, rkey: u32) -> bool {
+        let i = rank.0 as usize;
+        if self.watched.len() <= i {
+            self.watched.resize_with(i + 1, Vec::new);
+        }
+        if !self.watched[i].iter().any(|w| w.0 == rkey) {
+            self.watched[i].push((rkey, 0));
+        }
+        true
+    }
+    fn memory_writes(&self, rank: Rank, rkey: u32) -> u64 {
+        self.watched
+            .get(rank.0 as usize)
+            .and_then(|w| w.iter().find(|w| w.0 == rkey))
+            .map_or(0, |w| w.1)
+    }
+    fn add_key(&mut self, rank: Rank, rkey: u32) -> Option<u32> {
+        self.mem[rank.0 as usize].add_key(rkey)
     }
     fn events(&self) -> u64 {
         self.events

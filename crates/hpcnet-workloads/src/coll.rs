@@ -492,7 +492,7 @@ fn compare_one<T: BenchElement>(
             // Fast path: bytes equal to a reference held as a slice, element by element.
             let es = std::mem::size_of::<T>();
             if let Some(w) = reference.slice(me) {
-                if b.len() == w.len() * es && b.chunks_exact(es).map(T::get).eq(w.iter().copied()) {
+                if b.len() == std::mem::size_of_val(w) && b.chunks_exact(es).map(T::get).eq(w.iter().copied()) {
                     return Ok(w.len() as u64);
                 }
             }

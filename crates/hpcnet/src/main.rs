@@ -296,6 +296,10 @@ enum Cmd {
         /// CG: floating-point rate of one PE for the computation between exchanges (flop/s).
         #[arg(long, default_value_t = 1e9)]
         flops: f64,
+        /// Network model: packet, or flow (max-min fair flows; not the imb-* tests)
+        /// [default: the scenario's mpi.network, packet if absent].
+        #[arg(long, value_enum)]
+        network: Option<nas::NetworkArg>,
         #[command(flatten)]
         common: Common,
     },
@@ -538,6 +542,7 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             block,
             exchange,
             flops,
+            network,
             common,
         } => shmem::shmem(&shmem::Args {
             scenario: &scenario,
@@ -556,6 +561,7 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             block,
             exchange,
             flops,
+            network,
             common: &common,
         }),
         Cmd::ShmemRun {

@@ -2,8 +2,11 @@
 //! put ping-pong, get and atomic latency, put bandwidth and message rate, barrier latency
 //! against PEs (classic or fast), HPCC RandomAccess (GUPS, verified).
 
+use crate::nas::NetworkArg;
 use crate::p2p::{parse_range, sizes_between};
 use crate::{run::load, Common, Failure};
+use hpcnet_mpi::NetworkModel;
+use hpcnet_msg::NicBackend;
 use hpcnet_shmem::BarrierKind;
 use hpcnet_workloads::shmem::{
     barrier, call_latency, cg, put_pingpong, put_rate, put_stream, random_access, CgExchange, CgPartition, LatencyCall,
@@ -82,6 +85,8 @@ pub struct Args<'a> {
     pub block: u64,
     pub exchange: ExchangeArg,
     pub flops: f64,
+    /// `--network`: overrides the scenario's `mpi.network`.
+    pub network: Option<NetworkArg>,
     pub common: &'a Common,
 }
 
@@ -101,8 +106,28 @@ pub fn shmem(args: &Args) -> Result<(), Failure> {
         }
     }
     let sc = load(args.scenario, args.common)?;
-    let probe = sc.world().map_err(Failure::input)?;
-    let ranks = probe.ranks();
+    let network = match args.network {
+        Some(NetworkArg::Packet) => NetworkModel::Packet,
+        Some(NetworkArg::Flow) => NetworkModel::Flow,
+        None => sc.mpi_network,
+    };
+    if network == NetworkModel::Flow && matches!(args.test, Test::ImbPingpong | Test::ImbBcast) {
+        return Err(Failure::input(format!(
+            "--test {} with --network flow: the IMB tests run on the packet network only; use --network packet (see hpcnet --help)",
+            test_name(args.test)
+        )));
+    }
+    // Only the model that runs is built; its rank count and whether it keeps a pair's order.
+    let (ranks, ordered) = match network {
+        NetworkModel::Packet => {
+            let w = sc.world().map_err(Failure::input)?;
+            (w.ranks(), w.in_order())
+        }
+        NetworkModel::Flow => {
+            let f = sc.flow_world().map_err(Failure::input)?;
+            (NicBackend::ranks(&f), NicBackend::in_order(&f))
+        }
+    };
     let pes = args.pes.unwrap_or(ranks);
     if pes < 2 || pes > ranks {
         return Err(Failure::input(format!(
@@ -131,6 +156,16 @@ pub fn shmem(args: &Args) -> Result<(), Failure> {
         BarrierArg::Fast => BarrierKind::Fast,
     };
     let world = || sc.world().map_err(Failure::input);
+    let flow = || sc.flow_world().map_err(Failure::input);
+    // One benchmark call on a fresh model of the chosen kind.
+    macro_rules! on_net {
+        ($f:ident($($a:expr),* $(,)?)) => {
+            match network {
+                NetworkModel::Packet => $f(world()?, $($a),*),
+                NetworkModel::Flow => $f(flow()?, $($a),*),
+            }
+        };
+    }
     let fail = |what: String, e: ShmemBenchError| match e {
         ShmemBenchError::Call(_) => Failure::input(format!("{}: shmem {what}: {e}", sc.source)),
         ShmemBenchError::Stuck(_) => Failure::model(format!("{}: shmem {what}: {e}", sc.source)),
@@ -147,15 +182,15 @@ pub fn shmem(args: &Args) -> Result<(), Failure> {
             };
             for size in sizes {
                 let p = match args.test {
-                    Test::PutLatency => put_pingpong(world()?, pes, a, b, size, args.iterations, &cfg),
+                    Test::PutLatency => on_net!(put_pingpong(pes, a, b, size, args.iterations, &cfg)),
                     Test::GetLatency => {
-                        call_latency(world()?, pes, a, b, LatencyCall::Get, size, args.iterations, &cfg)
+                        on_net!(call_latency(pes, a, b, LatencyCall::Get, size, args.iterations, &cfg))
                     }
-                    Test::Atomic => call_latency(world()?, pes, a, b, LatencyCall::FetchAdd, 8, args.iterations, &cfg),
-                    Test::PutBw => put_stream(world()?, pes, a, b, size, args.iterations, args.window, &cfg),
+                    Test::Atomic => on_net!(call_latency(pes, a, b, LatencyCall::FetchAdd, 8, args.iterations, &cfg)),
+                    Test::PutBw => on_net!(put_stream(pes, a, b, size, args.iterations, args.window, &cfg)),
                     _ => {
                         let pairs: Vec<(usize, usize)> = (0..pes / 2).map(|i| (i, i + pes / 2)).collect();
-                        put_rate(world()?, pes, &pairs, size, args.iterations, &cfg)
+                        on_net!(put_rate(pes, &pairs, size, args.iterations, &cfg))
                     }
                 };
                 points.push(p.map_err(|e| fail(format!("{name}, {size} B"), e))?);
@@ -164,7 +199,7 @@ pub fn shmem(args: &Args) -> Result<(), Failure> {
         Test::Barrier => {
             let mut n = 2;
             loop {
-                let p = barrier(world()?, n, kind, args.iterations, 2, &cfg)
+                let p = on_net!(barrier(n, kind, args.iterations, 2, &cfg))
                     .map_err(|e| fail(format!("barrier, {n} PEs"), e))?;
                 points.push(p);
                 if n == pes {
@@ -251,23 +286,28 @@ pub fn shmem(args: &Args) -> Result<(), Failure> {
                 ExchangeArg::Puts => CgExchange::OwnerPuts,
                 ExchangeArg::Allgather => CgExchange::Allgather,
             };
-            let p = cg(
-                world()?,
+            let p = on_net!(cg(
                 pes,
                 args.class,
                 partition,
                 exchange,
                 args.iterations,
                 args.flops,
-                &cfg,
-            )
+                &cfg
+            ))
             .map_err(|e| fail("cg".into(), e))?;
             if args.common.json {
                 let v = serde_json::json!({
                     "scenario": sc.name, "version": env!("CARGO_PKG_VERSION"), "seed": sc.file.seed,
-                    "test": name, "pes": pes, "ordered_delivery": probe.in_order(),
+                    "test": name, "pes": pes, "ordered_delivery": ordered,
                     "cg": p, "resolved_scenario": sc.resolved_json(),
                 });
+                let mut v = v;
+                if network == NetworkModel::Flow {
+                    v.as_object_mut()
+                        .expect("object")
+                        .insert("network".into(), "flow".into());
+                }
                 outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
             } else {
                 outln!(
@@ -302,7 +342,7 @@ pub fn shmem(args: &Args) -> Result<(), Failure> {
                 VariantArg::Atomic => RaVariant::Atomic,
                 VariantArg::GetPut => RaVariant::GetPut,
             };
-            let p = random_access(world()?, pes, args.log_table, args.updates, variant, 1024, &cfg)
+            let p = on_net!(random_access(pes, args.log_table, args.updates, variant, 1024, &cfg))
                 .map_err(|e| fail("randomaccess".into(), e))?;
             points.push(p);
         }
@@ -312,9 +352,15 @@ pub fn shmem(args: &Args) -> Result<(), Failure> {
             "scenario": sc.name, "version": env!("CARGO_PKG_VERSION"), "seed": sc.file.seed,
             "test": name, "pes": pes, "from": a, "to": b,
             "barrier": format!("{:?}", args.barrier).to_lowercase(),
-            "ordered_delivery": probe.in_order(),
+            "ordered_delivery": ordered,
             "points": points, "resolved_scenario": sc.resolved_json(),
         });
+        let mut v = v;
+        if network == NetworkModel::Flow {
+            v.as_object_mut()
+                .expect("object")
+                .insert("network".into(), "flow".into());
+        }
         outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
         return Ok(());
     }
@@ -325,10 +371,10 @@ pub fn shmem(args: &Args) -> Result<(), Failure> {
         sc.name,
         sc.file.seed,
         pes,
-        if probe.in_order() {
-            ", ordered delivery (fence free)"
-        } else {
-            ", unordered delivery (fence = quiet)"
+        match (ordered, network) {
+            (true, _) => ", ordered delivery (fence free)",
+            (false, NetworkModel::Packet) => ", unordered delivery (fence = quiet)",
+            (false, NetworkModel::Flow) => ", flow-level network, unordered delivery (fence = quiet)",
         }
     );
     match args.test {
