@@ -5,12 +5,12 @@
 //! lengths under callgrind.
 //!
 //! The delays imitate the 512-node torus benchmark (`scenarios/torus-8x8x8.toml` at 45 % load,
-//! ~16 events per ns, so ~1 700 pending at a mean delay of ~104 ns): a link's 10 ns, a router's 40 ns and a 272 B packet's
-//! 167 ns serialisation, each with up to a few ns of spread, and a traffic source's gap (a
-//! geometric number of 167 ns slots at load 0.45, so some beyond the ring's 2.1 µs horizon).
-//! 1 536 origins (512 routers, 512 nodes, 512 sources). Delays and origins come from a table
-//! of 65 536 drawn beforehand and used in turn, so that the loop costs the queue and a few
-//! loads, and two run lengths differ by queue work only.
+//! ~16 events per ns, so ~1 700 pending at a mean delay of ~104 ns): a link's 10 ns, a
+//! router's 40 ns and a 272 B packet's 167 ns serialisation, each with up to a few ns of
+//! spread, and a traffic source's gap (a geometric number of 167 ns slots at load 0.45, so
+//! some beyond the ring's 2.1 µs horizon). 1 536 origins (512 routers, 512 nodes, 512
+//! sources). Delays and origins come from a table of 65 536 drawn beforehand and used in turn,
+//! so two run lengths differ by queue work, a table read and a checksum.
 //!
 //! Usage: `cargo run --release -p hpcnet-des --example queue_hold -- [pops] [pending]`; prints
 //! the pops, the final time and a checksum of the popped order (equal across queue versions
