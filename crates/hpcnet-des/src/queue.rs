@@ -20,11 +20,16 @@
 //! a few microseconds ahead, so a calendar queue (Brown 1988) fits:
 //! - a ring of `RING` buckets, each `2^BUCKET_SHIFT` ps wide, holds the events of the next
 //!   `RING << BUCKET_SHIFT` ps (~2 µs). A bucket is a linked list threaded through a slab, in
-//!   key order: a new event usually goes last (it has the largest sequence number), O(1)
-//!   through the bucket's tail, otherwise after a short walk. Events are not moved until popped
-//!   and scheduling does not allocate once warm. (Sorting whole buckets when they come due,
-//!   or keeping the current bucket in a small heap, measured 5–10 % slower overall.)
+//!   key order: a new event goes last in O(1) through the bucket's tail when its key is the
+//!   largest, otherwise after a short walk from the head (on the torus benchmark about half of
+//!   all insertions walk, about two nodes: times spread within a bucket, and an equal time from
+//!   a lower origin goes first). Events are not moved until popped and scheduling does not
+//!   allocate once warm. A slab node's event is initialised exactly while the node is linked,
+//!   so neither a pop nor a schedule tests or drops a flag. (Sorting whole buckets when they
+//!   come due, or keeping the current bucket in a small heap, measured 5–10 % slower overall;
+//!   256 ps buckets cost least on the torus, see docs/PERFORMANCE.md, "The event queue".)
 //! - a bitmap of non-empty buckets finds the next event in a sparse ring with a few word scans;
+//!   the pop itself finds the next bucket within the same 64-bucket word;
 //! - events beyond the ring's horizon wait in the `far` heap and move into the ring as it
 //!   advances;
 //! - the `spill` heap takes what the ring cannot take cheaply: an event whose ordered place in
@@ -287,11 +292,10 @@ impl<E> EventQueue<E> {
             // ring to take in (the common case on a busy network) is found here; the rest out
             // of line.
             let bits = self.occupied[slot / 64] & (!0u64 << (slot % 64));
-            let next = (slot & !63) + bits.trailing_zeros() as usize;
-            let cur = self.cur + (next - slot) as u64;
+            let cur = self.cur + u64::from(bits.trailing_zeros()) - (slot % 64) as u64;
             if bits != 0 && (self.far.min_time >> BUCKET_SHIFT).wrapping_sub(cur) >= RING {
                 self.cur = cur;
-                slot = next;
+                slot = (cur & MASK) as usize;
             } else {
                 match self.advance() {
                     Some(s) => slot = s,
