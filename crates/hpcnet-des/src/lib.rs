@@ -4,8 +4,9 @@
 //! defined here:
 //! - [`SimTime`], [`Bytes`] and [`BitsPerSec`]: integer picosecond time and unit newtypes, so a unit
 //!   slip does not compile;
-//! - [`EventQueue`]: events ordered by (time, insertion sequence), so equal-time events run in the
-//!   order they were scheduled and a run is reproducible;
+//! - [`EventQueue`]: events ordered by (time, origin, the origin's own sequence), so equal-time
+//!   events of one component run in the order it scheduled them, of different components by
+//!   component number, and a run is reproducible;
 //! - [`RngStreams`]: independent random streams derived from the scenario seed and a component id;
 //! - [`stats`]: a statistics registry (name, unit, description) that components push into;
 //! - [`exec`]: a single-threaded executor for async rank programs, woken by simulator events;
