@@ -430,10 +430,10 @@ impl CreditView for PortCredits<'_> {
                 // the Sunway up ports an adaptive choice scans, otherwise keep due entries and
                 // every scan re-sums them.
                 o.absorb(self.now);
-                o.free_private[vc as usize] as u32 + o.free_shared
+                o.free_private[vcx(vc)] as u32 + o.free_shared
             }
             Dest::Node if !o.limited => u32::MAX,
-            Dest::Node => o.free_private[vc as usize] as u32 + o.free_shared,
+            Dest::Node => o.free_private[vcx(vc)] as u32 + o.free_shared,
             Dest::None => 0,
         }
     }
@@ -475,7 +475,7 @@ impl OutPort {
         while i < self.returning.len() {
             let (t, vc, p, sh) = self.returning[i];
             if t <= now {
-                self.free_private[vc as usize] += p;
+                self.free_private[vcx(vc)] += p;
                 self.free_shared += sh as u32;
                 self.vc_held &= !(1u8 << vc);
                 self.returning.swap_remove(i);
@@ -1203,33 +1203,35 @@ impl Network {
         qi: u32,
         router: RouterId,
     ) -> Option<u32> {
-        let base = self.port_base[router.index()];
-        let end = self.port_base[router.index() + 1];
+        // `port_base` has one entry per router and the total after them.
+        let base = *ix(&self.port_base, router.0);
+        let end = *ix(&self.port_base, router.0 + 1);
         let in_port = PortIdx(((qi >> self.vc_shift) - base) as u16);
         loop {
             let id = self.inq.front(qi)?;
             if M::ANY
                 && self.ghosts != 0
-                && self.packets[id as usize].flags & F_GHOST != 0
+                && ix(&self.packets, id).flags & F_GHOST != 0
                 && self.ghost_expired(qi, id, q.now())
             {
                 continue;
             }
-            let routed = if M::ANY && self.mcast_seen && self.packets[id as usize].flags & F_MCAST != 0 {
+            let routed = if M::ANY && self.mcast_seen && ix(&self.packets, id).flags & F_MCAST != 0 {
                 self.multicast_route(qi, router, in_port, id)
             } else {
                 let mut view = PortCredits {
-                    out: &mut self.out[base as usize..end as usize],
+                    out: ix_range_mut(&mut self.out, base, end),
                     now: q.now(),
                 };
-                let p = &mut self.packets[id as usize];
+                let p = ix_mut(&mut self.packets, id);
                 self.routing.route(&self.topo, router, in_port, p, &mut view)
             };
             match routed {
                 Ok(c) => {
-                    let credits = self.packets[id as usize].credits as u32;
+                    let credits = ix(&self.packets, id).credits as u32;
+                    // Routing answers a port of `router` (the view's ports are its own).
                     let oi = base + c.port.0 as u32;
-                    let o = &mut self.out[oi as usize];
+                    let o = ix_mut(&mut self.out, oi);
                     // The bubble applies to ring channels only (never to an ejection port).
                     let private_only = c.enters_ring && matches!(o.to, Dest::Router { .. });
                     let need = if private_only {
@@ -1245,7 +1247,7 @@ impl Network {
                     };
                     // Append the request to the output's list (the record of queue `qi`).
                     let tail = o.req_tail;
-                    let f = &mut self.inq.q[qi as usize];
+                    let f = ix_mut(&mut self.inq.q, qi);
                     f.need = need;
                     f.out_port = c.port;
                     f.vc = c.vc;
@@ -1255,7 +1257,7 @@ impl Network {
                     if tail == NIL {
                         o.req_head = qi;
                     } else {
-                        self.inq.q[tail as usize].req_next = qi;
+                        ix_mut(&mut self.inq.q, tail).req_next = qi;
                     }
                     o.req_tail = qi;
                     return Some(oi);
@@ -1337,14 +1339,14 @@ impl Network {
     fn fits(&self, o: &OutPort, p: &Packet) -> bool {
         match o.to {
             Dest::Node if !o.limited => true,
-            Dest::Node => o.free_private[p.vc as usize] as u32 + o.free_shared >= p.credits as u32,
+            Dest::Node => o.free_private[vcx(p.vc)] as u32 + o.free_shared >= p.credits as u32,
             Dest::None => false,
             Dest::Router { .. } => {
                 let need = p.credits as u32;
                 if o.vc_held & (1u8 << p.vc) != 0 {
                     return false;
                 }
-                let private = o.free_private[p.vc as usize] as u32;
+                let private = o.free_private[vcx(p.vc)] as u32;
                 if self.routing.uses_bubble() {
                     private >= need + self.bubble_credits
                 } else {
@@ -1362,7 +1364,7 @@ impl Network {
                 if o.vc_held & (1u8 << r.vc) != 0 {
                     return false;
                 }
-                let private = o.free_private[r.vc as usize] as u32;
+                let private = o.free_private[vcx(r.vc)] as u32;
                 if r.private_only {
                     private >= r.need
                 } else {
@@ -1370,7 +1372,7 @@ impl Network {
                 }
             }
             Dest::Node if !o.limited => true,
-            Dest::Node => o.free_private[r.vc as usize] as u32 + o.free_shared >= r.need,
+            Dest::Node => o.free_private[vcx(r.vc)] as u32 + o.free_shared >= r.need,
             Dest::None => false,
         }
     }
@@ -1897,8 +1899,8 @@ impl Network {
                 credits = (size as u64).div_ceil(self.cfg.router.credit_unit.0) as u16;
             }
             let v = out_vc as usize;
-            let from_private = credits.min(o.free_private[v]);
-            o.free_private[v] -= from_private;
+            let from_private = credits.min(o.free_private[vcx(out_vc)]);
+            o.free_private[vcx(out_vc)] -= from_private;
             shared_used = credits - from_private;
             o.free_shared -= shared_used as u32;
             if M::ANY && self.vc_per_packet && !is_node_dest(o.to) {
@@ -2164,7 +2166,7 @@ impl Network {
                     } else {
                         0
                     },
-                credits_free: o.free_private[p.vc as usize] as u32 + o.free_shared,
+                credits_free: o.free_private[vcx(p.vc)] as u32 + o.free_shared,
             });
         }
         v
@@ -2474,6 +2476,25 @@ fn ix_mut<T>(v: &mut [T], i: u32) -> &mut T {
     debug_assert!((i as usize) < v.len(), "index {i} of {}", v.len());
     // SAFETY: as in [`ix`].
     unsafe { v.get_unchecked_mut(i as usize) }
+}
+
+/// `&mut v[a..b]` without the bounds checks, for the ports `port_base[r]..port_base[r + 1]`
+/// of a router (`port_base` is non-decreasing and ends at the number of router ports).
+#[inline(always)]
+fn ix_range_mut<T>(v: &mut [T], a: u32, b: u32) -> &mut [T] {
+    debug_assert!(a <= b && (b as usize) <= v.len(), "range {a}..{b} of {}", v.len());
+    // SAFETY: `a <= b <= v.len()` by the invariant above (checked in debug builds).
+    unsafe { v.get_unchecked_mut(a as usize..b as usize) }
+}
+
+/// Index of VC `vc` in a per-VC credit array (`[_; MAX_VCS]`): VCs are below `router.vcs`,
+/// which the configuration bounds by `MAX_VCS`, a power of two, so the mask changes nothing
+/// and lets the compiler drop the bounds check.
+#[inline(always)]
+fn vcx(vc: u8) -> usize {
+    const { assert!(MAX_VCS.is_power_of_two()) };
+    debug_assert!((vc as usize) < MAX_VCS, "VC {vc} of {MAX_VCS}");
+    vc as usize & (MAX_VCS - 1)
 }
 
 /// The router modes the hot path was compiled for. The hot functions (arrival, head routing,

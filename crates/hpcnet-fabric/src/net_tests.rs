@@ -944,3 +944,44 @@ fn tiled_crossbar_keys_are_validated() {
     let e = Network::new(crossbar(40), cfg).err().expect("tiled with wormhole");
     assert_eq!(e.key, "router.crossbar");
 }
+
+/// Delivery (tag, time, hops) of a random burst on a 4 × 4 bubble torus with two VCs; with
+/// `force_full` every event takes the path that tests each mode at run time.
+fn burst_on_torus(cfg: FabricConfig, force_full: bool) -> (bool, Vec<(u64, SimTime, u16)>) {
+    let mut net = Network::new(grid(&[4, 4], 1, true), cfg).unwrap();
+    let plain = net.plain;
+    if force_full {
+        net.plain_cfg = false;
+        net.refresh_plain();
+    }
+    let mut q = EventQueue::new();
+    let n = random_burst(&mut net, &mut q, 16, 20, 7);
+    let d = run_until_idle(&mut net, &mut q);
+    assert_eq!(d.len() as u64, n, "every packet delivered once");
+    let mut seen: Vec<u64> = d.iter().map(|x| x.packet.tag).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len() as u64, n, "no packet delivered twice");
+    (plain, d.iter().map(|x| (x.packet.tag, x.at, x.packet.hops)).collect())
+}
+
+#[test]
+fn plain_path_is_taken_by_the_default_router_and_gives_the_general_path_s_results() {
+    // Bit errors are allowed on the plain path: give the links a high rate so some occur.
+    let mut cfg = fabric(dor(DeadlockAvoidance::Bubble), 2, 16);
+    cfg.link.ber = 1e-6;
+    let (plain, fast) = burst_on_torus(cfg.clone(), false);
+    assert!(plain, "two VCs, input speedup 1, round robin: the plain configuration");
+    let (_, full) = burst_on_torus(cfg, true);
+    assert_eq!(fast, full, "the plain path changes no result");
+    // Each option leaves the plain configuration.
+    let mut islip = fabric(dor(DeadlockAvoidance::Bubble), 2, 16);
+    islip.router.allocator = Some(crate::alloc::Allocator::Islip);
+    assert!(!burst_on_torus(islip, false).0);
+    let mut age = fabric(dor(DeadlockAvoidance::Bubble), 2, 16);
+    age.router.arbitration = Arbitration::Age;
+    assert!(!burst_on_torus(age, false).0);
+    let mut speedup = fabric(dor(DeadlockAvoidance::Bubble), 2, 16);
+    speedup.router.input_speedup = 2;
+    assert!(!burst_on_torus(speedup, false).0);
+}

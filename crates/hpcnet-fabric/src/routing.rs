@@ -90,6 +90,8 @@ struct Grid {
     width: u32,
     /// Dimension of each bit position of a packed word.
     dim_of_bit: [u8; 64],
+    /// Size of that dimension (`k[dim_of_bit[b]]`: one lookup per hop, no bounds check).
+    k_of_bit: [u32; 64],
 }
 
 impl Grid {
@@ -102,9 +104,11 @@ impl Grid {
             .max()
             .unwrap_or(1);
         let mut dim_of_bit = [0u8; 64];
+        let mut k_of_bit = [0u32; 64];
         let packed = if width as usize * k.len() <= 64 {
             for (b, d) in dim_of_bit.iter_mut().enumerate() {
                 *d = (b as u32 / width).min(k.len().saturating_sub(1) as u32) as u8;
+                k_of_bit[b] = k.get(*d as usize).copied().unwrap_or(1);
             }
             coords
                 .chunks(k.len().max(1))
@@ -124,6 +128,7 @@ impl Grid {
             packed,
             width,
             dim_of_bit,
+            k_of_bit,
         }
     }
 
@@ -846,15 +851,21 @@ impl Routing {
         match &self.grid {
             Some(g) => {
                 if !g.packed.is_empty() {
-                    let (a, b) = (g.packed[r.index()], g.packed[dr.index()]);
+                    // `packed` has one word per router, and `r`, `dr` are routers of the
+                    // topology (the packet's router, its destination's attachment).
+                    debug_assert!(r.index() < g.packed.len() && dr.index() < g.packed.len());
+                    // SAFETY: both indices are below `packed.len()` (checked in debug builds).
+                    let (a, b) = unsafe { (*g.packed.get_unchecked(r.index()), *g.packed.get_unchecked(dr.index())) };
                     let diff = a ^ b;
                     if diff == 0 {
                         return None;
                     }
-                    let d = g.dim_of_bit[diff.trailing_zeros() as usize] as usize;
+                    // A non-zero word has fewer than 64 trailing zeros: the mask changes nothing.
+                    let bit = diff.trailing_zeros() as usize & 63;
+                    let d = g.dim_of_bit[bit] as usize;
                     let (shift, mask) = (d as u32 * g.width, (1u64 << g.width) - 1);
                     let (c, t) = (((a >> shift) & mask) as u32, ((b >> shift) & mask) as u32);
-                    let (plus, crosses) = g.step(c, t, g.k[d], || minus_on_tie(tie, salt, d, c));
+                    let (plus, crosses) = g.step(c, t, g.k_of_bit[bit], || minus_on_tie(tie, salt, d, c));
                     return Some((d, plus, crosses));
                 }
                 let n = g.k.len();
