@@ -371,6 +371,9 @@ struct Reference<T> {
     /// Reduction of all inputs (reduce, allreduce: n elements; reduce-scatter: p·n), or the
     /// root's input (broadcast).
     whole: Vec<T>,
+    /// `whole` as little-endian bytes for allreduce, whose results the benchmark holds as
+    /// bytes (compared byte for byte); empty otherwise.
+    whole_bytes: Vec<u8>,
 }
 
 impl<T: BenchElement> Reference<T> {
@@ -381,12 +384,18 @@ impl<T: BenchElement> Reference<T> {
             CollOp::ReduceScatter => reduce_inputs(spec.reduce_op, p, p * n),
             CollOp::Barrier | CollOp::Allgather | CollOp::Alltoall => Vec::new(),
         };
+        let whole_bytes = if spec.op == CollOp::Allreduce {
+            hpcnet_coll::to_bytes(&whole)
+        } else {
+            Vec::new()
+        };
         Reference {
             op: spec.op,
             p,
             n,
             root: spec.root,
             whole,
+            whole_bytes,
         }
     }
 
@@ -489,12 +498,10 @@ fn compare_one<T: BenchElement>(
 ) -> Result<u64, CollBenchError> {
     let got = match got {
         Output::Bytes(b) => {
-            // Fast path: bytes equal to a reference held as a slice, element by element.
-            let es = std::mem::size_of::<T>();
-            if let Some(w) = reference.slice(me) {
-                if b.len() == std::mem::size_of_val(w) && b.chunks_exact(es).map(T::get).eq(w.iter().copied()) {
-                    return Ok(w.len() as u64);
-                }
+            // Fast path: bytes equal to the reference's bytes (an allreduce's result is the
+            // same at every member). Equal bytes are equal elements, also for floats.
+            if reference.op == CollOp::Allreduce && b == reference.whole_bytes {
+                return Ok(reference.whole.len() as u64);
             }
             Some(hpcnet_coll::from_bytes::<T>(&b))
         }

@@ -1674,6 +1674,37 @@ fn shmem_randomaccess_verifies_and_reports_json() {
 }
 
 #[test]
+fn shmem_on_the_flow_model_verifies_randomaccess_and_refuses_imb_tests() {
+    let out = hpcnet(&[
+        "shmem",
+        &nicevt_m2(),
+        "--test",
+        "randomaccess",
+        "--pes",
+        "16",
+        "--updates",
+        "256",
+        "--log-table",
+        "8",
+        "--network",
+        "flow",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["network"], "flow");
+    assert_eq!(v["ordered_delivery"], false, "max-min sharing keeps no pair's order");
+    let p = &v["points"][0];
+    assert_eq!(p["count"], 16 * 256);
+    assert_eq!(p["errors"], 0, "remote xor atomics lose no update");
+    one_error_line(
+        &hpcnet(&["shmem", &nicevt_m2(), "--test", "imb-pingpong", "--network", "flow"]),
+        2,
+        &["--test imb-pingpong", "--network flow"],
+    );
+}
+
+#[test]
 fn shmem_latency_and_barrier_tables() {
     let out = hpcnet(&[
         "shmem",
