@@ -62,6 +62,15 @@ const FLAT: f64 = 0.01;
 /// No scenario parameter is fitted: absolute times are info rows.
 const FITTED: [Fitted; 0] = [];
 
+/// The notes on the memory rows, shared by the default and the paper-scale report.
+const MEMORY_NOTES: [&str; 2] = [
+    "Table 2 reports the same memory for FT and LU: the static connections. Connections opened on demand \
+     add memory during the run (counted by the model, shown in `hpcnet nas`), which the paper's column \
+     leaves out.",
+    "Memory rows read s1 = 8 KB as 8000 B (9088 B per connection), as ib-memory does for Table 2; at 16384 \
+     processes 1024 + 3 static connections give 9.333 MB, the paper's 9.344 MB would need 1028.",
+];
+
 pub struct IbNas;
 
 /// The scaled-down analogue a run uses.
@@ -319,13 +328,8 @@ impl Study for IbNas {
              the analogue is an upper estimate of the paper's configuration, and its verdicts are honest about \
              that configuration only."
                 .to_string(),
-            "Table 2 reports the same memory for FT and LU: the static connections. Connections opened on demand \
-             add memory during the run (counted by the model, shown in `hpcnet nas`), which the paper's column \
-             leaves out."
-                .to_string(),
-            "Memory rows read s1 = 8 KB as 8000 B (9088 B per connection), as ib-memory does for Table 2; at 16384 \
-             processes 1024 + 3 static connections give 9.333 MB, the paper's 9.344 MB would need 1028."
-                .to_string(),
+            MEMORY_NOTES[0].to_string(),
+            MEMORY_NOTES[1].to_string(),
         ];
         let mut report = StudyReport::new(
             self.name(),

@@ -321,13 +321,8 @@ pub(super) fn run(study: &super::IbNas, ctx: &Ctx) -> Result<StudyReport, StudyE
          published times include the real code's computation, which the skeletons model as flops at one rate; \
          the other counts' times are predictions of how the model's computation and communication scale."
             .to_string(),
-        "Table 2 reports the same memory for FT and LU: the static connections. Connections opened on demand \
-         add memory during the run (counted by the model, shown in `hpcnet nas`), which the paper's column \
-         leaves out."
-            .to_string(),
-        "Memory rows read s1 = 8 KB as 8000 B (9088 B per connection), as ib-memory does for Table 2; at 16384 \
-         processes 1024 + 3 static connections give 9.333 MB, the paper's 9.344 MB would need 1028."
-            .to_string(),
+        super::MEMORY_NOTES[0].to_string(),
+        super::MEMORY_NOTES[1].to_string(),
     ];
     let mut report = StudyReport::new(
         study.name(),
