@@ -591,15 +591,7 @@ impl Context {
 
     fn qp(&self, cq: &Cq, peer: Option<Rank>) -> Qp {
         let num = self.host.borrow_mut().nic.alloc_qp();
-        Qp {
-            ctx: self.clone(),
-            cq: cq.id,
-            peer,
-            num,
-            rail: 0,
-            function: 0,
-            fast: false,
-        }
+        self.qp_handle(cq, peer, num)
     }
 
     /// A receive queue for asynchronous queue messages, completing on `cq`. Give its
