@@ -42,10 +42,15 @@
 //! leaves the other flows' rates alone).
 //!
 //! Cost: O((L + F·h)·log L) per flow start or end (F flows of h links each in the changed flow's
-//! component, L links they use) plus O(log F) for the next finish, independent of message size — against O(bytes × hops) at packet level.
+//! component, L links they use; O(h) for a flow alone on its links) plus O(log F) for the next
+//! finish, independent of message size — against O(bytes × hops) at packet level. Pending
+//! events wait in the simulation kernel's calendar queue. A route is traced once per pair of
+//! nodes and kept in a dense table of route ids (one row per source node, 4 bytes per
+//! destination, allocated at the node's first message) up to 4096 nodes — at most 64 MiB — and
+//! in a hash map of the pairs met beyond.
 
 use hpcnet_des::hash::IdMap;
-use hpcnet_des::{Bytes, SimTime};
+use hpcnet_des::{Bytes, EventQueue, SimTime};
 use hpcnet_fabric::topology::NodeId;
 use hpcnet_fabric::Network;
 use hpcnet_msg::NicBackend;
@@ -53,7 +58,7 @@ use hpcnet_nic::{
     CqId, Cqe, CqeKind, CqeStatus, Memory, MemoryError, NicConfig, Notice, Op, Placement, PostError, QpNum, Rank,
     Request, RqId, TimerId,
 };
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::rc::Rc;
 
@@ -176,37 +181,17 @@ fn take_posted(q: &mut VecDeque<Posted>) -> Option<(u64, u64, u64)> {
 }
 /// Links of a route and its latency.
 type Route = (Rc<[usize]>, SimTime);
-
-/// A scheduled event, ordered by (time, scheduling sequence); the event itself waits in slot
-/// `slot` of the world's `slots`, so the heap moves 24-byte keys, not events.
-struct Sched {
-    t: SimTime,
-    seq: u64,
-    slot: u32,
-}
-
-impl PartialEq for Sched {
-    fn eq(&self, o: &Self) -> bool {
-        (self.t, self.seq) == (o.t, o.seq)
-    }
-}
-impl Eq for Sched {}
-impl PartialOrd for Sched {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Sched {
-    fn cmp(&self, o: &Self) -> Ordering {
-        (self.t, self.seq).cmp(&(o.t, o.seq))
-    }
-}
+/// Route cache: a dense table (one row of route ids per source node, allocated at the node's
+/// first message) up to this many nodes — at most 4096² × 4 B = 64 MiB — and a hash map of the
+/// pairs met beyond.
+const DENSE_NODES: usize = 4096;
+/// An unknown route in a dense row.
+const NO_ROUTE: u32 = u32::MAX;
 
 /// The flow-level model of a scenario's machine.
 pub struct FlowWorld {
     now: SimTime,
     events: u64,
-    seq: u64,
     place: Placement,
     ranks: usize,
     mem: Vec<Memory>,
@@ -214,8 +199,10 @@ pub struct FlowWorld {
     rqs: Vec<(Rank, CqId, VecDeque<Posted>)>,
     next_qp: u32,
     next_timer: u32,
-    queue: BinaryHeap<Reverse<Sched>>,
-    /// Events of the queue, and the free slots.
+    /// Pending events in (time, scheduling order): the simulation kernel's calendar queue
+    /// (one origin) of slots in `slots`, so that the queue moves 4-byte slot numbers, not
+    /// events; the free slots.
+    queue: EventQueue<u32>,
     slots: Vec<Option<Ev>>,
     free_slots: Vec<u32>,
     /// Flows in progress by slot (`on_link` and the finish heap name slots; a slot is reused
@@ -240,7 +227,12 @@ pub struct FlowWorld {
     port_held: Vec<bool>,
     port_queue: Vec<VecDeque<PortWait>>,
     fifo: bool,
-    routes: IdMap<(u32, u32), Route>,
+    /// Routes traced so far (links and latency), named by id; the ids by (source node,
+    /// destination node): dense rows up to [`DENSE_NODES`] nodes, a hash map beyond.
+    routes: Vec<Route>,
+    route_rows: Vec<Vec<u32>>,
+    route_map: IdMap<(u32, u32), u32>,
+    dense: bool,
     net: Network,
     cfg: NicConfig,
     start_latency: SimTime,
@@ -273,6 +265,8 @@ pub struct FlowWorld {
     short: u64,
     /// Per link: when the short messages already started on it have crossed it.
     short_free: Vec<SimTime>,
+    /// Per link: the last (bytes, time) a short message took on it alone (at full capacity).
+    short_memo: Vec<(u64, SimTime)>,
 }
 
 impl FlowWorld {
@@ -318,7 +312,6 @@ impl FlowWorld {
         FlowWorld {
             now: SimTime::ZERO,
             events: 0,
-            seq: 0,
             place,
             ranks,
             mem: (0..ranks as u32).map(Memory::new).collect(),
@@ -326,7 +319,7 @@ impl FlowWorld {
             rqs: Vec::new(),
             next_qp: 0,
             next_timer: 0,
-            queue: BinaryHeap::new(),
+            queue: EventQueue::new(),
             slots: Vec::new(),
             free_slots: Vec::new(),
             flows: Vec::new(),
@@ -344,7 +337,14 @@ impl FlowWorld {
             port_held: vec![false; nodes],
             port_queue: vec![VecDeque::new(); nodes],
             fifo: false,
-            routes: IdMap::default(),
+            routes: Vec::new(),
+            route_rows: if nodes <= DENSE_NODES {
+                vec![Vec::new(); nodes]
+            } else {
+                Vec::new()
+            },
+            route_map: IdMap::default(),
+            dense: nodes <= DENSE_NODES,
             net,
             cfg,
             start_latency,
@@ -365,12 +365,11 @@ impl FlowWorld {
             epoch: 0,
             short: 0,
             short_free: Vec::new(),
+            short_memo: Vec::new(),
         }
     }
 
     fn at(&mut self, t: SimTime, ev: Ev) {
-        let seq = self.seq;
-        self.seq += 1;
         let slot = match self.free_slots.pop() {
             Some(i) => {
                 self.slots[i as usize] = Some(ev);
@@ -381,15 +380,46 @@ impl FlowWorld {
                 u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 pending events")
             }
         };
-        self.queue.push(Reverse(Sched { t, seq, slot }));
+        self.queue.schedule(t, slot);
     }
 
-    /// Links and latency of the route from `src`'s node to `dst`'s node.
-    fn route(&mut self, src: Rank, dst: Rank) -> Route {
+    /// Id of the route from `src`'s node to `dst`'s node (links and latency:
+    /// `self.routes[id]`), traced once per pair of nodes. O(1) after the first time.
+    fn route(&mut self, src: Rank, dst: Rank) -> usize {
         let (a, b) = (self.place.node_of(src), self.place.node_of(dst));
-        if let Some(r) = self.routes.get(&(a.0, b.0)) {
-            return r.clone();
+        if self.dense {
+            let row = &self.route_rows[a.index()];
+            if let Some(&id) = row.get(b.index()) {
+                if id != NO_ROUTE {
+                    return id as usize;
+                }
+            }
+        } else if let Some(&id) = self.route_map.get(&(a.0, b.0)) {
+            return id as usize;
         }
+        let id = self.trace_route(a, b);
+        let id32 = u32::try_from(id).expect("fewer than 2^32 routes");
+        if self.dense {
+            let nodes = self.route_rows.len();
+            let row = &mut self.route_rows[a.index()];
+            if row.is_empty() {
+                *row = vec![NO_ROUTE; nodes];
+            }
+            row[b.index()] = id32;
+        } else {
+            self.route_map.insert((a.0, b.0), id32);
+        }
+        id
+    }
+
+    /// Latency of the route from `src`'s node to `dst`'s node.
+    fn latency(&mut self, src: Rank, dst: Rank) -> SimTime {
+        let id = self.route(src, dst);
+        self.routes[id].1
+    }
+
+    /// Traces the route from node `a` to node `b` on the idle network and stores it: its id.
+    fn trace_route(&mut self, a: NodeId, b: NodeId) -> usize {
         let (tx, rx) = (self.pcie_tx[a.index()], self.pcie_rx[b.index()]);
         let r = if a == b {
             (
@@ -419,8 +449,8 @@ impl FlowWorld {
             let lat = fc.link.latency + SimTime::from_ps(per_hop.ps() * hops.len() as u64) + self.cfg.rx_overhead;
             (Rc::from(links), lat)
         };
-        self.routes.insert((a.0, b.0), r.clone());
-        r
+        self.routes.push(r);
+        self.routes.len() - 1
     }
 
     /// Starts waiting messages of `node` on its free engines: each fetches its descriptor
@@ -482,6 +512,10 @@ impl FlowWorld {
     /// (stale entries skipped). Cost: O((L + F·h)·log L) for the component's L links and F
     /// flows of h links — in an all-to-all on a fat tree with one engine per node, a few flows.
     fn share(&mut self, seeds: &[usize]) {
+        if seeds.iter().all(|&l| self.on_link.get(l).is_none_or(Vec::is_empty)) {
+            // No flow in the component: nothing to share.
+            return;
+        }
         let nl = self.cap.len();
         self.on_link.resize_with(nl, Vec::new);
         self.link_mark.resize(nl, 0);
@@ -625,21 +659,35 @@ impl FlowWorld {
     /// what the flows in progress leave of its capacity, but at least the share of one more
     /// flow, capacity / (flows + 1) — and the message is over when its last reservation ends.
     /// O(links × flows per link).
-    fn short_transfer(&mut self, links: &[usize], size: u64) -> SimTime {
+    /// On a link without flows the rate is the capacity and the time is remembered per link
+    /// (`short_memo`: the last size), so a stream of equal short messages (atomics) divides
+    /// once per link.
+    fn short_transfer(&mut self, route: usize, size: u64) -> SimTime {
         if self.short_free.len() < self.cap.len() {
             self.short_free.resize(self.cap.len(), SimTime::ZERO);
+            self.short_memo.resize(self.cap.len(), (u64::MAX, SimTime::ZERO));
         }
         let mut end = self.now;
-        for &l in links {
+        for &l in self.routes[route].0.iter() {
             let cap = self.cap[l];
             let on = self.on_link.get(l).map_or(&[][..], Vec::as_slice);
-            let used: f64 = on
-                .iter()
-                .map(|&s| self.flows[s as usize].as_ref().map_or(0.0, |f| f.rate))
-                .sum();
-            let rate = (cap - used).max(cap / (on.len() + 1) as f64);
+            let t = if on.is_empty() {
+                // (cap - 0).max(cap / 1) = cap, as below.
+                let memo = &mut self.short_memo[l];
+                if memo.0 != size {
+                    *memo = (size, SimTime::from_ps((size as f64 / cap * 1e12).ceil() as u64));
+                }
+                memo.1
+            } else {
+                let used: f64 = on
+                    .iter()
+                    .map(|&s| self.flows[s as usize].as_ref().map_or(0.0, |f| f.rate))
+                    .sum();
+                let rate = (cap - used).max(cap / (on.len() + 1) as f64);
+                SimTime::from_ps((size as f64 / rate * 1e12).ceil() as u64)
+            };
             let free = &mut self.short_free[l];
-            *free = (*free).max(self.now) + SimTime::from_ps((size as f64 / rate * 1e12).ceil() as u64);
+            *free = (*free).max(self.now) + t;
             end = end.max(*free);
         }
         end
@@ -701,7 +749,8 @@ impl FlowWorld {
                 self.run_engines(node);
             }
             Ev::Start { src, dst, size, then } => {
-                let (links, latency) = self.route(src, dst);
+                let id = self.route(src, dst);
+                let (links, latency) = self.routes[id].clone();
                 let node = self.place.node_of(src).index();
                 // With descriptor prefetch the engine takes the next message while this one's
                 // data moves; without, only when its last byte has left.
@@ -715,7 +764,7 @@ impl FlowWorld {
                 if self.short > 0 && size <= self.short.saturating_add(self.header) {
                     // A short message: its bytes cross the route at the links' residual
                     // rates, after the short messages before it, and no flow's rate changes.
-                    let end = self.short_transfer(&links, size);
+                    let end = self.short_transfer(id, size);
                     if let Some(node) = engine {
                         self.at(end, Ev::Release(node));
                     }
@@ -758,7 +807,7 @@ impl FlowWorld {
                         self.handle(ev);
                     }
                     Err(e) => {
-                        let (_, lat) = self.route(req.dst, req.src);
+                        let lat = self.latency(req.dst, req.src);
                         self.complete(&req, CqeKind::Read, CqeStatus::RemoteAccess(e), 0, lat);
                     }
                 }
@@ -773,16 +822,17 @@ impl FlowWorld {
             } => {
                 self.busy[node] -= 1;
                 self.run_engines(node);
-                let (links, latency) = self.route(src, dst);
-                let end = self.short_transfer(&links, size);
-                self.at(end + latency, Ev::Arrive(then));
+                let id = self.route(src, dst);
+                let end = self.short_transfer(id, size);
+                self.at(end + self.routes[id].1, Ev::Arrive(then));
             }
             Ev::AtomicAnswer { req, status, old, size } => {
                 // The answer (header and old value) crosses as a short message whatever
                 // `set_short_messages` says: thousands of answers in flight (RandomAccess) as
                 // max-min flows would cost two recomputations over one large component each.
-                let (links, latency) = self.route(req.dst, req.src);
-                let end = self.short_transfer(&links, size);
+                let id = self.route(req.dst, req.src);
+                let end = self.short_transfer(id, size);
+                let latency = self.routes[id].1;
                 self.at(end + latency, Ev::Arrive(Then::AtomicBack { req, status, old }));
             }
         }
@@ -859,14 +909,42 @@ impl FlowWorld {
                 u32::try_from(self.flows.len() - 1).expect("fewer than 2^32 flows in progress")
             }
         };
+        let mut alone = true;
         for &l in links.iter() {
             if l >= self.on_link.len() {
                 self.on_link.resize_with(l + 1, Vec::new);
             }
+            alone &= self.on_link[l].is_empty();
             self.on_link[l].push(slot);
         }
-        let seeds = links.clone();
         self.live += 1;
+        if alone {
+            // A flow alone on its links is a component of its own: max-min gives it the least
+            // capacity of its links (what `share` computes for it, with the same arithmetic).
+            let r = links.iter().map(|&l| self.cap[l]).fold(f64::INFINITY, f64::min);
+            let remaining = size as f64;
+            let version = u64::from(r > 0.0);
+            if r > 0.0 {
+                let end = self.now + SimTime::from_ps((remaining / r * 1e12).ceil() as u64);
+                self.finish.push(Reverse((end, id, version, slot)));
+            }
+            self.flows[slot as usize] = Some(Flow {
+                id,
+                remaining,
+                since: self.now,
+                rate: if r > 0.0 { r } else { 0.0 },
+                version,
+                mark: 0,
+                new_rate: 0.0,
+                links,
+                latency,
+                engine,
+                port,
+                then,
+            });
+            return;
+        }
+        let seeds = links.clone();
         self.flows[slot as usize] = Some(Flow {
             id,
             remaining: size as f64,
@@ -919,7 +997,7 @@ impl FlowWorld {
                 self.complete(&req, CqeKind::Read, status, len, SimTime::ZERO);
             }
             Then::Land { req, bytes } => {
-                let (_, back) = self.route(req.dst, req.src);
+                let back = self.latency(req.dst, req.src);
                 match req.op {
                     Op::Send { len, rq, reliable, .. } => {
                         let Some(q) = self.rqs.get_mut(rq.index()).filter(|q| q.0 == req.dst) else {
@@ -1137,7 +1215,7 @@ impl NicBackend for FlowWorld {
             }
             Op::Read { local, len, .. } => {
                 m.check_local(local, len).map_err(PostError::Local)?;
-                let (_, lat) = self.route(req.src, req.dst);
+                let lat = self.latency(req.src, req.dst);
                 // The request leaves once an engine has taken it (no data to move).
                 self.at(start + lat + self.cfg.host.read_latency + work, Ev::ReadRequest(req));
                 Ok(())
@@ -1199,23 +1277,23 @@ impl NicBackend for FlowWorld {
         id
     }
     fn step(&mut self) -> bool {
-        let ev_t = self.queue.peek().map(|Reverse(s)| s.t);
+        // An event at or before the next flow's end goes first.
         let fin = self.next_finish();
-        let event_first = match (ev_t, fin) {
-            (None, None) => return false,
-            (Some(t), Some((ft, _))) => t <= ft,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
+        let ev = match fin {
+            Some((ft, _)) => self.queue.pop_before(SimTime::from_ps(ft.ps() + 1)),
+            None => self.queue.pop(),
         };
-        self.events += 1;
-        if event_first {
-            let Reverse(Sched { t, slot, .. }) = self.queue.pop().expect("peeked");
+        if let Some((t, slot)) = ev {
+            self.events += 1;
+            self.now = t;
             let ev = self.slots[slot as usize].take().expect("a scheduled event");
             self.free_slots.push(slot);
-            self.now = t;
             self.handle(ev);
         } else {
-            let (t, slot) = fin.expect("a flow ends");
+            let Some((t, slot)) = fin else {
+                return false;
+            };
+            self.events += 1;
             self.finish.pop();
             self.now = t;
             let f = self.flows[slot as usize].take().expect("flow");
