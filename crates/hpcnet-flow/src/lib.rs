@@ -10,8 +10,15 @@
 //! follows after the same latency back. No packet, credit or buffer is simulated.
 //!
 //! Link capacity: lanes × lane rate × coding efficiency × max_payload / (max_payload + header)
-//! (the packet format's payload share). Each node's host interface is two more links (DMA
-//! reads when sending, DMA writes when receiving) of the PCIe rate × MPS / (MPS + TLP overhead).
+//! (the packet format's payload share). Each node's host interface is more links of the PCIe
+//! rate × MPS / (MPS + TLP overhead): DMA reads when sending, one per PCIe link (a message is
+//! read through its queue pair's engine's link, `qp mod engines mod links`, as at packet level),
+//! and DMA writes when receiving, one for all the node's PCIe links (written on whichever is
+//! free). **Rails**: on a multi-plane fabric a message takes its request's rail (fixed port
+//! selection); with adaptive selection a message to another node is split into an equal part
+//! per rail, each a flow on its rail's route (the packet-level NIC sends every packet to the
+//! port whose queue drains first), and has crossed when every part has; a short message takes
+//! the rail whose injection link frees first.
 //! Messages queue for the node's message engines in doorbell order; an engine reads the
 //! descriptor (PCIe read latency), works `message_overhead` (`writeback_overhead` for the data
 //! of a read), reads the first data (read latency) and then holds on until the message's last
@@ -44,10 +51,10 @@
 //! Cost: O((L + F·h)·log L) per flow start or end (F flows of h links each in the changed flow's
 //! component, L links they use; O(h) for a flow alone on its links) plus O(log F) for the next
 //! finish, independent of message size — against O(bytes × hops) at packet level. Pending
-//! events wait in the simulation kernel's calendar queue. A route is traced once per pair of
-//! nodes and kept in a dense table of route ids (one row per source node, 4 bytes per
-//! destination, allocated at the node's first message) up to 4096 nodes — at most 64 MiB — and
-//! in a hash map of the pairs met beyond.
+//! events wait in the simulation kernel's calendar queue. A route is traced once per (source
+//! node, destination node, rail, PCIe link) and kept in a dense table of route ids (one row per
+//! source, 4 bytes per destination, allocated at its first message) while nodes² × rails ×
+//! links ≤ 2²⁴ — at most 64 MiB — and in a hash map of the pairs met beyond.
 
 use hpcnet_des::hash::IdMap;
 use hpcnet_des::{Bytes, EventQueue, SimTime};
@@ -55,8 +62,8 @@ use hpcnet_fabric::topology::NodeId;
 use hpcnet_fabric::Network;
 use hpcnet_msg::NicBackend;
 use hpcnet_nic::{
-    CqId, Cqe, CqeKind, CqeStatus, Memory, MemoryError, NicConfig, Notice, Op, Placement, PostError, QpNum, Rank,
-    Request, RqId, TimerId,
+    CqId, Cqe, CqeKind, CqeStatus, Memory, MemoryError, NicConfig, Notice, Op, Placement, PortSelect, PostError, QpNum,
+    Rank, Request, RqId, TimerId,
 };
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -82,6 +89,29 @@ enum Then {
     /// The answer of atomic `req` (the target's old value, or the refusal) lands back at the
     /// initiator.
     AtomicBack { req: Request, status: CqeStatus, old: u64 },
+    /// One rail's part of a message spread over the rails: join `0` of the world's `joins`
+    /// holds what follows once every part has crossed.
+    Part(u32),
+}
+
+impl Then {
+    /// The request the flow belongs to (its rail), if any.
+    fn request(&self) -> Option<&Request> {
+        match self {
+            Then::Land { req, .. }
+            | Then::ReadBack { req, .. }
+            | Then::AtomicReq { req }
+            | Then::AtomicBack { req, .. } => Some(req),
+            Then::Part(_) => None,
+        }
+    }
+}
+
+/// A message spread over the rails: parts still crossing, the engine it holds, what follows.
+struct Join {
+    left: u32,
+    engine: Option<usize>,
+    then: Option<Then>,
 }
 
 #[derive(Clone, Debug)]
@@ -181,10 +211,11 @@ fn take_posted(q: &mut VecDeque<Posted>) -> Option<(u64, u64, u64)> {
 }
 /// Links of a route and its latency.
 type Route = (Rc<[usize]>, SimTime);
-/// Route cache: a dense table (one row of route ids per source node, allocated at the node's
-/// first message) up to this many nodes — at most 4096² × 4 B = 64 MiB — and a hash map of the
-/// pairs met beyond.
-const DENSE_NODES: usize = 4096;
+/// Route cache: a dense table (one row of route ids per source node, rail and PCIe link,
+/// allocated at its first message) while nodes² × rails × links is at most this many entries —
+/// 64 MiB of 4-byte ids, 4096 nodes of one rail and one link — and a hash map of the pairs met
+/// beyond.
+const DENSE_ENTRIES: usize = 1 << 24;
 /// An unknown route in a dense row.
 const NO_ROUTE: u32 = u32::MAX;
 
@@ -214,10 +245,21 @@ pub struct FlowWorld {
     /// Capacity of every link, bytes per second.
     cap: Vec<f64>,
     links: IdMap<(usize, usize), usize>,
+    /// Injection link of every (node, rail): index `node × rails + rail`.
     inject: Vec<usize>,
+    rails: u8,
+    /// Adaptive port selection on a multi-rail NIC (`nic.port_select = "adaptive"`): a message
+    /// to another node is spread over the rails, a short one takes the rail that frees first.
+    adaptive: bool,
+    /// Messages spread over the rails whose parts are still crossing, and the free entries.
+    joins: Vec<Join>,
+    free_joins: Vec<u32>,
     loopback: Vec<usize>,
-    /// Host interface of every node: DMA reads (sending) and DMA writes (receiving).
+    /// Host interface of every node: DMA reads (sending) of every (node, PCIe link) — index
+    /// `node × host_links + link`, the link of the message's engine — and DMA writes
+    /// (receiving) of every node, on whichever link is free (the node's links pooled).
     pcie_tx: Vec<usize>,
+    host_links: u8,
     pcie_rx: Vec<usize>,
     /// Messages waiting for a message engine, and engines busy, per node.
     waiting: Vec<VecDeque<Waiting>>,
@@ -228,7 +270,7 @@ pub struct FlowWorld {
     port_queue: Vec<VecDeque<PortWait>>,
     fifo: bool,
     /// Routes traced so far (links and latency), named by id; the ids by (source node,
-    /// destination node): dense rows up to [`DENSE_NODES`] nodes, a hash map beyond.
+    /// destination node, rail, PCIe link): dense rows up to [`DENSE_ENTRIES`], a hash map beyond.
     routes: Vec<Route>,
     route_rows: Vec<Vec<u32>>,
     route_map: IdMap<(u32, u32), u32>,
@@ -274,6 +316,7 @@ impl FlowWorld {
     pub fn new(net: Network, cfg: NicConfig) -> FlowWorld {
         let place = Placement::new(cfg.hosts);
         let nodes = net.topo.num_nodes();
+        let rails = net.rails().max(1);
         let ranks = nodes * place.hosts() as usize;
         let fc = net.config();
         let (num, den) = fc.link.encoding.ratio();
@@ -297,15 +340,46 @@ impl FlowWorld {
         let mps = h.max_payload.0.max(1) as f64;
         let cap_pcie =
             lane * f64::from(h.lanes) * f64::from(h.links.max(1)) / 8.0 * mps / (mps + h.tlp_overhead.0 as f64);
+        // One PCIe link's DMA reads: a message engine reads through its own link.
+        let cap_pcie_link = lane * f64::from(h.lanes) * 1.0 / 8.0 * mps / (mps + h.tlp_overhead.0 as f64);
+        let host_links = u8::try_from(h.links.clamp(1, 255)).expect("at most 255 PCIe links");
+        let dense = nodes
+            .saturating_mul(nodes)
+            .saturating_mul(usize::from(rails) * usize::from(host_links))
+            <= DENSE_ENTRIES;
         for _ in 0..nodes {
             inject.push(cap.len());
             cap.push(cap_link);
             loopback.push(cap.len());
             cap.push(cap_link);
             pcie_tx.push(cap.len());
-            cap.push(cap_pcie);
+            cap.push(cap_pcie_link);
             pcie_rx.push(cap.len());
             cap.push(cap_pcie);
+        }
+        // The injection links of the other rails after every node's own links (so that the
+        // links of a single-rail machine keep their numbers): `inject[node × rails + rail]`.
+        if host_links > 1 {
+            let first = pcie_tx;
+            pcie_tx = Vec::with_capacity(nodes * host_links as usize);
+            for l in first {
+                pcie_tx.push(l);
+                for _ in 1..host_links {
+                    pcie_tx.push(cap.len());
+                    cap.push(cap_pcie_link);
+                }
+            }
+        }
+        if rails > 1 {
+            let first = inject;
+            inject = Vec::with_capacity(nodes * rails as usize);
+            for l in first {
+                inject.push(l);
+                for _ in 1..rails {
+                    inject.push(cap.len());
+                    cap.push(cap_link);
+                }
+            }
         }
         // The doorbell reaches the NIC; the engine then reads the descriptor and the data.
         let start_latency = h.doorbell_latency;
@@ -329,6 +403,11 @@ impl FlowWorld {
             cap,
             links: IdMap::default(),
             inject,
+            host_links,
+            rails,
+            adaptive: rails > 1 && cfg.port_select == PortSelect::Adaptive,
+            joins: Vec::new(),
+            free_joins: Vec::new(),
             loopback,
             pcie_tx,
             pcie_rx,
@@ -338,13 +417,13 @@ impl FlowWorld {
             port_queue: vec![VecDeque::new(); nodes],
             fifo: false,
             routes: Vec::new(),
-            route_rows: if nodes <= DENSE_NODES {
-                vec![Vec::new(); nodes]
+            route_rows: if dense {
+                vec![Vec::new(); nodes * rails as usize * host_links as usize]
             } else {
                 Vec::new()
             },
             route_map: IdMap::default(),
-            dense: nodes <= DENSE_NODES,
+            dense,
             net,
             cfg,
             start_latency,
@@ -383,44 +462,79 @@ impl FlowWorld {
         self.queue.schedule(t, slot);
     }
 
-    /// Id of the route from `src`'s node to `dst`'s node (links and latency:
-    /// `self.routes[id]`), traced once per pair of nodes. O(1) after the first time.
-    fn route(&mut self, src: Rank, dst: Rank) -> usize {
+    /// Id of the route from `src`'s node to `dst`'s node on `rail` (links and latency:
+    /// `self.routes[id]`), traced once per pair of nodes and rail. O(1) after the first time.
+    fn route(&mut self, src: Rank, dst: Rank, (rail, host): (u8, u8)) -> usize {
         let (a, b) = (self.place.node_of(src), self.place.node_of(dst));
+        // Within a node the NIC's loopback: no rail.
+        let rail = if a == b { 0 } else { rail };
+        let row_of = (a.index() * self.rails as usize + rail as usize) * self.host_links as usize + host as usize;
         if self.dense {
-            let row = &self.route_rows[a.index()];
+            let row = &self.route_rows[row_of];
             if let Some(&id) = row.get(b.index()) {
                 if id != NO_ROUTE {
                     return id as usize;
                 }
             }
-        } else if let Some(&id) = self.route_map.get(&(a.0, b.0)) {
+        } else if let Some(&id) = self.route_map.get(&(row_of as u32, b.0)) {
             return id as usize;
         }
-        let id = self.trace_route(a, b);
+        let id = self.trace_route(a, b, rail, host);
         let id32 = u32::try_from(id).expect("fewer than 2^32 routes");
         if self.dense {
-            let nodes = self.route_rows.len();
-            let row = &mut self.route_rows[a.index()];
+            let nodes = self.route_rows.len() / (self.rails as usize * self.host_links as usize);
+            let row = &mut self.route_rows[row_of];
             if row.is_empty() {
                 *row = vec![NO_ROUTE; nodes];
             }
             row[b.index()] = id32;
         } else {
-            self.route_map.insert((a.0, b.0), id32);
+            self.route_map.insert((row_of as u32, b.0), id32);
         }
         id
     }
 
-    /// Latency of the route from `src`'s node to `dst`'s node.
-    fn latency(&mut self, src: Rank, dst: Rank) -> SimTime {
-        let id = self.route(src, dst);
+    /// Latency of the route from `src`'s node to `dst`'s node on `path`.
+    fn latency(&mut self, src: Rank, dst: Rank, path: (u8, u8)) -> SimTime {
+        let id = self.route(src, dst, path);
         self.routes[id].1
     }
 
-    /// Traces the route from node `a` to node `b` on the idle network and stores it: its id.
-    fn trace_route(&mut self, a: NodeId, b: NodeId) -> usize {
-        let (tx, rx) = (self.pcie_tx[a.index()], self.pcie_rx[b.index()]);
+    /// The rail a request names (fixed port selection, as at packet level; a rail beyond the
+    /// NIC's ports wraps around) and the PCIe link its data is read through: that of its
+    /// queue pair's engine (`qp mod engines`, whose link is `engine mod links`), as at packet
+    /// level.
+    fn rail_of(&self, req: &Request) -> (u8, u8) {
+        let engine = req.qp.index() as u32 % self.cfg.engines.max(1);
+        (req.rail % self.rails, (engine % u32::from(self.host_links)) as u8)
+    }
+
+    /// Id of the route a short message (one packet) takes from `src` to `dst`: on its
+    /// request's rail `fixed`, or with adaptive port selection on the rail whose injection link is
+    /// free first of short messages, then with fewer flows on it (the packet-level NIC's
+    /// per-packet choice of the port whose queue drains first).
+    fn short_route(&mut self, fixed: (u8, u8), src: Rank, dst: Rank) -> usize {
+        if !self.adaptive {
+            return self.route(src, dst, fixed);
+        }
+        let node = self.place.node_of(src).index();
+        let mut best = (0u8, (SimTime::ZERO, usize::MAX));
+        for rail in 0..self.rails {
+            let l = self.inject[node * self.rails as usize + rail as usize];
+            let free = self.short_free.get(l).map_or(self.now, |&t| t.max(self.now));
+            let key = (free, self.on_link.get(l).map_or(0, Vec::len));
+            if rail == 0 || key < best.1 {
+                best = (rail, key);
+            }
+        }
+        self.route(src, dst, (best.0, fixed.1))
+    }
+
+    /// Traces the route from node `a` to node `b` on `rail` on the idle network and stores
+    /// it: its id.
+    fn trace_route(&mut self, a: NodeId, b: NodeId, rail: u8, host: u8) -> usize {
+        let tx = self.pcie_tx[a.index() * self.host_links as usize + host as usize];
+        let rx = self.pcie_rx[b.index()];
         let r = if a == b {
             (
                 Rc::from([tx, self.loopback[a.index()], rx]),
@@ -432,9 +546,9 @@ impl FlowWorld {
             let hops = self
                 .net
                 .routing
-                .trace(&self.net.topo, NodeId(a.0), NodeId(b.0), 0, 0)
+                .trace(&self.net.topo, NodeId(a.0), NodeId(b.0), rail, 0)
                 .unwrap_or_default();
-            let mut links = vec![tx, self.inject[a.index()]];
+            let mut links = vec![tx, self.inject[a.index() * self.rails as usize + rail as usize]];
             for (r, p, _) in &hops {
                 let key = (r.index(), p.index());
                 let next = self.cap.len();
@@ -749,8 +863,6 @@ impl FlowWorld {
                 self.run_engines(node);
             }
             Ev::Start { src, dst, size, then } => {
-                let id = self.route(src, dst);
-                let (links, latency) = self.routes[id].clone();
                 let node = self.place.node_of(src).index();
                 // With descriptor prefetch the engine takes the next message while this one's
                 // data moves; without, only when its last byte has left.
@@ -761,19 +873,52 @@ impl FlowWorld {
                 } else {
                     Some(node)
                 };
+                let rail = self.rail_of(then.request().expect("a message's request"));
                 if self.short > 0 && size <= self.short.saturating_add(self.header) {
                     // A short message: its bytes cross the route at the links' residual
                     // rates, after the short messages before it, and no flow's rate changes.
+                    let id = self.short_route(rail, src, dst);
                     let end = self.short_transfer(id, size);
                     if let Some(node) = engine {
                         self.at(end, Ev::Release(node));
                     }
-                    self.at(end + latency, Ev::Arrive(then));
+                    self.at(end + self.routes[id].1, Ev::Arrive(then));
                     return;
                 }
+                let remote = self.place.node_of(src) != self.place.node_of(dst);
+                if self.adaptive && remote && !self.fifo {
+                    // Adaptive ports: the packets of a message go to the rail whose queue
+                    // drains first, so its bytes spread over the rails — an equal part on
+                    // each, crossing as its own flow; the message has crossed when every part
+                    // has, and holds its engine until then.
+                    let j = Join {
+                        left: u32::from(self.rails),
+                        engine,
+                        then: Some(then),
+                    };
+                    let join = match self.free_joins.pop() {
+                        Some(i) => {
+                            self.joins[i as usize] = j;
+                            i
+                        }
+                        None => {
+                            self.joins.push(j);
+                            u32::try_from(self.joins.len() - 1).expect("fewer than 2^32 messages in flight")
+                        }
+                    };
+                    let part = size as f64 / f64::from(self.rails);
+                    for r in 0..self.rails {
+                        let id = self.route(src, dst, (r, rail.1));
+                        let (links, latency) = self.routes[id].clone();
+                        self.start_flow(links, latency, part, Then::Part(join), None, None);
+                    }
+                    return;
+                }
+                let id = self.route(src, dst, rail);
+                let (links, latency) = self.routes[id].clone();
                 let mut engine = engine;
                 let mut port = None;
-                if self.fifo && self.place.node_of(src) != self.place.node_of(dst) {
+                if self.fifo && remote {
                     if let Some(n) = engine.take() {
                         let solo = links[..2].iter().map(|&l| self.cap[l]).fold(f64::INFINITY, f64::min);
                         let t = self.now + SimTime::from_ps((size as f64 / solo * 1e12).ceil() as u64);
@@ -786,7 +931,7 @@ impl FlowWorld {
                     self.port_held[node] = true;
                     port = Some(node);
                 }
-                self.start_flow(links, latency, size, then, engine, port);
+                self.start_flow(links, latency, size as f64, then, engine, port);
             }
             Ev::ReadRequest(req) => {
                 let Op::Read { len, remote, rkey, .. } = req.op else {
@@ -807,7 +952,7 @@ impl FlowWorld {
                         self.handle(ev);
                     }
                     Err(e) => {
-                        let lat = self.latency(req.dst, req.src);
+                        let lat = self.latency(req.dst, req.src, self.rail_of(&req));
                         self.complete(&req, CqeKind::Read, CqeStatus::RemoteAccess(e), 0, lat);
                     }
                 }
@@ -822,7 +967,8 @@ impl FlowWorld {
             } => {
                 self.busy[node] -= 1;
                 self.run_engines(node);
-                let id = self.route(src, dst);
+                let rail = self.rail_of(then.request().expect("an atomic's request"));
+                let id = self.short_route(rail, src, dst);
                 let end = self.short_transfer(id, size);
                 self.at(end + self.routes[id].1, Ev::Arrive(then));
             }
@@ -830,7 +976,7 @@ impl FlowWorld {
                 // The answer (header and old value) crosses as a short message whatever
                 // `set_short_messages` says: thousands of answers in flight (RandomAccess) as
                 // max-min flows would cost two recomputations over one large component each.
-                let id = self.route(req.dst, req.src);
+                let id = self.short_route(self.rail_of(&req), req.dst, req.src);
                 let end = self.short_transfer(id, size);
                 let latency = self.routes[id].1;
                 self.at(end + latency, Ev::Arrive(Then::AtomicBack { req, status, old }));
@@ -895,7 +1041,7 @@ impl FlowWorld {
         &mut self,
         links: Rc<[usize]>,
         latency: SimTime,
-        size: u64,
+        size: f64,
         then: Then,
         engine: Option<usize>,
         port: Option<usize>,
@@ -922,7 +1068,7 @@ impl FlowWorld {
             // A flow alone on its links is a component of its own: max-min gives it the least
             // capacity of its links (what `share` computes for it, with the same arithmetic).
             let r = links.iter().map(|&l| self.cap[l]).fold(f64::INFINITY, f64::min);
-            let remaining = size as f64;
+            let remaining = size;
             let version = u64::from(r > 0.0);
             if r > 0.0 {
                 let end = self.now + SimTime::from_ps((remaining / r * 1e12).ceil() as u64);
@@ -947,7 +1093,7 @@ impl FlowWorld {
         let seeds = links.clone();
         self.flows[slot as usize] = Some(Flow {
             id,
-            remaining: size as f64,
+            remaining: size,
             since: self.now,
             rate: 0.0,
             version: 0,
@@ -996,8 +1142,9 @@ impl FlowWorld {
                 };
                 self.complete(&req, CqeKind::Read, status, len, SimTime::ZERO);
             }
+            Then::Part(_) => {}
             Then::Land { req, bytes } => {
-                let back = self.latency(req.dst, req.src);
+                let back = self.latency(req.dst, req.src, self.rail_of(&req));
                 match req.op {
                     Op::Send { len, rq, reliable, .. } => {
                         let Some(q) = self.rqs.get_mut(rq.index()).filter(|q| q.0 == req.dst) else {
@@ -1215,7 +1362,7 @@ impl NicBackend for FlowWorld {
             }
             Op::Read { local, len, .. } => {
                 m.check_local(local, len).map_err(PostError::Local)?;
-                let lat = self.latency(req.src, req.dst);
+                let lat = self.latency(req.src, req.dst, self.rail_of(&req));
                 // The request leaves once an engine has taken it (no data to move).
                 self.at(start + lat + self.cfg.host.read_latency + work, Ev::ReadRequest(req));
                 Ok(())
@@ -1305,18 +1452,35 @@ impl NicBackend for FlowWorld {
                     on.remove(i);
                 }
             }
-            if let Some(node) = f.engine {
+            let (engine, then) = match f.then {
+                Then::Part(j) => {
+                    let join = &mut self.joins[j as usize];
+                    join.left -= 1;
+                    if join.left > 0 {
+                        (None, None)
+                    } else {
+                        self.free_joins.push(j);
+                        (join.engine.take(), join.then.take())
+                    }
+                }
+                then => (f.engine, Some(then)),
+            };
+            if let Some(node) = engine {
                 self.busy[node] -= 1;
                 self.run_engines(node);
             }
             self.share(&f.links);
             if let Some(node) = f.port {
                 match self.port_queue[node].pop_front() {
-                    Some((links, latency, size, then)) => self.start_flow(links, latency, size, then, None, Some(node)),
+                    Some((links, latency, size, then)) => {
+                        self.start_flow(links, latency, size as f64, then, None, Some(node));
+                    }
                     None => self.port_held[node] = false,
                 }
             }
-            self.at(t + f.latency, Ev::Arrive(f.then));
+            if let Some(then) = then {
+                self.at(t + f.latency, Ev::Arrive(then));
+            }
         }
         true
     }
