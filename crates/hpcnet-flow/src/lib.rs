@@ -357,8 +357,10 @@ impl FlowWorld {
             pcie_rx.push(cap.len());
             cap.push(cap_pcie);
         }
-        // The injection links of the other rails after every node's own links (so that the
-        // links of a single-rail machine keep their numbers): `inject[node × rails + rail]`.
+        // The read links of the other PCIe links and the injection links of the other rails
+        // come after every node's own links, so that the links of a machine with one PCIe link
+        // and one rail keep their numbers: `pcie_tx[node × host_links + link]`,
+        // `inject[node × rails + rail]`.
         if host_links > 1 {
             let first = pcie_tx;
             pcie_tx = Vec::with_capacity(nodes * host_links as usize);
@@ -462,8 +464,9 @@ impl FlowWorld {
         self.queue.schedule(t, slot);
     }
 
-    /// Id of the route from `src`'s node to `dst`'s node on `rail` (links and latency:
-    /// `self.routes[id]`), traced once per pair of nodes and rail. O(1) after the first time.
+    /// Id of the route from `src`'s node to `dst`'s node on `rail`, read through the source's
+    /// PCIe link `host` (links and latency: `self.routes[id]`), traced once per pair of nodes,
+    /// rail and PCIe link. O(1) after the first time.
     fn route(&mut self, src: Rank, dst: Rank, (rail, host): (u8, u8)) -> usize {
         let (a, b) = (self.place.node_of(src), self.place.node_of(dst));
         // Within a node the NIC's loopback: no rail.
