@@ -358,7 +358,9 @@ fn plan(cfg: &NasConfig, p: u64) -> Result<Plan, NasError> {
             let iters = cfg.iterations.unwrap_or(itmax).min(itmax);
             if px > n || py > n {
                 return Err(NasError::Config(format!(
-                    "LU class {:?} has no {px} x {py} process grid",
+                    "LU class {:?} has no {px} x {py} process grid: its grid is {n} x {n} points, \
+                     at least one per process in each direction; choose a larger class or fewer \
+                     processes (topology.nodes × nic.hosts)",
                     cfg.class
                 )));
             }
