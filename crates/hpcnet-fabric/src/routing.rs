@@ -319,7 +319,23 @@ pub struct Routing {
     rails: u8,
     /// Sunway two-level table memory (table routing only).
     pub table_memory: Option<TableMemory>,
+    /// Dimension-order next step per (router, destination router), `dor_next[r * routers + d]`
+    /// (one byte: [`DOR_ARRIVED`], [`DOR_COMPUTE`], or the output port `2·dim + minus` with
+    /// [`DOR_CROSSES`] when the step takes the wrap-around link), built at construction for
+    /// dimension order on a torus or mesh of at most [`DOR_TABLE_MAX_ROUTERS`] routers; empty
+    /// otherwise (the step is then computed from the coordinates).
+    dor_next: Vec<u8>,
 }
+
+/// Most routers for which dimension-order routing keeps a next-step table (one byte per pair of
+/// routers: 4 MiB at this size); larger tori and meshes compute each step from the coordinates.
+pub const DOR_TABLE_MAX_ROUTERS: usize = 2048;
+/// A `dor_next` entry: the packet is at its destination's router.
+const DOR_ARRIVED: u8 = 0xFF;
+/// A `dor_next` entry: a tie decided per packet (`random`), computed at each hop.
+const DOR_COMPUTE: u8 = 0xFE;
+/// A `dor_next` flag: the step crosses the dimension's wrap-around link.
+const DOR_CROSSES: u8 = 0x40;
 
 /// Most routers minimal (distance-table) routing supports: it keeps a routers × routers table.
 pub const MAX_MINIMAL_ROUTERS: u64 = 8192;
@@ -439,10 +455,84 @@ impl Routing {
             attach,
             rails,
             table_memory,
+            dor_next: Vec::new(),
         };
         routing.bubble = routing.compute_uses_bubble();
+        routing.dor_next = routing.build_dor_next();
         routing.class_count = routing.classes().max(1);
         Ok(routing)
+    }
+
+    /// The next-step table of dimension-order routing (see `dor_next`): every (router,
+    /// destination router) pair's step as [`Routing::dor_step`] computes it under the
+    /// algorithm's tie rule, or [`DOR_COMPUTE`] where a `random` tie decides per packet.
+    /// O(routers²) time and bytes, built once.
+    fn build_dor_next(&self) -> Vec<u8> {
+        let (Algo::Dor { tie, .. }, Some(g)) = (&self.algo, &self.grid) else {
+            return Vec::new();
+        };
+        let n = self.nrouters;
+        // Ports 2·dim + minus must fit below the flag bit.
+        if n > DOR_TABLE_MAX_ROUTERS || 2 * g.k.len() > DOR_CROSSES as usize {
+            return Vec::new();
+        }
+        let mut t = Vec::with_capacity(n * n);
+        for r in 0..n {
+            for d in 0..n {
+                let (r, d) = (RouterId(r as u32), RouterId(d as u32));
+                // A random tie goes either way with the packet's bits: both draws agree only
+                // when the step is not a tie.
+                let step = self.dor_step(r, d, *tie, 0);
+                let e = match step {
+                    None => DOR_ARRIVED,
+                    Some(_) if *tie == TieRule::Random && step != self.dor_step(r, d, *tie, 0xFF) => DOR_COMPUTE,
+                    Some((dim, plus, crosses)) => {
+                        self.dim_port(dim, plus).0 as u8 | if crosses { DOR_CROSSES } else { 0 }
+                    }
+                };
+                t.push(e);
+            }
+        }
+        t
+    }
+
+    /// The next-step table's entry for (`r`, `dr`), or [`DOR_COMPUTE`] without a table.
+    #[inline(always)]
+    fn dor_entry(&self, r: RouterId, dr: RouterId) -> u8 {
+        if self.dor_next.is_empty() {
+            return DOR_COMPUTE;
+        }
+        let i = r.index() * self.nrouters + dr.index();
+        // The table is `nrouters`² long when not empty, and `r`, `dr` are routers of the
+        // topology (the packet's router, its destination's attachment).
+        debug_assert!(i < self.dor_next.len());
+        // SAFETY: `i` is below the table's length (checked in debug builds).
+        unsafe { *self.dor_next.get_unchecked(i) }
+    }
+
+    /// The dimension-order step from `r` toward `dr` from the next-step table: `Some(None)` at
+    /// the destination's router, `Some(Some((dim, plus, crosses)))` otherwise, or None when
+    /// there is no table or the pair's step is decided per packet.
+    #[cfg(test)]
+    pub(crate) fn dor_table_step(&self, r: RouterId, dr: RouterId) -> Option<Option<(usize, bool, bool)>> {
+        match self.dor_entry(r, dr) {
+            DOR_ARRIVED => Some(None),
+            DOR_COMPUTE => None,
+            e => Some(Some((((e & 0x3F) >> 1) as usize, e & 1 == 0, e & DOR_CROSSES != 0))),
+        }
+    }
+
+    /// The same routing without the dimension-order next-step table (tests compare the two).
+    #[cfg(test)]
+    pub(crate) fn without_dor_table(mut self) -> Routing {
+        self.dor_next = Vec::new();
+        self
+    }
+
+    /// Whether dimension-order steps are read from the next-step table.
+    #[cfg(test)]
+    pub(crate) fn has_dor_table(&self) -> bool {
+        !self.dor_next.is_empty()
     }
 
     /// VC classes available to deterministic traffic (used to spread packets at injection).
@@ -912,13 +1002,25 @@ impl Routing {
         tie: TieRule,
         class: u8,
     ) -> Result<Choice, RouteError> {
-        let Some((d, plus, crosses)) = self.dor_step(r, dr, tie, pkt.salt) else {
-            return Err(RouteError::Unreachable {
-                router: r,
-                dst: pkt.dst,
-            });
+        // The table's entry is the output port itself (2·dim + minus) and the wrap flag.
+        let e = self.dor_entry(r, dr);
+        let (port, d, crosses) = if e < DOR_COMPUTE {
+            let p = e & !DOR_CROSSES;
+            (PortIdx(p as u16), (p >> 1) as usize, e & DOR_CROSSES != 0)
+        } else {
+            let step = if e == DOR_ARRIVED {
+                None
+            } else {
+                self.dor_step(r, dr, tie, pkt.salt)
+            };
+            let Some((d, plus, crosses)) = step else {
+                return Err(RouteError::Unreachable {
+                    router: r,
+                    dst: pkt.dst,
+                });
+            };
+            (self.dim_port(d, plus), d, crosses)
         };
-        let port = self.dim_port(d, plus);
         if self.is_dead(r, port) {
             return Err(RouteError::Unreachable {
                 router: r,
