@@ -516,8 +516,7 @@ impl Routing {
             // Dimension d ≥ 1: the destinations agreeing with `r` in every lower dimension sit
             // `stride` apart from `offset`; their coordinate d runs 0..k_d, then repeats.
             let (mut stride, mut offset) = (k0 as usize, rc[0] as usize);
-            for d in 1..nd {
-                let (c, k) = (rc[d], g.k[d]);
+            for (d, (&c, &k)) in rc.iter().zip(&g.k).enumerate().skip(1) {
                 let mut x = 0;
                 let mut i = offset;
                 while i < n {
