@@ -319,7 +319,23 @@ pub struct Routing {
     rails: u8,
     /// Sunway two-level table memory (table routing only).
     pub table_memory: Option<TableMemory>,
+    /// Dimension-order next step per (router, destination router), `dor_next[r * routers + d]`
+    /// (one byte: [`DOR_ARRIVED`], [`DOR_COMPUTE`], or the output port `2·dim + minus` with
+    /// [`DOR_CROSSES`] when the step takes the wrap-around link), built at construction for
+    /// dimension order on a torus or mesh of at most [`DOR_TABLE_MAX_ROUTERS`] routers; empty
+    /// otherwise (the step is then computed from the coordinates).
+    dor_next: Vec<u8>,
 }
+
+/// Most routers for which dimension-order routing keeps a next-step table (one byte per pair of
+/// routers: 4 MiB at this size); larger tori and meshes compute each step from the coordinates.
+pub const DOR_TABLE_MAX_ROUTERS: usize = 2048;
+/// A `dor_next` entry: the packet is at its destination's router.
+const DOR_ARRIVED: u8 = 0xFF;
+/// A `dor_next` entry: a tie decided per packet (`random`), computed at each hop.
+const DOR_COMPUTE: u8 = 0xFE;
+/// A `dor_next` flag: the step crosses the dimension's wrap-around link.
+const DOR_CROSSES: u8 = 0x40;
 
 /// Most routers minimal (distance-table) routing supports: it keeps a routers × routers table.
 pub const MAX_MINIMAL_ROUTERS: u64 = 8192;
@@ -439,10 +455,121 @@ impl Routing {
             attach,
             rails,
             table_memory,
+            dor_next: Vec::new(),
         };
         routing.bubble = routing.compute_uses_bubble();
+        routing.dor_next = routing.build_dor_next();
         routing.class_count = routing.classes().max(1);
         Ok(routing)
+    }
+
+    /// The next-step table of dimension-order routing (see `dor_next`): every (router,
+    /// destination router) pair's step as [`Routing::dor_step`] computes it under the
+    /// algorithm's tie rule, or [`DOR_COMPUTE`] where a `random` tie decides per packet.
+    /// Routers are numbered in mixed radix, dimension 0 fastest (checked; otherwise no table),
+    /// so a row is its dimension-0 pattern copied along the row and the positions that agree in
+    /// dimension 0 rewritten from dimension 1, and so on: routers² bytes written, about
+    /// routers²/k₀ entries computed.
+    fn build_dor_next(&self) -> Vec<u8> {
+        let (Algo::Dor { tie, .. }, Some(g)) = (&self.algo, &self.grid) else {
+            return Vec::new();
+        };
+        let (n, nd) = (self.nrouters, g.k.len());
+        // Ports 2·dim + minus must fit below the flag bit.
+        if n > DOR_TABLE_MAX_ROUTERS || nd == 0 || 2 * nd > DOR_CROSSES as usize {
+            return Vec::new();
+        }
+        let mixed_radix = g.k.iter().map(|&k| k as usize).product::<usize>() == n
+            && (0..n).all(|r| {
+                let mut x = r;
+                g.coords[r * nd..(r + 1) * nd].iter().zip(&g.k).all(|(&c, &k)| {
+                    let ok = c as usize == x % k as usize;
+                    x /= k as usize;
+                    ok
+                })
+            });
+        if !mixed_radix {
+            return Vec::new();
+        }
+        // The entry of a step in dimension `d` from coordinate `c` to `t` (c ≠ t).
+        let entry = |d: usize, c: u32, t: u32| -> u8 {
+            let k = g.k[d];
+            let step = g.step(c, t, k, || minus_on_tie(*tie, 0, d, c));
+            // A random tie goes either way with the packet's bits: both draws agree only when
+            // the step is not a tie.
+            if *tie == TieRule::Random && step != g.step(c, t, k, || minus_on_tie(*tie, 0xFF, d, c)) {
+                return DOR_COMPUTE;
+            }
+            self.dim_port(d, step.0).0 as u8 | if step.1 { DOR_CROSSES } else { 0 }
+        };
+        let mut t = vec![0u8; n * n];
+        let mut pattern = Vec::new();
+        for (r, row) in t.chunks_mut(n).enumerate() {
+            let rc = &g.coords[r * nd..(r + 1) * nd];
+            // Dimension 0: the destinations differing there, a pattern of k₀ entries per run.
+            let k0 = g.k[0];
+            pattern.clear();
+            pattern.extend((0..k0).map(|x| if x == rc[0] { DOR_ARRIVED } else { entry(0, rc[0], x) }));
+            for chunk in row.chunks_mut(k0 as usize) {
+                chunk.copy_from_slice(&pattern);
+            }
+            // Dimension d ≥ 1: the destinations agreeing with `r` in every lower dimension sit
+            // `stride` apart from `offset`; their coordinate d runs 0..k_d, then repeats.
+            let (mut stride, mut offset) = (k0 as usize, rc[0] as usize);
+            for (d, (&c, &k)) in rc.iter().zip(&g.k).enumerate().skip(1) {
+                let mut x = 0;
+                let mut i = offset;
+                while i < n {
+                    if x != c {
+                        row[i] = entry(d, c, x);
+                    }
+                    x = if x + 1 == k { 0 } else { x + 1 };
+                    i += stride;
+                }
+                offset += c as usize * stride;
+                stride *= k as usize;
+            }
+        }
+        t
+    }
+
+    /// The next-step table's entry for (`r`, `dr`), or [`DOR_COMPUTE`] without a table.
+    #[inline(always)]
+    fn dor_entry(&self, r: RouterId, dr: RouterId) -> u8 {
+        if self.dor_next.is_empty() {
+            return DOR_COMPUTE;
+        }
+        let i = r.index() * self.nrouters + dr.index();
+        // The table is `nrouters`² long when not empty, and `r`, `dr` are routers of the
+        // topology (the packet's router, its destination's attachment).
+        debug_assert!(i < self.dor_next.len());
+        // SAFETY: `i` is below the table's length (checked in debug builds).
+        unsafe { *self.dor_next.get_unchecked(i) }
+    }
+
+    /// The dimension-order step from `r` toward `dr` from the next-step table: `Some(None)` at
+    /// the destination's router, `Some(Some((dim, plus, crosses)))` otherwise, or None when
+    /// there is no table or the pair's step is decided per packet.
+    #[cfg(test)]
+    pub(crate) fn dor_table_step(&self, r: RouterId, dr: RouterId) -> Option<Option<(usize, bool, bool)>> {
+        match self.dor_entry(r, dr) {
+            DOR_ARRIVED => Some(None),
+            DOR_COMPUTE => None,
+            e => Some(Some((((e & 0x3F) >> 1) as usize, e & 1 == 0, e & DOR_CROSSES != 0))),
+        }
+    }
+
+    /// The same routing without the dimension-order next-step table (tests compare the two).
+    #[cfg(test)]
+    pub(crate) fn without_dor_table(mut self) -> Routing {
+        self.dor_next = Vec::new();
+        self
+    }
+
+    /// Whether dimension-order steps are read from the next-step table.
+    #[cfg(test)]
+    pub(crate) fn has_dor_table(&self) -> bool {
+        !self.dor_next.is_empty()
     }
 
     /// VC classes available to deterministic traffic (used to spread packets at injection).
@@ -912,13 +1039,25 @@ impl Routing {
         tie: TieRule,
         class: u8,
     ) -> Result<Choice, RouteError> {
-        let Some((d, plus, crosses)) = self.dor_step(r, dr, tie, pkt.salt) else {
-            return Err(RouteError::Unreachable {
-                router: r,
-                dst: pkt.dst,
-            });
+        // The table's entry is the output port itself (2·dim + minus) and the wrap flag.
+        let e = self.dor_entry(r, dr);
+        let (port, d, crosses) = if e < DOR_COMPUTE {
+            let p = e & !DOR_CROSSES;
+            (PortIdx(p as u16), (p >> 1) as usize, e & DOR_CROSSES != 0)
+        } else {
+            let step = if e == DOR_ARRIVED {
+                None
+            } else {
+                self.dor_step(r, dr, tie, pkt.salt)
+            };
+            let Some((d, plus, crosses)) = step else {
+                return Err(RouteError::Unreachable {
+                    router: r,
+                    dst: pkt.dst,
+                });
+            };
+            (self.dim_port(d, plus), d, crosses)
         };
-        let port = self.dim_port(d, plus);
         if self.is_dead(r, port) {
             return Err(RouteError::Unreachable {
                 router: r,

@@ -503,3 +503,76 @@ fn random_selection_spreads_up_ports_whatever_the_destination() {
     }
     assert_eq!(seen.len(), 3, "{seen:?}");
 }
+
+/// The dimension-order next-step table gives every (router, destination router) pair the step
+/// the coordinates give, on 2D and 3D tori and meshes with even and odd sizes, under the
+/// deterministic tie rules; under `random` the tie steps stay computed per packet (both
+/// draws reachable) and the others come from the table. Whole traced routes agree with the
+/// routing built without the table.
+#[test]
+fn dimension_order_table_matches_the_computed_steps() {
+    let mesh = |k: &[u32]| {
+        build(&TopologyConfig::Mesh(GridConfig {
+            k: k.to_vec(),
+            concentration: 1,
+            radix: None,
+        }))
+        .unwrap()
+    };
+    let shapes = [
+        torus(&[4, 4, 4]),
+        torus(&[5, 3]),
+        torus(&[6, 7, 2]),
+        mesh(&[4, 5]),
+        mesh(&[3, 2, 4]),
+    ];
+    for t in &shapes {
+        let n = t.routers.len() as u32;
+        for tie in [TieRule::Positive, TieRule::Balanced, TieRule::Random] {
+            for deadlock in [DeadlockAvoidance::Bubble, DeadlockAvoidance::Dateline] {
+                let cfg = RoutingConfig::DimensionOrder { deadlock, tie };
+                let r = Routing::new(t, &cfg, 4, &[]).unwrap();
+                assert!(r.has_dor_table());
+                let mut computed = 0;
+                for a in 0..n {
+                    for b in 0..n {
+                        let (ra, rb) = (RouterId(a), RouterId(b));
+                        match r.dor_table_step(ra, rb) {
+                            Some(step) => {
+                                assert_eq!(step, r.dor_step(ra, rb, tie, 0), "{a}->{b} {tie:?}");
+                                assert_eq!(step, r.dor_step(ra, rb, tie, 0xFF), "{a}->{b} {tie:?}");
+                            }
+                            None => {
+                                // Only a random tie is left to the packet.
+                                assert_eq!(tie, TieRule::Random, "{a}->{b}");
+                                let (p, m) = (r.dor_step(ra, rb, tie, 0), r.dor_step(ra, rb, tie, 0xFF));
+                                assert_ne!(p, m, "{a}->{b}: not a tie");
+                                computed += 1;
+                            }
+                        }
+                    }
+                }
+                let even_ring = matches!(&t.shape, Shape::Torus { k, wrap: true, .. } if k.iter().any(|k| k % 2 == 0));
+                assert_eq!(computed > 0, tie == TieRule::Random && even_ring, "{tie:?}");
+                let plain = r.clone().without_dor_table();
+                assert!(!plain.has_dor_table());
+                for src in 0..t.nodes.len() as u32 {
+                    for dst in 0..t.nodes.len() as u32 {
+                        if src == dst {
+                            continue;
+                        }
+                        for salt in [0u8, 0x5A, 0xFF] {
+                            let (mut a, mut b) = (Vec::new(), Vec::new());
+                            r.walk_salted(t, NodeId(src), NodeId(dst), 0, 1, salt, |x, p, v| a.push((x, p, v)))
+                                .unwrap();
+                            plain
+                                .walk_salted(t, NodeId(src), NodeId(dst), 0, 1, salt, |x, p, v| b.push((x, p, v)))
+                                .unwrap();
+                            assert_eq!(a, b, "{src}->{dst} {tie:?} salt {salt}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
