@@ -338,10 +338,10 @@ impl FlowWorld {
             _ => 32.0e9 * 128.0 / 130.0,
         };
         let mps = h.max_payload.0.max(1) as f64;
+        // One PCIe link's DMA reads: a message engine reads through its own link.
+        let cap_pcie_link = lane * f64::from(h.lanes) / 8.0 * mps / (mps + h.tlp_overhead.0 as f64);
         let cap_pcie =
             lane * f64::from(h.lanes) * f64::from(h.links.max(1)) / 8.0 * mps / (mps + h.tlp_overhead.0 as f64);
-        // One PCIe link's DMA reads: a message engine reads through its own link.
-        let cap_pcie_link = lane * f64::from(h.lanes) * 1.0 / 8.0 * mps / (mps + h.tlp_overhead.0 as f64);
         let host_links = u8::try_from(h.links.clamp(1, 255)).expect("at most 255 PCIe links");
         let dense = nodes
             .saturating_mul(nodes)
@@ -361,27 +361,23 @@ impl FlowWorld {
         // come after every node's own links, so that the links of a machine with one PCIe link
         // and one rail keep their numbers: `pcie_tx[node × host_links + link]`,
         // `inject[node × rails + rail]`.
-        if host_links > 1 {
-            let first = pcie_tx;
-            pcie_tx = Vec::with_capacity(nodes * host_links as usize);
+        // Each node's own link first, then `per_node − 1` new links of capacity `c` after it.
+        let widen = |first: Vec<usize>, per_node: u8, c: f64, cap: &mut Vec<f64>| {
+            let mut all = Vec::with_capacity(first.len() * usize::from(per_node));
             for l in first {
-                pcie_tx.push(l);
-                for _ in 1..host_links {
-                    pcie_tx.push(cap.len());
-                    cap.push(cap_pcie_link);
+                all.push(l);
+                for _ in 1..per_node {
+                    all.push(cap.len());
+                    cap.push(c);
                 }
             }
+            all
+        };
+        if host_links > 1 {
+            pcie_tx = widen(pcie_tx, host_links, cap_pcie_link, &mut cap);
         }
         if rails > 1 {
-            let first = inject;
-            inject = Vec::with_capacity(nodes * rails as usize);
-            for l in first {
-                inject.push(l);
-                for _ in 1..rails {
-                    inject.push(cap.len());
-                    cap.push(cap_link);
-                }
-            }
+            inject = widen(inject, rails, cap_link, &mut cap);
         }
         // The doorbell reaches the NIC; the engine then reads the descriptor and the data.
         let start_latency = h.doorbell_latency;
