@@ -979,6 +979,19 @@ impl Network {
         mut pkt: Packet,
         ep: &mut S,
     ) -> Result<(), RouteError> {
+        // A caller's bad endpoint is refused here, before any table is indexed by it (a
+        // multicast packet's destination field holds its group).
+        let nodes = self.topo.nodes.len() as u32;
+        let bad_dst = pkt.flags & F_MCAST == 0 && pkt.dst.0 >= nodes;
+        if pkt.src.0 >= nodes || bad_dst || pkt.rail >= self.rails {
+            let node = if pkt.src.0 >= nodes { pkt.src } else { pkt.dst };
+            return Err(RouteError::NoSuchEndpoint {
+                node,
+                rail: pkt.rail,
+                nodes,
+                rails: self.rails,
+            });
+        }
         // Under bubble flow control a buffer holds whole packets in slots of one maximum-size
         // packet (model reference, "Bubble slots"): every packet takes a slot's credits, so free
         // room in a ring can never fragment below what its largest packet needs.

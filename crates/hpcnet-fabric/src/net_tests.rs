@@ -985,3 +985,49 @@ fn plain_path_is_taken_by_the_default_router_and_gives_the_general_path_s_result
     speedup.router.input_speedup = 2;
     assert!(!burst_on_torus(speedup, false).0);
 }
+
+/// A source, destination or rail the network does not have is refused with its own error,
+/// before anything is counted; the network goes on delivering what it is given after.
+#[test]
+fn inject_refuses_an_endpoint_the_network_does_not_have() {
+    let mut net = Network::new(grid(&[4, 4], 1, true), fabric(dor(DeadlockAvoidance::Bubble), 1, 10)).unwrap();
+    let mut q = EventQueue::new();
+    let mut ep = Collect::default();
+    let bad_dst = net.inject(
+        &mut q,
+        Packet::new(1, NodeId(0), NodeId(16), 256, 16, SimTime::ZERO),
+        &mut ep,
+    );
+    assert_eq!(
+        bad_dst,
+        Err(RouteError::NoSuchEndpoint {
+            node: NodeId(16),
+            rail: 0,
+            nodes: 16,
+            rails: 1
+        })
+    );
+    assert_eq!(bad_dst.unwrap_err().cause(), "no_such_endpoint");
+    let bad_src = net.inject(
+        &mut q,
+        Packet::new(2, NodeId(99), NodeId(3), 256, 16, SimTime::ZERO),
+        &mut ep,
+    );
+    assert!(matches!(
+        bad_src,
+        Err(RouteError::NoSuchEndpoint { node: NodeId(99), .. })
+    ));
+    let mut p = Packet::new(3, NodeId(0), NodeId(3), 256, 16, SimTime::ZERO);
+    p.rail = 1;
+    let bad_rail = net.inject(&mut q, p, &mut ep);
+    assert!(matches!(
+        bad_rail,
+        Err(RouteError::NoSuchEndpoint { rail: 1, rails: 1, .. })
+    ));
+    let c = net.counters();
+    assert_eq!((c.injected, c.dropped), (0, 0));
+    send(&mut net, &mut q, 4, NodeId(0), NodeId(15));
+    let d = run_until_idle(&mut net, &mut q);
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].packet.tag, 4);
+}

@@ -1462,6 +1462,15 @@ pub enum RouteError {
     /// `router` by `port`; for a node's own cable, the router it is cabled to).
     #[error("sent into the failed cable at router {router} port {port} before the failure was detected")]
     SentIntoFailure { router: RouterId, port: PortIdx },
+    /// Handed to [`crate::net::Network::inject`] with a source or destination node, or a rail,
+    /// that the network does not have: a caller's error, refused before anything is counted.
+    #[error("node {node} rail {rail} is not in the network ({nodes} nodes, {rails} rails)")]
+    NoSuchEndpoint {
+        node: NodeId,
+        rail: u8,
+        nodes: u32,
+        rails: u8,
+    },
 }
 
 impl RouteError {
@@ -1475,6 +1484,7 @@ impl RouteError {
             RouteError::LostInCable { .. } => "lost_in_cable",
             RouteError::LostInRouter { .. } => "lost_in_router",
             RouteError::SentIntoFailure { .. } => "sent_before_detection",
+            RouteError::NoSuchEndpoint { .. } => "no_such_endpoint",
         }
     }
 
