@@ -1063,39 +1063,27 @@ impl FlowWorld {
             self.on_link[l].push(slot);
         }
         self.live += 1;
-        if alone {
-            // A flow alone on its links is a component of its own: max-min gives it the least
-            // capacity of its links (what `share` computes for it, with the same arithmetic).
+        // A flow alone on its links is a component of its own: max-min gives it the least
+        // capacity of its links (what `share` computes for it, with the same arithmetic).
+        let (rate, version) = if alone {
             let r = links.iter().map(|&l| self.cap[l]).fold(f64::INFINITY, f64::min);
-            let remaining = size;
-            let version = u64::from(r > 0.0);
             if r > 0.0 {
-                let end = self.now + SimTime::from_ps((remaining / r * 1e12).ceil() as u64);
-                self.finish.push(Reverse((end, id, version, slot)));
+                let end = self.now + SimTime::from_ps((size / r * 1e12).ceil() as u64);
+                self.finish.push(Reverse((end, id, 1, slot)));
+                (r, 1)
+            } else {
+                (0.0, 0)
             }
-            self.flows[slot as usize] = Some(Flow {
-                id,
-                remaining,
-                since: self.now,
-                rate: if r > 0.0 { r } else { 0.0 },
-                version,
-                mark: 0,
-                new_rate: 0.0,
-                links,
-                latency,
-                engine,
-                port,
-                then,
-            });
-            return;
-        }
-        let seeds = links.clone();
+        } else {
+            (0.0, 0)
+        };
+        let seeds = (!alone).then(|| links.clone());
         self.flows[slot as usize] = Some(Flow {
             id,
             remaining: size,
             since: self.now,
-            rate: 0.0,
-            version: 0,
+            rate,
+            version,
             mark: 0,
             new_rate: 0.0,
             links,
@@ -1104,7 +1092,9 @@ impl FlowWorld {
             port,
             then,
         });
-        self.share(&seeds);
+        if let Some(seeds) = seeds {
+            self.share(&seeds);
+        }
     }
 
     fn arrive(&mut self, then: Then) {
