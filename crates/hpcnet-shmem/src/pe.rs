@@ -10,7 +10,7 @@ use hpcnet_msg::verbs::{AtomicOp, Context, Cq, Machine, Mr, Qp, Rank, RemoteBuf,
 use hpcnet_msg::NicBackend;
 use hpcnet_nic::{Cqe, CqeStatus};
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
 /// Bytes of the library's fixed synchronisation words per PE (barrier flags, flush word, lock
@@ -73,6 +73,42 @@ enum Pending {
     },
 }
 
+/// The outstanding operations of a PE by work-request id. Ids are handed out in increasing
+/// order and operations mostly complete in that order, so they sit in a ring indexed by
+/// `id - base`: an operation goes in at the back, a completion takes its slot, and completed
+/// slots at the front are dropped. Insertion and removal cost O(1) amortised; the ring spans
+/// the ids from the oldest outstanding operation to the newest.
+#[derive(Default)]
+struct PendingOps {
+    /// Work-request id of the ring's front slot.
+    base: u64,
+    slots: VecDeque<Option<Pending>>,
+}
+
+impl PendingOps {
+    /// Record operation `id`, the next id after every one recorded so far.
+    #[inline]
+    fn insert(&mut self, id: u64, p: Pending) {
+        if self.slots.is_empty() {
+            self.base = id;
+        }
+        debug_assert_eq!(id, self.base + self.slots.len() as u64, "work-request ids in order");
+        self.slots.push_back(Some(p));
+    }
+
+    /// The operation `id`, taken out (None if it is not outstanding).
+    #[inline]
+    fn remove(&mut self, id: u64) -> Option<Pending> {
+        let i = usize::try_from(id.checked_sub(self.base)?).ok()?;
+        let p = self.slots.get_mut(i)?.take()?;
+        while let Some(None) = self.slots.front() {
+            self.slots.pop_front();
+            self.base += 1;
+        }
+        Some(p)
+    }
+}
+
 /// Communicators of teams, made on first use: per member list, one handle per member (taken
 /// by each member when it first needs it).
 pub(crate) type TeamComms = HashMap<Rc<[usize]>, Vec<Option<Comm>>>;
@@ -110,7 +146,7 @@ pub struct Pe {
     alloc: Allocator,
     allocs_made: usize,
     next_wr: u64,
-    pending: BTreeMap<u64, Pending>,
+    pending: PendingOps,
     /// Puts since the last quiet that nobody acknowledged, per destination (ordered mode).
     unacked: Vec<bool>,
     /// Outstanding writes (puts, non-fetching atomics, flushes) and reads.
@@ -251,7 +287,7 @@ pub(crate) fn init<B: NicBackend + 'static>(
             alloc: Allocator::with_reserved(cfg.heap, cfg.reserved),
             allocs_made: 0,
             next_wr: 0,
-            pending: BTreeMap::new(),
+            pending: PendingOps::default(),
             unacked: vec![false; npes],
             writes: 0,
             reads: 0,
@@ -457,7 +493,7 @@ impl Pe {
 
     /// Book a completion; its error, if the operation failed.
     fn account(&mut self, c: &Cqe) -> Result<(), ShmemError> {
-        let Some(p) = self.pending.remove(&c.wr_id) else {
+        let Some(p) = self.pending.remove(c.wr_id) else {
             return Ok(());
         };
         let (call, pe, staged) = match p {
@@ -1260,5 +1296,41 @@ impl Pe {
     /// unordered mode).
     pub(crate) async fn drain_writes(&mut self) -> Result<(), ShmemError> {
         self.drain(false).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(pe: usize) -> Pending {
+        Pending::Write {
+            call: "t",
+            pe,
+            staged: false,
+        }
+    }
+
+    /// Completions in any order find their operation exactly once; unknown and repeated ids
+    /// find nothing; the ring keeps only the span from the oldest outstanding id.
+    #[test]
+    fn pending_ops_out_of_order_and_unknown_ids() {
+        let mut p = PendingOps::default();
+        assert!(p.remove(1).is_none());
+        for id in 1..=5 {
+            p.insert(id, write(id as usize));
+        }
+        assert!(matches!(p.remove(3), Some(Pending::Write { pe: 3, .. })));
+        assert!(p.remove(3).is_none(), "taken once");
+        assert!(matches!(p.remove(1), Some(Pending::Write { pe: 1, .. })));
+        assert_eq!((p.base, p.slots.len()), (2, 4));
+        assert!(matches!(p.remove(2), Some(Pending::Write { pe: 2, .. })));
+        assert_eq!((p.base, p.slots.len()), (4, 2), "completed front slots dropped");
+        assert!(p.remove(0).is_none() && p.remove(9).is_none() && p.remove(u64::MAX).is_none());
+        assert!(p.remove(5).is_some() && p.remove(4).is_some());
+        assert!(p.slots.is_empty());
+        // Empty again: the next id starts a new span.
+        p.insert(6, write(6));
+        assert!(matches!(p.remove(6), Some(Pending::Write { pe: 6, .. })));
     }
 }
