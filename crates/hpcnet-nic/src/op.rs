@@ -438,7 +438,9 @@ impl World {
                     });
                 }
                 let local = result.map(|a| self.segs(&[(a, w)])).unwrap_or_default();
-                (Class::Atomic, w, Vec::new(), local, self.segs(&[(*remote, w)]), *rkey)
+                // The target checks the one word in the operation itself ([`World::accept`]): no
+                // segment list to allocate per atomic.
+                (Class::Atomic, w, Vec::new(), local, Vec::new(), *rkey)
             }
         };
         // The initiator's own buffers must be registered.

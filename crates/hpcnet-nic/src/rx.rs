@@ -367,6 +367,11 @@ impl World {
                 return CqeStatus::RemoteAccess(e);
             }
         }
+        if let Op::Atomic { remote, width, .. } = m.req.op {
+            if let Err(e) = self.mem[rank.index()].check(remote, u64::from(width), m.rkey) {
+                return CqeStatus::RemoteAccess(e);
+            }
+        }
         if let Op::Write {
             reply_word: Some((a, key)),
             ..

@@ -844,17 +844,22 @@ impl World {
     }
 
     pub(crate) fn release_msg(&mut self, id: u32) {
-        let m = self.msgs[id as usize].take().expect("live message");
-        for mut v in [m.src_segs, m.dst_segs, m.remote_segs] {
+        // The record's buffers go back to their pools; the record itself is dropped in place
+        // (not moved out first: it is a few hundred bytes).
+        let slot = &mut self.msgs[id as usize];
+        let m = slot.as_mut().expect("live message");
+        for v in [&mut m.src_segs, &mut m.dst_segs, &mut m.remote_segs] {
             if v.capacity() > 0 {
+                let mut v = std::mem::take(v);
                 v.clear();
                 self.seg_pool.push(v);
             }
         }
         if m.data.capacity() > 0 {
-            self.data_pool.push(m.data);
+            self.data_pool.push(std::mem::take(&mut m.data));
         }
-        self.rel.recycle_map(m.rel.got);
+        self.rel.recycle_map(std::mem::take(&mut m.rel.got));
+        *slot = None;
         self.next_seen[id as usize] = 0;
         self.gens[id as usize] = self.gens[id as usize].wrapping_add(1);
         self.free_msgs.push(id);
