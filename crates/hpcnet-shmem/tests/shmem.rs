@@ -212,6 +212,69 @@ fn fence_orders_data_before_flag_under_both_routings() {
     }
 }
 
+/// Flags that overtook their data: each PE of the lower half puts `rounds` blocks of 2 KiB to
+/// its partner in the upper half, each followed (with `fence` or without) by the round's own
+/// flag; the partner checks block r as soon as it sees flag r set.
+fn flags_before_data(adaptive: bool, fence: bool, rounds: u64) -> u64 {
+    let late = Rc::new(RefCell::new(0u64));
+    let (mut m, pes) = job(adaptive, &ShmemConfig::default());
+    for mut pe in pes {
+        let late = late.clone();
+        m.spawn(async move {
+            let block = 2048u64;
+            let data = pe.malloc(block * rounds).await.unwrap();
+            let flags = pe.malloc(8 * rounds).await.unwrap();
+            let (me, n) = (pe.my_pe(), pe.n_pes());
+            let to = (me + n / 2) % n;
+            let from = (me + n - n / 2) % n;
+            // The lower half sends, the upper half receives.
+            let sends = me < n / 2;
+            for r in (0..rounds).filter(|_| sends) {
+                let bytes = pattern(block as usize, (me as u64 * 7 + r) as u8);
+                pe.put_bytes(data.at(r * block).with_len(block), &bytes, to)
+                    .await
+                    .unwrap();
+                if fence {
+                    pe.fence().await.unwrap();
+                }
+                pe.p::<u64>(flags.elem::<u64>(r), 1, to).await.unwrap();
+            }
+            for r in (0..rounds).filter(|_| !sends) {
+                pe.wait_until::<u64>(flags.elem::<u64>(r), Cmp::Eq, 1).await.unwrap();
+                let want = pattern(block as usize, (from as u64 * 7 + r) as u8);
+                if pe.read_bytes(data.at(r * block).with_len(block)).unwrap() != want {
+                    *late.borrow_mut() += 1;
+                }
+            }
+            pe.quiet().await.unwrap();
+            pe.barrier_all().await.unwrap();
+        });
+    }
+    let end = m.run();
+    assert_eq!((end.stuck_tasks, end.net_in_flight), (0, 0), "{end:?}");
+    let n = *late.borrow();
+    n
+}
+
+/// Under adaptive routing a pair's order is not kept: without a fence flags overtake their
+/// data, so the fence has real work to do; with it no flag ever does. Under dimension-order
+/// routing order is free and nothing overtakes either way.
+#[test]
+fn fence_has_work_under_adaptive_routing_and_none_under_dimension_order() {
+    let rounds = 24;
+    let unfenced = flags_before_data(true, false, rounds);
+    assert!(
+        unfenced > 0,
+        "adaptive routing without fence: no flag overtook its data"
+    );
+    assert_eq!(flags_before_data(true, true, rounds), 0, "a flag overtook fenced data");
+    assert_eq!(
+        flags_before_data(false, false, rounds),
+        0,
+        "dimension order kept a pair's order"
+    );
+}
+
 #[test]
 fn atomics_are_atomic_and_wrap_at_their_width() {
     run(true, &ShmemConfig::default(), |mut pe| async move {
