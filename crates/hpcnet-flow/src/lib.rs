@@ -75,13 +75,16 @@ const MODEL: &str = "flow-level";
 const ATOMIC_REQUEST_BYTES: u64 = 16;
 const ATOMIC_RESPONSE_BYTES: u64 = 8;
 
-/// What happens when a flow's bytes have crossed. `bytes` are the source's stored bytes
-/// ([`Memory::read_trimmed`]: all of an ordinary region, the header of a payload-free buffer);
-/// they land padded with zeros to the message's length.
+/// What happens when a flow's bytes have crossed. A read's `bytes` are the target's stored
+/// bytes at the read request's arrival ([`Memory::read_trimmed`]: all of an ordinary region,
+/// the header of a payload-free buffer); they land padded with zeros to the read's length.
 #[derive(Clone, Debug)]
 enum Then {
-    /// Push data `bytes` of `req` lands at the target.
-    Land { req: Request, bytes: Vec<u8> },
+    /// Push data of `req` lands at the target: its bytes move from the source's memory to
+    /// the target's now ([`Memory::write_from`]; the source range was checked at posting, and
+    /// verbs require a source to stay unchanged until its completion, which follows the
+    /// landing).
+    Land { req: Request },
     /// Read data lands back at the initiator.
     ReadBack { req: Request, bytes: Vec<u8> },
     /// Atomic `req`'s request packet reaches its target.
@@ -1022,6 +1025,24 @@ impl FlowWorld {
         self.at(t, Ev::AtomicAnswer { req, status, old, size });
     }
 
+    /// Moves the `len` bytes at `from` of `src`'s memory to `to` of `dst`'s ([`Memory::write_from`]:
+    /// one copy between two ordinary regions).
+    fn move_bytes(&mut self, src: Rank, from: u64, dst: Rank, to: u64, len: u64) -> Result<(), MemoryError> {
+        let (s, d) = (src.0 as usize, dst.0 as usize);
+        if s == d {
+            let bytes = self.mem[s].read_trimmed(from, len)?;
+            return self.mem[d].write_padded(to, len, &bytes);
+        }
+        let (a, b) = if s < d {
+            let (lo, hi) = self.mem.split_at_mut(d);
+            (&lo[s], &mut hi[0])
+        } else {
+            let (lo, hi) = self.mem.split_at_mut(s);
+            (&hi[0], &mut lo[d])
+        };
+        b.write_from(to, len, a, from)
+    }
+
     /// The model wrote into `rank`'s memory in the region of key `rkey`: tell a watcher.
     fn memory_touched(&mut self, rank: Rank, rkey: u32) {
         if let Some(w) = self
@@ -1132,10 +1153,16 @@ impl FlowWorld {
                 self.complete(&req, CqeKind::Read, status, len, SimTime::ZERO);
             }
             Then::Part(_) => {}
-            Then::Land { req, bytes } => {
+            Then::Land { req } => {
                 let back = self.latency(req.dst, req.src, self.rail_of(&req));
                 match req.op {
-                    Op::Send { len, rq, reliable, .. } => {
+                    Op::Send {
+                        local,
+                        len,
+                        rq,
+                        reliable,
+                        ..
+                    } => {
                         let Some(q) = self.rqs.get_mut(rq.index()).filter(|q| q.0 == req.dst) else {
                             return;
                         };
@@ -1144,7 +1171,7 @@ impl FlowWorld {
                             None => CqeStatus::NoBuffer,
                             Some((_, blen, _)) if blen < len => CqeStatus::BufferTooSmall,
                             Some((addr, _, wr_id)) => {
-                                let _ = self.mem[req.dst.0 as usize].write_padded(addr, len, &bytes);
+                                let _ = self.move_bytes(req.src, local, req.dst, addr, len);
                                 let c = Cqe {
                                     wr_id,
                                     kind: CqeKind::Recv,
@@ -1164,6 +1191,7 @@ impl FlowWorld {
                         }
                     }
                     Op::Write {
+                        local,
                         len,
                         remote,
                         rkey,
@@ -1171,18 +1199,18 @@ impl FlowWorld {
                         reply_word,
                         ..
                     } => {
-                        let m = &mut self.mem[req.dst.0 as usize];
+                        let m = &self.mem[req.dst.0 as usize];
                         let check = m
                             .check(remote, len, rkey)
                             .and_then(|_| match reply_word {
                                 Some((a, k)) => m.check(a, 8, k),
                                 None => Ok(()),
                             })
-                            .and_then(|_| m.write_padded(remote, len, &bytes));
+                            .and_then(|_| self.move_bytes(req.src, local, req.dst, remote, len));
                         let status = match check {
                             Ok(()) => {
                                 if let Some((a, _)) = reply_word {
-                                    let _ = m.fetch_add_u64(a, 1);
+                                    let _ = self.mem[req.dst.0 as usize].fetch_add_u64(a, 1);
                                 }
                                 self.memory_touched(req.dst, rkey);
                                 if let Some(cq) = notify_cq {
@@ -1334,7 +1362,7 @@ impl NicBackend for FlowWorld {
         let m = &self.mem[req.src.0 as usize];
         match req.op {
             Op::Send { local, len, .. } | Op::Write { local, len, .. } => {
-                let bytes = m.read_trimmed(local, len).map_err(PostError::Local)?;
+                m.check_local(local, len).map_err(PostError::Local)?;
                 let size = len + self.header;
                 let (src, dst) = (req.src, req.dst);
                 self.at(
@@ -1343,7 +1371,7 @@ impl NicBackend for FlowWorld {
                         src,
                         dst,
                         size,
-                        then: Then::Land { req, bytes },
+                        then: Then::Land { req },
                         work,
                     },
                 );

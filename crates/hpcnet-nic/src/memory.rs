@@ -24,6 +24,7 @@
 use hpcnet_des::hash::IdMap;
 use serde::Serialize;
 use std::borrow::Cow;
+use std::cell::Cell;
 
 /// Bytes outside the model that a region lives in (for example a shared mapping of another
 /// process's memory). The length never changes.
@@ -185,6 +186,12 @@ pub enum MemoryError {
 #[derive(Debug, Default)]
 pub struct Memory {
     regions: Vec<Region>,
+    /// Start address of every region, in order (the binary search's keys: eight to a cache
+    /// line, where the regions themselves are wide).
+    starts: Vec<u64>,
+    /// The region the last look-up found: consecutive accesses (a check and the write it
+    /// allows, a header and its payload) mostly fall into one region.
+    last: Cell<u32>,
     next_addr: u64,
     next_key: u32,
 }
@@ -198,6 +205,8 @@ impl Memory {
         // Keys differ between nodes so a key from one node is wrong on another.
         Memory {
             regions: Vec::new(),
+            starts: Vec::new(),
+            last: Cell::new(0),
             next_addr: BASE,
             next_key: 0x100 + node.wrapping_mul(0x1_0000),
         }
@@ -253,6 +262,7 @@ impl Memory {
         // One guard page between regions, so an overrun never lands in the next region.
         self.next_addr += len.max(1).div_ceil(PAGE) * PAGE + PAGE;
         self.next_key = self.next_key.wrapping_add(1);
+        self.starts.push(addr);
         self.regions.push(Region {
             addr,
             key: self.next_key,
@@ -262,9 +272,19 @@ impl Memory {
         (addr, self.next_key)
     }
 
+    /// The region holding `[addr, addr + len)`: the last one found if it does, else by binary
+    /// search over the start addresses. O(1) for repeated accesses to one region, O(log
+    /// regions) otherwise.
     fn find(&self, addr: u64, len: u64) -> Result<usize, MemoryError> {
+        let last = self.last.get() as usize;
+        if let Some(reg) = self.regions.get(last) {
+            let off = addr.wrapping_sub(reg.addr);
+            if addr >= reg.addr && len <= reg.len() && off <= reg.len() - len {
+                return Ok(last);
+            }
+        }
         // Regions are allocated in increasing address order.
-        let i = self.regions.partition_point(|r| r.addr <= addr);
+        let i = self.starts.partition_point(|&a| a <= addr);
         let bad = MemoryError::OutOfRange { addr, len };
         let r = i.checked_sub(1).ok_or(bad.clone())?;
         let reg = &self.regions[r];
@@ -274,6 +294,7 @@ impl Memory {
         if len > size || off > size - len {
             return Err(bad);
         }
+        self.last.set(r as u32);
         Ok(r)
     }
 
@@ -404,6 +425,27 @@ impl Memory {
         Ok(())
     }
 
+    /// Write the `len` bytes of `src` at `from` into `[addr, addr + len)` of this memory, as
+    /// `src.read_trimmed(from, len)` followed by [`Memory::write_padded`] would (a sparse
+    /// region's unstored bytes arrive as zeros), but between two dense regions in one copy
+    /// without an intermediate buffer. Either range outside a region: an error, nothing written.
+    pub fn write_from(&mut self, addr: u64, len: u64, src: &Memory, from: u64) -> Result<(), MemoryError> {
+        let s = src.find(from, len)?;
+        let d = self.find(addr, len)?;
+        let (sreg, dreg) = (&src.regions[s], &mut self.regions[d]);
+        let (so, dof) = ((from - sreg.addr) as usize, (addr - dreg.addr) as usize);
+        match (sreg.data.dense(), dreg.data.dense_mut()) {
+            (Some(a), Some(b)) => {
+                b[dof..dof + len as usize].copy_from_slice(&a[so..so + len as usize]);
+                Ok(())
+            }
+            _ => {
+                let bytes = src.read_trimmed(from, len)?;
+                self.write_padded(addr, len, &bytes)
+            }
+        }
+    }
+
     /// Atomically add to the little-endian u64 at `addr` (reply words); returns the old value.
     pub fn fetch_add_u64(&mut self, addr: u64, v: u64) -> Result<u64, MemoryError> {
         let old = u64::from_le_bytes(self.read(addr, 8)?.as_ref().try_into().expect("8 bytes"));
@@ -515,6 +557,43 @@ mod tests {
             m.read(c, 16).unwrap().as_ref(),
             &[3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0]
         );
+    }
+
+    /// `write_from` lands what `read_trimmed` + `write_padded` would, between dense regions
+    /// and from a sparse one, refuses a range outside a region on either side without writing,
+    /// and the last-region cache never lets an access through that the search refuses.
+    #[test]
+    fn write_from_moves_bytes_as_a_trimmed_read_and_padded_write() {
+        let mut src = Memory::new(0);
+        let (a, _) = src.register(64);
+        let (sp, _) = src.register_sparse(256, 128, 8);
+        src.write(a, &(1..=64).collect::<Vec<u8>>()).unwrap();
+        src.write(sp, &[9; 16]).unwrap();
+        let mut dst = Memory::new(1);
+        let (d, _) = dst.register(300);
+        dst.write(d, &[5; 300]).unwrap();
+        dst.write_from(d + 10, 20, &src, a + 4).unwrap();
+        assert_eq!(
+            dst.read(d + 10, 20).unwrap().as_ref(),
+            &(5..25).collect::<Vec<u8>>()[..]
+        );
+        assert_eq!(dst.read(d + 9, 1).unwrap().as_ref(), &[5]);
+        assert_eq!(dst.read(d + 30, 1).unwrap().as_ref(), &[5]);
+        // From a sparse region: its stored prefix, then zeros up to the length.
+        dst.write_from(d, 200, &src, sp).unwrap();
+        let got = dst.read(d, 201).unwrap().into_owned();
+        assert_eq!((&got[..8], &got[8..200], got[200]), (&[9u8; 8][..], &[0u8; 192][..], 5));
+        // Out of range on either side: an error, nothing written.
+        dst.write(d, &[7; 300]).unwrap();
+        assert!(dst.write_from(d, 65, &src, a).is_err());
+        assert!(dst.write_from(d + 250, 64, &src, a).is_err());
+        assert_eq!(dst.read(d, 300).unwrap().as_ref(), &[7u8; 300][..]);
+        // After a hit on one region, an access past its end or below it is still refused.
+        assert!(src.check_local(a, 64).is_ok());
+        assert!(src.check_local(a + 1, 64).is_err());
+        assert!(src.check_local(a - 1, 2).is_err());
+        assert!(src.check_local(sp, 256).is_ok());
+        assert!(src.check_local(a + 63, 1).is_ok());
     }
 
     fn stored_slots(m: &Memory, r: usize) -> usize {
