@@ -205,6 +205,40 @@ impl Plan for Lists<'_> {
     }
 }
 
+/// [`Transport::exchange_one`]: one send and one receive (a ring or butterfly step).
+struct One<'a> {
+    send: (usize, &'a [u8]),
+    recv: (usize, usize),
+    got: Vec<u8>,
+}
+
+impl Plan for One<'_> {
+    fn sends(&self) -> usize {
+        1
+    }
+    fn send_peer(&self, _: usize) -> usize {
+        self.send.0
+    }
+    fn send_data(&self, _: usize) -> &[u8] {
+        self.send.1
+    }
+    fn send_after(&self, _: usize) -> Option<usize> {
+        None
+    }
+    fn recvs(&self) -> usize {
+        1
+    }
+    fn recv_peer(&self, _: usize) -> usize {
+        self.recv.0
+    }
+    fn recv_len(&self, _: usize) -> usize {
+        self.recv.1
+    }
+    fn deliver(&mut self, _: usize, data: Vec<u8>) {
+        self.got = data;
+    }
+}
+
 /// [`Transport::stream`]: ranges of one buffer, sends after receives.
 struct Streamed<'a> {
     buf: &'a mut [u8],
@@ -829,6 +863,24 @@ impl Transport {
         Ok(plan.got)
     }
 
+    /// [`Transport::exchange`] of one send (`data` to `to`) and one receive (`len` bytes from
+    /// `from`): the received message, with no list built for the call.
+    pub(crate) async fn exchange_one(
+        &mut self,
+        call: &Call,
+        (to, data): (usize, &[u8]),
+        (from, len): (usize, usize),
+    ) -> Result<Vec<u8>, CollError> {
+        self.check_peers(call, [to, from].into_iter())?;
+        let mut plan = One {
+            send: (self.in_view(to), data),
+            recv: (self.in_view(from), len),
+            got: Vec::new(),
+        };
+        self.drive(call, &mut plan).await?;
+        Ok(plan.got)
+    }
+
     /// Move parts of `buf` in one go: receive `recvs` (peer, byte range of `buf`) and send
     /// `sends` (peer, byte range, and the receive — an index into `recvs` — that must have landed
     /// first, if any), all concurrently. A send waits only for its own receive, so a member can
@@ -1158,5 +1210,17 @@ impl Transport {
     ) -> Result<(), CollError> {
         self.owe(self.costs.reduce(dtype, left.len()));
         crate::reduce_into(dtype, op, left, right)
+    }
+
+    /// `right = left op right`: [`Transport::reduce`] with the result in the second operand.
+    pub(crate) async fn reduce_right(
+        &self,
+        dtype: crate::Datatype,
+        op: crate::ReduceOp,
+        left: &[u8],
+        right: &mut [u8],
+    ) -> Result<(), CollError> {
+        self.owe(self.costs.reduce(dtype, left.len()));
+        crate::reduce_into_right(dtype, op, left, right)
     }
 }

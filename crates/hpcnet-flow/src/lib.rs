@@ -83,8 +83,9 @@ enum Then {
     /// Push data of `req` lands at the target: its bytes move from the source's memory to
     /// the target's now ([`Memory::write_from`]; the source range was checked at posting, and
     /// verbs require a source to stay unchanged until its completion, which follows the
-    /// landing).
-    Land { req: Request },
+    /// landing). `route`: the id of the route of the request's own rail and PCIe link, once
+    /// the flow has taken it (its way back gives the completion's latency), else [`NO_ROUTE`].
+    Land { req: Request, route: u32 },
     /// Read data lands back at the initiator.
     ReadBack { req: Request, bytes: Vec<u8> },
     /// Atomic `req`'s request packet reaches its target.
@@ -106,6 +107,14 @@ impl Then {
             | Then::AtomicReq { req }
             | Then::AtomicBack { req, .. } => Some(req),
             Then::Part(_) => None,
+        }
+    }
+
+    /// The flow of a pushed message takes route `id` (that of its request's rail and PCIe
+    /// link).
+    fn take_route(&mut self, id: usize) {
+        if let Then::Land { route, .. } = self {
+            *route = u32::try_from(id).expect("fewer than 2^32 routes");
         }
     }
 }
@@ -275,6 +284,9 @@ pub struct FlowWorld {
     /// Routes traced so far (links and latency), named by id; the ids by (source node,
     /// destination node, rail, PCIe link): dense rows up to [`DENSE_ENTRIES`], a hash map beyond.
     routes: Vec<Route>,
+    /// The id of every route's way back (same rail and PCIe link, from its target node to its
+    /// source node), once asked for ([`NO_ROUTE`]: not yet).
+    back: Vec<u32>,
     route_rows: Vec<Vec<u32>>,
     route_map: IdMap<(u32, u32), u32>,
     dense: bool,
@@ -418,6 +430,7 @@ impl FlowWorld {
             port_queue: vec![VecDeque::new(); nodes],
             fifo: false,
             routes: Vec::new(),
+            back: Vec::new(),
             route_rows: if dense {
                 vec![Vec::new(); nodes * rails as usize * host_links as usize]
             } else {
@@ -502,6 +515,20 @@ impl FlowWorld {
         self.routes[id].1
     }
 
+    /// Latency of the way back of route `id` from `src` to `dst` on `path` (the route from
+    /// `dst`'s node to `src`'s node on `path`), kept with the route after its first use.
+    fn back_latency(&mut self, id: u32, src: Rank, dst: Rank, path: (u8, u8)) -> SimTime {
+        if id == NO_ROUTE {
+            return self.latency(dst, src, path);
+        }
+        let mut b = self.back[id as usize];
+        if b == NO_ROUTE {
+            b = self.route(dst, src, path) as u32;
+            self.back[id as usize] = b;
+        }
+        self.routes[b as usize].1
+    }
+
     /// The rail a request names (fixed port selection, as at packet level; a rail beyond the
     /// NIC's ports wraps around) and the PCIe link its data is read through: that of its
     /// queue pair's engine (`qp mod engines`, whose link is `engine mod links`), as at packet
@@ -566,6 +593,7 @@ impl FlowWorld {
             (Rc::from(links), lat)
         };
         self.routes.push(r);
+        self.back.push(NO_ROUTE);
         self.routes.len() - 1
     }
 
@@ -876,10 +904,14 @@ impl FlowWorld {
                     Some(node)
                 };
                 let rail = self.rail_of(then.request().expect("a message's request"));
+                let mut then = then;
                 if self.short > 0 && size <= self.short.saturating_add(self.header) {
                     // A short message: its bytes cross the route at the links' residual
                     // rates, after the short messages before it, and no flow's rate changes.
                     let id = self.short_route(rail, src, dst);
+                    if !self.adaptive {
+                        then.take_route(id);
+                    }
                     let end = self.short_transfer(id, size);
                     if let Some(node) = engine {
                         self.at(end, Ev::Release(node));
@@ -917,6 +949,7 @@ impl FlowWorld {
                     return;
                 }
                 let id = self.route(src, dst, rail);
+                then.take_route(id);
                 let (links, latency) = self.routes[id].clone();
                 let mut engine = engine;
                 let mut port = None;
@@ -1153,8 +1186,8 @@ impl FlowWorld {
                 self.complete(&req, CqeKind::Read, status, len, SimTime::ZERO);
             }
             Then::Part(_) => {}
-            Then::Land { req } => {
-                let back = self.latency(req.dst, req.src, self.rail_of(&req));
+            Then::Land { req, route } => {
+                let back = self.back_latency(route, req.src, req.dst, self.rail_of(&req));
                 match req.op {
                     Op::Send {
                         local,
@@ -1371,7 +1404,7 @@ impl NicBackend for FlowWorld {
                         src,
                         dst,
                         size,
-                        then: Then::Land { req },
+                        then: Then::Land { req, route: NO_ROUTE },
                         work,
                     },
                 );
