@@ -273,43 +273,51 @@ impl Plan for Streamed<'_> {
     }
 }
 
-/// Per-call bookkeeping of [`Transport::drive`], one entry per send or receive of the call;
-/// kept in the transport so that the algorithm steps (one call each) allocate nothing for it.
+/// Per-call bookkeeping of [`Transport::drive`], one entry per send or receive of the call
+/// (each entry's fields side by side, so that a member resuming a call reads one cache line
+/// per entry); kept in the transport so that the algorithm steps (one call each) allocate
+/// nothing for it.
 #[derive(Default)]
 struct DriveState {
-    /// Chunks posted per send.
-    posted: Vec<usize>,
-    /// Rendezvous sends: the token of the posted control message.
-    tokens: Vec<Option<u32>>,
-    /// Sends wholly posted (eager) or whose FIN came back (rendezvous).
-    complete: Vec<bool>,
-    /// Bytes received so far per receive.
-    acc: Vec<Vec<u8>>,
-    done: Vec<bool>,
-    /// Rendezvous receives: the read buffer and the sender's token.
-    reading: Vec<Option<(usize, u32)>>,
+    sends: Vec<SendState>,
+    recvs: Vec<RecvState>,
     /// Peers blocked in the current pass.
     blocked: Vec<usize>,
+}
+
+/// [`DriveState`] of one send.
+#[derive(Clone, Default)]
+struct SendState {
+    /// Chunks posted.
+    posted: usize,
+    /// A rendezvous send: the token of the posted control message.
+    token: Option<u32>,
+    /// Wholly posted (eager) or its FIN came back (rendezvous).
+    complete: bool,
+}
+
+/// [`DriveState`] of one receive.
+#[derive(Default)]
+struct RecvState {
+    /// Bytes received so far.
+    acc: Vec<u8>,
+    done: bool,
+    /// A rendezvous receive: the read buffer and the sender's token.
+    reading: Option<(usize, u32)>,
 }
 
 impl DriveState {
     /// Empty entries for `ns` sends and `nr` receives.
     fn reset(&mut self, ns: usize, nr: usize) {
-        self.posted.clear();
-        self.posted.resize(ns, 0);
-        self.tokens.clear();
-        self.tokens.resize(ns, None);
-        self.complete.clear();
-        self.complete.resize(ns, false);
-        self.acc.truncate(nr);
-        for a in &mut self.acc {
-            a.clear();
+        self.sends.clear();
+        self.sends.resize(ns, SendState::default());
+        self.recvs.truncate(nr);
+        for r in &mut self.recvs {
+            r.acc.clear();
+            r.done = false;
+            r.reading = None;
         }
-        self.acc.resize_with(nr, Vec::new);
-        self.done.clear();
-        self.done.resize(nr, false);
-        self.reading.clear();
-        self.reading.resize(nr, None);
+        self.recvs.resize_with(nr, RecvState::default);
         self.blocked.clear();
     }
 }
@@ -955,17 +963,11 @@ impl Transport {
     }
 
     /// [`Transport::drive`] with its bookkeeping `st`, sized for `plan`.
+    // The index names the plan's entry as well as the bookkeeping's.
+    #[allow(clippy::needless_range_loop)]
     async fn drive_with<P: Plan>(&mut self, call: &Call, plan: &mut P, st: &mut DriveState) -> Result<(), CollError> {
         let (ns, nr) = (plan.sends(), plan.recvs());
-        let DriveState {
-            posted,
-            tokens,
-            complete,
-            acc,
-            done,
-            reading,
-            blocked,
-        } = st;
+        let DriveState { sends, recvs, blocked } = st;
         // Sends before `s0` are complete, receives before `r0` done (a long stream skips them).
         let (mut s0, mut r0) = (0, 0);
         loop {
@@ -975,21 +977,21 @@ impl Transport {
                 let p = plan.send_peer(k);
                 let data = plan.send_data(k);
                 if self.by_rendezvous(call, data.len()) {
-                    match tokens[k] {
-                        Some(_) if complete[k] => {}
+                    match sends[k].token {
+                        Some(_) if sends[k].complete => {}
                         Some(tok) => {
                             // Tokens are reused once free: the FIN is seen here before a later
                             // send to the peer (a higher index) can take the token again.
-                            complete[k] = !self.peer(p).rndv_src[tok as usize].1;
-                            sent &= complete[k];
+                            sends[k].complete = !self.peer(p).rndv_src[tok as usize].1;
+                            sent &= sends[k].complete;
                         }
-                        None if blocked.contains(&p) || !plan.send_after(k).is_none_or(|j| done[j]) => {
+                        None if blocked.contains(&p) || !plan.send_after(k).is_none_or(|j| recvs[j].done) => {
                             blocked.push(p);
                             sent = false;
                         }
                         None => match self.post_rts(call, p, data).await? {
                             Some(tok) => {
-                                tokens[k] = Some(tok);
+                                sends[k].token = Some(tok);
                                 sent = false;
                             }
                             None => {
@@ -1001,60 +1003,60 @@ impl Transport {
                     continue;
                 }
                 let total = self.chunks(data.len());
-                if posted[k] < total && !plan.send_after(k).is_none_or(|j| done[j]) {
+                if sends[k].posted < total && !plan.send_after(k).is_none_or(|j| recvs[j].done) {
                     blocked.push(p);
                     sent = false;
                     continue;
                 }
-                while posted[k] < total && !blocked.contains(&p) {
+                while sends[k].posted < total && !blocked.contains(&p) {
                     let window = self.window as u64;
                     let ps = self.peer(p);
                     let s = (ps.send_seq % window) as usize;
                     if ps.busy[s] {
                         break;
                     }
-                    self.post_chunk(call, p, data, posted[k]).await?;
-                    posted[k] += 1;
+                    self.post_chunk(call, p, data, sends[k].posted).await?;
+                    sends[k].posted += 1;
                 }
-                if posted[k] < total {
+                if sends[k].posted < total {
                     blocked.push(p);
                     sent = false;
                 } else {
-                    complete[k] = true;
+                    sends[k].complete = true;
                 }
             }
-            while s0 < ns && complete[s0] {
+            while s0 < ns && sends[s0].complete {
                 s0 += 1;
             }
             blocked.clear();
             let mut all_done = true;
             // A receive done in this pass may release a send waiting for it.
             let mut landed = false;
-            while r0 < nr && done[r0] {
+            while r0 < nr && recvs[r0].done {
                 r0 += 1;
             }
             for k in r0..nr {
                 let (p, len) = (plan.recv_peer(k), plan.recv_len(k));
-                if done[k] || blocked.contains(&p) {
+                if recvs[k].done || blocked.contains(&p) {
                     continue;
                 }
-                if let Some((r, token)) = reading[k] {
+                if let Some((r, token)) = recvs[k].reading {
                     // A rendezvous message is one unit: later messages from the peer may be
                     // taken while it is read.
                     if self.reads[r].done {
                         let data = self.finish_read(call, p, r, token).await?;
                         plan.deliver(k, data);
-                        done[k] = true;
+                        recvs[k].done = true;
                         landed = true;
                     } else {
                         all_done = false;
                     }
                     continue;
                 }
-                match self.take(call, p, len, &mut acc[k])? {
+                match self.take(call, p, len, &mut recvs[k].acc)? {
                     Taken::Done => {
-                        plan.deliver(k, std::mem::take(&mut acc[k]));
-                        done[k] = true;
+                        plan.deliver(k, std::mem::take(&mut recvs[k].acc));
+                        recvs[k].done = true;
                         landed = true;
                     }
                     Taken::Waiting => {
@@ -1063,7 +1065,7 @@ impl Transport {
                     }
                     Taken::Rendezvous { addr, rkey, token, len } => {
                         let r = self.post_read(call, p, addr, rkey, len).await?;
-                        reading[k] = Some((r, token));
+                        recvs[k].reading = Some((r, token));
                         all_done = false;
                     }
                 }

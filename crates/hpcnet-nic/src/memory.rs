@@ -183,17 +183,31 @@ pub enum MemoryError {
 }
 
 /// All regions of one node.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Memory {
     regions: Vec<Region>,
     /// Start address of every region, in order (the binary search's keys: eight to a cache
     /// line, where the regions themselves are wide).
     starts: Vec<u64>,
-    /// The region the last look-up found: consecutive accesses (a check and the write it
+    /// The region the last look-up found — (address, length, index, key; index `u32::MAX`:
+    /// none yet), held here so that a
+    /// hit reads nothing of the regions: consecutive accesses (a check and the write it
     /// allows, a header and its payload) mostly fall into one region.
-    last: Cell<u32>,
+    last: Cell<(u64, u64, u32, u32)>,
     next_addr: u64,
     next_key: u32,
+}
+
+impl Default for Memory {
+    fn default() -> Self {
+        Memory {
+            regions: Vec::new(),
+            starts: Vec::new(),
+            last: Cell::new((0, 0, u32::MAX, 0)),
+            next_addr: 0,
+            next_key: 0,
+        }
+    }
 }
 
 const BASE: u64 = 0x1000_0000;
@@ -206,7 +220,7 @@ impl Memory {
         Memory {
             regions: Vec::new(),
             starts: Vec::new(),
-            last: Cell::new(0),
+            last: Cell::new((0, 0, u32::MAX, 0)),
             next_addr: BASE,
             next_key: 0x100 + node.wrapping_mul(0x1_0000),
         }
@@ -276,12 +290,9 @@ impl Memory {
     /// search over the start addresses. O(1) for repeated accesses to one region, O(log
     /// regions) otherwise.
     fn find(&self, addr: u64, len: u64) -> Result<usize, MemoryError> {
-        let last = self.last.get() as usize;
-        if let Some(reg) = self.regions.get(last) {
-            let off = addr.wrapping_sub(reg.addr);
-            if addr >= reg.addr && len <= reg.len() && off <= reg.len() - len {
-                return Ok(last);
-            }
+        let (a, n, last, _) = self.last.get();
+        if last != u32::MAX && addr >= a && len <= n && addr - a <= n - len {
+            return Ok(last as usize);
         }
         // Regions are allocated in increasing address order.
         let i = self.starts.partition_point(|&a| a <= addr);
@@ -294,7 +305,7 @@ impl Memory {
         if len > size || off > size - len {
             return Err(bad);
         }
-        self.last.set(r as u32);
+        self.last.set((reg.addr, size, r as u32, reg.key));
         Ok(r)
     }
 
@@ -312,6 +323,9 @@ impl Memory {
     /// Check a remote access: range inside one region and key matching.
     pub fn check(&self, addr: u64, len: u64, key: u32) -> Result<(), MemoryError> {
         let r = self.find(addr, len)?;
+        if self.last.get().3 == key && self.last.get().2 as usize == r {
+            return Ok(());
+        }
         let reg = &self.regions[r];
         if reg.key != key && !reg.more_keys.contains(&key) {
             return Err(MemoryError::BadKey { given: key });
@@ -594,6 +608,19 @@ mod tests {
         assert!(src.check_local(a - 1, 2).is_err());
         assert!(src.check_local(sp, 256).is_ok());
         assert!(src.check_local(a + 63, 1).is_ok());
+        // Keys after a hit: the region's own key, a further key, never another region's.
+        let mut m = Memory::new(2);
+        let (x, kx) = m.register(32);
+        let (_, ky) = m.register(32);
+        let kz = m.add_key(kx).unwrap();
+        assert!(m.check(x, 32, kx).is_ok());
+        assert_eq!(m.check(x, 32, ky), Err(MemoryError::BadKey { given: ky }));
+        assert!(m.check(x + 8, 8, kz).is_ok());
+        assert!(m.check(x, 32, kx).is_ok());
+        assert!(
+            Memory::default().check_local(0, 0).is_err(),
+            "an empty memory holds nothing"
+        );
     }
 
     fn stored_slots(m: &Memory, r: usize) -> usize {
