@@ -27,6 +27,11 @@
 //! receive overhead; completion = the route back. Every node has an injection link; processes of one
 //! node reach each other through the NIC's loopback (one link per node, `loopback_latency`).
 //!
+//! A pushed message's bytes (RDMA write, queue message) move from the source's memory to the
+//! target's when it lands, in one copy: verbs require a source to stay unchanged until its
+//! completion, which follows the landing (the packet-level NIC reads them when its engine
+//! takes the message). A read's data is taken at the target when the request arrives.
+//!
 //! Supported operations: RDMA write (with notification and reply word), RDMA read, queue
 //! messages (send/receive, reliable or not), remote atomics (4 and 8 bytes: the request
 //! queues for an engine, which is free once it has processed the descriptor, and crosses as a
