@@ -74,7 +74,7 @@ pub use comm::{Comm, CommConfig};
 pub use cost::HostCosts;
 pub use error::CollError;
 pub use transport::TransportConfig;
-pub use types::{check_op, from_bytes, reduce_into, to_bytes, Datatype, Element, ReduceOp};
+pub use types::{check_op, from_bytes, reduce_into, reduce_into_right, to_bytes, Datatype, Element, ReduceOp};
 
 /// A call signature (collective, datatype, operator), as carried in message headers, in words.
 pub(crate) fn signature_name(s: u32) -> String {

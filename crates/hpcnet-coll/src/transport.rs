@@ -205,6 +205,40 @@ impl Plan for Lists<'_> {
     }
 }
 
+/// [`Transport::exchange_one`]: one send and one receive (a ring or butterfly step).
+struct One<'a> {
+    send: (usize, &'a [u8]),
+    recv: (usize, usize),
+    got: Vec<u8>,
+}
+
+impl Plan for One<'_> {
+    fn sends(&self) -> usize {
+        1
+    }
+    fn send_peer(&self, _: usize) -> usize {
+        self.send.0
+    }
+    fn send_data(&self, _: usize) -> &[u8] {
+        self.send.1
+    }
+    fn send_after(&self, _: usize) -> Option<usize> {
+        None
+    }
+    fn recvs(&self) -> usize {
+        1
+    }
+    fn recv_peer(&self, _: usize) -> usize {
+        self.recv.0
+    }
+    fn recv_len(&self, _: usize) -> usize {
+        self.recv.1
+    }
+    fn deliver(&mut self, _: usize, data: Vec<u8>) {
+        self.got = data;
+    }
+}
+
 /// [`Transport::stream`]: ranges of one buffer, sends after receives.
 struct Streamed<'a> {
     buf: &'a mut [u8],
@@ -239,43 +273,51 @@ impl Plan for Streamed<'_> {
     }
 }
 
-/// Per-call bookkeeping of [`Transport::drive`], one entry per send or receive of the call;
-/// kept in the transport so that the algorithm steps (one call each) allocate nothing for it.
+/// Per-call bookkeeping of [`Transport::drive`], one entry per send or receive of the call
+/// (each entry's fields side by side, so that a member resuming a call reads one cache line
+/// per entry); kept in the transport so that the algorithm steps (one call each) allocate
+/// nothing for it.
 #[derive(Default)]
 struct DriveState {
-    /// Chunks posted per send.
-    posted: Vec<usize>,
-    /// Rendezvous sends: the token of the posted control message.
-    tokens: Vec<Option<u32>>,
-    /// Sends wholly posted (eager) or whose FIN came back (rendezvous).
-    complete: Vec<bool>,
-    /// Bytes received so far per receive.
-    acc: Vec<Vec<u8>>,
-    done: Vec<bool>,
-    /// Rendezvous receives: the read buffer and the sender's token.
-    reading: Vec<Option<(usize, u32)>>,
+    sends: Vec<SendState>,
+    recvs: Vec<RecvState>,
     /// Peers blocked in the current pass.
     blocked: Vec<usize>,
+}
+
+/// [`DriveState`] of one send.
+#[derive(Clone, Default)]
+struct SendState {
+    /// Chunks posted.
+    posted: usize,
+    /// A rendezvous send: the token of the posted control message.
+    token: Option<u32>,
+    /// Wholly posted (eager) or its FIN came back (rendezvous).
+    complete: bool,
+}
+
+/// [`DriveState`] of one receive.
+#[derive(Default)]
+struct RecvState {
+    /// Bytes received so far.
+    acc: Vec<u8>,
+    done: bool,
+    /// A rendezvous receive: the read buffer and the sender's token.
+    reading: Option<(usize, u32)>,
 }
 
 impl DriveState {
     /// Empty entries for `ns` sends and `nr` receives.
     fn reset(&mut self, ns: usize, nr: usize) {
-        self.posted.clear();
-        self.posted.resize(ns, 0);
-        self.tokens.clear();
-        self.tokens.resize(ns, None);
-        self.complete.clear();
-        self.complete.resize(ns, false);
-        self.acc.truncate(nr);
-        for a in &mut self.acc {
-            a.clear();
+        self.sends.clear();
+        self.sends.resize(ns, SendState::default());
+        self.recvs.truncate(nr);
+        for r in &mut self.recvs {
+            r.acc.clear();
+            r.done = false;
+            r.reading = None;
         }
-        self.acc.resize_with(nr, Vec::new);
-        self.done.clear();
-        self.done.resize(nr, false);
-        self.reading.clear();
-        self.reading.resize(nr, None);
+        self.recvs.resize_with(nr, RecvState::default);
         self.blocked.clear();
     }
 }
@@ -829,6 +871,24 @@ impl Transport {
         Ok(plan.got)
     }
 
+    /// [`Transport::exchange`] of one send (`data` to `to`) and one receive (`len` bytes from
+    /// `from`): the received message, with no list built for the call.
+    pub(crate) async fn exchange_one(
+        &mut self,
+        call: &Call,
+        (to, data): (usize, &[u8]),
+        (from, len): (usize, usize),
+    ) -> Result<Vec<u8>, CollError> {
+        self.check_peers(call, [to, from].into_iter())?;
+        let mut plan = One {
+            send: (self.in_view(to), data),
+            recv: (self.in_view(from), len),
+            got: Vec::new(),
+        };
+        self.drive(call, &mut plan).await?;
+        Ok(plan.got)
+    }
+
     /// Move parts of `buf` in one go: receive `recvs` (peer, byte range of `buf`) and send
     /// `sends` (peer, byte range, and the receive — an index into `recvs` — that must have landed
     /// first, if any), all concurrently. A send waits only for its own receive, so a member can
@@ -903,17 +963,11 @@ impl Transport {
     }
 
     /// [`Transport::drive`] with its bookkeeping `st`, sized for `plan`.
+    // The index names the plan's entry as well as the bookkeeping's.
+    #[allow(clippy::needless_range_loop)]
     async fn drive_with<P: Plan>(&mut self, call: &Call, plan: &mut P, st: &mut DriveState) -> Result<(), CollError> {
         let (ns, nr) = (plan.sends(), plan.recvs());
-        let DriveState {
-            posted,
-            tokens,
-            complete,
-            acc,
-            done,
-            reading,
-            blocked,
-        } = st;
+        let DriveState { sends, recvs, blocked } = st;
         // Sends before `s0` are complete, receives before `r0` done (a long stream skips them).
         let (mut s0, mut r0) = (0, 0);
         loop {
@@ -923,21 +977,21 @@ impl Transport {
                 let p = plan.send_peer(k);
                 let data = plan.send_data(k);
                 if self.by_rendezvous(call, data.len()) {
-                    match tokens[k] {
-                        Some(_) if complete[k] => {}
+                    match sends[k].token {
+                        Some(_) if sends[k].complete => {}
                         Some(tok) => {
                             // Tokens are reused once free: the FIN is seen here before a later
                             // send to the peer (a higher index) can take the token again.
-                            complete[k] = !self.peer(p).rndv_src[tok as usize].1;
-                            sent &= complete[k];
+                            sends[k].complete = !self.peer(p).rndv_src[tok as usize].1;
+                            sent &= sends[k].complete;
                         }
-                        None if blocked.contains(&p) || !plan.send_after(k).is_none_or(|j| done[j]) => {
+                        None if blocked.contains(&p) || !plan.send_after(k).is_none_or(|j| recvs[j].done) => {
                             blocked.push(p);
                             sent = false;
                         }
                         None => match self.post_rts(call, p, data).await? {
                             Some(tok) => {
-                                tokens[k] = Some(tok);
+                                sends[k].token = Some(tok);
                                 sent = false;
                             }
                             None => {
@@ -949,60 +1003,60 @@ impl Transport {
                     continue;
                 }
                 let total = self.chunks(data.len());
-                if posted[k] < total && !plan.send_after(k).is_none_or(|j| done[j]) {
+                if sends[k].posted < total && !plan.send_after(k).is_none_or(|j| recvs[j].done) {
                     blocked.push(p);
                     sent = false;
                     continue;
                 }
-                while posted[k] < total && !blocked.contains(&p) {
+                while sends[k].posted < total && !blocked.contains(&p) {
                     let window = self.window as u64;
                     let ps = self.peer(p);
                     let s = (ps.send_seq % window) as usize;
                     if ps.busy[s] {
                         break;
                     }
-                    self.post_chunk(call, p, data, posted[k]).await?;
-                    posted[k] += 1;
+                    self.post_chunk(call, p, data, sends[k].posted).await?;
+                    sends[k].posted += 1;
                 }
-                if posted[k] < total {
+                if sends[k].posted < total {
                     blocked.push(p);
                     sent = false;
                 } else {
-                    complete[k] = true;
+                    sends[k].complete = true;
                 }
             }
-            while s0 < ns && complete[s0] {
+            while s0 < ns && sends[s0].complete {
                 s0 += 1;
             }
             blocked.clear();
             let mut all_done = true;
             // A receive done in this pass may release a send waiting for it.
             let mut landed = false;
-            while r0 < nr && done[r0] {
+            while r0 < nr && recvs[r0].done {
                 r0 += 1;
             }
             for k in r0..nr {
                 let (p, len) = (plan.recv_peer(k), plan.recv_len(k));
-                if done[k] || blocked.contains(&p) {
+                if recvs[k].done || blocked.contains(&p) {
                     continue;
                 }
-                if let Some((r, token)) = reading[k] {
+                if let Some((r, token)) = recvs[k].reading {
                     // A rendezvous message is one unit: later messages from the peer may be
                     // taken while it is read.
                     if self.reads[r].done {
                         let data = self.finish_read(call, p, r, token).await?;
                         plan.deliver(k, data);
-                        done[k] = true;
+                        recvs[k].done = true;
                         landed = true;
                     } else {
                         all_done = false;
                     }
                     continue;
                 }
-                match self.take(call, p, len, &mut acc[k])? {
+                match self.take(call, p, len, &mut recvs[k].acc)? {
                     Taken::Done => {
-                        plan.deliver(k, std::mem::take(&mut acc[k]));
-                        done[k] = true;
+                        plan.deliver(k, std::mem::take(&mut recvs[k].acc));
+                        recvs[k].done = true;
                         landed = true;
                     }
                     Taken::Waiting => {
@@ -1011,7 +1065,7 @@ impl Transport {
                     }
                     Taken::Rendezvous { addr, rkey, token, len } => {
                         let r = self.post_read(call, p, addr, rkey, len).await?;
-                        reading[k] = Some((r, token));
+                        recvs[k].reading = Some((r, token));
                         all_done = false;
                     }
                 }
@@ -1158,5 +1212,17 @@ impl Transport {
     ) -> Result<(), CollError> {
         self.owe(self.costs.reduce(dtype, left.len()));
         crate::reduce_into(dtype, op, left, right)
+    }
+
+    /// `right = left op right`: [`Transport::reduce`] with the result in the second operand.
+    pub(crate) async fn reduce_right(
+        &self,
+        dtype: crate::Datatype,
+        op: crate::ReduceOp,
+        left: &[u8],
+        right: &mut [u8],
+    ) -> Result<(), CollError> {
+        self.owe(self.costs.reduce(dtype, left.len()));
+        crate::reduce_into_right(dtype, op, left, right)
     }
 }

@@ -149,13 +149,14 @@ pub(crate) fn check_len(call: &'static str, dtype: Datatype, len: usize) -> Resu
 }
 
 macro_rules! fold {
-    ($t:ty, $a:expr, $b:expr, $f:expr) => {{
+    ($t:ty, $out:expr, $other:expr, $out_left:expr, $f:expr) => {{
         const S: usize = std::mem::size_of::<$t>();
-        for (x, y) in $a.chunks_exact_mut(S).zip($b.chunks_exact(S)) {
-            let l = <$t>::from_le_bytes(x[..].try_into().expect("element"));
-            let r = <$t>::from_le_bytes(y[..].try_into().expect("element"));
-            let f: fn($t, $t) -> $t = $f;
-            x.copy_from_slice(&f(l, r).to_le_bytes());
+        let f: fn($t, $t) -> $t = $f;
+        for (x, y) in $out.chunks_exact_mut(S).zip($other.chunks_exact(S)) {
+            let o = <$t>::from_le_bytes(x[..].try_into().expect("element"));
+            let p = <$t>::from_le_bytes(y[..].try_into().expect("element"));
+            let v = if $out_left { f(o, p) } else { f(p, o) };
+            x.copy_from_slice(&v.to_le_bytes());
         }
     }};
 }
@@ -164,34 +165,60 @@ macro_rules! fold {
 /// Both slices must have the same length, a whole number of elements, and `op` must be defined on
 /// `dtype` ([`check_op`]); the collectives check this before they reduce.
 pub fn reduce_into(dtype: Datatype, op: ReduceOp, left: &mut [u8], right: &[u8]) -> Result<(), CollError> {
+    fold_into(dtype, op, left, right, true)
+}
+
+/// `right[i] = left[i] op right[i]`: [`reduce_into`] with the result in the second operand
+/// (the same values, without copying a result from one buffer into the other). Floating-point
+/// `max` and `min` leave the choice between equal-comparing operands (signed zeros) to the
+/// code generated for them, so they go through [`reduce_into`] itself and a copy, which keeps
+/// their bits those of [`reduce_into`].
+pub fn reduce_into_right(dtype: Datatype, op: ReduceOp, left: &[u8], right: &mut [u8]) -> Result<(), CollError> {
+    if matches!(dtype, Datatype::F32 | Datatype::F64) && matches!(op, ReduceOp::Max | ReduceOp::Min) {
+        let mut l = left.to_vec();
+        reduce_into(dtype, op, &mut l, right)?;
+        right.copy_from_slice(&l);
+        return Ok(());
+    }
+    fold_into(dtype, op, right, left, false)
+}
+
+/// `out[i] = out[i] op other[i]` when `out_left`, else `out[i] = other[i] op out[i]`.
+fn fold_into(dtype: Datatype, op: ReduceOp, out: &mut [u8], other: &[u8], out_left: bool) -> Result<(), CollError> {
     check_op("reduce", dtype, op)?;
-    if left.len() != right.len() {
+    let (l, r) = if out_left {
+        (out.len(), other.len())
+    } else {
+        (other.len(), out.len())
+    };
+    if l != r {
         return Err(CollError::BadBuffer {
             call: "reduce",
-            reason: format!("operands of {} and {} bytes", left.len(), right.len()),
+            reason: format!("operands of {l} and {r} bytes"),
         });
     }
-    check_len("reduce", dtype, left.len())?;
+    check_len("reduce", dtype, out.len())?;
     use ReduceOp::*;
+    let ol = out_left;
     match (dtype, op) {
-        (Datatype::F32, Sum) => fold!(f32, left, right, |a, b| a + b),
-        (Datatype::F32, Max) => fold!(f32, left, right, f32::max),
-        (Datatype::F32, Min) => fold!(f32, left, right, f32::min),
-        (Datatype::F64, Sum) => fold!(f64, left, right, |a, b| a + b),
-        (Datatype::F64, Max) => fold!(f64, left, right, f64::max),
-        (Datatype::F64, Min) => fold!(f64, left, right, f64::min),
-        (Datatype::I32, Sum) => fold!(i32, left, right, i32::wrapping_add),
-        (Datatype::I32, Max) => fold!(i32, left, right, std::cmp::max),
-        (Datatype::I32, Min) => fold!(i32, left, right, std::cmp::min),
-        (Datatype::I32, Band) => fold!(i32, left, right, |a, b| a & b),
-        (Datatype::I32, Bor) => fold!(i32, left, right, |a, b| a | b),
-        (Datatype::I32, Bxor) => fold!(i32, left, right, |a, b| a ^ b),
-        (Datatype::I64, Sum) => fold!(i64, left, right, i64::wrapping_add),
-        (Datatype::I64, Max) => fold!(i64, left, right, std::cmp::max),
-        (Datatype::I64, Min) => fold!(i64, left, right, std::cmp::min),
-        (Datatype::I64, Band) => fold!(i64, left, right, |a, b| a & b),
-        (Datatype::I64, Bor) => fold!(i64, left, right, |a, b| a | b),
-        (Datatype::I64, Bxor) => fold!(i64, left, right, |a, b| a ^ b),
+        (Datatype::F32, Sum) => fold!(f32, out, other, ol, |a, b| a + b),
+        (Datatype::F32, Max) => fold!(f32, out, other, ol, f32::max),
+        (Datatype::F32, Min) => fold!(f32, out, other, ol, f32::min),
+        (Datatype::F64, Sum) => fold!(f64, out, other, ol, |a, b| a + b),
+        (Datatype::F64, Max) => fold!(f64, out, other, ol, f64::max),
+        (Datatype::F64, Min) => fold!(f64, out, other, ol, f64::min),
+        (Datatype::I32, Sum) => fold!(i32, out, other, ol, i32::wrapping_add),
+        (Datatype::I32, Max) => fold!(i32, out, other, ol, std::cmp::max),
+        (Datatype::I32, Min) => fold!(i32, out, other, ol, std::cmp::min),
+        (Datatype::I32, Band) => fold!(i32, out, other, ol, |a, b| a & b),
+        (Datatype::I32, Bor) => fold!(i32, out, other, ol, |a, b| a | b),
+        (Datatype::I32, Bxor) => fold!(i32, out, other, ol, |a, b| a ^ b),
+        (Datatype::I64, Sum) => fold!(i64, out, other, ol, i64::wrapping_add),
+        (Datatype::I64, Max) => fold!(i64, out, other, ol, std::cmp::max),
+        (Datatype::I64, Min) => fold!(i64, out, other, ol, std::cmp::min),
+        (Datatype::I64, Band) => fold!(i64, out, other, ol, |a, b| a & b),
+        (Datatype::I64, Bor) => fold!(i64, out, other, ol, |a, b| a | b),
+        (Datatype::I64, Bxor) => fold!(i64, out, other, ol, |a, b| a ^ b),
         (Datatype::F32 | Datatype::F64, Band | Bor | Bxor) => {
             return Err(CollError::OpOnType {
                 call: "reduce",
@@ -216,6 +243,27 @@ mod tests {
         let mut a = to_bytes(&[0b1100i64, 9]);
         reduce_into(Datatype::I64, ReduceOp::Bxor, &mut a, &to_bytes(&[0b1010i64, 9])).unwrap();
         assert_eq!(from_bytes::<i64>(&a), vec![0b0110, 0]);
+    }
+
+    /// The result in the second operand is bit for bit the result in the first (float sums of
+    /// mixed magnitudes and a NaN, max and min with a NaN and signed zeros).
+    #[test]
+    fn reducing_into_the_right_operand_gives_the_same_bits() {
+        let l = to_bytes(&[1e16f64, -0.0, f64::NAN, 3.0, 0.1]);
+        let r = to_bytes(&[1.0f64, 0.0, 2.0, f64::NAN, 0.2]);
+        for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min] {
+            let mut a = l.clone();
+            reduce_into(Datatype::F64, op, &mut a, &r).unwrap();
+            let mut b = r.clone();
+            reduce_into_right(Datatype::F64, op, &l, &mut b).unwrap();
+            assert_eq!(a, b, "{op:?}");
+        }
+        let mut b = to_bytes(&[1i32, 2]);
+        reduce_into_right(Datatype::I32, ReduceOp::Sum, &to_bytes(&[5i32, 6]), &mut b).unwrap();
+        assert_eq!(from_bytes::<i32>(&b), vec![6, 8]);
+        let mut short = vec![0u8; 4];
+        assert!(reduce_into_right(Datatype::I32, ReduceOp::Sum, &[0u8; 8], &mut short).is_err());
+        assert!(reduce_into_right(Datatype::F32, ReduceOp::Bxor, &[0u8; 4], &mut short).is_err());
     }
 
     #[test]

@@ -27,6 +27,11 @@
 //! receive overhead; completion = the route back. Every node has an injection link; processes of one
 //! node reach each other through the NIC's loopback (one link per node, `loopback_latency`).
 //!
+//! A pushed message's bytes (RDMA write, queue message) move from the source's memory to the
+//! target's when it lands, in one copy: verbs require a source to stay unchanged until its
+//! completion, which follows the landing (the packet-level NIC reads them when its engine
+//! takes the message). A read's data is taken at the target when the request arrives.
+//!
 //! Supported operations: RDMA write (with notification and reply word), RDMA read, queue
 //! messages (send/receive, reliable or not), remote atomics (4 and 8 bytes: the request
 //! queues for an engine, which is free once it has processed the descriptor, and crosses as a
@@ -75,13 +80,17 @@ const MODEL: &str = "flow-level";
 const ATOMIC_REQUEST_BYTES: u64 = 16;
 const ATOMIC_RESPONSE_BYTES: u64 = 8;
 
-/// What happens when a flow's bytes have crossed. `bytes` are the source's stored bytes
-/// ([`Memory::read_trimmed`]: all of an ordinary region, the header of a payload-free buffer);
-/// they land padded with zeros to the message's length.
+/// What happens when a flow's bytes have crossed. A read's `bytes` are the target's stored
+/// bytes at the read request's arrival ([`Memory::read_trimmed`]: all of an ordinary region,
+/// the header of a payload-free buffer); they land padded with zeros to the read's length.
 #[derive(Clone, Debug)]
 enum Then {
-    /// Push data `bytes` of `req` lands at the target.
-    Land { req: Request, bytes: Vec<u8> },
+    /// Push data of `req` lands at the target: its bytes move from the source's memory to
+    /// the target's now ([`Memory::write_from`]; the source range was checked at posting, and
+    /// verbs require a source to stay unchanged until its completion, which follows the
+    /// landing). `route`: the id of the route of the request's own rail and PCIe link, once
+    /// the flow has taken it (its way back gives the completion's latency), else [`NO_ROUTE`].
+    Land { req: Request, route: u32 },
     /// Read data lands back at the initiator.
     ReadBack { req: Request, bytes: Vec<u8> },
     /// Atomic `req`'s request packet reaches its target.
@@ -103,6 +112,14 @@ impl Then {
             | Then::AtomicReq { req }
             | Then::AtomicBack { req, .. } => Some(req),
             Then::Part(_) => None,
+        }
+    }
+
+    /// The flow of a pushed message takes route `id` (that of its request's rail and PCIe
+    /// link).
+    fn take_route(&mut self, id: usize) {
+        if let Then::Land { route, .. } = self {
+            *route = u32::try_from(id).expect("fewer than 2^32 routes");
         }
     }
 }
@@ -272,6 +289,9 @@ pub struct FlowWorld {
     /// Routes traced so far (links and latency), named by id; the ids by (source node,
     /// destination node, rail, PCIe link): dense rows up to [`DENSE_ENTRIES`], a hash map beyond.
     routes: Vec<Route>,
+    /// The id of every route's way back (same rail and PCIe link, from its target node to its
+    /// source node), once asked for ([`NO_ROUTE`]: not yet).
+    back: Vec<u32>,
     route_rows: Vec<Vec<u32>>,
     route_map: IdMap<(u32, u32), u32>,
     dense: bool,
@@ -415,6 +435,7 @@ impl FlowWorld {
             port_queue: vec![VecDeque::new(); nodes],
             fifo: false,
             routes: Vec::new(),
+            back: Vec::new(),
             route_rows: if dense {
                 vec![Vec::new(); nodes * rails as usize * host_links as usize]
             } else {
@@ -499,6 +520,20 @@ impl FlowWorld {
         self.routes[id].1
     }
 
+    /// Latency of the way back of route `id` from `src` to `dst` on `path` (the route from
+    /// `dst`'s node to `src`'s node on `path`), kept with the route after its first use.
+    fn back_latency(&mut self, id: u32, src: Rank, dst: Rank, path: (u8, u8)) -> SimTime {
+        if id == NO_ROUTE {
+            return self.latency(dst, src, path);
+        }
+        let mut b = self.back[id as usize];
+        if b == NO_ROUTE {
+            b = self.route(dst, src, path) as u32;
+            self.back[id as usize] = b;
+        }
+        self.routes[b as usize].1
+    }
+
     /// The rail a request names (fixed port selection, as at packet level; a rail beyond the
     /// NIC's ports wraps around) and the PCIe link its data is read through: that of its
     /// queue pair's engine (`qp mod engines`, whose link is `engine mod links`), as at packet
@@ -563,6 +598,7 @@ impl FlowWorld {
             (Rc::from(links), lat)
         };
         self.routes.push(r);
+        self.back.push(NO_ROUTE);
         self.routes.len() - 1
     }
 
@@ -873,10 +909,14 @@ impl FlowWorld {
                     Some(node)
                 };
                 let rail = self.rail_of(then.request().expect("a message's request"));
+                let mut then = then;
                 if self.short > 0 && size <= self.short.saturating_add(self.header) {
                     // A short message: its bytes cross the route at the links' residual
                     // rates, after the short messages before it, and no flow's rate changes.
                     let id = self.short_route(rail, src, dst);
+                    if !self.adaptive {
+                        then.take_route(id);
+                    }
                     let end = self.short_transfer(id, size);
                     if let Some(node) = engine {
                         self.at(end, Ev::Release(node));
@@ -914,6 +954,7 @@ impl FlowWorld {
                     return;
                 }
                 let id = self.route(src, dst, rail);
+                then.take_route(id);
                 let (links, latency) = self.routes[id].clone();
                 let mut engine = engine;
                 let mut port = None;
@@ -1020,6 +1061,24 @@ impl FlowWorld {
         let size = self.header + ATOMIC_RESPONSE_BYTES;
         let t = self.now + self.cfg.rx_overhead + self.cfg.host.read_latency;
         self.at(t, Ev::AtomicAnswer { req, status, old, size });
+    }
+
+    /// Moves the `len` bytes at `from` of `src`'s memory to `to` of `dst`'s ([`Memory::write_from`]:
+    /// one copy between two ordinary regions).
+    fn move_bytes(&mut self, src: Rank, from: u64, dst: Rank, to: u64, len: u64) -> Result<(), MemoryError> {
+        let (s, d) = (src.0 as usize, dst.0 as usize);
+        if s == d {
+            let bytes = self.mem[s].read_trimmed(from, len)?;
+            return self.mem[d].write_padded(to, len, &bytes);
+        }
+        let (a, b) = if s < d {
+            let (lo, hi) = self.mem.split_at_mut(d);
+            (&lo[s], &mut hi[0])
+        } else {
+            let (lo, hi) = self.mem.split_at_mut(s);
+            (&hi[0], &mut lo[d])
+        };
+        b.write_from(to, len, a, from)
     }
 
     /// The model wrote into `rank`'s memory in the region of key `rkey`: tell a watcher.
@@ -1132,10 +1191,16 @@ impl FlowWorld {
                 self.complete(&req, CqeKind::Read, status, len, SimTime::ZERO);
             }
             Then::Part(_) => {}
-            Then::Land { req, bytes } => {
-                let back = self.latency(req.dst, req.src, self.rail_of(&req));
+            Then::Land { req, route } => {
+                let back = self.back_latency(route, req.src, req.dst, self.rail_of(&req));
                 match req.op {
-                    Op::Send { len, rq, reliable, .. } => {
+                    Op::Send {
+                        local,
+                        len,
+                        rq,
+                        reliable,
+                        ..
+                    } => {
                         let Some(q) = self.rqs.get_mut(rq.index()).filter(|q| q.0 == req.dst) else {
                             return;
                         };
@@ -1144,7 +1209,7 @@ impl FlowWorld {
                             None => CqeStatus::NoBuffer,
                             Some((_, blen, _)) if blen < len => CqeStatus::BufferTooSmall,
                             Some((addr, _, wr_id)) => {
-                                let _ = self.mem[req.dst.0 as usize].write_padded(addr, len, &bytes);
+                                let _ = self.move_bytes(req.src, local, req.dst, addr, len);
                                 let c = Cqe {
                                     wr_id,
                                     kind: CqeKind::Recv,
@@ -1164,6 +1229,7 @@ impl FlowWorld {
                         }
                     }
                     Op::Write {
+                        local,
                         len,
                         remote,
                         rkey,
@@ -1171,18 +1237,18 @@ impl FlowWorld {
                         reply_word,
                         ..
                     } => {
-                        let m = &mut self.mem[req.dst.0 as usize];
+                        let m = &self.mem[req.dst.0 as usize];
                         let check = m
                             .check(remote, len, rkey)
                             .and_then(|_| match reply_word {
                                 Some((a, k)) => m.check(a, 8, k),
                                 None => Ok(()),
                             })
-                            .and_then(|_| m.write_padded(remote, len, &bytes));
+                            .and_then(|_| self.move_bytes(req.src, local, req.dst, remote, len));
                         let status = match check {
                             Ok(()) => {
                                 if let Some((a, _)) = reply_word {
-                                    let _ = m.fetch_add_u64(a, 1);
+                                    let _ = self.mem[req.dst.0 as usize].fetch_add_u64(a, 1);
                                 }
                                 self.memory_touched(req.dst, rkey);
                                 if let Some(cq) = notify_cq {
@@ -1334,7 +1400,7 @@ impl NicBackend for FlowWorld {
         let m = &self.mem[req.src.0 as usize];
         match req.op {
             Op::Send { local, len, .. } | Op::Write { local, len, .. } => {
-                let bytes = m.read_trimmed(local, len).map_err(PostError::Local)?;
+                m.check_local(local, len).map_err(PostError::Local)?;
                 let size = len + self.header;
                 let (src, dst) = (req.src, req.dst);
                 self.at(
@@ -1343,7 +1409,7 @@ impl NicBackend for FlowWorld {
                         src,
                         dst,
                         size,
-                        then: Then::Land { req, bytes },
+                        then: Then::Land { req, route: NO_ROUTE },
                         work,
                     },
                 );

@@ -24,6 +24,7 @@
 use hpcnet_des::hash::IdMap;
 use serde::Serialize;
 use std::borrow::Cow;
+use std::cell::Cell;
 
 /// Bytes outside the model that a region lives in (for example a shared mapping of another
 /// process's memory). The length never changes.
@@ -182,11 +183,31 @@ pub enum MemoryError {
 }
 
 /// All regions of one node.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Memory {
     regions: Vec<Region>,
+    /// Start address of every region, in order (the binary search's keys: eight to a cache
+    /// line, where the regions themselves are wide).
+    starts: Vec<u64>,
+    /// The region the last look-up found — (address, length, index, key; index `u32::MAX`:
+    /// none yet), held here so that a
+    /// hit reads nothing of the regions: consecutive accesses (a check and the write it
+    /// allows, a header and its payload) mostly fall into one region.
+    last: Cell<(u64, u64, u32, u32)>,
     next_addr: u64,
     next_key: u32,
+}
+
+impl Default for Memory {
+    fn default() -> Self {
+        Memory {
+            regions: Vec::new(),
+            starts: Vec::new(),
+            last: Cell::new((0, 0, u32::MAX, 0)),
+            next_addr: 0,
+            next_key: 0,
+        }
+    }
 }
 
 const BASE: u64 = 0x1000_0000;
@@ -198,6 +219,8 @@ impl Memory {
         // Keys differ between nodes so a key from one node is wrong on another.
         Memory {
             regions: Vec::new(),
+            starts: Vec::new(),
+            last: Cell::new((0, 0, u32::MAX, 0)),
             next_addr: BASE,
             next_key: 0x100 + node.wrapping_mul(0x1_0000),
         }
@@ -253,6 +276,7 @@ impl Memory {
         // One guard page between regions, so an overrun never lands in the next region.
         self.next_addr += len.max(1).div_ceil(PAGE) * PAGE + PAGE;
         self.next_key = self.next_key.wrapping_add(1);
+        self.starts.push(addr);
         self.regions.push(Region {
             addr,
             key: self.next_key,
@@ -262,9 +286,16 @@ impl Memory {
         (addr, self.next_key)
     }
 
+    /// The region holding `[addr, addr + len)`: the last one found if it does, else by binary
+    /// search over the start addresses. O(1) for repeated accesses to one region, O(log
+    /// regions) otherwise.
     fn find(&self, addr: u64, len: u64) -> Result<usize, MemoryError> {
+        let (a, n, last, _) = self.last.get();
+        if last != u32::MAX && addr >= a && len <= n && addr - a <= n - len {
+            return Ok(last as usize);
+        }
         // Regions are allocated in increasing address order.
-        let i = self.regions.partition_point(|r| r.addr <= addr);
+        let i = self.starts.partition_point(|&a| a <= addr);
         let bad = MemoryError::OutOfRange { addr, len };
         let r = i.checked_sub(1).ok_or(bad.clone())?;
         let reg = &self.regions[r];
@@ -274,6 +305,7 @@ impl Memory {
         if len > size || off > size - len {
             return Err(bad);
         }
+        self.last.set((reg.addr, size, r as u32, reg.key));
         Ok(r)
     }
 
@@ -291,6 +323,9 @@ impl Memory {
     /// Check a remote access: range inside one region and key matching.
     pub fn check(&self, addr: u64, len: u64, key: u32) -> Result<(), MemoryError> {
         let r = self.find(addr, len)?;
+        if self.last.get().3 == key && self.last.get().2 as usize == r {
+            return Ok(());
+        }
         let reg = &self.regions[r];
         if reg.key != key && !reg.more_keys.contains(&key) {
             return Err(MemoryError::BadKey { given: key });
@@ -404,6 +439,27 @@ impl Memory {
         Ok(())
     }
 
+    /// Write the `len` bytes of `src` at `from` into `[addr, addr + len)` of this memory, as
+    /// `src.read_trimmed(from, len)` followed by [`Memory::write_padded`] would (a sparse
+    /// region's unstored bytes arrive as zeros), but between two dense regions in one copy
+    /// without an intermediate buffer. Either range outside a region: an error, nothing written.
+    pub fn write_from(&mut self, addr: u64, len: u64, src: &Memory, from: u64) -> Result<(), MemoryError> {
+        let s = src.find(from, len)?;
+        let d = self.find(addr, len)?;
+        let (sreg, dreg) = (&src.regions[s], &mut self.regions[d]);
+        let (so, dof) = ((from - sreg.addr) as usize, (addr - dreg.addr) as usize);
+        match (sreg.data.dense(), dreg.data.dense_mut()) {
+            (Some(a), Some(b)) => {
+                b[dof..dof + len as usize].copy_from_slice(&a[so..so + len as usize]);
+                Ok(())
+            }
+            _ => {
+                let bytes = src.read_trimmed(from, len)?;
+                self.write_padded(addr, len, &bytes)
+            }
+        }
+    }
+
     /// Atomically add to the little-endian u64 at `addr` (reply words); returns the old value.
     pub fn fetch_add_u64(&mut self, addr: u64, v: u64) -> Result<u64, MemoryError> {
         let old = u64::from_le_bytes(self.read(addr, 8)?.as_ref().try_into().expect("8 bytes"));
@@ -514,6 +570,56 @@ mod tests {
         assert_eq!(
             m.read(c, 16).unwrap().as_ref(),
             &[3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0]
+        );
+    }
+
+    /// `write_from` lands what `read_trimmed` + `write_padded` would, between dense regions
+    /// and from a sparse one, refuses a range outside a region on either side without writing,
+    /// and the last-region cache never lets an access through that the search refuses.
+    #[test]
+    fn write_from_moves_bytes_as_a_trimmed_read_and_padded_write() {
+        let mut src = Memory::new(0);
+        let (a, _) = src.register(64);
+        let (sp, _) = src.register_sparse(256, 128, 8);
+        src.write(a, &(1..=64).collect::<Vec<u8>>()).unwrap();
+        src.write(sp, &[9; 16]).unwrap();
+        let mut dst = Memory::new(1);
+        let (d, _) = dst.register(300);
+        dst.write(d, &[5; 300]).unwrap();
+        dst.write_from(d + 10, 20, &src, a + 4).unwrap();
+        assert_eq!(
+            dst.read(d + 10, 20).unwrap().as_ref(),
+            &(5..25).collect::<Vec<u8>>()[..]
+        );
+        assert_eq!(dst.read(d + 9, 1).unwrap().as_ref(), &[5]);
+        assert_eq!(dst.read(d + 30, 1).unwrap().as_ref(), &[5]);
+        // From a sparse region: its stored prefix, then zeros up to the length.
+        dst.write_from(d, 200, &src, sp).unwrap();
+        let got = dst.read(d, 201).unwrap().into_owned();
+        assert_eq!((&got[..8], &got[8..200], got[200]), (&[9u8; 8][..], &[0u8; 192][..], 5));
+        // Out of range on either side: an error, nothing written.
+        dst.write(d, &[7; 300]).unwrap();
+        assert!(dst.write_from(d, 65, &src, a).is_err());
+        assert!(dst.write_from(d + 250, 64, &src, a).is_err());
+        assert_eq!(dst.read(d, 300).unwrap().as_ref(), &[7u8; 300][..]);
+        // After a hit on one region, an access past its end or below it is still refused.
+        assert!(src.check_local(a, 64).is_ok());
+        assert!(src.check_local(a + 1, 64).is_err());
+        assert!(src.check_local(a - 1, 2).is_err());
+        assert!(src.check_local(sp, 256).is_ok());
+        assert!(src.check_local(a + 63, 1).is_ok());
+        // Keys after a hit: the region's own key, a further key, never another region's.
+        let mut m = Memory::new(2);
+        let (x, kx) = m.register(32);
+        let (_, ky) = m.register(32);
+        let kz = m.add_key(kx).unwrap();
+        assert!(m.check(x, 32, kx).is_ok());
+        assert_eq!(m.check(x, 32, ky), Err(MemoryError::BadKey { given: ky }));
+        assert!(m.check(x + 8, 8, kz).is_ok());
+        assert!(m.check(x, 32, kx).is_ok());
+        assert!(
+            Memory::default().check_local(0, 0).is_err(),
+            "an empty memory holds nothing"
         );
     }
 

@@ -35,9 +35,8 @@ pub(crate) async fn ring_pass(
         let sb = (pos + n - s) % n;
         let rb = (pos + 2 * n - s - 1) % n;
         let got = t
-            .exchange(call, &[(right, &buf[ranges[sb].clone()])], &[(left, ranges[rb].len())])
-            .await?
-            .remove(0);
+            .exchange_one(call, (right, &buf[ranges[sb].clone()]), (left, ranges[rb].len()))
+            .await?;
         buf[ranges[rb].clone()].copy_from_slice(&got);
         t.recycle(got);
     }

@@ -26,7 +26,7 @@ pub(crate) async fn recursive_doubling(
         while mask < pof2 {
             let nd = nr ^ mask;
             let dst = unfold(nd, rem);
-            let mut got = t.exchange(call, &[(dst, &acc)], &[(dst, len)]).await?.remove(0);
+            let mut got = t.exchange_one(call, (dst, &acc), (dst, len)).await?;
             if nd < nr {
                 t.reduce(dtype, op, &mut got, &acc).await?;
                 acc = got;
@@ -144,16 +144,15 @@ pub(crate) async fn halving(
             ((mid, hi), (lo, mid))
         };
         let k = h.bytes(keep.0, keep.1);
-        let mut got = t
-            .exchange(call, &[(dst, &acc[h.bytes(give.0, give.1)])], &[(dst, k.len())])
-            .await?
-            .remove(0);
+        let got = t
+            .exchange_one(call, (dst, &acc[h.bytes(give.0, give.1)]), (dst, k.len()))
+            .await?;
         if nd < nr {
-            t.reduce(dtype, op, &mut got, &acc[k.clone()]).await?;
-            acc[k].copy_from_slice(&got);
+            t.reduce_right(dtype, op, &got, &mut acc[k]).await?;
         } else {
             t.reduce(dtype, op, &mut acc[k], &got).await?;
         }
+        t.recycle(got);
         h.steps.push((dst, give));
         h.own = keep;
         mask <<= 1;

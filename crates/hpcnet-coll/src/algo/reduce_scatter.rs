@@ -36,12 +36,11 @@ pub(crate) async fn ring_phase(
     for s in 0..n.saturating_sub(1) {
         let sb = (me + 2 * n - s - 1) % n;
         let rb = (me + 2 * n - s - 2) % n;
-        let mut got = t
-            .exchange(call, &[(right, &acc[ranges[sb].clone()])], &[(left, ranges[rb].len())])
-            .await?
-            .remove(0);
-        t.reduce(dtype, op, &mut got, &acc[ranges[rb].clone()]).await?;
-        acc[ranges[rb].clone()].copy_from_slice(&got);
+        let got = t
+            .exchange_one(call, (right, &acc[ranges[sb].clone()]), (left, ranges[rb].len()))
+            .await?;
+        // The received partial is the left operand; the result goes straight into `acc`.
+        t.reduce_right(dtype, op, &got, &mut acc[ranges[rb].clone()]).await?;
         t.recycle(got);
     }
     Ok(())
@@ -93,16 +92,15 @@ pub(crate) async fn recursive_halving(
             ((mid, hi), (lo, mid))
         };
         let k = keep.0 * b..keep.1 * b;
-        let mut got = t
-            .exchange(call, &[(peer, &acc[give.0 * b..give.1 * b])], &[(peer, k.len())])
-            .await?
-            .remove(0);
+        let got = t
+            .exchange_one(call, (peer, &acc[give.0 * b..give.1 * b]), (peer, k.len()))
+            .await?;
         if peer < me {
-            t.reduce(dtype, op, &mut got, &acc[k.clone()]).await?;
-            acc[k].copy_from_slice(&got);
+            t.reduce_right(dtype, op, &got, &mut acc[k]).await?;
         } else {
             t.reduce(dtype, op, &mut acc[k], &got).await?;
         }
+        t.recycle(got);
         (lo, hi) = keep;
         mask >>= 1;
     }
