@@ -12,14 +12,11 @@
 //! sources). Delays and origins come from a table of 65 536 drawn beforehand and used in turn,
 //! so two run lengths differ by queue work, a table read and a checksum.
 //!
-//! Usage: `cargo run --release -p hpcnet-des --example queue_hold -- [pops] [pending] [mode]`;
-//! prints the pops, the final time and a checksum of the popped order (equal across queue
-//! versions that keep the (time, origin, sequence) order). `mode` 0 (default): the delays
-//! above, all through the calendar; 1: the link, router and serialisation delays exact (no
-//! spread), all through the calendar; 2: as 1, but those three fixed delays scheduled through
-//! monotone lanes 0, 1 and 2 (same checksum as mode 1).
+//! Usage: `cargo run --release -p hpcnet-des --example queue_hold -- [pops] [pending]`; prints
+//! the pops, the final time and a checksum of the popped order (equal across queue versions
+//! that keep the (time, origin, sequence) order).
 
-use hpcnet_des::{EventQueue, Lane, Origin, SimTime};
+use hpcnet_des::{EventQueue, Origin, SimTime};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
@@ -32,49 +29,42 @@ fn main() {
     });
     let pops = args.next().unwrap_or(1_000_000);
     let pending = args.next().unwrap_or(1_700);
-    let mode = args.next().unwrap_or(0);
     let mut rng = Pcg64Mcg::seed_from_u64(1);
     let mut q: EventQueue<u32> = EventQueue::new();
     q.reserve_origins(1_536);
-    // (delay, its fixed class: 0–2, or 3 for a source's gap).
-    let delay = |rng: &mut Pcg64Mcg| -> (u64, u8) {
+    let delay = |rng: &mut Pcg64Mcg| -> u64 {
         let spread = rng.gen_range(0..4_000);
-        let fixed = if mode == 0 { spread } else { 0 };
         match rng.gen_range(0..10) {
-            0..=2 => (10_000 + fixed, 0),
-            3..=5 => (40_000 + fixed, 1),
-            6..=8 => (167_000 + fixed, 2),
+            0..=2 => 10_000 + spread,
+            3..=5 => 40_000 + spread,
+            6..=8 => 167_000 + spread,
             _ => {
                 // Geometric number of slots, success probability 0.45.
                 let mut slots = 1;
                 while rng.gen_range(0..100) >= 45 {
                     slots += 1;
                 }
-                (slots * 167_000 + spread, 3)
+                slots * 167_000 + spread
             }
         }
     };
     const TABLE: usize = 1 << 16;
-    let draws: Vec<((u64, u8), u32)> = (0..TABLE).map(|_| (delay(&mut rng), rng.gen_range(0..1_536))).collect();
+    let draws: Vec<(u64, u32)> = (0..TABLE).map(|_| (delay(&mut rng), rng.gen_range(0..1_536))).collect();
     let mut k = 0;
     let mut next = || {
         k = (k + 1) & (TABLE - 1);
         draws[k]
     };
     for i in 0..pending {
-        let ((d, _), o) = next();
+        let (d, o) = next();
         q.schedule_by(Origin(o), SimTime(d), i as u32);
     }
     let mut sum = 0u64;
     for n in 0..pops {
         let (t, e) = q.pop().expect("the hold model keeps its events");
         sum = sum.wrapping_mul(31).wrapping_add(u64::from(e) ^ t.0);
-        let ((d, class), o) = next();
-        if mode == 2 && class < 3 {
-            q.schedule_in_lane(Lane(class), Origin(o), t + SimTime(d), n as u32);
-        } else {
-            q.schedule_by(Origin(o), t + SimTime(d), n as u32);
-        }
+        let (d, o) = next();
+        q.schedule_by(Origin(o), t + SimTime(d), n as u32);
     }
     println!(
         "pops {pops} pending {} now {} ps checksum {sum:016x}",

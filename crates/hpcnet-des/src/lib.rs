@@ -23,7 +23,7 @@ pub mod units;
 
 pub use driver::{Driver, Model};
 pub use exec::{Executor, Spawner};
-pub use queue::{EventQueue, Lane, Origin, LANES};
+pub use queue::{EventQueue, Origin};
 pub use rng::RngStreams;
 pub use stats::Registry;
 pub use units::{BitsPerSec, Bytes, SimTime, UnitError};

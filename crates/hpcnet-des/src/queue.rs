@@ -56,9 +56,6 @@ const WORDS: usize = (RING / 64) as usize;
 /// Longest walk along a bucket for an ordered insertion before the event goes to `spill`.
 const MAX_WALK: u32 = 16;
 const NIL: u32 = u32::MAX;
-/// While lanes carry events, the ring's start follows `now` once it is this many buckets behind
-/// (32 ns at 256 ps).
-const CATCH_UP: u64 = 128;
 
 /// Bits of the per-origin sequence in a key (2^40 ≈ 10^12 events per origin).
 const SEQ_BITS: u32 = 40;
@@ -140,31 +137,14 @@ pub struct EventQueue<E> {
     free: u32,
     /// Events in the ring.
     in_ring: usize,
-    /// No ring event lies in a bucket before this one (a lower bound, lowered when an empty
-    /// bucket takes an event; read while lanes hold events).
-    ring_next: u64,
     /// Events at or beyond bucket `cur + RING`.
     far: Heap<E>,
     /// Events the ring could not take cheaply (see the module documentation).
     spill: Heap<E>,
     /// Low key word of each origin's next event: origin << 40 | its next sequence number.
     seqs: Vec<u64>,
-    /// Monotone lanes ([`EventQueue::schedule_in_lane`]).
-    lanes: [LaneBuf<E>; LANES],
-    /// Key of the earliest lane head: its time (u64::MAX when every lane is empty), its low
-    /// word, and its lane.
-    lane_time: u64,
-    lane_seq: u64,
-    lane_at: usize,
-    /// Events in the lanes.
-    in_lanes: usize,
-    /// Lanes below this number have been used (the others are empty).
-    lanes_used: usize,
     now: SimTime,
     popped: u64,
-    /// Tests: lanes append whatever they are given (the order check must then fail).
-    #[cfg(test)]
-    broken: bool,
 }
 
 impl<E> Default for EventQueue<E> {
@@ -188,11 +168,6 @@ impl<E> Drop for EventQueue<E> {
                 i = node.next;
             }
         }
-        for lane in self.lanes.iter_mut() {
-            while lane.head != lane.tail {
-                drop(lane.pop_front());
-            }
-        }
     }
 }
 
@@ -205,20 +180,11 @@ impl<E> EventQueue<E> {
             slab: Vec::new(),
             free: NIL,
             in_ring: 0,
-            ring_next: u64::MAX,
             far: Heap::default(),
             spill: Heap::default(),
             seqs: Vec::new(),
-            lanes: std::array::from_fn(|_| LaneBuf::default()),
-            lane_time: u64::MAX,
-            lane_seq: 0,
-            lane_at: 0,
-            in_lanes: 0,
-            lanes_used: 0,
             now: SimTime::ZERO,
             popped: 0,
-            #[cfg(test)]
-            broken: false,
         }
     }
 
@@ -252,55 +218,6 @@ impl<E> EventQueue<E> {
     #[inline(always)]
     pub fn schedule_by(&mut self, origin: Origin, at: SimTime, event: E) {
         debug_assert!(at >= self.now, "event scheduled in the past: {at:?} < {:?}", self.now);
-        let seq = self.next_seq(origin);
-        let time = at.0.max(self.now.0);
-        self.insert(time, seq, event);
-    }
-
-    /// Schedule `event` at absolute time `at`, scheduled by `origin`, through monotone lane
-    /// `lane` (see the module documentation): appended to the lane when its key (time, origin,
-    /// sequence) is above the key of the lane's newest event or the lane is empty, else
-    /// inserted into the calendar as by [`EventQueue::schedule_by`]. The pop order is the same
-    /// either way; a lane only makes events that a component schedules a fixed delay ahead
-    /// cheaper. Lanes are numbered below [`LANES`] (higher numbers wrap); components sharing a
-    /// queue may share lanes.
-    #[inline(always)]
-    pub fn schedule_in_lane(&mut self, lane: Lane, origin: Origin, at: SimTime, event: E) {
-        debug_assert!(at >= self.now, "event scheduled in the past: {at:?} < {:?}", self.now);
-        let seq = self.next_seq(origin);
-        let time = at.0.max(self.now.0);
-        let k = lane.0 as usize % LANES;
-        if k >= self.lanes_used {
-            self.lanes_used = k + 1;
-        }
-        let broken = self.broken_lanes();
-        let l = &mut self.lanes[k];
-        if time > l.last_time || (time == l.last_time && seq > l.last_seq) || broken {
-            let was_empty = l.head_time == u64::MAX;
-            l.push_back(time, seq, event);
-            self.in_lanes += 1;
-            if was_empty && (time < self.lane_time || (time == self.lane_time && seq < self.lane_seq)) {
-                self.lane_time = time;
-                self.lane_seq = seq;
-                self.lane_at = k;
-            }
-        } else {
-            self.insert(time, seq, event);
-        }
-    }
-
-    /// Whether lanes append out of order (a deliberately broken queue, tests only).
-    #[inline(always)]
-    fn broken_lanes(&self) -> bool {
-        #[cfg(test)]
-        return self.broken;
-        #[cfg(not(test))]
-        false
-    }
-
-    /// The key's low word for `origin`'s next event (origin << 40 | sequence), counted.
-    #[inline(always)]
-    fn next_seq(&mut self, origin: Origin) -> u64 {
         let seq = match self.seqs.get_mut(origin.0 as usize) {
             Some(s) => {
                 *s += 1;
@@ -312,12 +229,7 @@ impl<E> EventQueue<E> {
             seq >> SEQ_BITS == origin.0 as u64,
             "origin {origin:?} scheduled 2^40 events"
         );
-        seq
-    }
-
-    /// Insert an event into the calendar (ring, or a heap outside the ring's window).
-    #[inline(always)]
-    fn insert(&mut self, time: u64, seq: u64, event: E) {
+        let time = at.0.max(self.now.0);
         let b = time >> BUCKET_SHIFT;
         // One comparison for the common case: a bucket before `cur` wraps to a large distance.
         if b.wrapping_sub(self.cur) < RING {
@@ -373,9 +285,6 @@ impl<E> EventQueue<E> {
 
     #[inline(always)]
     fn pop_below<const LIMITED: bool>(&mut self, limit: u64) -> Option<(SimTime, E)> {
-        if self.lane_time != u64::MAX {
-            return self.pop_with_lanes::<LIMITED>(limit);
-        }
         let mut slot = (self.cur & MASK) as usize;
         let mut i = self.buckets[slot].head;
         if i == NIL {
@@ -405,12 +314,6 @@ impl<E> EventQueue<E> {
         if LIMITED && time >= limit {
             return None;
         }
-        Some(self.take_ring(slot, i, time))
-    }
-
-    /// Unlink and return the head `i` of ring bucket `slot` (at `time`), advancing `now`.
-    #[inline(always)]
-    fn take_ring(&mut self, slot: usize, i: u32, time: u64) -> (SimTime, E) {
         let free = self.free;
         let node = self.node_mut(i);
         let next = node.next;
@@ -426,144 +329,7 @@ impl<E> EventQueue<E> {
             self.occupied[slot / 64] &= !(1 << (slot % 64));
         }
         self.in_ring -= 1;
-        self.popped(SimTime(time), event)
-    }
-
-    /// [`EventQueue::pop_below`] while some lane holds an event: the least key among the
-    /// ring's first event, the earliest lane head and the spill heap's head.
-    ///
-    /// The ring's first event is found from `ring_next` (no ring event lies in buckets before
-    /// it) and not looked for again while the lanes' events come first; `cur` follows `now`
-    /// only when it has fallen `CATCH_UP` buckets behind, so that an event scheduled into the
-    /// calendar shortly after `now` still lands in the ring's window.
-    #[inline(always)]
-    fn pop_with_lanes<const LIMITED: bool>(&mut self, limit: u64) -> Option<(SimTime, E)> {
-        let (lt, ls) = (self.lane_time, self.lane_seq);
-        let lb = lt >> BUCKET_SHIFT;
-        let rn = self.ring_next.max(self.cur);
-        let (mut slot, mut i) = (0, NIL);
-        // The far heap's events are at or beyond the ring's window; one before the lane's
-        // head (or at its time) is looked at with the ring's.
-        let ring_first = if lb < rn && lt < self.far.min_time {
-            false
-        } else {
-            slot = (rn & MASK) as usize;
-            i = self.buckets[slot].head;
-            if i == NIL {
-                (slot, i) = self.ring_first_event();
-            }
-            // Keys are unique: the ring's head goes first iff it is not after the lane's head.
-            i != NIL && !self.node(i).after(lt, ls)
-        };
-        let (time, seq) = if ring_first {
-            let node = self.node(i);
-            (node.time, node.seq)
-        } else {
-            (lt, ls)
-        };
-        if self.spill.min_time <= time && self.spill.peek_key() < Some(key_of(time, seq)) {
-            return self.pop_spill::<LIMITED>(limit);
-        }
-        if LIMITED && time >= limit {
-            return None;
-        }
-        if (time >> BUCKET_SHIFT).wrapping_sub(self.cur) >= CATCH_UP {
-            self.catch_up(time >> BUCKET_SHIFT);
-        }
-        if ring_first {
-            return Some(self.take_ring(slot, i, time));
-        }
-        let lane = &mut self.lanes[self.lane_at];
-        let event = lane.pop_front();
-        self.in_lanes -= 1;
-        // The earliest lane head again (the lanes are few; each keeps its head's key).
-        if self.lanes_used == 1 {
-            let l = &self.lanes[0];
-            self.lane_time = l.head_time;
-            self.lane_seq = l.head_seq;
-        } else {
-            self.next_lane();
-        }
-        Some(self.popped(SimTime(lt), event))
-    }
-
-    /// Find the earliest lane head among the lanes used.
-    #[inline(always)]
-    fn next_lane(&mut self) {
-        let (mut t, mut q, mut at) = (u64::MAX, 0, 0);
-        for (k, l) in self.lanes.iter().enumerate().take(self.lanes_used) {
-            if l.head_time < t || (l.head_time == t && l.head_seq < q) {
-                (t, q, at) = (l.head_time, l.head_seq, k);
-            }
-        }
-        self.lane_time = t;
-        self.lane_seq = q;
-        self.lane_at = at;
-    }
-
-    /// The calendar's first event when the bucket at `ring_next` is empty: the first ring event
-    /// at or after it, or the far heap's first event brought into the ring if that comes
-    /// earlier. Sets `ring_next` to its bucket; returns its slot and node (NIL: the calendar is
-    /// empty).
-    #[inline(never)]
-    fn ring_first_event(&mut self) -> (usize, u32) {
-        let from = self.ring_next.max(self.cur);
-        let next = self.next_occupied_from(from);
-        let far = self.far.min_time >> BUCKET_SHIFT;
-        let first = if self.far.min_time != u64::MAX && far < next {
-            // Move the window just far enough to take the far heap's first bucket (every ring
-            // event is later, so `cur` stays at or before the ring's buckets).
-            self.cur = self.cur.max(far + 1 - RING);
-            self.pull_far();
-            far
-        } else {
-            next
-        };
-        self.ring_next = first;
-        if first == u64::MAX {
-            return (0, NIL);
-        }
-        let slot = (first & MASK) as usize;
-        (slot, self.buckets[slot].head)
-    }
-
-    /// Absolute bucket of the first non-empty ring bucket at or after `from` (which is within
-    /// the ring's window), u64::MAX if none.
-    fn next_occupied_from(&self, from: u64) -> u64 {
-        if self.in_ring == 0 {
-            return u64::MAX;
-        }
-        let end = self.cur + RING;
-        let mut b = from;
-        while b < end {
-            let slot = (b & MASK) as usize;
-            let bits = self.occupied[slot / 64] & (!0u64 << (slot % 64));
-            if bits != 0 {
-                return b + u64::from(bits.trailing_zeros()) - (slot % 64) as u64;
-            }
-            b += 64 - (slot % 64) as u64;
-        }
-        u64::MAX
-    }
-
-    /// `now` moves to bucket `b`, `CATCH_UP` or more buckets past `cur` (or before it, after a
-    /// `pop_before` moved the ring ahead): move the window's start there (every ring event is
-    /// at or after `b`), pulling in the far events it then covers.
-    #[inline(never)]
-    fn catch_up(&mut self, b: u64) {
-        if b > self.cur {
-            self.cur = b;
-            self.pull_far();
-        }
-    }
-
-    /// Move the far events the ring's window now covers into the ring.
-    fn pull_far(&mut self) {
-        while (self.far.min_time >> BUCKET_SHIFT).wrapping_sub(self.cur) < RING {
-            let e = self.far.pop().expect("a far event within the ring");
-            let time = (e.key >> 64) as u64;
-            self.push_ring(time >> BUCKET_SHIFT, time, e.key as u64, e.event);
-        }
+        Some(self.popped(SimTime(time), event))
     }
 
     /// Slab node `i`, which the caller knows to be linked or free (the slab's invariant).
@@ -604,12 +370,11 @@ impl<E> EventQueue<E> {
             Some(slot) => Some(self.node(self.buckets[slot].head).key()),
             None => self.far.peek_key(),
         };
-        let lane = (self.lane_time != u64::MAX).then(|| key_of(self.lane_time, self.lane_seq));
-        [main, self.spill.peek_key(), lane]
-            .into_iter()
-            .flatten()
-            .min()
-            .map(time_of)
+        let k = match (main, self.spill.peek_key()) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
+        Some(time_of(k))
     }
 
     /// Link a new event (`time`, origin-sequence `seq`) into ring bucket `b`, in key order; the
@@ -626,7 +391,6 @@ impl<E> EventQueue<E> {
             let i = self.alloc(time, seq, NIL, event);
             self.buckets[slot] = Bucket { head: i, tail: i };
             self.occupied[slot / 64] |= 1 << (slot % 64);
-            self.ring_next = self.ring_next.min(b);
         } else if !self.node(tail).after(time, seq) {
             let i = self.alloc(time, seq, NIL, event);
             self.node_mut(tail).next = i;
@@ -738,7 +502,7 @@ impl<E> EventQueue<E> {
     }
 
     pub fn len(&self) -> usize {
-        self.in_ring + self.in_lanes + self.far.h.len() + self.spill.h.len()
+        self.in_ring + self.far.h.len() + self.spill.h.len()
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -752,126 +516,6 @@ impl<E> EventQueue<E> {
         if t > self.now {
             self.now = t;
         }
-    }
-}
-
-/// A monotone lane's handle (see [`EventQueue::schedule_in_lane`]).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
-pub struct Lane(pub u8);
-
-/// Monotone lanes a queue has.
-pub const LANES: usize = 4;
-
-/// An event waiting in a lane.
-struct LaneSlot<E> {
-    time: u64,
-    seq: u64,
-    event: MaybeUninit<E>,
-}
-
-/// A monotone lane: a ring buffer of events in increasing key order (each appended above the
-/// one before), so that its first event is its earliest.
-struct LaneBuf<E> {
-    /// Slots; the length is zero or a power of two. Positions `head..tail` (wrapping, masked)
-    /// hold initialised events, the others none.
-    buf: Vec<LaneSlot<E>>,
-    mask: u32,
-    head: u32,
-    tail: u32,
-    /// Key of the first event (time u64::MAX: the lane is empty).
-    head_time: u64,
-    head_seq: u64,
-    /// Key of the newest event ((0, 0) when the lane is empty: anything may be appended).
-    last_time: u64,
-    last_seq: u64,
-}
-
-impl<E> Default for LaneBuf<E> {
-    fn default() -> Self {
-        LaneBuf {
-            buf: Vec::new(),
-            mask: 0,
-            head: 0,
-            tail: 0,
-            head_time: u64::MAX,
-            head_seq: 0,
-            last_time: 0,
-            last_seq: 0,
-        }
-    }
-}
-
-impl<E> LaneBuf<E> {
-    /// Append an event whose key is above the newest one's (the caller checked).
-    #[inline(always)]
-    fn push_back(&mut self, time: u64, seq: u64, event: E) {
-        if self.tail.wrapping_sub(self.head) == self.buf.len() as u32 {
-            self.grow();
-        }
-        let s = (self.tail & self.mask) as usize;
-        debug_assert!(s < self.buf.len());
-        // SAFETY: the mask keeps `s` below the length (a power of two); the slot is outside
-        // `head..tail`, so it holds no event and nothing is dropped.
-        let slot = unsafe { self.buf.get_unchecked_mut(s) };
-        slot.time = time;
-        slot.seq = seq;
-        slot.event.write(event);
-        if self.head == self.tail {
-            self.head_time = time;
-            self.head_seq = seq;
-        }
-        self.tail = self.tail.wrapping_add(1);
-        self.last_time = time;
-        self.last_seq = seq;
-    }
-
-    /// Remove the first event (the lane is not empty).
-    #[inline(always)]
-    fn pop_front(&mut self) -> E {
-        debug_assert!(self.head != self.tail, "pop from an empty lane");
-        let s = (self.head & self.mask) as usize;
-        // SAFETY: `head` is in `head..tail`, so its slot holds an initialised event, read once.
-        let event = unsafe { self.buf.get_unchecked(s).event.assume_init_read() };
-        self.head = self.head.wrapping_add(1);
-        if self.head == self.tail {
-            self.head_time = u64::MAX;
-            self.last_time = 0;
-            self.last_seq = 0;
-        } else {
-            // SAFETY: as above.
-            let next = unsafe { self.buf.get_unchecked((self.head & self.mask) as usize) };
-            self.head_time = next.time;
-            self.head_seq = next.seq;
-        }
-        event
-    }
-
-    /// Double the slots (at least 64), the events kept in order from position 0.
-    #[cold]
-    #[inline(never)]
-    fn grow(&mut self) {
-        let n = self.tail.wrapping_sub(self.head) as usize;
-        let cap = (2 * self.buf.len()).max(64);
-        assert!(cap <= 1 << 31, "fewer than 2^31 events in a lane");
-        let mut buf: Vec<LaneSlot<E>> = (0..cap)
-            .map(|_| LaneSlot {
-                time: 0,
-                seq: 0,
-                event: MaybeUninit::uninit(),
-            })
-            .collect();
-        for (k, new) in buf.iter_mut().enumerate().take(n) {
-            let old = &self.buf[(self.head.wrapping_add(k as u32) & self.mask) as usize];
-            new.time = old.time;
-            new.seq = old.seq;
-            // SAFETY: positions `head..tail` hold initialised events; each is moved once and
-            // the old slots are dropped without dropping events (`MaybeUninit`).
-            new.event.write(unsafe { old.event.assume_init_read() });
-        }
-        self.buf = buf;
-        self.mask = cap as u32 - 1;
-        self.head = 0;
-        self.tail = n as u32;
     }
 }
 
@@ -1091,13 +735,6 @@ mod tests {
             origins: u32,
             delay: u64,
         },
-        /// Schedule by an origin through a lane, `delay` after now: appended when above the
-        /// lane's newest key, else into the calendar.
-        Lane {
-            lane: u8,
-            origin: u32,
-            delay: u64,
-        },
         Pop,
         /// Pop only before now + `within` (may move the ring ahead of now without popping).
         PopBefore {
@@ -1121,18 +758,8 @@ mod tests {
         ]
     }
 
-    /// A lane's delay: mostly one fixed delay per lane (as a model's link or pipeline stage),
-    /// sometimes any delay (out of order, falling back to the calendar).
-    fn lane_delay(lane: u8) -> impl Strategy<Value = u64> {
-        let fixed = [0u64, 10_000, 167_000, (RING << BUCKET_SHIFT) + 300][lane as usize % 4];
-        prop_oneof![3 => Just(fixed), 1 => fixed..fixed + 300, 1 => delay()]
-    }
-
     fn op() -> impl Strategy<Value = Op> {
-        let lane_op = (0u8..5, 0u32..40)
-            .prop_flat_map(|(lane, origin)| lane_delay(lane).prop_map(move |delay| Op::Lane { lane, origin, delay }));
         prop_oneof![
-            4 => lane_op,
             4 => (0u32..40, delay()).prop_map(|(origin, delay)| Op::Schedule { origin, delay }),
             1 => (1u32..40, delay()).prop_map(|(origins, delay)| Op::Burst { origins, delay }),
             3 => Just(Op::Pop),
@@ -1142,20 +769,15 @@ mod tests {
     }
 
     /// Reference model: a `BTreeMap` keyed by (time, origin, the origin's sequence number).
-    /// Every pop, `pop_before`, `peek_time`, `len` and `now` must agree with it. `broken`:
-    /// lanes append out of order (the check must then fail).
-    fn check_origins_against_btree(ops: &[Op], broken: bool) -> Result<(), TestCaseError> {
+    /// Every pop, `pop_before`, `peek_time`, `len` and `now` must agree with it.
+    fn check_origins_against_btree(ops: &[Op]) -> Result<(), TestCaseError> {
         use std::collections::BTreeMap;
         let mut q = EventQueue::new();
-        q.broken = broken;
         let mut reference: BTreeMap<(u64, u32, u64), usize> = BTreeMap::new();
         let mut seqs = [0u64; 64];
         let mut id = 0usize;
-        let mut schedule_on = |q: &mut EventQueue<usize>, r: &mut BTreeMap<_, _>, lane: Option<u8>, o: u32, at: u64| {
-            match lane {
-                Some(l) => q.schedule_in_lane(Lane(l), Origin(o), SimTime(at), id),
-                None => q.schedule_by(Origin(o), SimTime(at), id),
-            }
+        let mut schedule = |q: &mut EventQueue<usize>, r: &mut BTreeMap<_, _>, o: u32, at: u64| {
+            q.schedule_by(Origin(o), SimTime(at), id);
             r.insert((at, o, seqs[o as usize]), id);
             seqs[o as usize] += 1;
             id += 1;
@@ -1163,13 +785,10 @@ mod tests {
         for op in ops {
             let now = q.now().0;
             match *op {
-                Op::Schedule { origin, delay } => schedule_on(&mut q, &mut reference, None, origin, now + delay),
-                Op::Lane { lane, origin, delay } => {
-                    schedule_on(&mut q, &mut reference, Some(lane), origin, now + delay)
-                }
+                Op::Schedule { origin, delay } => schedule(&mut q, &mut reference, origin, now + delay),
                 Op::Burst { origins, delay } => {
                     for o in (0..origins).rev() {
-                        schedule_on(&mut q, &mut reference, None, o, now + delay);
+                        schedule(&mut q, &mut reference, o, now + delay);
                     }
                 }
                 Op::Pop => {
@@ -1203,77 +822,6 @@ mod tests {
         prop_assert_eq!(rest, want);
         prop_assert!(q.is_empty());
         Ok(())
-    }
-
-    #[test]
-    fn the_order_check_fails_on_a_lane_that_appends_out_of_order() {
-        // Origin 5 then origin 1 at the same time through one lane: a lane that appends both
-        // pops origin 5's event first.
-        let ops = [
-            Op::Lane {
-                lane: 0,
-                origin: 5,
-                delay: 100,
-            },
-            Op::Lane {
-                lane: 0,
-                origin: 1,
-                delay: 100,
-            },
-            Op::Pop,
-            Op::Pop,
-        ];
-        assert!(check_origins_against_btree(&ops, false).is_ok());
-        assert!(check_origins_against_btree(&ops, true).is_err());
-        // And random runs find it too.
-        let mut runner = proptest::test_runner::TestRunner::deterministic();
-        let found = runner.run(&proptest::collection::vec(op(), 1..500), |ops| {
-            check_origins_against_btree(&ops, true)
-        });
-        assert!(found.is_err(), "random schedules never caught the broken lane");
-    }
-
-    #[test]
-    fn lanes_and_calendar_interleave_in_key_order() {
-        let mut q = EventQueue::new();
-        // Lane events at a fixed delay, calendar events between them, one far beyond the ring.
-        let far = RING << BUCKET_SHIFT;
-        q.schedule_in_lane(Lane(1), Origin(2), SimTime(1_000), "l1");
-        q.schedule_in_lane(Lane(1), Origin(3), SimTime(1_000), "l2");
-        // Below the lane's newest key: the calendar takes it.
-        q.schedule_in_lane(Lane(1), Origin(1), SimTime(1_000), "c0");
-        q.schedule_by(Origin(0), SimTime(1_500), "c1");
-        q.schedule_in_lane(Lane(2), Origin(0), SimTime(3 * far), "l3");
-        q.schedule_by(Origin(0), SimTime(2 * far), "c2");
-        assert_eq!(q.len(), 6);
-        assert_eq!(q.peek_time(), Some(SimTime(1_000)));
-        let order: Vec<_> = std::iter::from_fn(|| q.pop().map(|e| e.1)).collect();
-        assert_eq!(order, ["c0", "l1", "l2", "c1", "c2", "l3"]);
-        assert!(q.is_empty());
-    }
-
-    #[test]
-    fn a_lane_grows_and_drops_its_events_once() {
-        use std::rc::Rc;
-        let token = Rc::new(());
-        {
-            let mut q = EventQueue::new();
-            for t in 0..300u64 {
-                q.schedule_in_lane(Lane(0), Origin(1), SimTime(10 * t), Rc::clone(&token));
-                if t % 3 == 0 {
-                    drop(q.pop());
-                }
-            }
-            assert_eq!(q.len(), 200);
-            assert_eq!(Rc::strong_count(&token), 201);
-            let mut last = SimTime::ZERO;
-            for _ in 0..50 {
-                let (t, _) = q.pop().unwrap();
-                assert!(t >= last);
-                last = t;
-            }
-        }
-        assert_eq!(Rc::strong_count(&token), 1);
     }
 
     /// Reference model: a sorted list of (time, seq).
@@ -1329,11 +877,9 @@ mod tests {
         /// Many origins, equal times, bursts that overflow a bucket's walk, events at now after
         /// the ring moved ahead, near and beyond the ring's horizon: pops in (time, origin,
         /// sequence) order, as a `BTreeMap` on that key.
-        /// Half of the schedules go through monotone lanes (mostly at a fixed delay per lane,
-        /// sometimes out of order).
         #[test]
         fn pops_in_time_origin_sequence_order(ops in proptest::collection::vec(op(), 1..500)) {
-            check_origins_against_btree(&ops, false)?;
+            check_origins_against_btree(&ops)?;
         }
     }
 }

@@ -61,7 +61,7 @@ use crate::packet::{Packet, PacketId, F_GHOST, F_MCAST};
 use crate::routing::{Choice, CreditView, RouteError, Routing};
 use crate::topology::{NodeId, Peer, PortIdx, RouterId, Topology};
 use hpcnet_des::stats::{Registry, StatRecord};
-use hpcnet_des::{BitsPerSec, EventQueue, Lane, Origin, SimTime};
+use hpcnet_des::{BitsPerSec, EventQueue, Origin, SimTime};
 use serde::Serialize;
 
 #[path = "net_faults.rs"]
@@ -71,16 +71,6 @@ pub use faults_rt::{FaultRecord, FaultStats, FaultStep};
 #[path = "wormhole.rs"]
 pub(crate) mod wormhole;
 pub use wormhole::FlitCounters;
-
-/// The event queue's monotone lanes for the events a port schedules a fixed delay after the
-/// event that sends: a packet's arrival at the next router (link plus router latency after its
-/// transmission starts), its delivery to a node (serialisation plus link latency), and the
-/// port's next decision when its link frees (one serialisation time). Events of one kind come
-/// out of the run in nearly increasing (time, origin, sequence) order, so most are appended to
-/// their lane; the queue puts the others into its calendar, and the pop order is the same.
-const LANE_ARRIVE: Lane = Lane(0);
-const LANE_DELIVER: Lane = Lane(1);
-const LANE_LINK_FREE: Lane = Lane(2);
 
 /// Events the network schedules on the shared event queue.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -1336,17 +1326,6 @@ impl Network {
         }
     }
 
-    /// [`Network::wake_at`] for the decision when the link frees, through its lane.
-    #[inline]
-    fn wake_when_free<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, oi: u32, t: SimTime) {
-        let by = self.port_origin(oi);
-        let o = ix_mut(&mut self.out, oi);
-        if t < o.arb_at {
-            o.arb_at = t;
-            q.schedule_in_lane(LANE_LINK_FREE, by, t, NetEvent::Arb { oport: oi }.into());
-        }
-    }
-
     /// Arbitrate `first`, then each output the previous arbitration handed on. An arbitration
     /// makes at most one new head, which requests at most one output, so the work is a chain
     /// (this replaces a stack of pending kicks, with the same order, without its push/pop).
@@ -1958,15 +1937,13 @@ impl Network {
         match to {
             Dest::Router { router, port } => {
                 let head = if saf { sent + ser + lat } else { sent + lat };
-                q.schedule_in_lane(
-                    LANE_ARRIVE,
+                q.schedule_by(
                     self.port_origin(oi),
                     head + self.cfg.router.latency,
                     NetEvent::Arrive { pkt: id, router, port }.into(),
                 );
             }
-            Dest::Node => q.schedule_in_lane(
-                LANE_DELIVER,
+            Dest::Node => q.schedule_by(
                 self.port_origin(oi),
                 sent + ser + lat,
                 NetEvent::Deliver { pkt: id }.into(),
@@ -2015,7 +1992,7 @@ impl Network {
             if M::ANY && self.ahead && t == now {
                 self.decide_next_now(oi);
             } else {
-                self.wake_when_free(q, oi, t);
+                self.wake_at(q, self.port_origin(oi), oi, t);
             }
         }
         kick
