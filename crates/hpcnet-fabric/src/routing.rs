@@ -40,6 +40,16 @@ pub struct Choice {
 pub trait CreditView {
     fn free(&mut self, port: PortIdx, vc: u8) -> u32;
 
+    /// Free credits of (port, VC) that no request already waiting at the port has a claim on:
+    /// room a packet routed now is sure to get however the port's arbitration orders the
+    /// requests before it (minimal adaptive routing takes an adaptive VC only then; model
+    /// reference, "Adaptive VCs are claimed at routing"). A view without waiting requests
+    /// answers [`CreditView::free`].
+    #[inline(always)]
+    fn unclaimed(&mut self, port: PortIdx, vc: u8) -> u32 {
+        self.free(port, vc)
+    }
+
     /// The port of non-empty `ports` with the most free credits on `vc`, scanning `ports[start..]`
     /// then `ports[..start]` and keeping the earliest on ties (adaptive tree routing without
     /// failed links). A view can override it with a tighter loop; the answer must not change.
@@ -1127,7 +1137,10 @@ impl Routing {
                     continue;
                 }
                 for vc in first_adaptive..self.vcs {
-                    let free = credits.free(port, vc);
+                    // Only room no waiting request has claimed: a packet that took an adaptive
+                    // VC on credits another request then used would wait there, off the escape
+                    // sub-network, and such waits close rings (Duato's condition broken).
+                    let free = credits.unclaimed(port, vc);
                     if free >= need && best.as_ref().is_none_or(|(f, _, _)| free > *f) {
                         best = Some((
                             free,
