@@ -15,7 +15,8 @@
 //!   (start ≥ tail arrival − serialisation at the output rate). Store-and-forward links deliver
 //!   the head only with the tail.
 //! - **Head-of-line blocking**: only the head packet of each input VC competes for an output.
-//!   Routing happens once, when a packet becomes head; adaptive choices are made then.
+//!   Routing happens once, when a packet becomes head; adaptive choices are made then (minimal
+//!   adaptive on tori counts only credits that no request waiting at the output has claimed).
 //! - **Switch allocation**: a policy of [`crate::arbiter`] (round robin over requesting input
 //!   VCs, or age-based) chooses among the input VCs requesting an output, or a separable
 //!   allocator of [`crate::alloc`] (iSLIP, input-first, output-first) matches a router's free

@@ -3,8 +3,9 @@
 //!
 //! - Torus/mesh/hypercube **dimension order** with deadlock avoided by *bubble* flow control
 //!   (NICEVT, spec 03) or by *dateline* VCs; **minimal adaptive** with a dimension-order escape VC
-//!   (Duato): an adaptive VC is taken only if the packet fits there now, otherwise the packet waits
-//!   on the escape VC, which is deadlock-free on its own.
+//!   (Duato): an adaptive VC is taken only if the packet is sure to fit there (credits no waiting
+//!   request at that output has claimed), otherwise the packet waits on the escape VC, which is
+//!   deadlock-free on its own.
 //! - Trees (k-ary n-tree, leaf–spine, Sunway generalized fat tree): **up*/down***. Each router
 //!   holds, per destination leaf, its ordered list of down ports (a routing table); packets not
 //!   below a router go up on a port chosen from the destination-rotated list (D-mod-k):
