@@ -15,7 +15,8 @@
 //!   (start ≥ tail arrival − serialisation at the output rate). Store-and-forward links deliver
 //!   the head only with the tail.
 //! - **Head-of-line blocking**: only the head packet of each input VC competes for an output.
-//!   Routing happens once, when a packet becomes head; adaptive choices are made then.
+//!   Routing happens once, when a packet becomes head; adaptive choices are made then (minimal
+//!   adaptive on tori counts only credits that no request waiting at the output has claimed).
 //! - **Switch allocation**: a policy of [`crate::arbiter`] (round robin over requesting input
 //!   VCs, or age-based) chooses among the input VCs requesting an output, or a separable
 //!   allocator of [`crate::alloc`] (iSLIP, input-first, output-first) matches a router's free
@@ -417,6 +418,8 @@ pub struct Network {
 struct PortCredits<'a> {
     out: &'a mut [OutPort],
     now: SimTime,
+    /// The input queues' records, whose requests are linked per output port.
+    requests: &'a [Fifo],
 }
 
 impl CreditView for PortCredits<'_> {
@@ -436,6 +439,35 @@ impl CreditView for PortCredits<'_> {
             Dest::Node => o.free_private[vcx(vc)] as u32 + o.free_shared,
             Dest::None => 0,
         }
+    }
+
+    /// Free credits less what the port's waiting requests need: each request's `need` (its
+    /// bubble included) on its own VC's private credits first, the rest on the shared pool.
+    /// Every waiting request and the new one then fit together, so the new one is sure to get
+    /// its room whatever the arbitration order. A VC held by a packet (per-packet VC
+    /// allocation) has none. Cost: one walk of the port's request list (minimal adaptive only).
+    fn unclaimed(&mut self, port: PortIdx, vc: u8) -> u32 {
+        let free = self.free(port, vc);
+        let o = &self.out[port.index()];
+        if !matches!(o.to, Dest::Router { .. }) {
+            return free;
+        }
+        if o.vc_held & (1u8 << vc) != 0 {
+            return 0;
+        }
+        let mut claimed = [0u32; MAX_VCS];
+        let mut r = o.req_head;
+        while r != NIL {
+            let f = &self.requests[r as usize];
+            claimed[vcx(f.vc)] += f.need;
+            r = f.req_next;
+        }
+        let overflow: u32 = claimed
+            .iter()
+            .zip(&o.free_private)
+            .map(|(&c, &p)| c.saturating_sub(p as u32))
+            .sum();
+        (o.free_private[vcx(vc)] as u32).saturating_sub(claimed[vcx(vc)]) + o.free_shared.saturating_sub(overflow)
     }
 
     /// The trait's scan as two plain loops (no chained iterator), with `out` and `now` in
@@ -1235,6 +1267,7 @@ impl Network {
                 let mut view = PortCredits {
                     out: ix_range_mut(&mut self.out, base, end),
                     now: q.now(),
+                    requests: &self.inq.q,
                 };
                 let p = ix_mut(&mut self.packets, id);
                 self.routing.route(&self.topo, router, in_port, p, &mut view)

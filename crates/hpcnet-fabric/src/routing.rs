@@ -3,8 +3,9 @@
 //!
 //! - Torus/mesh/hypercube **dimension order** with deadlock avoided by *bubble* flow control
 //!   (NICEVT, spec 03) or by *dateline* VCs; **minimal adaptive** with a dimension-order escape VC
-//!   (Duato): an adaptive VC is taken only if the packet fits there now, otherwise the packet waits
-//!   on the escape VC, which is deadlock-free on its own.
+//!   (Duato): an adaptive VC is taken only if the packet is sure to fit there (credits no waiting
+//!   request at that output has claimed), otherwise the packet waits on the escape VC, which is
+//!   deadlock-free on its own.
 //! - Trees (k-ary n-tree, leaf–spine, Sunway generalized fat tree): **up*/down***. Each router
 //!   holds, per destination leaf, its ordered list of down ports (a routing table); packets not
 //!   below a router go up on a port chosen from the destination-rotated list (D-mod-k):
@@ -39,6 +40,16 @@ pub struct Choice {
 /// fold credits that have arrived by now into its counts while answering.
 pub trait CreditView {
     fn free(&mut self, port: PortIdx, vc: u8) -> u32;
+
+    /// Free credits of (port, VC) that no request already waiting at the port has a claim on:
+    /// room a packet routed now is sure to get however the port's arbitration orders the
+    /// requests before it (minimal adaptive routing takes an adaptive VC only then; model
+    /// reference, "Adaptive VCs are claimed at routing"). A view without waiting requests
+    /// answers [`CreditView::free`].
+    #[inline(always)]
+    fn unclaimed(&mut self, port: PortIdx, vc: u8) -> u32 {
+        self.free(port, vc)
+    }
 
     /// The port of non-empty `ports` with the most free credits on `vc`, scanning `ports[start..]`
     /// then `ports[..start]` and keeping the earliest on ties (adaptive tree routing without
@@ -1127,7 +1138,10 @@ impl Routing {
                     continue;
                 }
                 for vc in first_adaptive..self.vcs {
-                    let free = credits.free(port, vc);
+                    // Only room no waiting request has claimed: a packet that took an adaptive
+                    // VC on credits another request then used would wait there, off the escape
+                    // sub-network, and such waits close rings (Duato's condition broken).
+                    let free = credits.unclaimed(port, vc);
                     if free >= need && best.as_ref().is_none_or(|(f, _, _)| free > *f) {
                         best = Some((
                             free,

@@ -216,6 +216,11 @@ fn fence_orders_data_before_flag_under_both_routings() {
 /// its partner in the upper half, each followed (with `fence` or without) by the round's own
 /// flag; the partner checks block r as soon as it sees flag r set.
 fn flags_before_data(adaptive: bool, fence: bool, rounds: u64) -> u64 {
+    flags_before_data_from(adaptive, fence, rounds, false)
+}
+
+/// [`flags_before_data`] with every PE sending (and receiving from the PE across) when `all`.
+fn flags_before_data_from(adaptive: bool, fence: bool, rounds: u64, all: bool) -> u64 {
     let late = Rc::new(RefCell::new(0u64));
     let (mut m, pes) = job(adaptive, &ShmemConfig::default());
     for mut pe in pes {
@@ -227,8 +232,9 @@ fn flags_before_data(adaptive: bool, fence: bool, rounds: u64) -> u64 {
             let (me, n) = (pe.my_pe(), pe.n_pes());
             let to = (me + n / 2) % n;
             let from = (me + n - n / 2) % n;
-            // The lower half sends, the upper half receives.
-            let sends = me < n / 2;
+            // The lower half sends, the upper half receives (or everyone does both).
+            let sends = all || me < n / 2;
+            let receives = all || !sends;
             for r in (0..rounds).filter(|_| sends) {
                 let bytes = pattern(block as usize, (me as u64 * 7 + r) as u8);
                 pe.put_bytes(data.at(r * block).with_len(block), &bytes, to)
@@ -239,7 +245,7 @@ fn flags_before_data(adaptive: bool, fence: bool, rounds: u64) -> u64 {
                 }
                 pe.p::<u64>(flags.elem::<u64>(r), 1, to).await.unwrap();
             }
-            for r in (0..rounds).filter(|_| !sends) {
+            for r in (0..rounds).filter(|_| receives) {
                 pe.wait_until::<u64>(flags.elem::<u64>(r), Cmp::Eq, 1).await.unwrap();
                 let want = pattern(block as usize, (from as u64 * 7 + r) as u8);
                 if pe.read_bytes(data.at(r * block).with_len(block)).unwrap() != want {
@@ -273,6 +279,20 @@ fn fence_has_work_under_adaptive_routing_and_none_under_dimension_order() {
         0,
         "dimension order kept a pair's order"
     );
+}
+
+/// Every PE puts 2 KiB blocks and flags to the PE across at once: adaptive routing with a
+/// bubble escape VC keeps saturated rings moving (an adaptive VC is taken only on credits no
+/// waiting request has claimed), so the job ends with nothing stuck and, with fences, every
+/// flag after its data.
+#[test]
+fn all_pes_putting_to_the_pe_across_under_adaptive_routing_finish() {
+    assert_eq!(
+        flags_before_data_from(true, true, 24, true),
+        0,
+        "a flag overtook fenced data"
+    );
+    flags_before_data_from(true, false, 24, true);
 }
 
 #[test]
