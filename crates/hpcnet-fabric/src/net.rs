@@ -159,60 +159,74 @@ pub struct Blocked {
     pub credits_free: u32,
 }
 
-/// Per-output-port state: the sending side of one link direction.
+/// Per-output-port state: the sending side of one link direction, one record per port.
+///
+/// The fields are laid out by use (`repr(C)`, aligned to a cache line): the first line holds
+/// what an arrival's request and an output's decision read (link free time, pending decision,
+/// credits, request list, where the link leads), the second what a send reads and writes (link
+/// errors, latency, serialisation memo, credit returns, flags), the third the statistics and
+/// the state of the optional modes.
 #[derive(Clone, Debug)]
+#[repr(C, align(64))]
 struct OutPort {
+    // First line: the decision.
     busy_until: SimTime,
-    /// Error-free bits this link direction carries before its next bit error
-    /// ([`crate::linkerr`]; `u64::MAX`: none).
-    err_left: u64,
-    /// Link-layer flags ([`crate::linkerr::LK_REPLAY`], [`crate::linkerr::LK_FALLBACK`]): any set
-    /// sends every packet through the link layer.
-    lk: u8,
-    free_private: [u16; MAX_VCS],
-    free_shared: u32,
-    /// Credits on their way back: (arrival time, vc, private, shared), absorbed when due.
-    returning: Vec<(SimTime, u8, u16, u16)>,
-    /// Downstream VCs held by one packet each (`router.vc_allocation = "per_packet"`; bit v:
-    /// VC v), released when that packet's credits come back.
-    vc_held: u8,
+    /// Time of the scheduled arbitration event (MAX: none). Later duplicates are ignored.
+    arb_at: SimTime,
     /// Earliest arrival time in `returning` (MAX when empty): readers skip the list while no
     /// credits are due (adaptive routing asks every candidate port, 18 on the Sunway fabric).
     ret_min: SimTime,
-    /// Time of the scheduled arbitration event (MAX: none). Later duplicates are ignored.
-    arb_at: SimTime,
-    /// The last arbitration found requests but no credits: wake up when credits arrive.
-    starved: bool,
-    /// Node ports: the VC whose queue round robin tries first.
-    rr: u32,
+    free_private: [u16; MAX_VCS],
+    free_shared: u32,
     /// Router ports: requesting input queues, in arrival order, as a doubly linked list through
     /// their queue records ([`Fifo`]: what the head packet needs here is stored there).
     req_head: u32,
     req_tail: u32,
     /// Router ports: the request round robin tries first (NIL: the list's head).
     rr_q: u32,
-    /// Memo of the last serialisation time computed here: (packet size, time). Packet sizes
-    /// repeat, and the division in `BitsPerSec::serialization` showed up in profiles.
-    ser_memo: (u32, SimTime),
     to: Dest,
-    rate: BitsPerSec,
+    // Second line: the send.
+    /// Error-free bits this link direction carries before its next bit error
+    /// ([`crate::linkerr`]; `u64::MAX`: none).
+    err_left: u64,
     latency: SimTime,
+    /// Memo of the last serialisation time computed here: packet size `ser_size` takes
+    /// `ser_time`. Packet sizes repeat, and the division in `BitsPerSec::serialization` showed
+    /// up in profiles.
+    ser_time: SimTime,
+    /// Credits on their way back: (arrival time, vc, private, shared), absorbed when due.
+    returning: Vec<(SimTime, u8, u16, u16)>,
+    ser_size: u32,
+    /// Event origin of the component owning the port (its router, or its node).
+    origin: u32,
+    /// Link-layer flags ([`crate::linkerr::LK_REPLAY`], [`crate::linkerr::LK_FALLBACK`]): any set
+    /// sends every packet through the link layer.
+    lk: u8,
+    /// Downstream VCs held by one packet each (`router.vc_allocation = "per_packet"`; bit v:
+    /// VC v), released when that packet's credits come back.
+    vc_held: u8,
+    /// The last arbitration found requests but no credits: wake up when credits arrive.
+    starved: bool,
     saf: bool,
-    busy_ps: u64,
-    packets: u64,
     /// Ejection port whose node accepts packets only into credited buffers
     /// ([`Network::set_ejection_credits`]).
     limited: bool,
     /// The link is down now (a dynamic failure): whatever is sent on it is lost.
     down: bool,
-    /// Event origin of the component owning the port (its router, or its node).
-    origin: u32,
+    // Third line: statistics and the optional modes.
+    busy_ps: u64,
+    packets: u64,
+    rate: BitsPerSec,
+    /// Node ports: the VC whose queue round robin tries first.
+    rr: u32,
     /// `router.input_wait = "registered"`: the router input port this output waits for (NIL:
     /// none), and its neighbours in that port's queue of waiting outputs.
     wait_on: u32,
     wait_prev: u32,
     wait_next: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<OutPort>() == 192);
 
 /// Whether `to` is a node (ejection, or a node's rail seen from its router).
 #[inline(always)]
@@ -550,7 +564,8 @@ impl Network {
             req_head: NIL,
             req_tail: NIL,
             rr_q: NIL,
-            ser_memo: (u32::MAX, SimTime::ZERO),
+            ser_time: SimTime::ZERO,
+            ser_size: u32::MAX,
             to,
             rate,
             latency,
@@ -1580,11 +1595,11 @@ impl Network {
         } else if self.ahead {
             // The start of the packet last granted: once it is on the link the next may be
             // granted, to follow it.
-            o.busy_until.saturating_sub(o.ser_memo.1)
+            o.busy_until.saturating_sub(o.ser_time)
         } else if self.out_backlog == 0 || oi >= self.router_ports {
             o.busy_until
         } else {
-            o.busy_until.saturating_sub(o.ser_memo.1 * self.out_backlog)
+            o.busy_until.saturating_sub(o.ser_time * self.out_backlog)
         }
     }
 
@@ -1892,11 +1907,12 @@ impl Network {
         // Timing.
         let p = ix(&self.packets, id);
         let (size, tail_at, credits) = (p.size, p.tail_at, p.credits);
-        let ser = if o.ser_memo.0 == size {
-            o.ser_memo.1
+        let ser = if o.ser_size == size {
+            o.ser_time
         } else {
             let ser = o.rate.serialization(hpcnet_des::Bytes(size as u64));
-            o.ser_memo = (size, ser);
+            o.ser_size = size;
+            o.ser_time = ser;
             ser
         };
         // The crossbar transfer (from the input buffer) starts when the tail could have arrived
@@ -2408,8 +2424,8 @@ impl Network {
             .iter()
             .map(|o| {
                 // Transmissions of a port do not overlap: only the last can end after `t`, and
-                // `ser_memo` holds its serialisation time.
-                let after = o.busy_until.saturating_sub(t).min(o.ser_memo.1);
+                // `ser_time` holds its serialisation time.
+                let after = o.busy_until.saturating_sub(t).min(o.ser_time);
                 o.busy_ps - after.0
             })
             .collect()
@@ -2477,8 +2493,10 @@ struct Queues {
 /// An input queue, and its head packet's request for an output port. The request carries what
 /// arbitration checks (credits needed, downstream VC, whether only private credits count), so a
 /// scan over an output's requests reads these records alone; the records are linked per output
-/// port (no per-port heap list: one cache line less per hop).
+/// port (no per-port heap list: one cache line less per hop). Aligned to 32 bytes (28 of
+/// fields): an index is one shift, and a record never straddles two cache lines.
 #[derive(Copy, Clone)]
+#[repr(align(32))]
 struct Fifo {
     head: u32,
     tail: u32,

@@ -324,7 +324,8 @@ impl Network {
         for oi in std::iter::once(me).chain(peer) {
             let o = &mut self.out[oi as usize];
             o.rate = rate;
-            o.ser_memo = (u32::MAX, SimTime::ZERO);
+            o.ser_size = u32::MAX;
+            o.ser_time = SimTime::ZERO;
         }
         Ok(rate)
     }

@@ -646,7 +646,8 @@ impl Network {
         let o = &mut self.out[oi as usize];
         o.busy_until = end;
         o.busy_ps += (end - now).0;
-        o.ser_memo = (u32::MAX, end - now);
+        o.ser_size = u32::MAX;
+        o.ser_time = end - now;
         if i == n {
             o.packets += 1;
         }
@@ -834,7 +835,8 @@ impl Network {
         let o = &mut self.out[oi as usize];
         o.busy_until = end;
         o.busy_ps += (end - now).0;
-        o.ser_memo = (u32::MAX, end - now);
+        o.ser_size = u32::MAX;
+        o.ser_time = end - now;
         self.last_progress = now;
         w.note(end + arrive);
         let by = self.port_origin(oi);
