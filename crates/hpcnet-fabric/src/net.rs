@@ -1225,7 +1225,15 @@ impl Network {
                 let vc = p.vc;
                 let qi = self.qi(*ix(&self.port_base, router.0) + port.0 as u32, vc);
                 if self.inq.push_back(qi, pkt) == 1 {
-                    let kick = self.new_head::<E, M>(q, qi, router);
+                    let kick = match self.route_head::<E, M>(q, qi, router, !M::ANY) {
+                        Head::Send { oi, vc } => {
+                            // What the output's decision would do with its one request.
+                            ix_mut(&mut self.out, oi).rr_q = NIL;
+                            self.send_from::<E, S, M>(q, oi, qi, vc, ep)
+                        }
+                        Head::Request(oi) => Some(oi),
+                        Head::None => None,
+                    };
                     self.run_arbitrations::<E, S, M>(q, kick, ep);
                 }
             }
@@ -1263,12 +1271,34 @@ impl Network {
         qi: u32,
         router: RouterId,
     ) -> Option<u32> {
+        match self.route_head::<E, M>(q, qi, router, false) {
+            Head::Request(oi) => Some(oi),
+            Head::None => None,
+            Head::Send { .. } => unreachable!("a head is sent at once only when asked"),
+        }
+    }
+
+    /// [`Network::new_head`]; with `send` (the plain configuration's arrivals), a head whose
+    /// output has no other request and would serve it now is not linked into the output's
+    /// request list: the caller sends it at once ([`Head::Send`]). That is what the output's
+    /// decision, run next in the same event, would do with its one request (its link free, the
+    /// request's credits there, the input port's read slot free), without the link and unlink.
+    #[inline(always)]
+    fn route_head<E: From<NetEvent>, M: Modes>(
+        &mut self,
+        q: &mut EventQueue<E>,
+        qi: u32,
+        router: RouterId,
+        send: bool,
+    ) -> Head {
         // `port_base` has one entry per router and the total after them.
         let base = *ix(&self.port_base, router.0);
         let end = *ix(&self.port_base, router.0 + 1);
         let in_port = PortIdx(((qi >> self.vc_shift) - base) as u16);
         loop {
-            let id = self.inq.front(qi)?;
+            let Some(id) = self.inq.front(qi) else {
+                return Head::None;
+            };
             if M::ANY
                 && self.ghosts != 0
                 && ix(&self.packets, id).flags & F_GHOST != 0
@@ -1306,13 +1336,23 @@ impl Network {
                     } else {
                         credits
                     };
-                    // Append the request to the output's list (the record of queue `qi`).
+                    // The request (the record of queue `qi`).
                     let tail = o.req_tail;
                     let f = ix_mut(&mut self.inq.q, qi);
                     f.need = need;
                     f.out_port = c.port;
                     f.vc = c.vc;
                     f.private_only = private_only;
+                    if send && tail == NIL && o.busy_until <= q.now() {
+                        o.absorb(q.now());
+                        let o = ix(&self.out, oi);
+                        if Self::request_fits(o, ix(&self.inq.q, qi)) && self.input_ready::<M>(qi) <= q.now() {
+                            return Head::Send { oi, vc: c.vc };
+                        }
+                    }
+                    // Append it to the output's list.
+                    let o = ix_mut(&mut self.out, oi);
+                    let f = ix_mut(&mut self.inq.q, qi);
                     f.req_next = NIL;
                     f.req_prev = tail;
                     if tail == NIL {
@@ -1321,7 +1361,7 @@ impl Network {
                         ix_mut(&mut self.inq.q, tail).req_next = qi;
                     }
                     o.req_tail = qi;
-                    return Some(oi);
+                    return Head::Request(oi);
                 }
                 Err(reason) => {
                     self.inq.pop_front(qi);
@@ -2559,6 +2599,16 @@ fn vcx(vc: u8) -> usize {
     const { assert!(MAX_VCS.is_power_of_two()) };
     debug_assert!((vc as usize) < MAX_VCS, "VC {vc} of {MAX_VCS}");
     vc as usize & (MAX_VCS - 1)
+}
+
+/// What a new head of a router input queue asks for ([`Network::route_head`]).
+enum Head {
+    /// The queue is empty (its packets were dropped).
+    None,
+    /// The head's request is linked at output `.0`, which decides next.
+    Request(u32),
+    /// Output `oi` serves the head now, on downstream VC `vc`; its request is not linked.
+    Send { oi: u32, vc: u8 },
 }
 
 /// The router modes the hot path was compiled for. The hot functions (arrival, head routing,
