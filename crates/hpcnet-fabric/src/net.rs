@@ -1279,10 +1279,12 @@ impl Network {
     }
 
     /// [`Network::new_head`]; with `send` (the plain configuration's arrivals), a head whose
-    /// output has no other request and would serve it now is not linked into the output's
-    /// request list: the caller sends it at once ([`Head::Send`]). That is what the output's
-    /// decision, run next in the same event, would do with its one request (its link free, the
-    /// request's credits there, the input port's read slot free), without the link and unlink.
+    /// output has no other request gets that output's decision here, the one the output would
+    /// take next in the same event with its one request: if the link is free, the request's
+    /// credits are there and the input port's read slot is free, the request is not linked
+    /// and the caller sends the packet at once ([`Head::Send`]); otherwise the request is
+    /// linked and the output waits for its link, the read slot or credits ([`Head::None`]).
+    /// Both skip the decision's own checks, and the first the link and unlink.
     #[inline(always)]
     fn route_head<E: From<NetEvent>, M: Modes>(
         &mut self,
@@ -1343,11 +1345,16 @@ impl Network {
                     f.out_port = c.port;
                     f.vc = c.vc;
                     f.private_only = private_only;
-                    if send && tail == NIL && o.busy_until <= q.now() {
-                        o.absorb(q.now());
-                        let o = ix(&self.out, oi);
-                        if Self::request_fits(o, ix(&self.inq.q, qi)) && self.input_ready::<M>(qi) <= q.now() {
-                            return Head::Send { oi, vc: c.vc };
+                    let now = q.now();
+                    // The output's decision on its one request, taken here (see above).
+                    let sole = send && tail == NIL;
+                    if sole {
+                        if o.busy_until <= now {
+                            o.absorb(now);
+                            let o = ix(&self.out, oi);
+                            if Self::request_fits(o, ix(&self.inq.q, qi)) && self.input_ready::<M>(qi) <= now {
+                                return Head::Send { oi, vc: c.vc };
+                            }
                         }
                     }
                     // Append it to the output's list.
@@ -1361,6 +1368,19 @@ impl Network {
                         ix_mut(&mut self.inq.q, tail).req_next = qi;
                     }
                     o.req_tail = qi;
+                    if sole {
+                        // It waits: for the link, the input port's read slot, or credits.
+                        let busy = o.busy_until;
+                        if busy > now {
+                            self.wake_at(q, self.port_origin(oi), oi, busy);
+                        } else if Self::request_fits(ix(&self.out, oi), ix(&self.inq.q, qi)) {
+                            let t = self.input_ready::<M>(qi);
+                            self.wake_at(q, self.port_origin(oi), oi, t);
+                        } else {
+                            self.starve(q, oi);
+                        }
+                        return Head::None;
+                    }
                     return Head::Request(oi);
                 }
                 Err(reason) => {
@@ -2603,7 +2623,8 @@ fn vcx(vc: u8) -> usize {
 
 /// What a new head of a router input queue asks for ([`Network::route_head`]).
 enum Head {
-    /// The queue is empty (its packets were dropped).
+    /// Nothing to decide now: the queue is empty (its packets were dropped), or the head's
+    /// output waits with it as its one request.
     None,
     /// The head's request is linked at output `.0`, which decides next.
     Request(u32),
