@@ -1348,13 +1348,11 @@ impl Network {
                     let now = q.now();
                     // The output's decision on its one request, taken here (see above).
                     let sole = send && tail == NIL;
-                    if sole {
-                        if o.busy_until <= now {
-                            o.absorb(now);
-                            let o = ix(&self.out, oi);
-                            if Self::request_fits(o, ix(&self.inq.q, qi)) && self.input_ready::<M>(qi) <= now {
-                                return Head::Send { oi, vc: c.vc };
-                            }
+                    if sole && o.busy_until <= now {
+                        o.absorb(now);
+                        let o = ix(&self.out, oi);
+                        if Self::request_fits(o, ix(&self.inq.q, qi)) && self.input_ready::<M>(qi) <= now {
+                            return Head::Send { oi, vc: c.vc };
                         }
                     }
                     // Append it to the output's list.
