@@ -128,6 +128,9 @@ pub struct OffloadUnits {
     scratch: Vec<TrigAction>,
     /// Data buffers of the packets the units' walks consumed, reused for those they send.
     pool: BufPool,
+    /// Units whose buffer may have changed since [`OffloadUnits::take_touched`], a bit per
+    /// unit (all bits: any unit).
+    touched: u64,
 }
 
 impl OffloadUnits {
@@ -155,6 +158,7 @@ impl OffloadUnits {
             charged: vec![Work::default(); cfg.units as usize],
             scratch: Vec::new(),
             pool: BufPool::default(),
+            touched: 0,
         })
     }
 
@@ -198,6 +202,16 @@ impl OffloadUnits {
                 f(u, w);
             }
         }
+    }
+
+    /// The units whose buffer occupancy may have changed since the last call, a bit per unit
+    /// (`u64::MAX`: any unit, as when units above the 64th changed); from then on none has.
+    pub fn take_touched(&mut self) -> u64 {
+        std::mem::take(&mut self.touched)
+    }
+
+    fn touch(&mut self, unit: usize) {
+        self.touched |= if unit < 64 { 1 << unit } else { u64::MAX };
     }
 
     /// Whether a live sequence of job `job` on VP `vp` is in a unit.
@@ -300,6 +314,7 @@ impl OffloadUnits {
     pub fn cancel(&mut self, job: u32, vp: u32) -> Option<usize> {
         let early = self.early.remove(&(job, vp)).map_or(0, |v| v.len());
         let unit = self.route.remove(&(job, vp))?;
+        self.touch(unit);
         let u = &mut self.units[unit];
         let s = u.seqs.remove(&(job, vp)).expect("a routed sequence is in its unit");
         let dropped = s.walker.remaining_keys().filter(|&k| u.buf.cancel(k).is_some()).count();
@@ -332,6 +347,7 @@ impl OffloadUnits {
         out: &mut Vec<UnitAction>,
     ) -> Result<Option<TrigPacket>, UnitError> {
         let (key, bytes) = (p.key, p.data.len() as u64);
+        self.touch(unit);
         let u = &mut self.units[unit];
         match u
             .buf
@@ -370,6 +386,7 @@ impl OffloadUnits {
         out: &mut Vec<UnitAction>,
     ) -> Result<(), UnitError> {
         let (job, vp) = at;
+        self.touch(unit);
         let u = &mut self.units[unit];
         let Some(s) = u.seqs.get_mut(&at) else {
             return Ok(());
