@@ -463,6 +463,8 @@ pub(crate) struct TrigUnit {
     /// credits and a batch's actions would otherwise cost an allocation each).
     credit_pool: Vec<Vec<Credit>>,
     act_pool: Vec<Vec<(UnitAction, u64)>>,
+    /// What one unit call fired, before `t_fired` files it into batches (reused).
+    acts: Vec<UnitAction>,
 }
 
 impl TrigUnit {
@@ -1380,10 +1382,19 @@ impl World {
             },
         );
         let walker = Walker::start(pulse.shape, job, pulse.shift, pulse.locals);
-        let r = self.tnic(node).units.post_walker(vp, walker, &mut |_, _| Vec::new());
+        let mut acts = std::mem::take(&mut self.trig.acts);
+        let r = self
+            .tnic(node)
+            .units
+            .post_walker_into(vp, walker, &mut |_, _| Vec::new(), &mut acts);
         self.t_occupancy(node);
+        if r.is_ok() {
+            self.t_fired(node, &mut acts);
+        }
+        acts.clear();
+        self.trig.acts = acts;
         match r {
-            Ok((acts, _)) => self.t_fired(node, acts),
+            Ok(_) => {}
             Err(e) => {
                 // Work fired before the refusal is not charged.
                 self.tnic(node).units.take_fired(|_, _| {});
@@ -1410,7 +1421,7 @@ impl World {
     /// Cost O(units + actions) without allocation beyond the batches' own vectors: the units
     /// keep what they fired since the last charge ([`OffloadUnits::take_fired`]), and the
     /// actions of one call, nearly always of one unit, form one batch.
-    fn t_fired(&mut self, node: NodeId, acts: Vec<UnitAction>) {
+    fn t_fired(&mut self, node: NodeId, acts: &mut Vec<UnitAction>) {
         let Some(t) = self.cfg.triggered.as_ref() else { return };
         let (overhead, rates) = (t.step_overhead, type_rates(t));
         let now = self.q.now();
@@ -1452,7 +1463,7 @@ impl World {
         if acts.iter().all(|a| a.unit == first) {
             let at = done(first);
             let mut batch = self.trig.act_pool.pop().unwrap_or_default();
-            batch.extend(acts.into_iter().map(|a| {
+            batch.extend(acts.drain(..).map(|a| {
                 let s = serial(&a);
                 (a, s)
             }));
@@ -1462,7 +1473,7 @@ impl World {
             return;
         }
         let mut by_unit: BTreeMap<usize, Vec<(UnitAction, u64)>> = BTreeMap::new();
-        for a in acts {
+        for a in acts.drain(..) {
             let s = serial(&a);
             by_unit.entry(a.unit).or_default().push((a, s));
         }
@@ -1697,25 +1708,31 @@ impl World {
             self.t_occupancy(node);
             return Ok(());
         }
-        let r = n.units.arrive(h.pkt, &mut |_, _| Vec::new());
+        let trig = &mut self.trig;
+        let n = trig.nics[node.index()].as_mut().expect("offload unit of the node");
+        let r = n.units.arrive_into(h.pkt, &mut |_, _| Vec::new(), &mut trig.acts);
         self.t_occupancy(node);
-        match r {
-            Ok((acts, None)) => {
+        let mut acts = std::mem::take(&mut self.trig.acts);
+        let r = match r {
+            Ok(None) => {
                 self.t_release_credits(h.credits);
-                self.t_fired(node, acts);
+                self.t_fired(node, &mut acts);
                 Ok(())
             }
-            Ok((acts, Some(pkt))) => {
-                self.t_fired(node, acts);
+            Ok(Some(pkt)) => {
+                self.t_fired(node, &mut acts);
                 Err(Held { pkt, ..h })
             }
             Err(e) => {
+                acts.clear();
                 self.tnic(node).units.take_fired(|_, _| {});
                 self.t_release_credits(h.credits);
                 self.t_unit_error(post, e);
                 Ok(())
             }
-        }
+        };
+        self.trig.acts = acts;
+        r
     }
 
     /// Unit `u` of `node` is free (or was, when armed): it takes its waiting packets in
@@ -1754,19 +1771,24 @@ impl World {
                 self.t_occupancy(node);
                 continue;
             };
-            let r = n.units.arrive(h.pkt, &mut |_, _| Vec::new());
+            let trig = &mut self.trig;
+            let n = trig.nics[node.index()].as_mut().expect("offload unit of the node");
+            let r = n.units.arrive_into(h.pkt, &mut |_, _| Vec::new(), &mut trig.acts);
             self.t_occupancy(node);
+            let mut acts = std::mem::take(&mut self.trig.acts);
             match r {
-                Ok((acts, None)) => self.t_fired(node, acts),
-                Ok((acts, Some(pkt))) => {
+                Ok(None) => self.t_fired(node, &mut acts),
+                Ok(Some(pkt)) => {
                     self.tnic(node).refused.push_back(Held { pkt, ..h });
-                    self.t_fired(node, acts);
+                    self.t_fired(node, &mut acts);
                 }
                 Err(e) => {
+                    acts.clear();
                     self.tnic(node).units.take_fired(|_, _| {});
                     self.t_unit_error(post, e);
                 }
             }
+            self.trig.acts = acts;
         }
         self.t_retry_refused(node);
     }

@@ -24,8 +24,10 @@
 //! order of job and VP, the keys the sequence's current step awaits (absent keys are parked),
 //! and fires what is complete; a sequence's parked read never blocks another sequence's.
 //!
-//! Cost: O(log s) to route a packet among s sequences of the NIC, O(probe length) in the
-//! buffer, O(sequences of the unit) per pump.
+//! Cost: O(1) to route a packet to its sequence (a table per VP, indexed by JobID, names the
+//! sequence's place among the NIC's live sequences; a parked read names that place too),
+//! O(probe length) in the buffer, O(keys of the step) per pump of the one sequence that
+//! moves.
 
 use super::desc::{BufPool, CollDescriptor, DescError, TrigAction, TrigPacket, WalkError, Walker, Work};
 use super::hashbuf::{HashBuf, HashBufConfig, HashBufConfigError, HashBufError, HashBufStats, Inserted, Read};
@@ -96,6 +98,9 @@ pub struct UnitAction {
 }
 
 struct SeqState {
+    /// Where the sequence runs: its unit, JobID and VP.
+    unit: usize,
+    at: (u32, u32),
     walker: Walker,
     /// Keys of the current step (`issued_step`) read from the buffer already, by position
     /// (a step waits for at most 31 packets: CPCount has 5 bits).
@@ -104,9 +109,10 @@ struct SeqState {
 }
 
 struct Unit {
-    buf: HashBuf<TrigPacket, (u32, u32)>,
-    /// Sequences by (job, VP).
-    seqs: BTreeMap<(u32, u32), SeqState>,
+    /// The buffer; a parked read names its sequence's place in [`OffloadUnits`]' `seqs`.
+    buf: HashBuf<TrigPacket, u32>,
+    /// Sequences in progress here.
+    seqs: usize,
     /// Work of the sequences fired here (finished ones included).
     work: Work,
 }
@@ -116,8 +122,12 @@ pub struct OffloadUnits {
     node: u32,
     cfg: UnitsConfig,
     units: Vec<Unit>,
-    /// (job, VP) → unit.
-    route: BTreeMap<(u32, u32), usize>,
+    /// The live sequences of every unit, by place (reused once a sequence ends), the free
+    /// places, and per VP the place + 1 of each JobID's live sequence (0: none).
+    seqs: Vec<Option<SeqState>>,
+    free: Vec<u32>,
+    route: Vec<Box<[u32; 256]>>,
+    active: usize,
     /// Packets whose sequence is not posted yet, by (job, VP), in arrival order.
     early: BTreeMap<(u32, u32), Vec<TrigPacket>>,
     early_count: u64,
@@ -142,7 +152,7 @@ impl OffloadUnits {
             .map(|_| {
                 Ok(Unit {
                     buf: HashBuf::new(cfg.buffer).map_err(UnitError::Buffer)?,
-                    seqs: BTreeMap::new(),
+                    seqs: 0,
                     work: Work::default(),
                 })
             })
@@ -151,7 +161,10 @@ impl OffloadUnits {
             node,
             cfg,
             units,
-            route: BTreeMap::new(),
+            seqs: Vec::new(),
+            free: Vec::new(),
+            route: Vec::new(),
+            active: 0,
             early: BTreeMap::new(),
             early_count: 0,
             posted: 0,
@@ -164,11 +177,11 @@ impl OffloadUnits {
 
     /// Sequences in progress per unit.
     pub fn load(&self) -> Vec<usize> {
-        self.units.iter().map(|u| u.seqs.len()).collect()
+        self.units.iter().map(|u| u.seqs).collect()
     }
     /// Sequences in progress on the NIC.
     pub fn active(&self) -> usize {
-        self.route.len()
+        self.active
     }
     /// Each unit's buffer statistics.
     pub fn buffer_stats(&self) -> Vec<HashBufStats> {
@@ -214,14 +227,27 @@ impl OffloadUnits {
         self.touched |= if unit < 64 { 1 << unit } else { u64::MAX };
     }
 
+    /// The place in `seqs` of the live sequence of job `job` on VP `vp`.
+    fn place(&self, job: u32, vp: u32) -> Option<u32> {
+        let p = *self.route.get(vp as usize)?.get(job as usize)?;
+        p.checked_sub(1)
+    }
+
+    fn seq(&mut self, place: u32) -> &mut SeqState {
+        self.seqs[place as usize]
+            .as_mut()
+            .expect("a routed place holds a live sequence")
+    }
+
     /// Whether a live sequence of job `job` on VP `vp` is in a unit.
     pub fn routes(&self, job: u32, vp: u32) -> bool {
-        self.route.contains_key(&(job, vp))
+        self.place(job, vp).is_some()
     }
 
     /// The unit holding the live sequence of job `job` on VP `vp`.
     pub fn unit_of(&self, job: u32, vp: u32) -> Option<usize> {
-        self.route.get(&(job, vp)).copied()
+        let p = self.place(job, vp)?;
+        self.seqs[p as usize].as_ref().map(|s| s.unit)
     }
 
     /// Slots of each unit's buffer.
@@ -261,12 +287,25 @@ impl OffloadUnits {
         walker: Walker,
         fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>,
     ) -> Result<(Vec<UnitAction>, Vec<TrigPacket>), UnitError> {
+        let mut out = Vec::new();
+        let kept = self.post_walker_into(vp, walker, fetch, &mut out)?;
+        Ok((out, kept))
+    }
+
+    /// [`OffloadUnits::post_walker`] appending what fired to `out` (a caller's reused vector).
+    pub fn post_walker_into(
+        &mut self,
+        vp: u32,
+        walker: Walker,
+        fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>,
+        out: &mut Vec<UnitAction>,
+    ) -> Result<Vec<TrigPacket>, UnitError> {
         let job = walker.job();
         let senders = walker.shape().senders();
-        if self.route.contains_key(&(job, vp)) {
+        if self.routes(job, vp) {
             return Err(UnitError::JobBusy { job, vp });
         }
-        if self.route.len() >= self.cfg.max_collectives as usize {
+        if self.active >= self.cfg.max_collectives as usize {
             return Err(UnitError::TooManyCollectives {
                 vp,
                 max: self.cfg.max_collectives,
@@ -281,30 +320,53 @@ impl OffloadUnits {
             });
         }
         let unit = (0..self.units.len())
-            .min_by_key(|&i| (self.units[i].seqs.len(), i))
+            .min_by_key(|&i| (self.units[i].seqs, i))
             .expect("at least one unit");
-        self.route.insert((job, vp), unit);
-        self.units[unit].seqs.insert(
-            (job, vp),
-            SeqState {
-                walker,
-                issued: 0,
-                issued_step: 0,
-            },
-        );
+        let state = SeqState {
+            unit,
+            at: (job, vp),
+            walker,
+            issued: 0,
+            issued_step: 0,
+        };
+        let place = match self.free.pop() {
+            Some(p) => {
+                self.seqs[p as usize] = Some(state);
+                p
+            }
+            None => {
+                self.seqs.push(Some(state));
+                (self.seqs.len() - 1) as u32
+            }
+        };
+        if self.route.len() <= vp as usize {
+            self.route.resize_with(vp as usize + 1, || Box::new([0; 256]));
+        }
+        self.route[vp as usize][job as usize] = place + 1;
+        self.units[unit].seqs += 1;
+        self.active += 1;
         self.posted += 1;
-        let mut out = Vec::new();
         let mut pending = self.early.remove(&(job, vp)).unwrap_or_default();
         // Early arrivals enter the buffer in arrival order; those it refuses go back to the caller.
         let mut kept = Vec::new();
         for p in pending.drain(..) {
-            match self.insert(unit, p, fetch, &mut out)? {
+            match self.insert(unit, p, fetch, out)? {
                 None => {}
                 Some(p) => kept.push(p),
             }
         }
-        self.pump(unit, (job, vp), fetch, &mut out)?;
-        Ok((out, kept))
+        self.pump(place, fetch, out)?;
+        Ok(kept)
+    }
+
+    /// A sequence ended or was cancelled: free its place.
+    fn end(&mut self, place: u32) -> SeqState {
+        let s = self.seqs[place as usize].take().expect("a live sequence");
+        self.route[s.at.1 as usize][s.at.0 as usize] = 0;
+        self.units[s.unit].seqs -= 1;
+        self.active -= 1;
+        self.free.push(place);
+        s
     }
 
     /// Take the live sequence of job `job` on VP `vp` out of its unit (its collective failed):
@@ -313,10 +375,10 @@ impl OffloadUnits {
     /// dropped, or `None` when no such sequence is live. Cost O(keys of the sequence).
     pub fn cancel(&mut self, job: u32, vp: u32) -> Option<usize> {
         let early = self.early.remove(&(job, vp)).map_or(0, |v| v.len());
-        let unit = self.route.remove(&(job, vp))?;
-        self.touch(unit);
-        let u = &mut self.units[unit];
-        let s = u.seqs.remove(&(job, vp)).expect("a routed sequence is in its unit");
+        let place = self.place(job, vp)?;
+        let s = self.end(place);
+        self.touch(s.unit);
+        let u = &mut self.units[s.unit];
         let dropped = s.walker.remaining_keys().filter(|&k| u.buf.cancel(k).is_some()).count();
         Some(dropped + early)
     }
@@ -328,15 +390,25 @@ impl OffloadUnits {
         p: TrigPacket,
         fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>,
     ) -> Result<(Vec<UnitAction>, Option<TrigPacket>), UnitError> {
-        let at = (p.key.job(), p.dest_vp);
         let mut out = Vec::new();
-        let Some(&unit) = self.route.get(&at) else {
+        let refused = self.arrive_into(p, fetch, &mut out)?;
+        Ok((out, refused))
+    }
+
+    /// [`OffloadUnits::arrive`] appending what fired to `out` (a caller's reused vector).
+    pub fn arrive_into(
+        &mut self,
+        p: TrigPacket,
+        fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>,
+        out: &mut Vec<UnitAction>,
+    ) -> Result<Option<TrigPacket>, UnitError> {
+        let at = (p.key.job(), p.dest_vp);
+        let Some(unit) = self.unit_of(at.0, at.1) else {
             self.early_count += 1;
             self.early.entry(at).or_default().push(p);
-            return Ok((out, None));
+            return Ok(None);
         };
-        let refused = self.insert(unit, p, fetch, &mut out)?;
-        Ok((out, refused))
+        self.insert(unit, p, fetch, out)
     }
 
     fn insert(
@@ -357,40 +429,34 @@ impl OffloadUnits {
             Inserted::Stored { .. } => Ok(None),
             Inserted::Refused(p) => Ok(Some(p)),
             Inserted::Woke { reader, packet } => {
-                let s = u
-                    .seqs
-                    .get_mut(&reader)
-                    .expect("a parked read belongs to a live sequence");
-                s.walker.deliver(packet).map_err(|source| UnitError::Walk {
-                    unit,
-                    job: reader.0,
-                    vp: reader.1,
-                    source,
-                })?;
-                self.pump(unit, reader, fetch, out)?;
+                let s = self.seq(reader);
+                let (job, vp) = s.at;
+                s.walker
+                    .deliver(packet)
+                    .map_err(|source| UnitError::Walk { unit, job, vp, source })?;
+                self.pump(reader, fetch, out)?;
                 Ok(None)
             }
         }
     }
 
-    /// Read and fire for sequence `at` of unit `unit` until it stops moving. Only the
-    /// sequence that was posted or given a packet can move: sequences of one unit share only
-    /// the buffer, whose keys carry their JobID and VP, and every other sequence stopped at a
-    /// read of a packet that has not arrived. So the unit time-shares its sequences at the
-    /// cost of the one that moves, not of all it holds.
+    /// Read and fire for the sequence at `place` until it stops moving. Only the sequence
+    /// that was posted or given a packet can move: sequences of one unit share only the
+    /// buffer, whose keys carry their JobID and VP, and every other sequence stopped at a read
+    /// of a packet that has not arrived. So the unit time-shares its sequences at the cost of
+    /// the one that moves, not of all it holds.
     fn pump(
         &mut self,
-        unit: usize,
-        at: (u32, u32),
+        place: u32,
         fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>,
         out: &mut Vec<UnitAction>,
     ) -> Result<(), UnitError> {
-        let (job, vp) = at;
-        self.touch(unit);
-        let u = &mut self.units[unit];
-        let Some(s) = u.seqs.get_mut(&at) else {
+        let Some(s) = self.seqs[place as usize].as_mut() else {
             return Ok(());
         };
+        let (unit, (job, vp)) = (s.unit, s.at);
+        self.touched |= if unit < 64 { 1 << unit } else { u64::MAX };
+        let u = &mut self.units[unit];
         let acts = &mut self.scratch;
         let walk = |source| UnitError::Walk { unit, job, vp, source };
         loop {
@@ -402,7 +468,7 @@ impl OffloadUnits {
                 let bit = 1u32 << i;
                 if s.issued & bit == 0 {
                     s.issued |= bit;
-                    let r = u.buf.read(k, at).map_err(|source| UnitError::Buf { unit, source })?;
+                    let r = u.buf.read(k, place).map_err(|source| UnitError::Buf { unit, source })?;
                     if let Read::Taken(p) = r {
                         s.walker.deliver(p).map_err(walk)?;
                     }
@@ -419,8 +485,7 @@ impl OffloadUnits {
             }
             out.extend(acts.drain(..).map(|action| UnitAction { unit, vp, action }));
             if s.walker.is_done() {
-                u.seqs.remove(&at);
-                self.route.remove(&at);
+                self.end(place);
                 return Ok(());
             }
             // A step may fire without an action; the next step's keys must still be read.
