@@ -34,9 +34,33 @@
 //! arrival of that key wakes exactly that read.
 //!
 //! Cost: an insert, read or removal is O(probe length); statistics are O(1) per operation.
+//! Parked reads are found by key in a hash map with a fixed hash (the same mixer), expected
+//! O(1); it is never iterated, so its order plays no part in any result.
 
 use super::key::PacketKey;
-use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// The hash of a parked read's key: [`mix`] of the key's 48 bits (fixed, not seeded: the
+/// map's order is never observed, and its cost is the same in every run).
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = mix(self.0 ^ u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = mix(self.0 ^ x);
+    }
+}
+
+type Parked<R> = HashMap<PacketKey, R, BuildHasherDefault<KeyHasher>>;
 
 /// Size of the buffer.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -148,7 +172,7 @@ pub struct HashBuf<P, R> {
     valid: Vec<u64>,
     home_slots: u32,
     slot_bytes: u64,
-    parked: BTreeMap<PacketKey, R>,
+    parked: Parked<R>,
     stats: HashBufStats,
 }
 
@@ -179,7 +203,7 @@ impl<P, R> HashBuf<P, R> {
             valid: vec![0; n.div_ceil(64)],
             home_slots: cfg.slots - reserve,
             slot_bytes: cfg.capacity / u64::from(cfg.slots),
-            parked: BTreeMap::new(),
+            parked: Parked::default(),
             stats: HashBufStats::default(),
         })
     }
