@@ -42,9 +42,13 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// The hash of a parked read's key: [`mix`] of the key's 48 bits (fixed, not seeded: the
-/// map's order is never observed, and its cost is the same in every run).
+/// map's order is never observed, and its cost is the same in every run). The offload unit's
+/// other maps by key or by (JobID, VP) that are never iterated use it too ([`FixedState`]).
 #[derive(Default)]
-struct KeyHasher(u64);
+pub(crate) struct KeyHasher(u64);
+
+/// Hash maps with [`KeyHasher`].
+pub(crate) type FixedState = BuildHasherDefault<KeyHasher>;
 
 impl Hasher for KeyHasher {
     fn finish(&self) -> u64 {
@@ -58,9 +62,12 @@ impl Hasher for KeyHasher {
     fn write_u64(&mut self, x: u64) {
         self.0 = mix(self.0 ^ x);
     }
+    fn write_u32(&mut self, x: u32) {
+        self.0 = mix(self.0 ^ u64::from(x));
+    }
 }
 
-type Parked<R> = HashMap<PacketKey, R, BuildHasherDefault<KeyHasher>>;
+type Parked<R> = HashMap<PacketKey, R, FixedState>;
 
 /// Size of the buffer.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

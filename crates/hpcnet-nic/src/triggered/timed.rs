@@ -110,7 +110,7 @@
 //! one collective overlap, so a long vector's time grows linearly with its bytes.
 
 use super::desc::{CollDescriptor, Payload, Shape, TrigAction, TrigPacket, Walker};
-use super::hashbuf::HashBufConfig;
+use super::hashbuf::{FixedState, HashBufConfig};
 use super::pulse::{Acquire, CounterId, PulseConfig, PulseController, PulseError};
 use super::unit::{OffloadUnits, UnitAction, UnitError, UnitsConfig};
 use crate::coll::CollType;
@@ -122,7 +122,7 @@ use hpcnet_des::stats::{Registry, StatRecord};
 use hpcnet_des::{Bytes, SimTime};
 use hpcnet_fabric::topology::NodeId;
 use hpcnet_fabric::{Network, Packet};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 /// VPs per NIC (the key's 11-bit VP field).
@@ -311,7 +311,8 @@ struct TrigNic {
     want_none: BTreeSet<(u64, u32)>,
     want_some: BTreeSet<(u64, u32)>,
     starving: u64,
-    live: BTreeMap<(u32, u32), Live>,
+    /// The live pulses by (JobID, VP); iterated only in sorted order (`t_cancel_sequences`).
+    live: HashMap<(u32, u32), Live, FixedState>,
     early: BTreeMap<(u32, u64), Vec<TrigPacket>>,
     early_now: u64,
     refused: VecDeque<Held>,
@@ -721,7 +722,7 @@ impl World {
                 want_none: BTreeSet::new(),
                 want_some: BTreeSet::new(),
                 starving: 0,
-                live: BTreeMap::new(),
+                live: HashMap::default(),
                 early: BTreeMap::new(),
                 early_now: 0,
                 refused: VecDeque::new(),
@@ -1975,7 +1976,8 @@ impl World {
             (p.vp, p.serials)
         };
         let n = self.trig.nic_mut(node.0).expect("offload unit of the node");
-        let mine: Vec<(u32, u32)> = n.live.iter().filter(|(_, l)| l.post == post).map(|(&k, _)| k).collect();
+        let mut mine: Vec<(u32, u32)> = n.live.iter().filter(|(_, l)| l.post == post).map(|(&k, _)| k).collect();
+        mine.sort_unstable();
         let mut returned = 0;
         let mut discarded = 0u64;
         let mut gone: Vec<(u32, u32, u64)> = Vec::with_capacity(mine.len());

@@ -138,9 +138,11 @@ pub struct OffloadUnits {
     scratch: Vec<TrigAction>,
     /// Data buffers of the packets the units' walks consumed, reused for those they send.
     pool: BufPool,
-    /// Units whose buffer may have changed since [`OffloadUnits::take_touched`], a bit per
-    /// unit (all bits: any unit).
+    /// Units whose buffer may have changed since [`OffloadUnits::take_touched`], and those
+    /// that may have fired since [`OffloadUnits::take_fired`]: a bit per unit (all bits: any
+    /// unit).
     touched: u64,
+    fired: u64,
 }
 
 impl OffloadUnits {
@@ -172,6 +174,7 @@ impl OffloadUnits {
             scratch: Vec::new(),
             pool: BufPool::default(),
             touched: 0,
+            fired: 0,
         })
     }
 
@@ -206,15 +209,25 @@ impl OffloadUnits {
     }
 
     /// Hand `f` the work each unit fired since the last call (units that fired nothing are
-    /// skipped), in unit order; from then on it counts as charged. O(units), no allocation.
+    /// skipped), in unit order; from then on it counts as charged. O(units that ran a walk
+    /// since the last call), no allocation.
     pub fn take_fired(&mut self, mut f: impl FnMut(usize, Work)) {
-        for (u, (unit, c)) in self.units.iter().zip(self.charged.iter_mut()).enumerate() {
-            if unit.work.steps != c.steps {
-                let w = unit.work.since(c);
-                *c = unit.work;
-                f(u, w);
+        let mut ran = std::mem::take(&mut self.fired);
+        if ran == u64::MAX {
+            ran = 0;
+            for u in 0..self.units.len() {
+                self.charge(u, &mut f);
             }
         }
+        while ran != 0 {
+            let u = ran.trailing_zeros() as usize;
+            ran &= ran - 1;
+            self.charge(u, &mut f);
+        }
+        debug_assert!(
+            self.units.iter().zip(&self.charged).all(|(u, c)| u.work == *c),
+            "a unit fired without being marked"
+        );
     }
 
     /// The units whose buffer occupancy may have changed since the last call, a bit per unit
@@ -237,6 +250,16 @@ impl OffloadUnits {
         self.seqs[place as usize]
             .as_mut()
             .expect("a routed place holds a live sequence")
+    }
+
+    /// Hand `f` the work unit `u` fired since it was last charged, if any.
+    fn charge(&mut self, u: usize, f: &mut impl FnMut(usize, Work)) {
+        let (unit, c) = (&self.units[u], &mut self.charged[u]);
+        if unit.work.steps != c.steps {
+            let w = unit.work.since(c);
+            *c = unit.work;
+            f(u, w);
+        }
     }
 
     /// Whether a live sequence of job `job` on VP `vp` is in a unit.
@@ -455,7 +478,9 @@ impl OffloadUnits {
             return Ok(());
         };
         let (unit, (job, vp)) = (s.unit, s.at);
-        self.touched |= if unit < 64 { 1 << unit } else { u64::MAX };
+        let bit = if unit < 64 { 1 << unit } else { u64::MAX };
+        self.touched |= bit;
+        self.fired |= bit;
         let u = &mut self.units[unit];
         let acts = &mut self.scratch;
         let walk = |source| UnitError::Walk { unit, job, vp, source };
