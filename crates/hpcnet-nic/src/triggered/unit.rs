@@ -634,6 +634,44 @@ mod tests {
     }
 
     #[test]
+    fn touched_and_fired_units_are_reported_once_and_places_are_reused() {
+        let mut n = OffloadUnits::new(0, UnitsConfig::default()).unwrap();
+        // Two waiting sequences go to units 0 and 1; posting touches those units and fires
+        // nothing (their first step waits).
+        n.post(VP, waiting(3), &mut no_fetch).unwrap();
+        n.post(VP, waiting(4), &mut no_fetch).unwrap();
+        assert_eq!(n.take_touched(), 0b11);
+        assert_eq!(n.take_touched(), 0);
+        let mut charged = Vec::new();
+        n.take_fired(|u, w| charged.push((u, w.steps)));
+        assert!(charged.is_empty());
+        // Job 4's packet completes it on unit 1: that unit alone is touched and charged one
+        // step, once.
+        let p = TrigPacket {
+            key: PacketKey::new(4, 99, 0, 0).unwrap(),
+            dest: 0,
+            dest_vp: VP,
+            cp: true,
+            end: false,
+            addr: None,
+            data: vec![],
+        };
+        let mut out = Vec::new();
+        assert_eq!(n.arrive_into(p, &mut no_fetch, &mut out).unwrap(), None);
+        assert_eq!(out.len(), 1);
+        assert_eq!(n.take_touched(), 0b10);
+        n.take_fired(|u, w| charged.push((u, w.steps)));
+        n.take_fired(|u, w| charged.push((u, w.steps)));
+        assert_eq!(charged, vec![(1, 1)]);
+        assert_eq!(n.work()[1].steps, 1);
+        // Job 4 ended: its place and unit take the next sequence, and it routes there.
+        assert!(!n.routes(4, VP));
+        n.post(VP, waiting(9), &mut no_fetch).unwrap();
+        assert_eq!((n.unit_of(9, VP), n.unit_of(3, VP), n.active()), (Some(1), Some(0), 2));
+        assert_eq!(n.seqs.len(), 2, "the ended sequence's place is reused");
+    }
+
+    #[test]
     fn a_cancelled_sequence_leaves_nothing_behind() {
         let mut n = OffloadUnits::new(0, UnitsConfig::default()).unwrap();
         // Node 0 of a 4-node doubling allreduce: its first step sends at once, then it waits
