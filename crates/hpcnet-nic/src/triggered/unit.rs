@@ -126,7 +126,7 @@ pub struct OffloadUnits {
     /// places, and per VP the place + 1 of each JobID's live sequence (0: none).
     seqs: Vec<Option<SeqState>>,
     free: Vec<u32>,
-    route: Vec<Box<[u32; 256]>>,
+    route: Vec<[u32; 256]>,
     active: usize,
     /// Packets whose sequence is not posted yet, by (job, VP), in arrival order.
     early: BTreeMap<(u32, u32), Vec<TrigPacket>>,
@@ -363,7 +363,7 @@ impl OffloadUnits {
             }
         };
         if self.route.len() <= vp as usize {
-            self.route.resize_with(vp as usize + 1, || Box::new([0; 256]));
+            self.route.resize(vp as usize + 1, [0; 256]);
         }
         self.route[vp as usize][job as usize] = place + 1;
         self.units[unit].seqs += 1;
