@@ -31,7 +31,7 @@
 
 use super::desc::{BufPool, CollDescriptor, DescError, TrigAction, TrigPacket, WalkError, Walker, Work};
 use super::hashbuf::{HashBuf, HashBufConfig, HashBufConfigError, HashBufError, HashBufStats, Inserted, Read};
-use super::key::PacketKey;
+use super::key::{PacketKey, JOB_BITS, VP_BITS};
 use std::collections::BTreeMap;
 
 /// Limits of a NIC's offload units.
@@ -67,6 +67,8 @@ pub enum UnitError {
     Buffer(HashBufConfigError),
     #[error("VP {vp}: {source}")]
     Sequence { vp: u32, source: DescError },
+    #[error("VP {vp}, JobID {job}: outside the key's fields (VP below 2048, JobID below 256)")]
+    OutOfRange { job: u32, vp: u32 },
     #[error("VP {vp}: job {job} already has a sequence on this VP")]
     JobBusy { job: u32, vp: u32 },
     #[error("VP {vp}: {max} collectives already in progress on this NIC (the offload units are exhausted)")]
@@ -325,6 +327,9 @@ impl OffloadUnits {
     ) -> Result<Vec<TrigPacket>, UnitError> {
         let job = walker.job();
         let senders = walker.shape().senders();
+        if job >= 1 << JOB_BITS || vp >= 1 << VP_BITS {
+            return Err(UnitError::OutOfRange { job, vp });
+        }
         if self.routes(job, vp) {
             return Err(UnitError::JobBusy { job, vp });
         }
@@ -669,6 +674,12 @@ mod tests {
         n.post(VP, waiting(9), &mut no_fetch).unwrap();
         assert_eq!((n.unit_of(9, VP), n.unit_of(3, VP), n.active()), (Some(1), Some(0), 2));
         assert_eq!(n.seqs.len(), 2, "the ended sequence's place is reused");
+        // A VP outside its 11-bit field is refused with the field named, not a panic.
+        let e = n.post(1 << 11, waiting(10), &mut no_fetch).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "VP 2048, JobID 10: outside the key's fields (VP below 2048, JobID below 256)"
+        );
     }
 
     #[test]
