@@ -729,8 +729,7 @@ impl Walker {
         out: &mut Vec<TrigAction>,
         pool: &mut BufPool,
     ) -> Result<(), WalkError> {
-        let shape = Arc::clone(&self.shape);
-        let d = &shape.seq[self.pc];
+        let d = &self.shape.seq[self.pc];
         self.fired += 1;
         if d.reduce_flag {
             let first_is_start = d.recv_part.is_none() && !d.swap_local_data && self.work.is_empty();
@@ -820,7 +819,8 @@ impl Walker {
         if let Some(dest) = d.dest_id {
             let vp = if d.swap_local_vp { pkts[0].key.vp() } else { d.source_vp };
             let addr = if d.swap_remote_addr { pkts[0].addr } else { payload_addr };
-            let key = PacketKey::new(self.job, shape.node, vp, d.send_seq).expect("fields validated at construction");
+            let key =
+                PacketKey::new(self.job, self.shape.node, vp, d.send_seq).expect("fields validated at construction");
             out.push(TrigAction::Send(TrigPacket {
                 key,
                 dest,

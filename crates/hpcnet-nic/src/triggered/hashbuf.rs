@@ -34,9 +34,40 @@
 //! arrival of that key wakes exactly that read.
 //!
 //! Cost: an insert, read or removal is O(probe length); statistics are O(1) per operation.
+//! Parked reads are found by key in a hash map with a fixed hash (the same mixer), expected
+//! O(1); it is never iterated, so its order plays no part in any result.
 
 use super::key::PacketKey;
-use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// The hash of a parked read's key: [`mix`] of the key's 48 bits (fixed, not seeded: the
+/// map's order is never observed, and its cost is the same in every run). The offload unit's
+/// other maps by key or by (JobID, VP) that are never iterated use it too ([`FixedState`]).
+#[derive(Default)]
+pub(crate) struct KeyHasher(u64);
+
+/// Hash maps with [`KeyHasher`].
+pub(crate) type FixedState = BuildHasherDefault<KeyHasher>;
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = mix(self.0 ^ u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = mix(self.0 ^ x);
+    }
+    fn write_u32(&mut self, x: u32) {
+        self.0 = mix(self.0 ^ u64::from(x));
+    }
+}
+
+type Parked<R> = HashMap<PacketKey, R, FixedState>;
 
 /// Size of the buffer.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -134,21 +165,33 @@ pub struct HashBufStats {
     pub peak_in_reserve: u32,
 }
 
+/// A slot in use: the key stored there and where its packet is held.
+#[derive(Copy, Clone, Debug)]
+struct Slot {
+    key: PacketKey,
+    entry: u32,
+}
+
 #[derive(Debug)]
 struct Entry<P> {
-    key: PacketKey,
     bytes: u64,
     packet: P,
 }
 
 /// The hash-table packet buffer; `P` is the packet, `R` identifies a parked reader.
+///
+/// The table holds each used slot's key and the place of its packet among `entries`, which
+/// reuses the places of taken packets: a probe reads 16 bytes per slot, and the packets of a
+/// sparsely used table stay in a few places rather than spread over every slot.
 #[derive(Debug)]
 pub struct HashBuf<P, R> {
-    slots: Vec<Option<Entry<P>>>,
+    slots: Vec<Option<Slot>>,
+    entries: Vec<Option<Entry<P>>>,
+    free: Vec<u32>,
     valid: Vec<u64>,
     home_slots: u32,
     slot_bytes: u64,
-    parked: BTreeMap<PacketKey, R>,
+    parked: Parked<R>,
     stats: HashBufStats,
 }
 
@@ -175,11 +218,13 @@ impl<P, R> HashBuf<P, R> {
         let reserve = (cfg.slots / 10).max(1);
         let n = cfg.slots as usize;
         Ok(HashBuf {
-            slots: (0..n).map(|_| None).collect(),
+            slots: vec![None; n],
+            entries: Vec::new(),
+            free: Vec::new(),
             valid: vec![0; n.div_ceil(64)],
             home_slots: cfg.slots - reserve,
             slot_bytes: cfg.capacity / u64::from(cfg.slots),
-            parked: BTreeMap::new(),
+            parked: Parked::default(),
             stats: HashBufStats::default(),
         })
     }
@@ -243,15 +288,15 @@ impl<P, R> HashBuf<P, R> {
 
     fn find(&self, key: PacketKey) -> Option<usize> {
         let n = self.slots.len();
-        let h = self.home(key) as usize;
-        for d in 0..n {
-            let i = (h + d) % n;
+        let mut i = self.home(key) as usize;
+        for _ in 0..n {
             if !self.is_valid(i) {
                 return None;
             }
             if self.slots[i].as_ref().is_some_and(|e| e.key == key) {
                 return Some(i);
             }
+            i = if i + 1 == n { 0 } else { i + 1 };
         }
         None
     }
@@ -277,13 +322,23 @@ impl<P, R> HashBuf<P, R> {
             return Ok(Inserted::Refused(packet));
         }
         let n = self.slots.len();
-        let h = self.home(key) as usize;
-        let mut d = 0;
-        while self.is_valid((h + d) % n) {
+        let (mut i, mut d) = (self.home(key) as usize, 0);
+        while self.is_valid(i) {
             d += 1;
+            i = if i + 1 == n { 0 } else { i + 1 };
         }
-        let i = (h + d) % n;
-        self.slots[i] = Some(Entry { key, bytes, packet });
+        let e = Entry { bytes, packet };
+        let entry = match self.free.pop() {
+            Some(k) => {
+                self.entries[k as usize] = Some(e);
+                k
+            }
+            None => {
+                self.entries.push(Some(e));
+                (self.entries.len() - 1) as u32
+            }
+        };
+        self.slots[i] = Some(Slot { key, entry });
         self.set_valid(i, true);
         let probes = d as u32 + 1;
         let s = &mut self.stats;
@@ -337,7 +392,11 @@ impl<P, R> HashBuf<P, R> {
     /// Take the entry at slot `pos` out and close the gap by backward shifting.
     fn remove_at(&mut self, pos: usize) -> P {
         let n = self.slots.len();
-        let e = self.slots[pos].take().expect("valid slot holds an entry");
+        let slot = self.slots[pos].take().expect("valid slot holds an entry");
+        let e = self.entries[slot.entry as usize]
+            .take()
+            .expect("a used slot's packet is held");
+        self.free.push(slot.entry);
         self.stats.occupancy -= 1;
         self.stats.bytes -= e.bytes;
         if self.in_reserve(pos) {
@@ -382,7 +441,10 @@ impl<P, R> HashBuf<P, R> {
             }
             if let Some(e) = &self.slots[i] {
                 occ += 1;
-                bytes += e.bytes;
+                bytes += self.entries[e.entry as usize]
+                    .as_ref()
+                    .ok_or_else(|| format!("slot {i}: its packet is not held"))?
+                    .bytes;
                 if self.in_reserve(i) {
                     res += 1;
                 }
@@ -390,6 +452,14 @@ impl<P, R> HashBuf<P, R> {
                     return Err(format!("slot {i}: {:?} not found from its home", e.key));
                 }
             }
+        }
+        let held = self.entries.iter().flatten().count();
+        if held != occ as usize || held + self.free.len() != self.entries.len() {
+            return Err(format!(
+                "{held} packets held for {occ} used slots, {} free places of {}",
+                self.free.len(),
+                self.entries.len()
+            ));
         }
         let s = &self.stats;
         if (occ, bytes, res) != (s.occupancy, s.bytes, s.in_reserve) {

@@ -110,7 +110,7 @@
 //! one collective overlap, so a long vector's time grows linearly with its bytes.
 
 use super::desc::{CollDescriptor, Payload, Shape, TrigAction, TrigPacket, Walker};
-use super::hashbuf::HashBufConfig;
+use super::hashbuf::{FixedState, HashBufConfig};
 use super::pulse::{Acquire, CounterId, PulseConfig, PulseController, PulseError};
 use super::unit::{OffloadUnits, UnitAction, UnitError, UnitsConfig};
 use crate::coll::CollType;
@@ -122,7 +122,7 @@ use hpcnet_des::stats::{Registry, StatRecord};
 use hpcnet_des::{Bytes, SimTime};
 use hpcnet_fabric::topology::NodeId;
 use hpcnet_fabric::{Network, Packet};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 /// VPs per NIC (the key's 11-bit VP field).
@@ -311,7 +311,8 @@ struct TrigNic {
     want_none: BTreeSet<(u64, u32)>,
     want_some: BTreeSet<(u64, u32)>,
     starving: u64,
-    live: BTreeMap<(u32, u32), Live>,
+    /// The live pulses by (JobID, VP); iterated only in sorted order (`t_cancel_sequences`).
+    live: HashMap<(u32, u32), Live, FixedState>,
     early: BTreeMap<(u32, u64), Vec<TrigPacket>>,
     early_now: u64,
     refused: VecDeque<Held>,
@@ -323,6 +324,10 @@ struct TrigNic {
     inbox_armed: Vec<bool>,
     /// Per unit: how many of its waiting packets take a slot (kept, not counted per event).
     inbox_slots: Vec<u32>,
+    /// Per unit: its buffer's occupancy, inbox included, as `t_occupancy` last took it; the
+    /// units whose inbox slots changed since (a bit per unit, all bits: every unit).
+    here: Vec<u64>,
+    inbox_dirty: u64,
     /// Largest occupancy of one unit's buffer, inbox included.
     peak_unit: u64,
     /// Seeded delays of arrivals (`jitter`), one stream per NIC.
@@ -346,6 +351,19 @@ struct TrigNic {
 }
 
 impl TrigNic {
+    /// Take unit `u`'s occupancy (buffer and inbox) into the NIC's sum and peak.
+    fn t_recount(&mut self, u: usize) {
+        let here = u64::from(self.units.occupancy(u)) + u64::from(self.inbox_slots[u]);
+        self.occupied = self.occupied - self.here[u] + here;
+        self.here[u] = here;
+        self.peak_unit = self.peak_unit.max(here);
+    }
+
+    /// Mark unit `u`'s inbox slots as changed.
+    fn inbox_changed(&mut self, u: usize) {
+        self.inbox_dirty |= if u < 64 { 1 << u } else { u64::MAX };
+    }
+
     /// Whether pulse `serial` on VP `vp` belongs to a collective that failed here.
     fn is_cancelled(&self, vp: u32, serial: u64) -> bool {
         self.cancelled
@@ -433,7 +451,8 @@ enum Batch {
 /// The offload unit's state in the world.
 #[derive(Default)]
 pub(crate) struct TrigUnit {
-    nics: BTreeMap<u32, TrigNic>,
+    /// Each NIC's unit state, by node (`None`: no VP of that node was opened).
+    nics: Vec<Option<TrigNic>>,
     posts: Vec<Option<PostState>>,
     free_posts: Vec<u32>,
     wires: Vec<Option<Wire>>,
@@ -445,6 +464,17 @@ pub(crate) struct TrigUnit {
     /// credits and a batch's actions would otherwise cost an allocation each).
     credit_pool: Vec<Vec<Credit>>,
     act_pool: Vec<Vec<(UnitAction, u64)>>,
+    /// What one unit call fired, before `t_fired` files it into batches (reused).
+    acts: Vec<UnitAction>,
+}
+
+impl TrigUnit {
+    fn nic(&self, node: u32) -> Option<&TrigNic> {
+        self.nics.get(node as usize)?.as_ref()
+    }
+    fn nic_mut(&mut self, node: u32) -> Option<&mut TrigNic> {
+        self.nics.get_mut(node as usize)?.as_mut()
+    }
 }
 
 /// A fragment's receive-buffer credits: its node, rail and buffer credits.
@@ -660,7 +690,7 @@ impl World {
         }
         let t = self.trig_cfg()?.clone();
         let node = self.place.node_of(rank);
-        if let std::collections::btree_map::Entry::Vacant(slot) = self.trig.nics.entry(node.0) {
+        if self.trig.nic(node.0).is_none() {
             let cfg = UnitsConfig {
                 units: t.units,
                 streams: t.streams,
@@ -677,7 +707,11 @@ impl World {
                 timeout: t.pulse_timeout,
             })
             .map_err(|e| PostError::BadCollective(e.to_string()))?;
-            slot.insert(TrigNic {
+            let at = node.index();
+            if self.trig.nics.len() <= at {
+                self.trig.nics.resize_with(at + 1, || None);
+            }
+            self.trig.nics[at] = Some(TrigNic {
                 units,
                 pulse,
                 vps: Vec::new(),
@@ -688,7 +722,7 @@ impl World {
                 want_none: BTreeSet::new(),
                 want_some: BTreeSet::new(),
                 starving: 0,
-                live: BTreeMap::new(),
+                live: HashMap::default(),
                 early: BTreeMap::new(),
                 early_now: 0,
                 refused: VecDeque::new(),
@@ -697,6 +731,8 @@ impl World {
                 inbox: (0..t.units).map(|_| VecDeque::new()).collect(),
                 inbox_armed: vec![false; t.units as usize],
                 inbox_slots: vec![0; t.units as usize],
+                here: vec![0; t.units as usize],
+                inbox_dirty: 0,
                 peak_unit: 0,
                 jitter: (t.jitter > SimTime::ZERO)
                     .then(|| hpcnet_des::RngStreams::new(self.seed).stream("nic.trig.jitter", u64::from(node.0))),
@@ -711,7 +747,7 @@ impl World {
                 cancelled: BTreeMap::new(),
             });
         }
-        let n = self.trig.nics.get_mut(&node.0).expect("created above");
+        let n = self.trig.nic_mut(node.0).expect("created above");
         if n.vps.len() as u32 >= MAX_VPS {
             return Err(PostError::BadCollective(format!(
                 "trig_open_vp: all {MAX_VPS} virtual ports of node {} are open",
@@ -726,7 +762,7 @@ impl World {
     /// unit was never opened).
     pub fn trig_buffer_use(&self, node: NodeId) -> Option<TrigBufferUse> {
         let t = self.cfg.triggered.as_ref()?;
-        let n = self.trig.nics.get(&node.0)?;
+        let n = self.trig.nic(node.0)?;
         let now = self.q.now();
         let stats = n.units.buffer_stats();
         let open = n.active_since.map_or(SimTime::ZERO, |s| now - s);
@@ -749,16 +785,35 @@ impl World {
 
     /// Bring `node`'s occupancy integral up to now and take the units' current occupancy
     /// (after every change in the units).
+    ///
+    /// Only the units whose buffer or inbox changed since the last call are recounted (the
+    /// units report the ones they touched, [`OffloadUnits::take_touched`]; the inbox changes
+    /// set `inbox_dirty`); the others' occupancy is the one taken then, and the largest of
+    /// them is in `peak_unit` already. So the sum and the peak are those of a recount of
+    /// every unit, at O(units changed) per call.
     fn t_occupancy(&mut self, node: NodeId) {
         let now = self.q.now();
         let n = self.tnic(node);
         n.slot_time += u128::from(n.occupied) * u128::from((now - n.occupied_since).0);
         n.occupied_since = now;
-        n.occupied = 0;
-        for (u, &waiting) in n.inbox_slots.iter().enumerate() {
-            let here = u64::from(n.units.occupancy(u)) + u64::from(waiting);
-            n.occupied += here;
-            n.peak_unit = n.peak_unit.max(here);
+        let mut dirty = n.units.take_touched() | std::mem::take(&mut n.inbox_dirty);
+        if dirty == u64::MAX {
+            dirty = 0;
+            for u in 0..n.here.len() {
+                n.t_recount(u);
+            }
+        }
+        while dirty != 0 {
+            let u = dirty.trailing_zeros() as usize;
+            dirty &= dirty - 1;
+            n.t_recount(u);
+        }
+        #[cfg(debug_assertions)]
+        {
+            let all: u64 = (0..n.here.len())
+                .map(|u| u64::from(n.units.occupancy(u)) + u64::from(n.inbox_slots[u]))
+                .sum();
+            debug_assert_eq!(all, n.occupied, "kept occupancy differs from a recount");
         }
     }
 
@@ -767,7 +822,7 @@ impl World {
         let Some(j) = self.cfg.triggered.as_ref().map(|t| t.jitter) else {
             return SimTime::ZERO;
         };
-        match self.trig.nics.get_mut(&node.0).and_then(|n| n.jitter.as_mut()) {
+        match self.trig.nic_mut(node.0).and_then(|n| n.jitter.as_mut()) {
             Some(rng) => SimTime(rand::Rng::gen_range(rng, 0..=j.0)),
             None => SimTime::ZERO,
         }
@@ -784,7 +839,8 @@ impl World {
         let waiting = self
             .trig
             .nics
-            .values()
+            .iter()
+            .flatten()
             .map(|n| {
                 n.units
                     .buffer_stats()
@@ -825,7 +881,7 @@ impl World {
 
     fn trig_values(&self) -> [u64; STATS.len()] {
         let mut v = self.trig.stats;
-        for n in self.trig.nics.values() {
+        for n in self.trig.nics.iter().flatten() {
             for b in n.units.buffer_stats() {
                 v[S::Stored as usize] += b.stored;
                 v[S::Woke as usize] += b.woke;
@@ -865,8 +921,7 @@ impl World {
         let node = self.place.node_of(rank);
         let owns = self
             .trig
-            .nics
-            .get(&node.0)
+            .nic(node.0)
             .and_then(|n| n.vps.get(post.vp as usize))
             .is_some_and(|&r| r == rank);
         if !owns {
@@ -1028,7 +1083,7 @@ impl World {
     }
 
     fn tnic(&mut self, node: NodeId) -> &mut TrigNic {
-        self.trig.nics.get_mut(&node.0).expect("offload unit of the node")
+        self.trig.nic_mut(node.0).expect("offload unit of the node")
     }
 
     pub(crate) fn trig_event(&mut self, ev: TrigEvent) {
@@ -1102,7 +1157,7 @@ impl World {
 
     /// Let the parser take the next post: the VP queue with the most descriptors.
     fn t_parse_next(&mut self, node: NodeId) {
-        let n = &self.trig.nics[&node.0];
+        let n = self.trig.nic(node.0).expect("offload unit of the node");
         if n.parser_busy {
             return;
         }
@@ -1150,7 +1205,9 @@ impl World {
             return;
         }
         let key = (s.order, post);
-        let n = self.trig.nics.get_mut(&s.node.0).expect("offload unit of the node");
+        let n = self.trig.nics[s.node.index()]
+            .as_mut()
+            .expect("offload unit of the node");
         let file = |set: &mut BTreeSet<(u64, u32)>, was: bool, now: bool| {
             if was != now {
                 let changed = if now { set.insert(key) } else { set.remove(&key) };
@@ -1197,7 +1254,7 @@ impl World {
         'posts: while let Some(&(order, p)) = self.tnic(node).want_some.range((from, 0)..).next() {
             from = order + 1;
             while self.tnic(node).want_some.contains(&(order, p)) {
-                let n = &self.trig.nics[&node.0];
+                let n = self.trig.nic(node.0).expect("offload unit of the node");
                 let free = counters - u64::from(n.pulse.in_flight());
                 let r = collectives.saturating_sub(n.active.len() as u64);
                 if free < 1 + r + n.starving {
@@ -1211,7 +1268,7 @@ impl World {
     /// The gate's filing agrees with the active collectives' state (debug builds, O(active)).
     #[cfg(debug_assertions)]
     fn t_check_gate(&self, node: NodeId) {
-        let n = &self.trig.nics[&node.0];
+        let n = self.trig.nic(node.0).expect("offload unit of the node");
         let (mut none, mut some, mut starving) = (BTreeSet::new(), BTreeSet::new(), 0);
         for &p in &n.active {
             let s = self.trig.posts[p as usize].as_ref().expect("active post");
@@ -1326,10 +1383,19 @@ impl World {
             },
         );
         let walker = Walker::start(pulse.shape, job, pulse.shift, pulse.locals);
-        let r = self.tnic(node).units.post_walker(vp, walker, &mut |_, _| Vec::new());
+        let mut acts = std::mem::take(&mut self.trig.acts);
+        let r = self
+            .tnic(node)
+            .units
+            .post_walker_into(vp, walker, &mut |_, _| Vec::new(), &mut acts);
         self.t_occupancy(node);
+        if r.is_ok() {
+            self.t_fired(node, &mut acts);
+        }
+        acts.clear();
+        self.trig.acts = acts;
         match r {
-            Ok((acts, _)) => self.t_fired(node, acts),
+            Ok(_) => {}
             Err(e) => {
                 // Work fired before the refusal is not charged.
                 self.tnic(node).units.take_fired(|_, _| {});
@@ -1356,11 +1422,11 @@ impl World {
     /// Cost O(units + actions) without allocation beyond the batches' own vectors: the units
     /// keep what they fired since the last charge ([`OffloadUnits::take_fired`]), and the
     /// actions of one call, nearly always of one unit, form one batch.
-    fn t_fired(&mut self, node: NodeId, acts: Vec<UnitAction>) {
+    fn t_fired(&mut self, node: NodeId, acts: &mut Vec<UnitAction>) {
         let Some(t) = self.cfg.triggered.as_ref() else { return };
         let (overhead, rates) = (t.step_overhead, type_rates(t));
         let now = self.q.now();
-        let n = self.trig.nics.get_mut(&node.0).expect("offload unit of the node");
+        let n = self.trig.nics[node.index()].as_mut().expect("offload unit of the node");
         let busy = &mut n.unit_busy;
         // Units that fired now finish at `unit_busy` (it moved); the others' actions go now.
         let mut fired: u64 = 0;
@@ -1398,7 +1464,7 @@ impl World {
         if acts.iter().all(|a| a.unit == first) {
             let at = done(first);
             let mut batch = self.trig.act_pool.pop().unwrap_or_default();
-            batch.extend(acts.into_iter().map(|a| {
+            batch.extend(acts.drain(..).map(|a| {
                 let s = serial(&a);
                 (a, s)
             }));
@@ -1408,7 +1474,7 @@ impl World {
             return;
         }
         let mut by_unit: BTreeMap<usize, Vec<(UnitAction, u64)>> = BTreeMap::new();
-        for a in acts {
+        for a in acts.drain(..) {
             let s = serial(&a);
             by_unit.entry(a.unit).or_default().push((a, s));
         }
@@ -1545,7 +1611,7 @@ impl World {
 
     /// A whole collective packet enters the NIC `node`.
     fn t_arrive(&mut self, node: NodeId, p: TrigPacket, serial: u64, credits: Vec<Credit>) {
-        let Some(n) = self.trig.nics.get_mut(&node.0) else {
+        let Some(n) = self.trig.nic_mut(node.0) else {
             self.trig.stats[S::Errors as usize] += 1;
             self.t_release_credits(credits);
             return;
@@ -1618,6 +1684,7 @@ impl World {
             }
             let Held { pkt, serial, credits } = h;
             n.inbox_slots[u] += u32::from(slot);
+            n.inbox_changed(u);
             n.inbox[u].push_back(Waiting {
                 held: Held {
                     pkt,
@@ -1642,25 +1709,31 @@ impl World {
             self.t_occupancy(node);
             return Ok(());
         }
-        let r = n.units.arrive(h.pkt, &mut |_, _| Vec::new());
+        let trig = &mut self.trig;
+        let n = trig.nics[node.index()].as_mut().expect("offload unit of the node");
+        let r = n.units.arrive_into(h.pkt, &mut |_, _| Vec::new(), &mut trig.acts);
         self.t_occupancy(node);
-        match r {
-            Ok((acts, None)) => {
+        let mut acts = std::mem::take(&mut self.trig.acts);
+        let r = match r {
+            Ok(None) => {
                 self.t_release_credits(h.credits);
-                self.t_fired(node, acts);
+                self.t_fired(node, &mut acts);
                 Ok(())
             }
-            Ok((acts, Some(pkt))) => {
-                self.t_fired(node, acts);
+            Ok(Some(pkt)) => {
+                self.t_fired(node, &mut acts);
                 Err(Held { pkt, ..h })
             }
             Err(e) => {
+                acts.clear();
                 self.tnic(node).units.take_fired(|_, _| {});
                 self.t_release_credits(h.credits);
                 self.t_unit_error(post, e);
                 Ok(())
             }
-        }
+        };
+        self.trig.acts = acts;
+        r
     }
 
     /// Unit `u` of `node` is free (or was, when armed): it takes its waiting packets in
@@ -1689,6 +1762,7 @@ impl World {
             }
             let w = n.inbox[u].pop_front().expect("not empty");
             n.inbox_slots[u] -= u32::from(w.slot);
+            n.inbox_changed(u);
             let h = w.held;
             let at = (h.pkt.key.job(), h.pkt.dest_vp);
             let live = n.live.get(&at).filter(|l| l.serial == h.serial).map(|l| l.post);
@@ -1698,19 +1772,24 @@ impl World {
                 self.t_occupancy(node);
                 continue;
             };
-            let r = n.units.arrive(h.pkt, &mut |_, _| Vec::new());
+            let trig = &mut self.trig;
+            let n = trig.nics[node.index()].as_mut().expect("offload unit of the node");
+            let r = n.units.arrive_into(h.pkt, &mut |_, _| Vec::new(), &mut trig.acts);
             self.t_occupancy(node);
+            let mut acts = std::mem::take(&mut self.trig.acts);
             match r {
-                Ok((acts, None)) => self.t_fired(node, acts),
-                Ok((acts, Some(pkt))) => {
+                Ok(None) => self.t_fired(node, &mut acts),
+                Ok(Some(pkt)) => {
                     self.tnic(node).refused.push_back(Held { pkt, ..h });
-                    self.t_fired(node, acts);
+                    self.t_fired(node, &mut acts);
                 }
                 Err(e) => {
+                    acts.clear();
                     self.tnic(node).units.take_fired(|_, _| {});
                     self.t_unit_error(post, e);
                 }
             }
+            self.trig.acts = acts;
         }
         self.t_retry_refused(node);
     }
@@ -1721,6 +1800,9 @@ impl World {
 
     /// Offer the refused packets again, in arrival order, until none is taken.
     fn t_retry_refused(&mut self, node: NodeId) {
+        if self.tnic(node).refused.is_empty() {
+            return;
+        }
         loop {
             let held: Vec<Held> = self.tnic(node).refused.drain(..).collect();
             if held.is_empty() {
@@ -1893,8 +1975,9 @@ impl World {
             let p = self.tpost(post);
             (p.vp, p.serials)
         };
-        let n = self.trig.nics.get_mut(&node.0).expect("offload unit of the node");
-        let mine: Vec<(u32, u32)> = n.live.iter().filter(|(_, l)| l.post == post).map(|(&k, _)| k).collect();
+        let n = self.trig.nic_mut(node.0).expect("offload unit of the node");
+        let mut mine: Vec<(u32, u32)> = n.live.iter().filter(|(_, l)| l.post == post).map(|(&k, _)| k).collect();
+        mine.sort_unstable();
         let mut returned = 0;
         let mut discarded = 0u64;
         let mut gone: Vec<(u32, u32, u64)> = Vec::with_capacity(mine.len());
@@ -1906,6 +1989,7 @@ impl World {
             gone.push((job, v, l.serial));
         }
         let of_gone = |pkt: &TrigPacket, serial: u64| gone.contains(&(pkt.key.job(), pkt.dest_vp, serial));
+        n.inbox_dirty = u64::MAX;
         for (q, slots) in n.inbox.iter_mut().zip(n.inbox_slots.iter_mut()) {
             q.retain(|w| {
                 let keep = !of_gone(&w.held.pkt, w.held.serial);
@@ -1998,7 +2082,7 @@ impl World {
     /// An abort for the collective of pulse `serial` on VP `vp` of `node`: the post running
     /// it fails (and passes the abort on); one not posted yet fails when its doorbell rings.
     fn t_abort(&mut self, node: NodeId, vp: u32, serial: u64) {
-        let Some(n) = self.trig.nics.get(&node.0) else { return };
+        let Some(n) = self.trig.nic(node.0) else { return };
         if (vp as usize) >= n.vps.len() {
             return;
         }
@@ -2008,7 +2092,7 @@ impl World {
         });
         match found.map(|i| i as u32) {
             // Active (parsed): it fails now; before that, when the parser is done with it.
-            Some(i) if self.trig.nics[&node.0].active.contains(&i) => {
+            Some(i) if self.trig.nic(node.0).is_some_and(|n| n.active.contains(&i)) => {
                 if !self.tpost(i).failed {
                     self.t_fail_post(i, CqeStatus::TrigFailed(Self::ABORTED.into()));
                 }

@@ -24,12 +24,14 @@
 //! order of job and VP, the keys the sequence's current step awaits (absent keys are parked),
 //! and fires what is complete; a sequence's parked read never blocks another sequence's.
 //!
-//! Cost: O(log s) to route a packet among s sequences of the NIC, O(probe length) in the
-//! buffer, O(sequences of the unit) per pump.
+//! Cost: O(1) to route a packet to its sequence (a table per VP, indexed by JobID, names the
+//! sequence's place among the NIC's live sequences; a parked read names that place too),
+//! O(probe length) in the buffer, O(keys of the step) per pump of the one sequence that
+//! moves.
 
 use super::desc::{BufPool, CollDescriptor, DescError, TrigAction, TrigPacket, WalkError, Walker, Work};
 use super::hashbuf::{HashBuf, HashBufConfig, HashBufConfigError, HashBufError, HashBufStats, Inserted, Read};
-use super::key::PacketKey;
+use super::key::{PacketKey, JOB_BITS, VP_BITS};
 use std::collections::BTreeMap;
 
 /// Limits of a NIC's offload units.
@@ -65,6 +67,8 @@ pub enum UnitError {
     Buffer(HashBufConfigError),
     #[error("VP {vp}: {source}")]
     Sequence { vp: u32, source: DescError },
+    #[error("VP {vp}, JobID {job}: outside the key's fields (VP below 2048, JobID below 256)")]
+    OutOfRange { job: u32, vp: u32 },
     #[error("VP {vp}: job {job} already has a sequence on this VP")]
     JobBusy { job: u32, vp: u32 },
     #[error("VP {vp}: {max} collectives already in progress on this NIC (the offload units are exhausted)")]
@@ -96,6 +100,9 @@ pub struct UnitAction {
 }
 
 struct SeqState {
+    /// Where the sequence runs: its unit, JobID and VP.
+    unit: usize,
+    at: (u32, u32),
     walker: Walker,
     /// Keys of the current step (`issued_step`) read from the buffer already, by position
     /// (a step waits for at most 31 packets: CPCount has 5 bits).
@@ -104,9 +111,10 @@ struct SeqState {
 }
 
 struct Unit {
-    buf: HashBuf<TrigPacket, (u32, u32)>,
-    /// Sequences by (job, VP).
-    seqs: BTreeMap<(u32, u32), SeqState>,
+    /// The buffer; a parked read names its sequence's place in [`OffloadUnits`]' `seqs`.
+    buf: HashBuf<TrigPacket, u32>,
+    /// Sequences in progress here.
+    seqs: usize,
     /// Work of the sequences fired here (finished ones included).
     work: Work,
 }
@@ -116,8 +124,12 @@ pub struct OffloadUnits {
     node: u32,
     cfg: UnitsConfig,
     units: Vec<Unit>,
-    /// (job, VP) → unit.
-    route: BTreeMap<(u32, u32), usize>,
+    /// The live sequences of every unit, by place (reused once a sequence ends), the free
+    /// places, and per VP the place + 1 of each JobID's live sequence (0: none).
+    seqs: Vec<Option<SeqState>>,
+    free: Vec<u32>,
+    route: Vec<[u32; 256]>,
+    active: usize,
     /// Packets whose sequence is not posted yet, by (job, VP), in arrival order.
     early: BTreeMap<(u32, u32), Vec<TrigPacket>>,
     early_count: u64,
@@ -128,6 +140,11 @@ pub struct OffloadUnits {
     scratch: Vec<TrigAction>,
     /// Data buffers of the packets the units' walks consumed, reused for those they send.
     pool: BufPool,
+    /// Units whose buffer may have changed since [`OffloadUnits::take_touched`], and those
+    /// that may have fired since [`OffloadUnits::take_fired`]: a bit per unit (all bits: any
+    /// unit).
+    touched: u64,
+    fired: u64,
 }
 
 impl OffloadUnits {
@@ -139,7 +156,7 @@ impl OffloadUnits {
             .map(|_| {
                 Ok(Unit {
                     buf: HashBuf::new(cfg.buffer).map_err(UnitError::Buffer)?,
-                    seqs: BTreeMap::new(),
+                    seqs: 0,
                     work: Work::default(),
                 })
             })
@@ -148,23 +165,28 @@ impl OffloadUnits {
             node,
             cfg,
             units,
-            route: BTreeMap::new(),
+            seqs: Vec::new(),
+            free: Vec::new(),
+            route: Vec::new(),
+            active: 0,
             early: BTreeMap::new(),
             early_count: 0,
             posted: 0,
             charged: vec![Work::default(); cfg.units as usize],
             scratch: Vec::new(),
             pool: BufPool::default(),
+            touched: 0,
+            fired: 0,
         })
     }
 
     /// Sequences in progress per unit.
     pub fn load(&self) -> Vec<usize> {
-        self.units.iter().map(|u| u.seqs.len()).collect()
+        self.units.iter().map(|u| u.seqs).collect()
     }
     /// Sequences in progress on the NIC.
     pub fn active(&self) -> usize {
-        self.route.len()
+        self.active
     }
     /// Each unit's buffer statistics.
     pub fn buffer_stats(&self) -> Vec<HashBufStats> {
@@ -189,25 +211,68 @@ impl OffloadUnits {
     }
 
     /// Hand `f` the work each unit fired since the last call (units that fired nothing are
-    /// skipped), in unit order; from then on it counts as charged. O(units), no allocation.
+    /// skipped), in unit order; from then on it counts as charged. O(units that ran a walk
+    /// since the last call), no allocation.
     pub fn take_fired(&mut self, mut f: impl FnMut(usize, Work)) {
-        for (u, (unit, c)) in self.units.iter().zip(self.charged.iter_mut()).enumerate() {
-            if unit.work.steps != c.steps {
-                let w = unit.work.since(c);
-                *c = unit.work;
-                f(u, w);
+        let mut ran = std::mem::take(&mut self.fired);
+        if ran == u64::MAX {
+            ran = 0;
+            for u in 0..self.units.len() {
+                self.charge(u, &mut f);
             }
+        }
+        while ran != 0 {
+            let u = ran.trailing_zeros() as usize;
+            ran &= ran - 1;
+            self.charge(u, &mut f);
+        }
+        debug_assert!(
+            self.units.iter().zip(&self.charged).all(|(u, c)| u.work == *c),
+            "a unit fired without being marked"
+        );
+    }
+
+    /// The units whose buffer occupancy may have changed since the last call, a bit per unit
+    /// (`u64::MAX`: any unit, as when units above the 64th changed); from then on none has.
+    pub fn take_touched(&mut self) -> u64 {
+        std::mem::take(&mut self.touched)
+    }
+
+    fn touch(&mut self, unit: usize) {
+        self.touched |= if unit < 64 { 1 << unit } else { u64::MAX };
+    }
+
+    /// The place in `seqs` of the live sequence of job `job` on VP `vp`.
+    fn place(&self, job: u32, vp: u32) -> Option<u32> {
+        let p = *self.route.get(vp as usize)?.get(job as usize)?;
+        p.checked_sub(1)
+    }
+
+    fn seq(&mut self, place: u32) -> &mut SeqState {
+        self.seqs[place as usize]
+            .as_mut()
+            .expect("a routed place holds a live sequence")
+    }
+
+    /// Hand `f` the work unit `u` fired since it was last charged, if any.
+    fn charge(&mut self, u: usize, f: &mut impl FnMut(usize, Work)) {
+        let (unit, c) = (&self.units[u], &mut self.charged[u]);
+        if unit.work.steps != c.steps {
+            let w = unit.work.since(c);
+            *c = unit.work;
+            f(u, w);
         }
     }
 
     /// Whether a live sequence of job `job` on VP `vp` is in a unit.
     pub fn routes(&self, job: u32, vp: u32) -> bool {
-        self.route.contains_key(&(job, vp))
+        self.place(job, vp).is_some()
     }
 
     /// The unit holding the live sequence of job `job` on VP `vp`.
     pub fn unit_of(&self, job: u32, vp: u32) -> Option<usize> {
-        self.route.get(&(job, vp)).copied()
+        let p = self.place(job, vp)?;
+        self.seqs[p as usize].as_ref().map(|s| s.unit)
     }
 
     /// Slots of each unit's buffer.
@@ -247,12 +312,28 @@ impl OffloadUnits {
         walker: Walker,
         fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>,
     ) -> Result<(Vec<UnitAction>, Vec<TrigPacket>), UnitError> {
+        let mut out = Vec::new();
+        let kept = self.post_walker_into(vp, walker, fetch, &mut out)?;
+        Ok((out, kept))
+    }
+
+    /// [`OffloadUnits::post_walker`] appending what fired to `out` (a caller's reused vector).
+    pub fn post_walker_into(
+        &mut self,
+        vp: u32,
+        walker: Walker,
+        fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>,
+        out: &mut Vec<UnitAction>,
+    ) -> Result<Vec<TrigPacket>, UnitError> {
         let job = walker.job();
         let senders = walker.shape().senders();
-        if self.route.contains_key(&(job, vp)) {
+        if job >= 1 << JOB_BITS || vp >= 1 << VP_BITS {
+            return Err(UnitError::OutOfRange { job, vp });
+        }
+        if self.routes(job, vp) {
             return Err(UnitError::JobBusy { job, vp });
         }
-        if self.route.len() >= self.cfg.max_collectives as usize {
+        if self.active >= self.cfg.max_collectives as usize {
             return Err(UnitError::TooManyCollectives {
                 vp,
                 max: self.cfg.max_collectives,
@@ -267,30 +348,53 @@ impl OffloadUnits {
             });
         }
         let unit = (0..self.units.len())
-            .min_by_key(|&i| (self.units[i].seqs.len(), i))
+            .min_by_key(|&i| (self.units[i].seqs, i))
             .expect("at least one unit");
-        self.route.insert((job, vp), unit);
-        self.units[unit].seqs.insert(
-            (job, vp),
-            SeqState {
-                walker,
-                issued: 0,
-                issued_step: 0,
-            },
-        );
+        let state = SeqState {
+            unit,
+            at: (job, vp),
+            walker,
+            issued: 0,
+            issued_step: 0,
+        };
+        let place = match self.free.pop() {
+            Some(p) => {
+                self.seqs[p as usize] = Some(state);
+                p
+            }
+            None => {
+                self.seqs.push(Some(state));
+                (self.seqs.len() - 1) as u32
+            }
+        };
+        if self.route.len() <= vp as usize {
+            self.route.resize(vp as usize + 1, [0; 256]);
+        }
+        self.route[vp as usize][job as usize] = place + 1;
+        self.units[unit].seqs += 1;
+        self.active += 1;
         self.posted += 1;
-        let mut out = Vec::new();
         let mut pending = self.early.remove(&(job, vp)).unwrap_or_default();
         // Early arrivals enter the buffer in arrival order; those it refuses go back to the caller.
         let mut kept = Vec::new();
         for p in pending.drain(..) {
-            match self.insert(unit, p, fetch, &mut out)? {
+            match self.insert(unit, p, fetch, out)? {
                 None => {}
                 Some(p) => kept.push(p),
             }
         }
-        self.pump(unit, (job, vp), fetch, &mut out)?;
-        Ok((out, kept))
+        self.pump(place, fetch, out)?;
+        Ok(kept)
+    }
+
+    /// A sequence ended or was cancelled: free its place.
+    fn end(&mut self, place: u32) -> SeqState {
+        let s = self.seqs[place as usize].take().expect("a live sequence");
+        self.route[s.at.1 as usize][s.at.0 as usize] = 0;
+        self.units[s.unit].seqs -= 1;
+        self.active -= 1;
+        self.free.push(place);
+        s
     }
 
     /// Take the live sequence of job `job` on VP `vp` out of its unit (its collective failed):
@@ -299,9 +403,10 @@ impl OffloadUnits {
     /// dropped, or `None` when no such sequence is live. Cost O(keys of the sequence).
     pub fn cancel(&mut self, job: u32, vp: u32) -> Option<usize> {
         let early = self.early.remove(&(job, vp)).map_or(0, |v| v.len());
-        let unit = self.route.remove(&(job, vp))?;
-        let u = &mut self.units[unit];
-        let s = u.seqs.remove(&(job, vp)).expect("a routed sequence is in its unit");
+        let place = self.place(job, vp)?;
+        let s = self.end(place);
+        self.touch(s.unit);
+        let u = &mut self.units[s.unit];
         let dropped = s.walker.remaining_keys().filter(|&k| u.buf.cancel(k).is_some()).count();
         Some(dropped + early)
     }
@@ -313,15 +418,25 @@ impl OffloadUnits {
         p: TrigPacket,
         fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>,
     ) -> Result<(Vec<UnitAction>, Option<TrigPacket>), UnitError> {
-        let at = (p.key.job(), p.dest_vp);
         let mut out = Vec::new();
-        let Some(&unit) = self.route.get(&at) else {
+        let refused = self.arrive_into(p, fetch, &mut out)?;
+        Ok((out, refused))
+    }
+
+    /// [`OffloadUnits::arrive`] appending what fired to `out` (a caller's reused vector).
+    pub fn arrive_into(
+        &mut self,
+        p: TrigPacket,
+        fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>,
+        out: &mut Vec<UnitAction>,
+    ) -> Result<Option<TrigPacket>, UnitError> {
+        let at = (p.key.job(), p.dest_vp);
+        let Some(unit) = self.unit_of(at.0, at.1) else {
             self.early_count += 1;
             self.early.entry(at).or_default().push(p);
-            return Ok((out, None));
+            return Ok(None);
         };
-        let refused = self.insert(unit, p, fetch, &mut out)?;
-        Ok((out, refused))
+        self.insert(unit, p, fetch, out)
     }
 
     fn insert(
@@ -332,6 +447,7 @@ impl OffloadUnits {
         out: &mut Vec<UnitAction>,
     ) -> Result<Option<TrigPacket>, UnitError> {
         let (key, bytes) = (p.key, p.data.len() as u64);
+        self.touch(unit);
         let u = &mut self.units[unit];
         match u
             .buf
@@ -341,39 +457,36 @@ impl OffloadUnits {
             Inserted::Stored { .. } => Ok(None),
             Inserted::Refused(p) => Ok(Some(p)),
             Inserted::Woke { reader, packet } => {
-                let s = u
-                    .seqs
-                    .get_mut(&reader)
-                    .expect("a parked read belongs to a live sequence");
-                s.walker.deliver(packet).map_err(|source| UnitError::Walk {
-                    unit,
-                    job: reader.0,
-                    vp: reader.1,
-                    source,
-                })?;
-                self.pump(unit, reader, fetch, out)?;
+                let s = self.seq(reader);
+                let (job, vp) = s.at;
+                s.walker
+                    .deliver(packet)
+                    .map_err(|source| UnitError::Walk { unit, job, vp, source })?;
+                self.pump(reader, fetch, out)?;
                 Ok(None)
             }
         }
     }
 
-    /// Read and fire for sequence `at` of unit `unit` until it stops moving. Only the
-    /// sequence that was posted or given a packet can move: sequences of one unit share only
-    /// the buffer, whose keys carry their JobID and VP, and every other sequence stopped at a
-    /// read of a packet that has not arrived. So the unit time-shares its sequences at the
-    /// cost of the one that moves, not of all it holds.
+    /// Read and fire for the sequence at `place` until it stops moving. Only the sequence
+    /// that was posted or given a packet can move: sequences of one unit share only the
+    /// buffer, whose keys carry their JobID and VP, and every other sequence stopped at a read
+    /// of a packet that has not arrived. So the unit time-shares its sequences at the cost of
+    /// the one that moves, not of all it holds.
     fn pump(
         &mut self,
-        unit: usize,
-        at: (u32, u32),
+        place: u32,
         fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>,
         out: &mut Vec<UnitAction>,
     ) -> Result<(), UnitError> {
-        let (job, vp) = at;
-        let u = &mut self.units[unit];
-        let Some(s) = u.seqs.get_mut(&at) else {
+        let Some(s) = self.seqs[place as usize].as_mut() else {
             return Ok(());
         };
+        let (unit, (job, vp)) = (s.unit, s.at);
+        let bit = if unit < 64 { 1 << unit } else { u64::MAX };
+        self.touched |= bit;
+        self.fired |= bit;
+        let u = &mut self.units[unit];
         let acts = &mut self.scratch;
         let walk = |source| UnitError::Walk { unit, job, vp, source };
         loop {
@@ -385,7 +498,7 @@ impl OffloadUnits {
                 let bit = 1u32 << i;
                 if s.issued & bit == 0 {
                     s.issued |= bit;
-                    let r = u.buf.read(k, at).map_err(|source| UnitError::Buf { unit, source })?;
+                    let r = u.buf.read(k, place).map_err(|source| UnitError::Buf { unit, source })?;
                     if let Read::Taken(p) = r {
                         s.walker.deliver(p).map_err(walk)?;
                     }
@@ -402,8 +515,7 @@ impl OffloadUnits {
             }
             out.extend(acts.drain(..).map(|action| UnitAction { unit, vp, action }));
             if s.walker.is_done() {
-                u.seqs.remove(&at);
-                self.route.remove(&at);
+                self.end(place);
                 return Ok(());
             }
             // A step may fire without an action; the next step's keys must still be read.
@@ -524,6 +636,50 @@ mod tests {
         assert_eq!(n.active(), 31);
         n.post(VP, waiting(40), &mut no_fetch).unwrap();
         assert_eq!(n.load()[5], 4);
+    }
+
+    #[test]
+    fn touched_and_fired_units_are_reported_once_and_places_are_reused() {
+        let mut n = OffloadUnits::new(0, UnitsConfig::default()).unwrap();
+        // Two waiting sequences go to units 0 and 1; posting touches those units and fires
+        // nothing (their first step waits).
+        n.post(VP, waiting(3), &mut no_fetch).unwrap();
+        n.post(VP, waiting(4), &mut no_fetch).unwrap();
+        assert_eq!(n.take_touched(), 0b11);
+        assert_eq!(n.take_touched(), 0);
+        let mut charged = Vec::new();
+        n.take_fired(|u, w| charged.push((u, w.steps)));
+        assert!(charged.is_empty());
+        // Job 4's packet completes it on unit 1: that unit alone is touched and charged one
+        // step, once.
+        let p = TrigPacket {
+            key: PacketKey::new(4, 99, 0, 0).unwrap(),
+            dest: 0,
+            dest_vp: VP,
+            cp: true,
+            end: false,
+            addr: None,
+            data: vec![],
+        };
+        let mut out = Vec::new();
+        assert_eq!(n.arrive_into(p, &mut no_fetch, &mut out).unwrap(), None);
+        assert_eq!(out.len(), 1);
+        assert_eq!(n.take_touched(), 0b10);
+        n.take_fired(|u, w| charged.push((u, w.steps)));
+        n.take_fired(|u, w| charged.push((u, w.steps)));
+        assert_eq!(charged, vec![(1, 1)]);
+        assert_eq!(n.work()[1].steps, 1);
+        // Job 4 ended: its place and unit take the next sequence, and it routes there.
+        assert!(!n.routes(4, VP));
+        n.post(VP, waiting(9), &mut no_fetch).unwrap();
+        assert_eq!((n.unit_of(9, VP), n.unit_of(3, VP), n.active()), (Some(1), Some(0), 2));
+        assert_eq!(n.seqs.len(), 2, "the ended sequence's place is reused");
+        // A VP outside its 11-bit field is refused with the field named, not a panic.
+        let e = n.post(1 << 11, waiting(10), &mut no_fetch).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "VP 2048, JobID 10: outside the key's fields (VP below 2048, JobID below 256)"
+        );
     }
 
     #[test]
