@@ -685,6 +685,29 @@ impl Endpoint {
         Ok(u64::from(r.0))
     }
 
+    /// The check a zero-length CPU load of `mr` at `offset` makes
+    /// ([`Context::read_local`] with `len = 0`, with its errors), without calling the NIC
+    /// model: the region belongs to this rank and `offset` is inside it or at its end.
+    fn owns(&self, mr: &Mr, offset: u64) -> Result<(), VerbsError> {
+        let user = self.rank();
+        if mr.rank != user {
+            return Err(VerbsError::ForeignBuffer {
+                call: "read_local",
+                owner: mr.rank,
+                user,
+            });
+        }
+        if offset > mr.len {
+            return Err(VerbsError::Overrun {
+                call: "read_local",
+                offset,
+                len: 0,
+                size: mr.len,
+            });
+        }
+        Ok(())
+    }
+
     /// Largest eager message (header included) towards the receive buffers of this policy.
     fn eager_limit(&self) -> u64 {
         let c = &self.0.shared.cfg;
@@ -716,7 +739,7 @@ impl Endpoint {
         let data = if eager && !cfg.p2p.payload_free {
             self.0.ctx.read_local(mr, offset, len)?
         } else {
-            self.0.ctx.read_local(mr, offset, 0)?;
+            self.owns(mr, offset)?;
             if offset.checked_add(len).is_none_or(|e| e > mr.len) {
                 return Err(VerbsError::Overrun {
                     call: "isend",
@@ -825,7 +848,7 @@ impl Endpoint {
     ) -> Result<Request, MpiError> {
         let src = source.map(|s| self.check_rank("irecv", s)).transpose()?;
         // Checks the buffer's owner and range.
-        self.0.ctx.read_local(mr, offset, 0)?;
+        self.owns(mr, offset)?;
         if offset.checked_add(len).is_none_or(|e| e > mr.len) {
             return Err(VerbsError::Overrun {
                 call: "irecv",
@@ -999,8 +1022,11 @@ impl Endpoint {
     }
 
     fn retry_due(&self) -> Result<(), MpiError> {
-        let now = self.0.ctx.now();
         let mut st = self.0.st.borrow_mut();
+        if st.retries.is_empty() {
+            return Ok(());
+        }
+        let now = self.0.ctx.now();
         while st.retries.front().is_some_and(|&(t, _)| t <= now) {
             let (_, op) = st.retries.pop_front().expect("front");
             let f = &st.in_flight[&op];
@@ -1041,115 +1067,150 @@ impl Endpoint {
         let sd = sh.cfg.conn.send_depth;
         let mut st = self.0.st.borrow_mut();
         let st = &mut *st;
-        // Reads of matched rendezvous messages.
-        let mut keep = VecDeque::new();
-        while let Some(r) = st.pending_reads.pop_front() {
-            match self.ready(st, r.src, sd) {
-                Ok(Some((t, qp))) => {
-                    let id = st.next_id;
-                    st.next_id += 1;
-                    qp.post_read(&r.mr, r.off, r.len, r.remote, id)?;
-                    sh.inc();
-                    st.reads.insert(id, ReadOp { target: Some(t), ..r });
+        if !st.pending_reads.is_empty() {
+            // Reads of matched rendezvous messages.
+            let mut keep = VecDeque::new();
+            while let Some(r) = st.pending_reads.pop_front() {
+                match self.ready(st, r.src, sd) {
+                    Ok(Some((t, qp))) => {
+                        let id = st.next_id;
+                        st.next_id += 1;
+                        qp.post_read(&r.mr, r.off, r.len, r.remote, id)?;
+                        sh.inc();
+                        st.reads.insert(id, ReadOp { target: Some(t), ..r });
+                    }
+                    _ => keep.push_back(r),
                 }
-                _ => keep.push_back(r),
             }
+            // Back into the emptied queue, which keeps its allocation (no free and new
+            // allocation per call).
+            st.pending_reads.append(&mut keep);
         }
-        // Back into the emptied queue, which keeps its allocation (no free and new allocation
-        // per call).
-        st.pending_reads.append(&mut keep);
+        if st.pending.is_empty() {
+            return Ok(());
+        }
+        // The queue is taken out while messages are posted from it by reference (posting
+        // never queues a message), and put back whatever happens.
+        let mut pending = std::mem::take(&mut st.pending);
+        let r = self.flush_queue(st, &mut pending, sd);
+        st.pending = pending;
+        r
+    }
+
+    /// Posts the messages of `pending` that can leave, in order per destination; the others
+    /// stay in order. The leading run of messages that leave is posted in place and dropped
+    /// at once (the common case: no message moves); from the first that waits on, the queue
+    /// is taken apart and rebuilt.
+    fn flush_queue(&self, st: &mut State, pending: &mut VecDeque<Out>, sd: u64) -> Result<(), MpiError> {
         let mut blocked: BTreeSet<u64> = BTreeSet::new();
+        let mut sent = 0;
+        while let Some(o) = pending.get(sent) {
+            if st.free_staging.is_empty() {
+                pending.drain(..sent);
+                return Ok(());
+            }
+            if !self.post_out(st, o, sd)? {
+                blocked.insert(o.dest);
+                break;
+            }
+            sent += 1;
+        }
+        pending.drain(..sent);
+        if pending.is_empty() {
+            return Ok(());
+        }
         let mut keep = VecDeque::new();
-        while let Some(o) = st.pending.pop_front() {
+        while let Some(o) = pending.pop_front() {
             if st.free_staging.is_empty() {
                 // No send buffer: nothing behind can leave either. The messages kept so far go
                 // back in front of the rest, in order — O(kept), not a copy of the whole queue
                 // at each progress call.
-                st.pending.push_front(o);
+                pending.push_front(o);
                 while let Some(k) = keep.pop_back() {
-                    st.pending.push_front(k);
+                    pending.push_front(k);
                 }
                 return Ok(());
             }
-            if blocked.contains(&o.dest) {
+            if blocked.contains(&o.dest) || !self.post_out(st, &o, sd)? {
                 blocked.insert(o.dest);
                 keep.push_back(o);
-                continue;
             }
-            let target = match self.ready(st, o.dest, sd) {
-                Ok(t) => t,
-                Err(()) => {
-                    blocked.insert(o.dest);
-                    keep.push_back(o);
-                    continue;
-                }
-            };
-            let (target, conn_qp) = match target {
-                Some((t, q)) => (Some(t), Some(q)),
-                None => (None, None),
-            };
-            let bytes = HEADER + o.len;
-            let (qp, rq) = {
-                let dir = sh.dir.borrow();
-                let d = &dir[o.dest as usize];
-                let me = u64::from(self.rank().0);
-                match (sh.cfg.policy.transport, target) {
-                    (Transport::Ud, _) => (st.ud_qp.clone(), d.ud),
-                    (Transport::Rc, Some(_)) => (conn_qp, d.own.get(&me).copied()),
-                    (Transport::XrcM, Some(_)) => {
-                        // Control messages (header only) fit every class; eager data was
-                        // checked against the classes with buffers when it was posted.
-                        let k = {
-                            let bufs = &d.srq_bufs;
-                            (0..sh.cfg.conn.xrc_classes)
-                                .rev()
-                                .find(|&k| {
-                                    sh.cfg.conn.class_buffer(k) >= bytes
-                                        && bufs.get(k as usize).copied().unwrap_or(0) > 0
-                                })
-                                .unwrap_or(0)
-                        };
-                        (conn_qp, d.srq.get(k as usize).copied().flatten())
-                    }
-                    (_, Some(_)) => (conn_qp, d.srq.first().copied().flatten()),
-                    (_, None) => (None, None),
-                }
-            };
-            let (Some(qp), Some(rq)) = (qp, rq) else {
-                return Err(MpiError::Protocol(format!(
-                    "rank {} has no queue pair or receive queue towards rank {}",
-                    self.rank().0,
-                    o.dest
-                )));
-            };
-            let slot = st.free_staging.pop().expect("checked non-empty");
-            let mut head = [0u8; HEADER as usize];
-            for (i, w) in o.hdr.iter().enumerate() {
-                head[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
-            }
-            let at = slot * st.staging_size;
-            self.0.ctx.write_local(&st.staging, at, &head)?;
-            if !o.data.is_empty() {
-                self.0.ctx.write_local(&st.staging, at + HEADER, &o.data)?;
-            }
-            let id = st.next_id;
-            st.next_id += 1;
-            qp.post_send(&st.staging, slot * st.staging_size, bytes, rq, true, id)?;
-            sh.inc();
-            st.in_flight.insert(
-                id,
-                InFlight {
-                    qp,
-                    rq,
-                    slot,
-                    bytes,
-                    target,
-                    req: o.req,
-                },
-            );
         }
-        st.pending.append(&mut keep);
+        pending.append(&mut keep);
         Ok(())
+    }
+
+    /// Posts message `o` if its destination's connection lets it leave (a send buffer is
+    /// free); returns whether it left.
+    fn post_out(&self, st: &mut State, o: &Out, sd: u64) -> Result<bool, MpiError> {
+        let sh = &self.0.shared;
+        let target = match self.ready(st, o.dest, sd) {
+            Ok(t) => t,
+            Err(()) => return Ok(false),
+        };
+        let (target, conn_qp) = match target {
+            Some((t, q)) => (Some(t), Some(q)),
+            None => (None, None),
+        };
+        let bytes = HEADER + o.len;
+        let (qp, rq) = {
+            let dir = sh.dir.borrow();
+            let d = &dir[o.dest as usize];
+            let me = u64::from(self.rank().0);
+            match (sh.cfg.policy.transport, target) {
+                (Transport::Ud, _) => (st.ud_qp.clone(), d.ud),
+                (Transport::Rc, Some(_)) => (conn_qp, d.own.get(&me).copied()),
+                (Transport::XrcM, Some(_)) => {
+                    // Control messages (header only) fit every class; eager data was
+                    // checked against the classes with buffers when it was posted.
+                    let k = {
+                        let bufs = &d.srq_bufs;
+                        (0..sh.cfg.conn.xrc_classes)
+                            .rev()
+                            .find(|&k| {
+                                sh.cfg.conn.class_buffer(k) >= bytes && bufs.get(k as usize).copied().unwrap_or(0) > 0
+                            })
+                            .unwrap_or(0)
+                    };
+                    (conn_qp, d.srq.get(k as usize).copied().flatten())
+                }
+                (_, Some(_)) => (conn_qp, d.srq.first().copied().flatten()),
+                (_, None) => (None, None),
+            }
+        };
+        let (Some(qp), Some(rq)) = (qp, rq) else {
+            return Err(MpiError::Protocol(format!(
+                "rank {} has no queue pair or receive queue towards rank {}",
+                self.rank().0,
+                o.dest
+            )));
+        };
+        let slot = st.free_staging.pop().expect("checked non-empty");
+        let mut head = [0u8; HEADER as usize];
+        for (i, w) in o.hdr.iter().enumerate() {
+            head[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        let at = slot * st.staging_size;
+        self.0.ctx.write_local(&st.staging, at, &head)?;
+        if !o.data.is_empty() {
+            self.0.ctx.write_local(&st.staging, at + HEADER, &o.data)?;
+        }
+        let id = st.next_id;
+        st.next_id += 1;
+        qp.post_send(&st.staging, slot * st.staging_size, bytes, rq, true, id)?;
+        sh.inc();
+        st.in_flight.insert(
+            id,
+            InFlight {
+                qp,
+                rq,
+                slot,
+                bytes,
+                target,
+                req: o.req,
+            },
+        );
+        Ok(true)
     }
 
     /// The static partner relaying connection messages from `from` to `to`: the process with
@@ -1462,7 +1523,8 @@ impl Endpoint {
                         from: m.src as u32,
                         tag: m.tag,
                     });
-                } else {
+                } else if !data.is_empty() {
+                    // (An empty store is a no-op: `irecv` checked the buffer's owner and range.)
                     self.0.ctx.write_local(&p.mr, p.off, &data)?;
                 }
             }
