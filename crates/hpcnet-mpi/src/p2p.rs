@@ -55,15 +55,16 @@ use crate::alloc::{Action, Allocator, MemoryAccount, Route, Target};
 use crate::policy::{ConnError, ConnParams, Layout, Policy, Transport};
 use hpcnet_des::hash::IdMap;
 use hpcnet_des::SimTime;
-use hpcnet_msg::verbs::{Cq, Mr, Qp, RemoteBuf, RemoteRq, Rq, VerbsError};
+use hpcnet_msg::verbs::{Cq, Mr, NextCqe, Qp, RemoteBuf, RemoteRq, Rq, Sleep, VerbsError};
 use hpcnet_msg::{Context, Machine, NicBackend, Rank};
 use hpcnet_nic::{Cqe, CqeKind, CqeStatus, QpNum};
 use std::cell::{Cell, RefCell};
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Poll, Waker};
+use std::task::{Context as TaskCx, Poll, Waker};
 
 /// Bytes of the header in front of every message.
 pub const HEADER: u64 = 64;
@@ -525,6 +526,45 @@ enum Event {
     Done,
 }
 
+/// A connection step that waits in simulated time (creating a queue pair), met while making
+/// progress: the rest of the progress call runs after it.
+enum Stall {
+    /// Open the connection to this peer on demand.
+    Connect(u64),
+    /// Answer a connection request from this peer.
+    Accept(u64),
+}
+
+/// Future of [`Endpoint::next_event`]: the completion queue first, then the retry timer, then
+/// (when waiting for the end of the job) the job's state.
+struct NextEvent<'a> {
+    cq: NextCqe,
+    sleep: Option<Sleep>,
+    done: Option<&'a Shared>,
+}
+
+impl Future for NextEvent<'_> {
+    type Output = Event;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Event> {
+        let this = &mut *self;
+        if let Poll::Ready(c) = Pin::new(&mut this.cq).poll(cx) {
+            return Poll::Ready(Event::Cqe(c));
+        }
+        if let Some(s) = &mut this.sleep {
+            if Pin::new(s).poll(cx).is_ready() {
+                return Poll::Ready(Event::Timer);
+            }
+        }
+        if let Some(sh) = this.done {
+            if sh.all_done() {
+                return Poll::Ready(Event::Done);
+            }
+            sh.done_wakers.borrow_mut().push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+}
+
 impl Endpoint {
     fn new(ctx: Context, shared: Rc<Shared>) -> Result<Endpoint, MpiError> {
         let cfg = shared.cfg;
@@ -911,13 +951,14 @@ impl Endpoint {
 
     fn take_done(&self, r: Request, call: &'static str) -> Result<Option<Status>, MpiError> {
         let mut st = self.0.st.borrow_mut();
-        let Some(s) = st.reqs.get(&r.0) else {
-            return Err(MpiError::UnknownRequest { call, id: r.0 });
+        let e = match st.reqs.entry(r.0) {
+            Entry::Vacant(_) => return Err(MpiError::UnknownRequest { call, id: r.0 }),
+            Entry::Occupied(e) => e,
         };
-        if s.waiting > 0 {
+        if e.get().waiting > 0 {
             return Ok(None);
         }
-        let s = st.reqs.remove(&r.0).expect("present");
+        let s = e.remove();
         if let Some(e) = s.error {
             return Err(e);
         }
@@ -931,12 +972,17 @@ impl Endpoint {
     /// Waits until `r` completes.
     pub async fn wait(&self, r: Request) -> Result<Status, MpiError> {
         loop {
-            self.progress().await?;
+            // `progress`, with no future built unless a connection step waits.
+            while let Some(s) = self.progress_now()? {
+                self.stall(s).await?;
+            }
             if let Some(s) = self.take_done(r, "wait")? {
                 return Ok(s);
             }
             if let Event::Cqe(c) = self.next_event(false).await {
-                self.handle(c).await?;
+                if let Some(s) = self.handle_now(c)? {
+                    self.stall(s).await?;
+                }
             }
         }
     }
@@ -968,7 +1014,11 @@ impl Endpoint {
                 return Ok(());
             }
             match self.next_event(true).await {
-                Event::Cqe(c) => self.handle(c).await?,
+                Event::Cqe(c) => {
+                    if let Some(s) = self.handle_now(c)? {
+                        self.stall(s).await?;
+                    }
+                }
                 Event::Timer => {}
                 Event::Done => return Ok(()),
             }
@@ -976,49 +1026,49 @@ impl Endpoint {
     }
 
     /// The next completion, or the next retry time, or (`until_done`) the end of the job.
-    async fn next_event(&self, until_done: bool) -> Event {
+    fn next_event(&self, until_done: bool) -> NextEvent<'_> {
         let retry = self.0.st.borrow().retries.front().map(|&(t, _)| t);
-        let mut cqf = self.0.cq.next();
-        let now = self.0.ctx.now();
-        let mut sleep = retry.map(|t| self.0.ctx.sleep(t.saturating_sub(now)));
-        let sh = self.0.shared.clone();
-        poll_fn(move |cx| {
-            if let Poll::Ready(c) = Pin::new(&mut cqf).poll(cx) {
-                return Poll::Ready(Event::Cqe(c));
-            }
-            if let Some(s) = &mut sleep {
-                if Pin::new(s).poll(cx).is_ready() {
-                    return Poll::Ready(Event::Timer);
-                }
-            }
-            if until_done {
-                if sh.all_done() {
-                    return Poll::Ready(Event::Done);
-                }
-                sh.done_wakers.borrow_mut().push(cx.waker().clone());
-            }
-            Poll::Pending
-        })
-        .await
+        let sleep = retry.map(|t| self.0.ctx.sleep(t.saturating_sub(self.0.ctx.now())));
+        NextEvent {
+            cq: self.0.cq.next(),
+            sleep,
+            done: until_done.then_some(&*self.0.shared),
+        }
     }
 
     /// Handles every completion waiting, sends again what is due, opens connections and sends
     /// what can leave.
     async fn progress(&self) -> Result<(), MpiError> {
-        loop {
-            while let Some(c) = self.0.cq.poll() {
-                self.handle(c).await?;
-            }
-            self.retry_due()?;
-            self.flush()?;
-            let next = self.0.st.borrow_mut().to_connect.pop_first();
-            match next {
-                Some(peer) => self.connect(peer).await?,
-                None => break,
+        while let Some(s) = self.progress_now()? {
+            self.stall(s).await?;
+        }
+        Ok(())
+    }
+
+    /// The work of [`Self::progress`] up to the next connection step that waits in simulated
+    /// time, which it returns; `None` when progress is complete. Calling it again after the
+    /// step goes on where it stopped.
+    fn progress_now(&self) -> Result<Option<Stall>, MpiError> {
+        while let Some(c) = self.0.cq.poll() {
+            if let Some(s) = self.handle_now(c)? {
+                return Ok(Some(s));
             }
         }
+        self.retry_due()?;
+        self.flush()?;
+        if let Some(peer) = self.0.st.borrow_mut().to_connect.pop_first() {
+            return Ok(Some(Stall::Connect(peer)));
+        }
         self.0.shared.check_done();
-        Ok(())
+        Ok(None)
+    }
+
+    /// Carries out a connection step.
+    async fn stall(&self, s: Stall) -> Result<(), MpiError> {
+        match s {
+            Stall::Connect(peer) => self.connect(peer).await,
+            Stall::Accept(origin) => self.accept(origin).await,
+        }
     }
 
     fn retry_due(&self) -> Result<(), MpiError> {
@@ -1257,8 +1307,8 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Handles one completion.
-    async fn handle(&self, c: Cqe) -> Result<(), MpiError> {
+    /// Handles one completion; returns the connection step it leads to, if any.
+    fn handle_now(&self, c: Cqe) -> Result<Option<Stall>, MpiError> {
         let sh = self.0.shared.clone();
         match c.kind {
             CqeKind::Send => {
@@ -1267,7 +1317,7 @@ impl Endpoint {
                     st.stats.rnr_retries += 1;
                     let t = self.0.ctx.now() + sh.cfg.p2p.rnr_retry;
                     st.retries.push_back((t, c.wr_id));
-                    return Ok(());
+                    return Ok(None);
                 }
                 if c.status != CqeStatus::Ok {
                     return Err(MpiError::Protocol(format!("send completed with {:?}", c.status)));
@@ -1284,7 +1334,7 @@ impl Endpoint {
                     Self::ack(&mut st, r);
                 }
                 sh.dec();
-                Ok(())
+                Ok(None)
             }
             CqeKind::Read => {
                 let mut st = self.0.st.borrow_mut();
@@ -1315,11 +1365,37 @@ impl Endpoint {
                     data: Vec::new(),
                     req: None,
                 });
-                Ok(())
+                Ok(None)
             }
-            CqeKind::Recv => self.received(c).await,
+            CqeKind::Recv => self.received(c),
             k => Err(MpiError::Protocol(format!("unexpected completion {k:?}"))),
         }
+    }
+
+    /// Answers a connection request from `origin`: creates this side's queue pair first if
+    /// the connection does not exist yet (paying its creation time).
+    async fn accept(&self, origin: u64) -> Result<(), MpiError> {
+        let me = u64::from(self.rank().0);
+        let need = !self.0.st.borrow().alloc.connected(origin);
+        if need {
+            let cc = self.0.shared.cfg.conn;
+            self.0.ctx.sleep(cc.qp_create + cc.kernel_transition).await;
+            self.0.st.borrow_mut().alloc.connect(origin);
+            self.apply()?;
+        }
+        let relay = self.relay(me, origin);
+        let mut st = self.0.st.borrow_mut();
+        if let Route::Conn(t) = st.alloc.route(origin) {
+            st.links.get_mut(&t).expect("queue pair created").pending = false;
+        }
+        st.pending.push_back(Out {
+            dest: relay,
+            hdr: [CONN_ACK, me, 0, 0, 0, me, origin, 0],
+            len: 0,
+            data: Vec::new(),
+            req: None,
+        });
+        Ok(())
     }
 
     fn ack(st: &mut State, req: u64) {
@@ -1328,7 +1404,9 @@ impl Endpoint {
         }
     }
 
-    async fn received(&self, c: Cqe) -> Result<(), MpiError> {
+    /// Handles the arrival of a message; returns the connection step a request for a
+    /// connection to this rank leads to.
+    fn received(&self, c: Cqe) -> Result<Option<Stall>, MpiError> {
         if c.status != CqeStatus::Ok {
             return Err(MpiError::Protocol(format!("receive completed with {:?}", c.status)));
         }
@@ -1381,7 +1459,8 @@ impl Endpoint {
                     }
                 };
                 let mut st = self.0.st.borrow_mut();
-                self.arrive(&mut st, Msg { src, tag, len, body }, seq)
+                self.arrive(&mut st, Msg { src, tag, len, body }, seq)?;
+                Ok(None)
             }
             FRAG => {
                 let mut st = self.0.st.borrow_mut();
@@ -1407,12 +1486,12 @@ impl Endpoint {
                         seq,
                     )?;
                 }
-                Ok(())
+                Ok(None)
             }
             FIN => {
                 let mut st = self.0.st.borrow_mut();
                 Self::ack(&mut st, cw);
-                Ok(())
+                Ok(None)
             }
             CONN_REQ | CONN_ACK if b != me => {
                 // Forward over the static link to the final destination.
@@ -1425,31 +1504,9 @@ impl Endpoint {
                     data: Vec::new(),
                     req: None,
                 });
-                Ok(())
+                Ok(None)
             }
-            CONN_REQ => {
-                let origin = a;
-                let need = !self.0.st.borrow().alloc.connected(origin);
-                if need {
-                    let cc = self.0.shared.cfg.conn;
-                    self.0.ctx.sleep(cc.qp_create + cc.kernel_transition).await;
-                    self.0.st.borrow_mut().alloc.connect(origin);
-                    self.apply()?;
-                }
-                let relay = self.relay(me, origin);
-                let mut st = self.0.st.borrow_mut();
-                if let Route::Conn(t) = st.alloc.route(origin) {
-                    st.links.get_mut(&t).expect("queue pair created").pending = false;
-                }
-                st.pending.push_back(Out {
-                    dest: relay,
-                    hdr: [CONN_ACK, me, 0, 0, 0, me, origin, 0],
-                    len: 0,
-                    data: Vec::new(),
-                    req: None,
-                });
-                Ok(())
-            }
+            CONN_REQ => Ok(Some(Stall::Accept(a))),
             CONN_ACK => {
                 let mut st = self.0.st.borrow_mut();
                 if let Route::Conn(t) = st.alloc.route(a) {
@@ -1458,7 +1515,7 @@ impl Endpoint {
                     }
                 }
                 self.0.shared.dec();
-                Ok(())
+                Ok(None)
             }
             k => Err(MpiError::Protocol(format!("unknown message kind {k}"))),
         }
