@@ -59,7 +59,6 @@ use hpcnet_msg::verbs::{Cq, Mr, NextCqe, Qp, RemoteBuf, RemoteRq, Rq, Sleep, Ver
 use hpcnet_msg::{Context, Machine, NicBackend, Rank};
 use hpcnet_nic::{Cqe, CqeKind, CqeStatus, QpNum};
 use std::cell::{Cell, RefCell};
-use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
@@ -356,6 +355,56 @@ struct ReqState {
     error: Option<MpiError>,
 }
 
+/// The requests not yet consumed, in a slab: a request's handle is its slot (low 32 bits)
+/// and the slot's generation (high 32 bits), which goes up when the slot is freed, so that
+/// the handle of a consumed request — kept by the program, or in a late acknowledgement — is
+/// told from the slot's next request (until the generation wraps, after 2³² reuses of one
+/// slot). Slots are reused last freed first, so the slab stays as large as the most requests
+/// pending at once. O(1) per operation, no hashing.
+#[derive(Default)]
+struct Requests {
+    slots: Vec<(u32, Option<ReqState>)>,
+    free: Vec<u32>,
+}
+
+impl Requests {
+    const SLOT: u64 = 0xffff_ffff;
+
+    /// Stores `s` and returns its handle.
+    fn insert(&mut self, s: ReqState) -> u64 {
+        let i = match self.free.pop() {
+            Some(i) => i as usize,
+            None => {
+                self.slots.push((0, None));
+                self.slots.len() - 1
+            }
+        };
+        let e = &mut self.slots[i];
+        e.1 = Some(s);
+        (u64::from(e.0) << 32) | i as u64
+    }
+
+    fn get_mut(&mut self, h: u64) -> Option<&mut ReqState> {
+        let e = self.slots.get_mut((h & Self::SLOT) as usize)?;
+        if u64::from(e.0) != h >> 32 {
+            return None;
+        }
+        e.1.as_mut()
+    }
+
+    fn remove(&mut self, h: u64) -> Option<ReqState> {
+        let i = (h & Self::SLOT) as usize;
+        let e = self.slots.get_mut(i)?;
+        if u64::from(e.0) != h >> 32 {
+            return None;
+        }
+        let s = e.1.take()?;
+        e.0 = e.0.wrapping_add(1);
+        self.free.push(i as u32);
+        Some(s)
+    }
+}
+
 enum RqRef {
     Srq(u32),
     Own(u64),
@@ -492,8 +541,9 @@ struct State {
     staging: Mr,
     staging_size: u64,
     free_staging: Vec<u64>,
+    /// Work-request id of the next send or RDMA read.
     next_id: u64,
-    reqs: IdMap<u64, ReqState>,
+    reqs: Requests,
     posted: VecDeque<Posted>,
     unexpected: VecDeque<Msg>,
     send_seq: IdMap<u64, u64>,
@@ -589,7 +639,7 @@ impl Endpoint {
             staging_size,
             free_staging: (0..n).rev().collect(),
             next_id: 1,
-            reqs: IdMap::default(),
+            reqs: Requests::default(),
             posted: VecDeque::new(),
             unexpected: VecDeque::new(),
             send_seq: IdMap::default(),
@@ -792,22 +842,17 @@ impl Endpoint {
             Vec::new()
         };
         let mut st = self.0.st.borrow_mut();
-        let id = st.next_id;
-        st.next_id += 1;
         let seq = {
             let s = st.send_seq.entry(d).or_insert(0);
             *s += 1;
             *s - 1
         };
         if d == me {
-            st.reqs.insert(
-                id,
-                ReqState {
-                    waiting: 0,
-                    status: Some(Status { source: dest, tag, len }),
-                    error: None,
-                },
-            );
+            let id = st.reqs.insert(ReqState {
+                waiting: 0,
+                status: Some(Status { source: dest, tag, len }),
+                error: None,
+            });
             let msg = Msg {
                 src: me,
                 tag,
@@ -821,13 +866,10 @@ impl Endpoint {
         if ud {
             let chunk = cfg.conn.ud_mtu.saturating_sub(HEADER).max(1);
             let frags = len.div_ceil(chunk).max(1);
-            st.reqs.insert(
-                id,
-                ReqState {
-                    waiting: frags as u32,
-                    ..Default::default()
-                },
-            );
+            let id = st.reqs.insert(ReqState {
+                waiting: frags as u32,
+                ..Default::default()
+            });
             for f in 0..frags {
                 let a = (f * chunk) as usize;
                 let b = ((f + 1) * chunk).min(len) as usize;
@@ -840,14 +882,12 @@ impl Endpoint {
                 });
             }
             st.stats.datagrams += frags;
+            Ok(Request(id))
         } else if eager {
-            st.reqs.insert(
-                id,
-                ReqState {
-                    waiting: 1,
-                    ..Default::default()
-                },
-            );
+            let id = st.reqs.insert(ReqState {
+                waiting: 1,
+                ..Default::default()
+            });
             st.pending.push_back(Out {
                 dest: d,
                 hdr: hdr(EAGER, 0, 0, 0),
@@ -856,14 +896,12 @@ impl Endpoint {
                 req: Some(id),
             });
             st.stats.eager += 1;
+            Ok(Request(id))
         } else {
-            st.reqs.insert(
-                id,
-                ReqState {
-                    waiting: 1,
-                    ..Default::default()
-                },
-            );
+            let id = st.reqs.insert(ReqState {
+                waiting: 1,
+                ..Default::default()
+            });
             st.pending.push_back(Out {
                 dest: d,
                 hdr: hdr(RTS, mr.addr + offset, u64::from(mr.rkey), id),
@@ -872,8 +910,8 @@ impl Endpoint {
                 req: None,
             });
             st.stats.rendezvous += 1;
+            Ok(Request(id))
         }
-        Ok(Request(id))
     }
 
     /// Starts receiving at most `len` bytes into `mr` at `offset`, from `source` (any when
@@ -899,15 +937,10 @@ impl Endpoint {
             .into());
         }
         let mut st = self.0.st.borrow_mut();
-        let id = st.next_id;
-        st.next_id += 1;
-        st.reqs.insert(
-            id,
-            ReqState {
-                waiting: 1,
-                ..Default::default()
-            },
-        );
+        let id = st.reqs.insert(ReqState {
+            waiting: 1,
+            ..Default::default()
+        });
         let p = Posted {
             req: id,
             src,
@@ -951,14 +984,13 @@ impl Endpoint {
 
     fn take_done(&self, r: Request, call: &'static str) -> Result<Option<Status>, MpiError> {
         let mut st = self.0.st.borrow_mut();
-        let e = match st.reqs.entry(r.0) {
-            Entry::Vacant(_) => return Err(MpiError::UnknownRequest { call, id: r.0 }),
-            Entry::Occupied(e) => e,
+        let Some(s) = st.reqs.get_mut(r.0) else {
+            return Err(MpiError::UnknownRequest { call, id: r.0 });
         };
-        if e.get().waiting > 0 {
+        if s.waiting > 0 {
             return Ok(None);
         }
-        let s = e.remove();
+        let s = st.reqs.remove(r.0).expect("present");
         if let Some(e) = s.error {
             return Err(e);
         }
@@ -1349,7 +1381,7 @@ impl Endpoint {
                     st.links.get_mut(&t).expect("counted").outstanding -= 1;
                 }
                 sh.dec();
-                if let Some(q) = st.reqs.get_mut(&r.req) {
+                if let Some(q) = st.reqs.get_mut(r.req) {
                     q.status = Some(Status {
                         source: Rank(r.src as u32),
                         tag: r.tag,
@@ -1399,7 +1431,7 @@ impl Endpoint {
     }
 
     fn ack(st: &mut State, req: u64) {
-        if let Some(q) = st.reqs.get_mut(&req) {
+        if let Some(q) = st.reqs.get_mut(req) {
             q.waiting = q.waiting.saturating_sub(1);
         }
     }
@@ -1570,7 +1602,7 @@ impl Endpoint {
         let truncated = m.len > p.len;
         match m.body {
             Body::Eager(data) => {
-                let q = st.reqs.get_mut(&p.req).expect("posted request");
+                let q = st.reqs.get_mut(p.req).expect("posted request");
                 q.waiting = 0;
                 q.status = Some(status);
                 if truncated {
@@ -1587,7 +1619,7 @@ impl Endpoint {
             }
             Body::Rts { addr, rkey, sreq } => {
                 if truncated {
-                    let q = st.reqs.get_mut(&p.req).expect("posted request");
+                    let q = st.reqs.get_mut(p.req).expect("posted request");
                     q.waiting = 0;
                     q.error = Some(MpiError::Truncate {
                         len: m.len,
