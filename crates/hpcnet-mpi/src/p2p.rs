@@ -1563,6 +1563,10 @@ impl Endpoint {
         }
         *expect += 1;
         self.deliver(st, m)?;
+        if st.held.is_empty() {
+            // Nothing arrived ahead of its turn (the common case): no look-up of the next.
+            return Ok(());
+        }
         loop {
             let next = st.recv_seq[&src];
             let Some(m) = st.held.remove(&(src, next)) else {
@@ -1735,4 +1739,41 @@ pub fn line_world(nodes: u32, per_node: u32) -> hpcnet_nic::World {
         ..hpcnet_nic::NicConfig::default()
     };
     hpcnet_nic::World::new(net, nic)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting(n: u32) -> ReqState {
+        ReqState {
+            waiting: n,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn request_slots_are_reused_and_old_handles_are_refused() {
+        let mut r = Requests::default();
+        let a = r.insert(waiting(1));
+        let b = r.insert(waiting(2));
+        assert_ne!(a, b);
+        assert_eq!(r.get_mut(b).map(|s| s.waiting), Some(2));
+        assert_eq!(r.remove(a).map(|s| s.waiting), Some(1));
+        // Gone, and refused again.
+        assert!(r.get_mut(a).is_none());
+        assert!(r.remove(a).is_none());
+        // The freed slot holds the next request under a new handle; the old one stays refused.
+        let c = r.insert(waiting(3));
+        assert_eq!(c & Requests::SLOT, a & Requests::SLOT);
+        assert_ne!(c, a);
+        assert!(r.get_mut(a).is_none());
+        assert_eq!(r.get_mut(c).map(|s| s.waiting), Some(3));
+        // The slab grows only with the requests pending at once.
+        assert_eq!(r.slots.len(), 2);
+        assert!(r.get_mut(7).is_none(), "a slot never used");
+        assert_eq!(r.remove(b).map(|s| s.waiting), Some(2));
+        assert_eq!(r.remove(c).map(|s| s.waiting), Some(3));
+        assert_eq!(r.free.len(), 2);
+    }
 }
