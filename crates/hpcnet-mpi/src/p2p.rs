@@ -48,8 +48,11 @@
 //! after its program returns, a rank keeps serving (re-posting buffers, forwarding connection
 //! requests) until every rank has returned and no send is in flight.
 //!
-//! Cost: per message O(log k) map work plus one copy of eager data at each end; the posted and
-//! unexpected queues are searched linearly (as in MVAPICH-era libraries).
+//! Cost: per message O(log k) map work (connections, per-pair sequence numbers, sends in
+//! flight) plus one copy of eager data at each end; requests live in a slab (O(1), no
+//! hashing); the posted and unexpected queues are searched linearly (as in MVAPICH-era
+//! libraries). A progress call runs synchronously and builds a future only for a connection
+//! step that waits in simulated time; waiting for the next completion is one named future.
 
 use crate::alloc::{Action, Allocator, MemoryAccount, Route, Target};
 use crate::policy::{ConnError, ConnParams, Layout, Policy, Transport};
@@ -352,7 +355,8 @@ struct ReqState {
     /// Acknowledgements, FINs or data still awaited.
     waiting: u32,
     status: Option<Status>,
-    error: Option<MpiError>,
+    /// Boxed: rare, and large inline (the slab's slots stay small).
+    error: Option<Box<MpiError>>,
 }
 
 /// The requests not yet consumed, in a slab: a request's handle is its slot (low 32 bits)
@@ -361,46 +365,68 @@ struct ReqState {
 /// told from the slot's next request (until the generation wraps, after 2³² reuses of one
 /// slot). Slots are reused last freed first, so the slab stays as large as the most requests
 /// pending at once. O(1) per operation, no hashing.
-#[derive(Default)]
 struct Requests {
-    slots: Vec<(u32, Option<ReqState>)>,
-    free: Vec<u32>,
+    slots: Vec<ReqSlot>,
+    /// First free slot; the free slots are chained through [`ReqSlot::next_free`]
+    /// ([`Requests::NONE`] ends the chain), so taking one touches only the slot itself.
+    free: u32,
+}
+
+struct ReqSlot {
+    generation: u32,
+    next_free: u32,
+    state: Option<ReqState>,
+}
+
+impl Default for Requests {
+    fn default() -> Self {
+        Requests {
+            slots: Vec::new(),
+            free: Self::NONE,
+        }
+    }
 }
 
 impl Requests {
     const SLOT: u64 = 0xffff_ffff;
+    const NONE: u32 = u32::MAX;
 
     /// Stores `s` and returns its handle.
     fn insert(&mut self, s: ReqState) -> u64 {
-        let i = match self.free.pop() {
-            Some(i) => i as usize,
-            None => {
-                self.slots.push((0, None));
-                self.slots.len() - 1
-            }
+        let i = if self.free == Self::NONE {
+            self.slots.push(ReqSlot {
+                generation: 0,
+                next_free: Self::NONE,
+                state: None,
+            });
+            self.slots.len() - 1
+        } else {
+            self.free as usize
         };
         let e = &mut self.slots[i];
-        e.1 = Some(s);
-        (u64::from(e.0) << 32) | i as u64
+        self.free = std::mem::replace(&mut e.next_free, Self::NONE);
+        e.state = Some(s);
+        (u64::from(e.generation) << 32) | i as u64
     }
 
     fn get_mut(&mut self, h: u64) -> Option<&mut ReqState> {
         let e = self.slots.get_mut((h & Self::SLOT) as usize)?;
-        if u64::from(e.0) != h >> 32 {
+        if u64::from(e.generation) != h >> 32 {
             return None;
         }
-        e.1.as_mut()
+        e.state.as_mut()
     }
 
     fn remove(&mut self, h: u64) -> Option<ReqState> {
         let i = (h & Self::SLOT) as usize;
         let e = self.slots.get_mut(i)?;
-        if u64::from(e.0) != h >> 32 {
+        if u64::from(e.generation) != h >> 32 {
             return None;
         }
-        let s = e.1.take()?;
-        e.0 = e.0.wrapping_add(1);
-        self.free.push(i as u32);
+        let s = e.state.take()?;
+        e.generation = e.generation.wrapping_add(1);
+        e.next_free = self.free;
+        self.free = i as u32;
         Some(s)
     }
 }
@@ -453,12 +479,16 @@ struct Link {
 /// 16 384 processes), and those opened on demand in a map.
 #[derive(Default)]
 struct Links {
-    keys: Vec<u32>,
-    links: Vec<Link>,
+    /// Static connections by key, ascending; a key beside its link, so that a look-up inside
+    /// the run touches one cache line.
+    statics: Vec<(u32, Link)>,
     extra: IdMap<Target, Link>,
-    /// The longest run of consecutive keys in `keys`: (its index, its first key, its length).
+    /// The longest run of consecutive keys in `statics`: (its index, its first key, its length).
     run: (usize, u32, u32),
 }
+
+// A static connection's record stays at 16 bytes with its key.
+const _: () = assert!(std::mem::size_of::<(u32, Link)>() == 16);
 
 /// Bit of a [`key`] that marks a node (XRC) target.
 const NODE_KEY: u32 = 1 << 31;
@@ -477,20 +507,17 @@ impl Links {
     /// Ends the set-up: trims the static vectors and finds their longest run of consecutive
     /// keys of one kind.
     fn seal(&mut self) {
-        self.keys.shrink_to_fit();
-        self.links.shrink_to_fit();
+        self.statics.shrink_to_fit();
+        let keys = &self.statics;
         let mut best = (0, 0, 0);
         let mut i = 0;
-        while i < self.keys.len() {
+        while i < keys.len() {
             let mut j = i + 1;
-            while j < self.keys.len()
-                && self.keys[j - 1] & NODE_KEY == self.keys[j] & NODE_KEY
-                && self.keys[j - 1] + 1 == self.keys[j]
-            {
+            while j < keys.len() && keys[j - 1].0 & NODE_KEY == keys[j].0 & NODE_KEY && keys[j - 1].0 + 1 == keys[j].0 {
                 j += 1;
             }
             if (j - i) as u32 > best.2 {
-                best = (i, self.keys[i], (j - i) as u32);
+                best = (i, keys[i].0, (j - i) as u32);
             }
             i = j;
         }
@@ -499,9 +526,8 @@ impl Links {
 
     fn insert(&mut self, t: Target, l: Link) {
         match key(&t) {
-            Some(k) if self.extra.is_empty() && self.keys.last().is_none_or(|&last| last < k) => {
-                self.keys.push(k);
-                self.links.push(l);
+            Some(k) if self.extra.is_empty() && self.statics.last().is_none_or(|&(last, _)| last < k) => {
+                self.statics.push((k, l));
             }
             _ => {
                 self.extra.insert(t, l);
@@ -516,14 +542,16 @@ impl Links {
             return self.extra.get_mut(t);
         };
         let (start, first, len) = self.run;
-        if let Some(d) = k.checked_sub(first).filter(|&d| d < len) {
-            let i = start + d as usize;
-            if self.keys[i] == k {
-                return Some(&mut self.links[i]);
-            }
+        let i = k
+            .checked_sub(first)
+            .filter(|&d| d < len)
+            .map(|d| start + d as usize)
+            .filter(|&i| self.statics[i].0 == k);
+        if let Some(i) = i {
+            return Some(&mut self.statics[i].1);
         }
-        match self.keys.binary_search(&k) {
-            Ok(i) => Some(&mut self.links[i]),
+        match self.statics.binary_search_by_key(&k, |e| e.0) {
+            Ok(i) => Some(&mut self.statics[i].1),
             Err(_) => self.extra.get_mut(t),
         }
     }
@@ -992,7 +1020,7 @@ impl Endpoint {
         }
         let s = st.reqs.remove(r.0).expect("present");
         if let Some(e) = s.error {
-            return Err(e);
+            return Err(*e);
         }
         Ok(Some(s.status.unwrap_or(Status {
             source: self.rank(),
@@ -1610,12 +1638,12 @@ impl Endpoint {
                 q.waiting = 0;
                 q.status = Some(status);
                 if truncated {
-                    q.error = Some(MpiError::Truncate {
+                    q.error = Some(Box::new(MpiError::Truncate {
                         len: m.len,
                         capacity: p.len,
                         from: m.src as u32,
                         tag: m.tag,
-                    });
+                    }));
                 } else if !data.is_empty() {
                     // (An empty store is a no-op: `irecv` checked the buffer's owner and range.)
                     self.0.ctx.write_local(&p.mr, p.off, &data)?;
@@ -1625,12 +1653,12 @@ impl Endpoint {
                 if truncated {
                     let q = st.reqs.get_mut(p.req).expect("posted request");
                     q.waiting = 0;
-                    q.error = Some(MpiError::Truncate {
+                    q.error = Some(Box::new(MpiError::Truncate {
                         len: m.len,
                         capacity: p.len,
                         from: m.src as u32,
                         tag: m.tag,
-                    });
+                    }));
                     // Release the sender without moving data.
                     let me = u64::from(self.rank().0);
                     st.pending.push_back(Out {
@@ -1774,6 +1802,12 @@ mod tests {
         assert!(r.get_mut(7).is_none(), "a slot never used");
         assert_eq!(r.remove(b).map(|s| s.waiting), Some(2));
         assert_eq!(r.remove(c).map(|s| s.waiting), Some(3));
-        assert_eq!(r.free.len(), 2);
+        // Both slots free, the last freed first.
+        let d = r.insert(waiting(4));
+        let e = r.insert(waiting(5));
+        assert_eq!((d & Requests::SLOT, e & Requests::SLOT), (a & Requests::SLOT, b & Requests::SLOT));
+        let f = r.insert(waiting(6));
+        assert_eq!(f & Requests::SLOT, 2);
+        assert_eq!(r.slots.len(), 3);
     }
 }
