@@ -438,29 +438,31 @@ enum RqRef {
 }
 
 /// Receive buffers posted together: `count` buffers of `len` bytes back to back in `mr`, to
-/// one receive queue; their work-request ids are `first..first + count`. One record per
-/// allocation, not per buffer (a static connection adds one SRQ buffer).
+/// one receive queue; their work-request ids are `b << 32 | k` for the `b`-th batch and
+/// `k < count`. One record per allocation, not per buffer (a static connection adds one SRQ
+/// buffer).
 struct Slots {
-    first: u64,
     count: u64,
     mr: Mr,
     len: u64,
     rq: RqRef,
 }
 
-/// Posted receive buffers by work-request id.
+/// Posted receive buffers by work-request id, which names the batch and the buffer in it.
 #[derive(Default)]
 struct SlotTable {
     batches: Vec<Slots>,
-    next: u64,
 }
 
 impl SlotTable {
-    /// Receive buffer `id`: its region, offset, length and queue. O(log batches).
+    /// Buffers per batch at most (the buffer's index has the low 32 bits of an id).
+    const BATCH: u64 = 1 << 32;
+
+    /// Receive buffer `id`: its region, offset, length and queue. O(1).
     fn get(&self, id: u64) -> Option<(&Mr, u64, u64, &RqRef)> {
-        let i = self.batches.partition_point(|b| b.first <= id).checked_sub(1)?;
-        let b = &self.batches[i];
-        (id - b.first < b.count).then(|| (&b.mr, (id - b.first) * b.len, b.len, &b.rq))
+        let b = self.batches.get(usize::try_from(id / Self::BATCH).ok()?)?;
+        let k = id % Self::BATCH;
+        (k < b.count).then(|| (&b.mr, k * b.len, b.len, &b.rq))
     }
 }
 
@@ -1702,16 +1704,20 @@ fn post_buffers(
     count: u64,
     payload_free: bool,
 ) -> Result<(), MpiError> {
+    if count > SlotTable::BATCH {
+        return Err(MpiError::Protocol(format!(
+            "{count} receive buffers posted at once: at most {} per allocation",
+            SlotTable::BATCH
+        )));
+    }
     let mr = if payload_free {
         ctx.reg_mr_sparse(size * count, size, HEADER)
     } else {
         ctx.reg_mr(size * count)
     };
-    let first = slots.next;
+    let first = slots.batches.len() as u64 * SlotTable::BATCH;
     rq.post_recv_run(&mr, 0, size, count, first)?;
-    slots.next += count;
     slots.batches.push(Slots {
-        first,
         count,
         mr,
         len: size,
