@@ -1811,7 +1811,10 @@ mod tests {
         // Both slots free, the last freed first.
         let d = r.insert(waiting(4));
         let e = r.insert(waiting(5));
-        assert_eq!((d & Requests::SLOT, e & Requests::SLOT), (a & Requests::SLOT, b & Requests::SLOT));
+        assert_eq!(
+            (d & Requests::SLOT, e & Requests::SLOT),
+            (a & Requests::SLOT, b & Requests::SLOT)
+        );
         let f = r.insert(waiting(6));
         assert_eq!(f & Requests::SLOT, 2);
         assert_eq!(r.slots.len(), 3);
