@@ -48,22 +48,25 @@
 //! after its program returns, a rank keeps serving (re-posting buffers, forwarding connection
 //! requests) until every rank has returned and no send is in flight.
 //!
-//! Cost: per message O(log k) map work plus one copy of eager data at each end; the posted and
-//! unexpected queues are searched linearly (as in MVAPICH-era libraries).
+//! Cost: per message O(log k) map work (connections, per-pair sequence numbers, sends in
+//! flight) plus one copy of eager data at each end; requests live in a slab (O(1), no
+//! hashing); the posted and unexpected queues are searched linearly (as in MVAPICH-era
+//! libraries). A progress call runs synchronously and builds a future only for a connection
+//! step that waits in simulated time; waiting for the next completion is one named future.
 
 use crate::alloc::{Action, Allocator, MemoryAccount, Route, Target};
 use crate::policy::{ConnError, ConnParams, Layout, Policy, Transport};
 use hpcnet_des::hash::IdMap;
 use hpcnet_des::SimTime;
-use hpcnet_msg::verbs::{Cq, Mr, Qp, RemoteBuf, RemoteRq, Rq, VerbsError};
+use hpcnet_msg::verbs::{Cq, Mr, NextCqe, Qp, RemoteBuf, RemoteRq, Rq, Sleep, VerbsError};
 use hpcnet_msg::{Context, Machine, NicBackend, Rank};
 use hpcnet_nic::{Cqe, CqeKind, CqeStatus, QpNum};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Poll, Waker};
+use std::task::{Context as TaskCx, Poll, Waker};
 
 /// Bytes of the header in front of every message.
 pub const HEADER: u64 = 64;
@@ -352,7 +355,80 @@ struct ReqState {
     /// Acknowledgements, FINs or data still awaited.
     waiting: u32,
     status: Option<Status>,
-    error: Option<MpiError>,
+    /// Boxed: rare, and large inline (the slab's slots stay small).
+    error: Option<Box<MpiError>>,
+}
+
+/// The requests not yet consumed, in a slab: a request's handle is its slot (low 32 bits)
+/// and the slot's generation (high 32 bits), which goes up when the slot is freed, so that
+/// the handle of a consumed request — kept by the program, or in a late acknowledgement — is
+/// told from the slot's next request (until the generation wraps, after 2³² reuses of one
+/// slot). Slots are reused last freed first, so the slab stays as large as the most requests
+/// pending at once. O(1) per operation, no hashing.
+struct Requests {
+    slots: Vec<ReqSlot>,
+    /// First free slot; the free slots are chained through [`ReqSlot::next_free`]
+    /// ([`Requests::NONE`] ends the chain), so taking one touches only the slot itself.
+    free: u32,
+}
+
+struct ReqSlot {
+    generation: u32,
+    next_free: u32,
+    state: Option<ReqState>,
+}
+
+impl Default for Requests {
+    fn default() -> Self {
+        Requests {
+            slots: Vec::new(),
+            free: Self::NONE,
+        }
+    }
+}
+
+impl Requests {
+    const SLOT: u64 = 0xffff_ffff;
+    const NONE: u32 = u32::MAX;
+
+    /// Stores `s` and returns its handle.
+    fn insert(&mut self, s: ReqState) -> u64 {
+        let i = if self.free == Self::NONE {
+            self.slots.push(ReqSlot {
+                generation: 0,
+                next_free: Self::NONE,
+                state: None,
+            });
+            self.slots.len() - 1
+        } else {
+            self.free as usize
+        };
+        let e = &mut self.slots[i];
+        self.free = std::mem::replace(&mut e.next_free, Self::NONE);
+        e.state = Some(s);
+        (u64::from(e.generation) << 32) | i as u64
+    }
+
+    fn get_mut(&mut self, h: u64) -> Option<&mut ReqState> {
+        let e = self.slots.get_mut((h & Self::SLOT) as usize)?;
+        if u64::from(e.generation) != h >> 32 {
+            return None;
+        }
+        e.state.as_mut()
+    }
+
+    fn remove(&mut self, h: u64) -> Option<ReqState> {
+        let i = (h & Self::SLOT) as usize;
+        let e = self.slots.get_mut(i)?;
+        if u64::from(e.generation) != h >> 32 {
+            return None;
+        }
+        let s = e.state.take()?;
+        e.generation = e.generation.wrapping_add(1);
+        e.next_free = self.free;
+        self.free = i as u32;
+        Some(s)
+    }
 }
 
 enum RqRef {
@@ -362,29 +438,31 @@ enum RqRef {
 }
 
 /// Receive buffers posted together: `count` buffers of `len` bytes back to back in `mr`, to
-/// one receive queue; their work-request ids are `first..first + count`. One record per
-/// allocation, not per buffer (a static connection adds one SRQ buffer).
+/// one receive queue; their work-request ids are `b << 32 | k` for the `b`-th batch and
+/// `k < count`. One record per allocation, not per buffer (a static connection adds one SRQ
+/// buffer).
 struct Slots {
-    first: u64,
     count: u64,
     mr: Mr,
     len: u64,
     rq: RqRef,
 }
 
-/// Posted receive buffers by work-request id.
+/// Posted receive buffers by work-request id, which names the batch and the buffer in it.
 #[derive(Default)]
 struct SlotTable {
     batches: Vec<Slots>,
-    next: u64,
 }
 
 impl SlotTable {
-    /// Receive buffer `id`: its region, offset, length and queue. O(log batches).
+    /// Buffers per batch at most (the buffer's index has the low 32 bits of an id).
+    const BATCH: u64 = 1 << 32;
+
+    /// Receive buffer `id`: its region, offset, length and queue. O(1).
     fn get(&self, id: u64) -> Option<(&Mr, u64, u64, &RqRef)> {
-        let i = self.batches.partition_point(|b| b.first <= id).checked_sub(1)?;
-        let b = &self.batches[i];
-        (id - b.first < b.count).then(|| (&b.mr, (id - b.first) * b.len, b.len, &b.rq))
+        let b = self.batches.get(usize::try_from(id / Self::BATCH).ok()?)?;
+        let k = id % Self::BATCH;
+        (k < b.count).then(|| (&b.mr, k * b.len, b.len, &b.rq))
     }
 }
 
@@ -403,12 +481,16 @@ struct Link {
 /// 16 384 processes), and those opened on demand in a map.
 #[derive(Default)]
 struct Links {
-    keys: Vec<u32>,
-    links: Vec<Link>,
+    /// Static connections by key, ascending; a key beside its link, so that a look-up inside
+    /// the run touches one cache line.
+    statics: Vec<(u32, Link)>,
     extra: IdMap<Target, Link>,
-    /// The longest run of consecutive keys in `keys`: (its index, its first key, its length).
+    /// The longest run of consecutive keys in `statics`: (its index, its first key, its length).
     run: (usize, u32, u32),
 }
+
+// A static connection's record stays at 16 bytes with its key.
+const _: () = assert!(std::mem::size_of::<(u32, Link)>() == 16);
 
 /// Bit of a [`key`] that marks a node (XRC) target.
 const NODE_KEY: u32 = 1 << 31;
@@ -427,20 +509,17 @@ impl Links {
     /// Ends the set-up: trims the static vectors and finds their longest run of consecutive
     /// keys of one kind.
     fn seal(&mut self) {
-        self.keys.shrink_to_fit();
-        self.links.shrink_to_fit();
+        self.statics.shrink_to_fit();
+        let keys = &self.statics;
         let mut best = (0, 0, 0);
         let mut i = 0;
-        while i < self.keys.len() {
+        while i < keys.len() {
             let mut j = i + 1;
-            while j < self.keys.len()
-                && self.keys[j - 1] & NODE_KEY == self.keys[j] & NODE_KEY
-                && self.keys[j - 1] + 1 == self.keys[j]
-            {
+            while j < keys.len() && keys[j - 1].0 & NODE_KEY == keys[j].0 & NODE_KEY && keys[j - 1].0 + 1 == keys[j].0 {
                 j += 1;
             }
             if (j - i) as u32 > best.2 {
-                best = (i, self.keys[i], (j - i) as u32);
+                best = (i, keys[i].0, (j - i) as u32);
             }
             i = j;
         }
@@ -449,9 +528,8 @@ impl Links {
 
     fn insert(&mut self, t: Target, l: Link) {
         match key(&t) {
-            Some(k) if self.extra.is_empty() && self.keys.last().is_none_or(|&last| last < k) => {
-                self.keys.push(k);
-                self.links.push(l);
+            Some(k) if self.extra.is_empty() && self.statics.last().is_none_or(|&(last, _)| last < k) => {
+                self.statics.push((k, l));
             }
             _ => {
                 self.extra.insert(t, l);
@@ -466,14 +544,16 @@ impl Links {
             return self.extra.get_mut(t);
         };
         let (start, first, len) = self.run;
-        if let Some(d) = k.checked_sub(first).filter(|&d| d < len) {
-            let i = start + d as usize;
-            if self.keys[i] == k {
-                return Some(&mut self.links[i]);
-            }
+        let i = k
+            .checked_sub(first)
+            .filter(|&d| d < len)
+            .map(|d| start + d as usize)
+            .filter(|&i| self.statics[i].0 == k);
+        if let Some(i) = i {
+            return Some(&mut self.statics[i].1);
         }
-        match self.keys.binary_search(&k) {
-            Ok(i) => Some(&mut self.links[i]),
+        match self.statics.binary_search_by_key(&k, |e| e.0) {
+            Ok(i) => Some(&mut self.statics[i].1),
             Err(_) => self.extra.get_mut(t),
         }
     }
@@ -491,8 +571,9 @@ struct State {
     staging: Mr,
     staging_size: u64,
     free_staging: Vec<u64>,
+    /// Work-request id of the next send or RDMA read.
     next_id: u64,
-    reqs: IdMap<u64, ReqState>,
+    reqs: Requests,
     posted: VecDeque<Posted>,
     unexpected: VecDeque<Msg>,
     send_seq: IdMap<u64, u64>,
@@ -525,6 +606,45 @@ enum Event {
     Done,
 }
 
+/// A connection step that waits in simulated time (creating a queue pair), met while making
+/// progress: the rest of the progress call runs after it.
+enum Stall {
+    /// Open the connection to this peer on demand.
+    Connect(u64),
+    /// Answer a connection request from this peer.
+    Accept(u64),
+}
+
+/// Future of [`Endpoint::next_event`]: the completion queue first, then the retry timer, then
+/// (when waiting for the end of the job) the job's state.
+struct NextEvent<'a> {
+    cq: NextCqe,
+    sleep: Option<Sleep>,
+    done: Option<&'a Shared>,
+}
+
+impl Future for NextEvent<'_> {
+    type Output = Event;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Event> {
+        let this = &mut *self;
+        if let Poll::Ready(c) = Pin::new(&mut this.cq).poll(cx) {
+            return Poll::Ready(Event::Cqe(c));
+        }
+        if let Some(s) = &mut this.sleep {
+            if Pin::new(s).poll(cx).is_ready() {
+                return Poll::Ready(Event::Timer);
+            }
+        }
+        if let Some(sh) = this.done {
+            if sh.all_done() {
+                return Poll::Ready(Event::Done);
+            }
+            sh.done_wakers.borrow_mut().push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+}
+
 impl Endpoint {
     fn new(ctx: Context, shared: Rc<Shared>) -> Result<Endpoint, MpiError> {
         let cfg = shared.cfg;
@@ -549,7 +669,7 @@ impl Endpoint {
             staging_size,
             free_staging: (0..n).rev().collect(),
             next_id: 1,
-            reqs: IdMap::default(),
+            reqs: Requests::default(),
             posted: VecDeque::new(),
             unexpected: VecDeque::new(),
             send_seq: IdMap::default(),
@@ -685,6 +805,29 @@ impl Endpoint {
         Ok(u64::from(r.0))
     }
 
+    /// The check a zero-length CPU load of `mr` at `offset` makes
+    /// ([`Context::read_local`] with `len = 0`, with its errors), without calling the NIC
+    /// model: the region belongs to this rank and `offset` is inside it or at its end.
+    fn owns(&self, mr: &Mr, offset: u64) -> Result<(), VerbsError> {
+        let user = self.rank();
+        if mr.rank != user {
+            return Err(VerbsError::ForeignBuffer {
+                call: "read_local",
+                owner: mr.rank,
+                user,
+            });
+        }
+        if offset > mr.len {
+            return Err(VerbsError::Overrun {
+                call: "read_local",
+                offset,
+                len: 0,
+                size: mr.len,
+            });
+        }
+        Ok(())
+    }
+
     /// Largest eager message (header included) towards the receive buffers of this policy.
     fn eager_limit(&self) -> u64 {
         let c = &self.0.shared.cfg;
@@ -716,7 +859,7 @@ impl Endpoint {
         let data = if eager && !cfg.p2p.payload_free {
             self.0.ctx.read_local(mr, offset, len)?
         } else {
-            self.0.ctx.read_local(mr, offset, 0)?;
+            self.owns(mr, offset)?;
             if offset.checked_add(len).is_none_or(|e| e > mr.len) {
                 return Err(VerbsError::Overrun {
                     call: "isend",
@@ -729,22 +872,17 @@ impl Endpoint {
             Vec::new()
         };
         let mut st = self.0.st.borrow_mut();
-        let id = st.next_id;
-        st.next_id += 1;
         let seq = {
             let s = st.send_seq.entry(d).or_insert(0);
             *s += 1;
             *s - 1
         };
         if d == me {
-            st.reqs.insert(
-                id,
-                ReqState {
-                    waiting: 0,
-                    status: Some(Status { source: dest, tag, len }),
-                    error: None,
-                },
-            );
+            let id = st.reqs.insert(ReqState {
+                waiting: 0,
+                status: Some(Status { source: dest, tag, len }),
+                error: None,
+            });
             let msg = Msg {
                 src: me,
                 tag,
@@ -758,13 +896,10 @@ impl Endpoint {
         if ud {
             let chunk = cfg.conn.ud_mtu.saturating_sub(HEADER).max(1);
             let frags = len.div_ceil(chunk).max(1);
-            st.reqs.insert(
-                id,
-                ReqState {
-                    waiting: frags as u32,
-                    ..Default::default()
-                },
-            );
+            let id = st.reqs.insert(ReqState {
+                waiting: frags as u32,
+                ..Default::default()
+            });
             for f in 0..frags {
                 let a = (f * chunk) as usize;
                 let b = ((f + 1) * chunk).min(len) as usize;
@@ -777,14 +912,12 @@ impl Endpoint {
                 });
             }
             st.stats.datagrams += frags;
+            Ok(Request(id))
         } else if eager {
-            st.reqs.insert(
-                id,
-                ReqState {
-                    waiting: 1,
-                    ..Default::default()
-                },
-            );
+            let id = st.reqs.insert(ReqState {
+                waiting: 1,
+                ..Default::default()
+            });
             st.pending.push_back(Out {
                 dest: d,
                 hdr: hdr(EAGER, 0, 0, 0),
@@ -793,14 +926,12 @@ impl Endpoint {
                 req: Some(id),
             });
             st.stats.eager += 1;
+            Ok(Request(id))
         } else {
-            st.reqs.insert(
-                id,
-                ReqState {
-                    waiting: 1,
-                    ..Default::default()
-                },
-            );
+            let id = st.reqs.insert(ReqState {
+                waiting: 1,
+                ..Default::default()
+            });
             st.pending.push_back(Out {
                 dest: d,
                 hdr: hdr(RTS, mr.addr + offset, u64::from(mr.rkey), id),
@@ -809,8 +940,8 @@ impl Endpoint {
                 req: None,
             });
             st.stats.rendezvous += 1;
+            Ok(Request(id))
         }
-        Ok(Request(id))
     }
 
     /// Starts receiving at most `len` bytes into `mr` at `offset`, from `source` (any when
@@ -825,7 +956,7 @@ impl Endpoint {
     ) -> Result<Request, MpiError> {
         let src = source.map(|s| self.check_rank("irecv", s)).transpose()?;
         // Checks the buffer's owner and range.
-        self.0.ctx.read_local(mr, offset, 0)?;
+        self.owns(mr, offset)?;
         if offset.checked_add(len).is_none_or(|e| e > mr.len) {
             return Err(VerbsError::Overrun {
                 call: "irecv",
@@ -836,15 +967,10 @@ impl Endpoint {
             .into());
         }
         let mut st = self.0.st.borrow_mut();
-        let id = st.next_id;
-        st.next_id += 1;
-        st.reqs.insert(
-            id,
-            ReqState {
-                waiting: 1,
-                ..Default::default()
-            },
-        );
+        let id = st.reqs.insert(ReqState {
+            waiting: 1,
+            ..Default::default()
+        });
         let p = Posted {
             req: id,
             src,
@@ -888,15 +1014,15 @@ impl Endpoint {
 
     fn take_done(&self, r: Request, call: &'static str) -> Result<Option<Status>, MpiError> {
         let mut st = self.0.st.borrow_mut();
-        let Some(s) = st.reqs.get(&r.0) else {
+        let Some(s) = st.reqs.get_mut(r.0) else {
             return Err(MpiError::UnknownRequest { call, id: r.0 });
         };
         if s.waiting > 0 {
             return Ok(None);
         }
-        let s = st.reqs.remove(&r.0).expect("present");
+        let s = st.reqs.remove(r.0).expect("present");
         if let Some(e) = s.error {
-            return Err(e);
+            return Err(*e);
         }
         Ok(Some(s.status.unwrap_or(Status {
             source: self.rank(),
@@ -908,12 +1034,17 @@ impl Endpoint {
     /// Waits until `r` completes.
     pub async fn wait(&self, r: Request) -> Result<Status, MpiError> {
         loop {
-            self.progress().await?;
+            // `progress`, with no future built unless a connection step waits.
+            while let Some(s) = self.progress_now()? {
+                self.stall(s).await?;
+            }
             if let Some(s) = self.take_done(r, "wait")? {
                 return Ok(s);
             }
             if let Event::Cqe(c) = self.next_event(false).await {
-                self.handle(c).await?;
+                if let Some(s) = self.handle_now(c)? {
+                    self.stall(s).await?;
+                }
             }
         }
     }
@@ -945,7 +1076,11 @@ impl Endpoint {
                 return Ok(());
             }
             match self.next_event(true).await {
-                Event::Cqe(c) => self.handle(c).await?,
+                Event::Cqe(c) => {
+                    if let Some(s) = self.handle_now(c)? {
+                        self.stall(s).await?;
+                    }
+                }
                 Event::Timer => {}
                 Event::Done => return Ok(()),
             }
@@ -953,54 +1088,57 @@ impl Endpoint {
     }
 
     /// The next completion, or the next retry time, or (`until_done`) the end of the job.
-    async fn next_event(&self, until_done: bool) -> Event {
+    fn next_event(&self, until_done: bool) -> NextEvent<'_> {
         let retry = self.0.st.borrow().retries.front().map(|&(t, _)| t);
-        let mut cqf = self.0.cq.next();
-        let now = self.0.ctx.now();
-        let mut sleep = retry.map(|t| self.0.ctx.sleep(t.saturating_sub(now)));
-        let sh = self.0.shared.clone();
-        poll_fn(move |cx| {
-            if let Poll::Ready(c) = Pin::new(&mut cqf).poll(cx) {
-                return Poll::Ready(Event::Cqe(c));
-            }
-            if let Some(s) = &mut sleep {
-                if Pin::new(s).poll(cx).is_ready() {
-                    return Poll::Ready(Event::Timer);
-                }
-            }
-            if until_done {
-                if sh.all_done() {
-                    return Poll::Ready(Event::Done);
-                }
-                sh.done_wakers.borrow_mut().push(cx.waker().clone());
-            }
-            Poll::Pending
-        })
-        .await
+        let sleep = retry.map(|t| self.0.ctx.sleep(t.saturating_sub(self.0.ctx.now())));
+        NextEvent {
+            cq: self.0.cq.next(),
+            sleep,
+            done: until_done.then_some(&*self.0.shared),
+        }
     }
 
     /// Handles every completion waiting, sends again what is due, opens connections and sends
     /// what can leave.
     async fn progress(&self) -> Result<(), MpiError> {
-        loop {
-            while let Some(c) = self.0.cq.poll() {
-                self.handle(c).await?;
-            }
-            self.retry_due()?;
-            self.flush()?;
-            let next = self.0.st.borrow_mut().to_connect.pop_first();
-            match next {
-                Some(peer) => self.connect(peer).await?,
-                None => break,
-            }
+        while let Some(s) = self.progress_now()? {
+            self.stall(s).await?;
         }
-        self.0.shared.check_done();
         Ok(())
     }
 
+    /// The work of [`Self::progress`] up to the next connection step that waits in simulated
+    /// time, which it returns; `None` when progress is complete. Calling it again after the
+    /// step goes on where it stopped.
+    fn progress_now(&self) -> Result<Option<Stall>, MpiError> {
+        while let Some(c) = self.0.cq.poll() {
+            if let Some(s) = self.handle_now(c)? {
+                return Ok(Some(s));
+            }
+        }
+        self.retry_due()?;
+        self.flush()?;
+        if let Some(peer) = self.0.st.borrow_mut().to_connect.pop_first() {
+            return Ok(Some(Stall::Connect(peer)));
+        }
+        self.0.shared.check_done();
+        Ok(None)
+    }
+
+    /// Carries out a connection step.
+    async fn stall(&self, s: Stall) -> Result<(), MpiError> {
+        match s {
+            Stall::Connect(peer) => self.connect(peer).await,
+            Stall::Accept(origin) => self.accept(origin).await,
+        }
+    }
+
     fn retry_due(&self) -> Result<(), MpiError> {
-        let now = self.0.ctx.now();
         let mut st = self.0.st.borrow_mut();
+        if st.retries.is_empty() {
+            return Ok(());
+        }
+        let now = self.0.ctx.now();
         while st.retries.front().is_some_and(|&(t, _)| t <= now) {
             let (_, op) = st.retries.pop_front().expect("front");
             let f = &st.in_flight[&op];
@@ -1041,115 +1179,150 @@ impl Endpoint {
         let sd = sh.cfg.conn.send_depth;
         let mut st = self.0.st.borrow_mut();
         let st = &mut *st;
-        // Reads of matched rendezvous messages.
-        let mut keep = VecDeque::new();
-        while let Some(r) = st.pending_reads.pop_front() {
-            match self.ready(st, r.src, sd) {
-                Ok(Some((t, qp))) => {
-                    let id = st.next_id;
-                    st.next_id += 1;
-                    qp.post_read(&r.mr, r.off, r.len, r.remote, id)?;
-                    sh.inc();
-                    st.reads.insert(id, ReadOp { target: Some(t), ..r });
+        if !st.pending_reads.is_empty() {
+            // Reads of matched rendezvous messages.
+            let mut keep = VecDeque::new();
+            while let Some(r) = st.pending_reads.pop_front() {
+                match self.ready(st, r.src, sd) {
+                    Ok(Some((t, qp))) => {
+                        let id = st.next_id;
+                        st.next_id += 1;
+                        qp.post_read(&r.mr, r.off, r.len, r.remote, id)?;
+                        sh.inc();
+                        st.reads.insert(id, ReadOp { target: Some(t), ..r });
+                    }
+                    _ => keep.push_back(r),
                 }
-                _ => keep.push_back(r),
             }
+            // Back into the emptied queue, which keeps its allocation (no free and new
+            // allocation per call).
+            st.pending_reads.append(&mut keep);
         }
-        // Back into the emptied queue, which keeps its allocation (no free and new allocation
-        // per call).
-        st.pending_reads.append(&mut keep);
+        if st.pending.is_empty() {
+            return Ok(());
+        }
+        // The queue is taken out while messages are posted from it by reference (posting
+        // never queues a message), and put back whatever happens.
+        let mut pending = std::mem::take(&mut st.pending);
+        let r = self.flush_queue(st, &mut pending, sd);
+        st.pending = pending;
+        r
+    }
+
+    /// Posts the messages of `pending` that can leave, in order per destination; the others
+    /// stay in order. The leading run of messages that leave is posted in place and dropped
+    /// at once (the common case: no message moves); from the first that waits on, the queue
+    /// is taken apart and rebuilt.
+    fn flush_queue(&self, st: &mut State, pending: &mut VecDeque<Out>, sd: u64) -> Result<(), MpiError> {
         let mut blocked: BTreeSet<u64> = BTreeSet::new();
+        let mut sent = 0;
+        while let Some(o) = pending.get(sent) {
+            if st.free_staging.is_empty() {
+                pending.drain(..sent);
+                return Ok(());
+            }
+            if !self.post_out(st, o, sd)? {
+                blocked.insert(o.dest);
+                break;
+            }
+            sent += 1;
+        }
+        pending.drain(..sent);
+        if pending.is_empty() {
+            return Ok(());
+        }
         let mut keep = VecDeque::new();
-        while let Some(o) = st.pending.pop_front() {
+        while let Some(o) = pending.pop_front() {
             if st.free_staging.is_empty() {
                 // No send buffer: nothing behind can leave either. The messages kept so far go
                 // back in front of the rest, in order — O(kept), not a copy of the whole queue
                 // at each progress call.
-                st.pending.push_front(o);
+                pending.push_front(o);
                 while let Some(k) = keep.pop_back() {
-                    st.pending.push_front(k);
+                    pending.push_front(k);
                 }
                 return Ok(());
             }
-            if blocked.contains(&o.dest) {
+            if blocked.contains(&o.dest) || !self.post_out(st, &o, sd)? {
                 blocked.insert(o.dest);
                 keep.push_back(o);
-                continue;
             }
-            let target = match self.ready(st, o.dest, sd) {
-                Ok(t) => t,
-                Err(()) => {
-                    blocked.insert(o.dest);
-                    keep.push_back(o);
-                    continue;
-                }
-            };
-            let (target, conn_qp) = match target {
-                Some((t, q)) => (Some(t), Some(q)),
-                None => (None, None),
-            };
-            let bytes = HEADER + o.len;
-            let (qp, rq) = {
-                let dir = sh.dir.borrow();
-                let d = &dir[o.dest as usize];
-                let me = u64::from(self.rank().0);
-                match (sh.cfg.policy.transport, target) {
-                    (Transport::Ud, _) => (st.ud_qp.clone(), d.ud),
-                    (Transport::Rc, Some(_)) => (conn_qp, d.own.get(&me).copied()),
-                    (Transport::XrcM, Some(_)) => {
-                        // Control messages (header only) fit every class; eager data was
-                        // checked against the classes with buffers when it was posted.
-                        let k = {
-                            let bufs = &d.srq_bufs;
-                            (0..sh.cfg.conn.xrc_classes)
-                                .rev()
-                                .find(|&k| {
-                                    sh.cfg.conn.class_buffer(k) >= bytes
-                                        && bufs.get(k as usize).copied().unwrap_or(0) > 0
-                                })
-                                .unwrap_or(0)
-                        };
-                        (conn_qp, d.srq.get(k as usize).copied().flatten())
-                    }
-                    (_, Some(_)) => (conn_qp, d.srq.first().copied().flatten()),
-                    (_, None) => (None, None),
-                }
-            };
-            let (Some(qp), Some(rq)) = (qp, rq) else {
-                return Err(MpiError::Protocol(format!(
-                    "rank {} has no queue pair or receive queue towards rank {}",
-                    self.rank().0,
-                    o.dest
-                )));
-            };
-            let slot = st.free_staging.pop().expect("checked non-empty");
-            let mut head = [0u8; HEADER as usize];
-            for (i, w) in o.hdr.iter().enumerate() {
-                head[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
-            }
-            let at = slot * st.staging_size;
-            self.0.ctx.write_local(&st.staging, at, &head)?;
-            if !o.data.is_empty() {
-                self.0.ctx.write_local(&st.staging, at + HEADER, &o.data)?;
-            }
-            let id = st.next_id;
-            st.next_id += 1;
-            qp.post_send(&st.staging, slot * st.staging_size, bytes, rq, true, id)?;
-            sh.inc();
-            st.in_flight.insert(
-                id,
-                InFlight {
-                    qp,
-                    rq,
-                    slot,
-                    bytes,
-                    target,
-                    req: o.req,
-                },
-            );
         }
-        st.pending.append(&mut keep);
+        pending.append(&mut keep);
         Ok(())
+    }
+
+    /// Posts message `o` if its destination's connection lets it leave (a send buffer is
+    /// free); returns whether it left.
+    fn post_out(&self, st: &mut State, o: &Out, sd: u64) -> Result<bool, MpiError> {
+        let sh = &self.0.shared;
+        let target = match self.ready(st, o.dest, sd) {
+            Ok(t) => t,
+            Err(()) => return Ok(false),
+        };
+        let (target, conn_qp) = match target {
+            Some((t, q)) => (Some(t), Some(q)),
+            None => (None, None),
+        };
+        let bytes = HEADER + o.len;
+        let (qp, rq) = {
+            let dir = sh.dir.borrow();
+            let d = &dir[o.dest as usize];
+            let me = u64::from(self.rank().0);
+            match (sh.cfg.policy.transport, target) {
+                (Transport::Ud, _) => (st.ud_qp.clone(), d.ud),
+                (Transport::Rc, Some(_)) => (conn_qp, d.own.get(&me).copied()),
+                (Transport::XrcM, Some(_)) => {
+                    // Control messages (header only) fit every class; eager data was
+                    // checked against the classes with buffers when it was posted.
+                    let k = {
+                        let bufs = &d.srq_bufs;
+                        (0..sh.cfg.conn.xrc_classes)
+                            .rev()
+                            .find(|&k| {
+                                sh.cfg.conn.class_buffer(k) >= bytes && bufs.get(k as usize).copied().unwrap_or(0) > 0
+                            })
+                            .unwrap_or(0)
+                    };
+                    (conn_qp, d.srq.get(k as usize).copied().flatten())
+                }
+                (_, Some(_)) => (conn_qp, d.srq.first().copied().flatten()),
+                (_, None) => (None, None),
+            }
+        };
+        let (Some(qp), Some(rq)) = (qp, rq) else {
+            return Err(MpiError::Protocol(format!(
+                "rank {} has no queue pair or receive queue towards rank {}",
+                self.rank().0,
+                o.dest
+            )));
+        };
+        let slot = st.free_staging.pop().expect("checked non-empty");
+        let mut head = [0u8; HEADER as usize];
+        for (i, w) in o.hdr.iter().enumerate() {
+            head[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        let at = slot * st.staging_size;
+        self.0.ctx.write_local(&st.staging, at, &head)?;
+        if !o.data.is_empty() {
+            self.0.ctx.write_local(&st.staging, at + HEADER, &o.data)?;
+        }
+        let id = st.next_id;
+        st.next_id += 1;
+        qp.post_send(&st.staging, slot * st.staging_size, bytes, rq, true, id)?;
+        sh.inc();
+        st.in_flight.insert(
+            id,
+            InFlight {
+                qp,
+                rq,
+                slot,
+                bytes,
+                target,
+                req: o.req,
+            },
+        );
+        Ok(true)
     }
 
     /// The static partner relaying connection messages from `from` to `to`: the process with
@@ -1196,8 +1369,8 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Handles one completion.
-    async fn handle(&self, c: Cqe) -> Result<(), MpiError> {
+    /// Handles one completion; returns the connection step it leads to, if any.
+    fn handle_now(&self, c: Cqe) -> Result<Option<Stall>, MpiError> {
         let sh = self.0.shared.clone();
         match c.kind {
             CqeKind::Send => {
@@ -1206,7 +1379,7 @@ impl Endpoint {
                     st.stats.rnr_retries += 1;
                     let t = self.0.ctx.now() + sh.cfg.p2p.rnr_retry;
                     st.retries.push_back((t, c.wr_id));
-                    return Ok(());
+                    return Ok(None);
                 }
                 if c.status != CqeStatus::Ok {
                     return Err(MpiError::Protocol(format!("send completed with {:?}", c.status)));
@@ -1223,7 +1396,7 @@ impl Endpoint {
                     Self::ack(&mut st, r);
                 }
                 sh.dec();
-                Ok(())
+                Ok(None)
             }
             CqeKind::Read => {
                 let mut st = self.0.st.borrow_mut();
@@ -1238,7 +1411,7 @@ impl Endpoint {
                     st.links.get_mut(&t).expect("counted").outstanding -= 1;
                 }
                 sh.dec();
-                if let Some(q) = st.reqs.get_mut(&r.req) {
+                if let Some(q) = st.reqs.get_mut(r.req) {
                     q.status = Some(Status {
                         source: Rank(r.src as u32),
                         tag: r.tag,
@@ -1254,20 +1427,48 @@ impl Endpoint {
                     data: Vec::new(),
                     req: None,
                 });
-                Ok(())
+                Ok(None)
             }
-            CqeKind::Recv => self.received(c).await,
+            CqeKind::Recv => self.received(c),
             k => Err(MpiError::Protocol(format!("unexpected completion {k:?}"))),
         }
     }
 
+    /// Answers a connection request from `origin`: creates this side's queue pair first if
+    /// the connection does not exist yet (paying its creation time).
+    async fn accept(&self, origin: u64) -> Result<(), MpiError> {
+        let me = u64::from(self.rank().0);
+        let need = !self.0.st.borrow().alloc.connected(origin);
+        if need {
+            let cc = self.0.shared.cfg.conn;
+            self.0.ctx.sleep(cc.qp_create + cc.kernel_transition).await;
+            self.0.st.borrow_mut().alloc.connect(origin);
+            self.apply()?;
+        }
+        let relay = self.relay(me, origin);
+        let mut st = self.0.st.borrow_mut();
+        if let Route::Conn(t) = st.alloc.route(origin) {
+            st.links.get_mut(&t).expect("queue pair created").pending = false;
+        }
+        st.pending.push_back(Out {
+            dest: relay,
+            hdr: [CONN_ACK, me, 0, 0, 0, me, origin, 0],
+            len: 0,
+            data: Vec::new(),
+            req: None,
+        });
+        Ok(())
+    }
+
     fn ack(st: &mut State, req: u64) {
-        if let Some(q) = st.reqs.get_mut(&req) {
+        if let Some(q) = st.reqs.get_mut(req) {
             q.waiting = q.waiting.saturating_sub(1);
         }
     }
 
-    async fn received(&self, c: Cqe) -> Result<(), MpiError> {
+    /// Handles the arrival of a message; returns the connection step a request for a
+    /// connection to this rank leads to.
+    fn received(&self, c: Cqe) -> Result<Option<Stall>, MpiError> {
         if c.status != CqeStatus::Ok {
             return Err(MpiError::Protocol(format!("receive completed with {:?}", c.status)));
         }
@@ -1320,7 +1521,8 @@ impl Endpoint {
                     }
                 };
                 let mut st = self.0.st.borrow_mut();
-                self.arrive(&mut st, Msg { src, tag, len, body }, seq)
+                self.arrive(&mut st, Msg { src, tag, len, body }, seq)?;
+                Ok(None)
             }
             FRAG => {
                 let mut st = self.0.st.borrow_mut();
@@ -1346,12 +1548,12 @@ impl Endpoint {
                         seq,
                     )?;
                 }
-                Ok(())
+                Ok(None)
             }
             FIN => {
                 let mut st = self.0.st.borrow_mut();
                 Self::ack(&mut st, cw);
-                Ok(())
+                Ok(None)
             }
             CONN_REQ | CONN_ACK if b != me => {
                 // Forward over the static link to the final destination.
@@ -1364,31 +1566,9 @@ impl Endpoint {
                     data: Vec::new(),
                     req: None,
                 });
-                Ok(())
+                Ok(None)
             }
-            CONN_REQ => {
-                let origin = a;
-                let need = !self.0.st.borrow().alloc.connected(origin);
-                if need {
-                    let cc = self.0.shared.cfg.conn;
-                    self.0.ctx.sleep(cc.qp_create + cc.kernel_transition).await;
-                    self.0.st.borrow_mut().alloc.connect(origin);
-                    self.apply()?;
-                }
-                let relay = self.relay(me, origin);
-                let mut st = self.0.st.borrow_mut();
-                if let Route::Conn(t) = st.alloc.route(origin) {
-                    st.links.get_mut(&t).expect("queue pair created").pending = false;
-                }
-                st.pending.push_back(Out {
-                    dest: relay,
-                    hdr: [CONN_ACK, me, 0, 0, 0, me, origin, 0],
-                    len: 0,
-                    data: Vec::new(),
-                    req: None,
-                });
-                Ok(())
-            }
+            CONN_REQ => Ok(Some(Stall::Accept(a))),
             CONN_ACK => {
                 let mut st = self.0.st.borrow_mut();
                 if let Route::Conn(t) = st.alloc.route(a) {
@@ -1397,7 +1577,7 @@ impl Endpoint {
                     }
                 }
                 self.0.shared.dec();
-                Ok(())
+                Ok(None)
             }
             k => Err(MpiError::Protocol(format!("unknown message kind {k}"))),
         }
@@ -1413,6 +1593,10 @@ impl Endpoint {
         }
         *expect += 1;
         self.deliver(st, m)?;
+        if st.held.is_empty() {
+            // Nothing arrived ahead of its turn (the common case): no look-up of the next.
+            return Ok(());
+        }
         loop {
             let next = st.recv_seq[&src];
             let Some(m) = st.held.remove(&(src, next)) else {
@@ -1452,30 +1636,31 @@ impl Endpoint {
         let truncated = m.len > p.len;
         match m.body {
             Body::Eager(data) => {
-                let q = st.reqs.get_mut(&p.req).expect("posted request");
+                let q = st.reqs.get_mut(p.req).expect("posted request");
                 q.waiting = 0;
                 q.status = Some(status);
                 if truncated {
-                    q.error = Some(MpiError::Truncate {
+                    q.error = Some(Box::new(MpiError::Truncate {
                         len: m.len,
                         capacity: p.len,
                         from: m.src as u32,
                         tag: m.tag,
-                    });
-                } else {
+                    }));
+                } else if !data.is_empty() {
+                    // (An empty store is a no-op: `irecv` checked the buffer's owner and range.)
                     self.0.ctx.write_local(&p.mr, p.off, &data)?;
                 }
             }
             Body::Rts { addr, rkey, sreq } => {
                 if truncated {
-                    let q = st.reqs.get_mut(&p.req).expect("posted request");
+                    let q = st.reqs.get_mut(p.req).expect("posted request");
                     q.waiting = 0;
-                    q.error = Some(MpiError::Truncate {
+                    q.error = Some(Box::new(MpiError::Truncate {
                         len: m.len,
                         capacity: p.len,
                         from: m.src as u32,
                         tag: m.tag,
-                    });
+                    }));
                     // Release the sender without moving data.
                     let me = u64::from(self.rank().0);
                     st.pending.push_back(Out {
@@ -1519,16 +1704,20 @@ fn post_buffers(
     count: u64,
     payload_free: bool,
 ) -> Result<(), MpiError> {
+    if count > SlotTable::BATCH {
+        return Err(MpiError::Protocol(format!(
+            "{count} receive buffers posted at once: at most {} per allocation",
+            SlotTable::BATCH
+        )));
+    }
     let mr = if payload_free {
         ctx.reg_mr_sparse(size * count, size, HEADER)
     } else {
         ctx.reg_mr(size * count)
     };
-    let first = slots.next;
+    let first = slots.batches.len() as u64 * SlotTable::BATCH;
     rq.post_recv_run(&mr, 0, size, count, first)?;
-    slots.next += count;
     slots.batches.push(Slots {
-        first,
         count,
         mr,
         len: size,
@@ -1584,4 +1773,50 @@ pub fn line_world(nodes: u32, per_node: u32) -> hpcnet_nic::World {
         ..hpcnet_nic::NicConfig::default()
     };
     hpcnet_nic::World::new(net, nic)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting(n: u32) -> ReqState {
+        ReqState {
+            waiting: n,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn request_slots_are_reused_and_old_handles_are_refused() {
+        let mut r = Requests::default();
+        let a = r.insert(waiting(1));
+        let b = r.insert(waiting(2));
+        assert_ne!(a, b);
+        assert_eq!(r.get_mut(b).map(|s| s.waiting), Some(2));
+        assert_eq!(r.remove(a).map(|s| s.waiting), Some(1));
+        // Gone, and refused again.
+        assert!(r.get_mut(a).is_none());
+        assert!(r.remove(a).is_none());
+        // The freed slot holds the next request under a new handle; the old one stays refused.
+        let c = r.insert(waiting(3));
+        assert_eq!(c & Requests::SLOT, a & Requests::SLOT);
+        assert_ne!(c, a);
+        assert!(r.get_mut(a).is_none());
+        assert_eq!(r.get_mut(c).map(|s| s.waiting), Some(3));
+        // The slab grows only with the requests pending at once.
+        assert_eq!(r.slots.len(), 2);
+        assert!(r.get_mut(7).is_none(), "a slot never used");
+        assert_eq!(r.remove(b).map(|s| s.waiting), Some(2));
+        assert_eq!(r.remove(c).map(|s| s.waiting), Some(3));
+        // Both slots free, the last freed first.
+        let d = r.insert(waiting(4));
+        let e = r.insert(waiting(5));
+        assert_eq!(
+            (d & Requests::SLOT, e & Requests::SLOT),
+            (a & Requests::SLOT, b & Requests::SLOT)
+        );
+        let f = r.insert(waiting(6));
+        assert_eq!(f & Requests::SLOT, 2);
+        assert_eq!(r.slots.len(), 3);
+    }
 }

@@ -4,6 +4,7 @@
 use hpcnet_des::SimTime;
 use hpcnet_mpi::p2p::line_world;
 use hpcnet_mpi::{Allocator, Job, JobConfig, Layout, MpiError, Policy, Transport};
+use hpcnet_msg::verbs::VerbsError;
 use hpcnet_msg::{Machine, Rank};
 use rand::{Rng, SeedableRng};
 use std::cell::RefCell;
@@ -351,6 +352,47 @@ fn bad_calls_are_errors_not_panics() {
         let big = ep.ctx().reg_mr(20_000);
         ep.send(&big, 0, 20_000, Rank(1), 0).await?;
         ep.send(&mr, 0, 8, Rank(1), 1).await?;
+        // A buffer of another rank, or an offset past a buffer's end, named as the verbs
+        // layer names them, for the rendezvous and receive paths too.
+        let foreign = ep.ctx().peer(Rank(1)).reg_mr(20_000);
+        for e in [
+            ep.isend(&foreign, 0, 20_000, Rank(1), 9).unwrap_err(),
+            ep.irecv(&foreign, 0, 8, None, None).unwrap_err(),
+        ] {
+            assert!(
+                matches!(
+                    e,
+                    MpiError::Verbs(VerbsError::ForeignBuffer {
+                        call: "read_local",
+                        owner: Rank(1),
+                        user: Rank(0)
+                    })
+                ),
+                "{e}"
+            );
+        }
+        let e = ep.irecv(&mr, 9, 0, None, None).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                MpiError::Verbs(VerbsError::Overrun {
+                    call: "read_local",
+                    offset: 9,
+                    len: 0,
+                    size: 8
+                })
+            ),
+            "{e}"
+        );
+        // A consumed request is unknown, also once its slot holds the next request.
+        let first = ep.isend(&mr, 0, 8, Rank(1), 2)?;
+        ep.wait(first).await?;
+        let second = ep.isend(&mr, 0, 8, Rank(1), 3)?;
+        assert_ne!(first, second);
+        for e in [ep.wait(first).await.unwrap_err(), ep.test(first).await.unwrap_err()] {
+            assert!(matches!(e, MpiError::UnknownRequest { .. }), "{e}");
+        }
+        assert_eq!(ep.wait(second).await?.len, 0);
         Ok(())
     });
     job.spawn(&m, Rank(1), |ep| async move {
@@ -358,6 +400,10 @@ fn bad_calls_are_errors_not_panics() {
         let e = ep.recv(&mr, 0, 100, Some(Rank(0)), Some(0)).await.unwrap_err();
         assert!(e.to_string().contains("20000-byte message"), "{e}");
         ep.recv(&mr, 0, 100, Some(Rank(0)), Some(1)).await?;
+        for tag in [2, 3] {
+            let s = ep.recv(&mr, 0, 100, Some(Rank(0)), Some(tag)).await?;
+            assert_eq!((s.source, s.tag, s.len), (Rank(0), tag, 8));
+        }
         Ok(())
     });
     let end = m.run();

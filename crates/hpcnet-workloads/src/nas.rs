@@ -475,6 +475,9 @@ async fn run_rank(
         c.0 += n;
         c.1 += n * b;
     };
+    // The requests of one step, completed in order (`waitall` without its statuses); one
+    // vector for the whole run.
+    let mut qs = Vec::new();
     let mut next_start = 0;
     for (tag, s) in plan.steps.iter().enumerate() {
         if plan.starts.get(next_start) == Some(&tag) {
@@ -490,7 +493,6 @@ async fn run_rank(
                 let me = mem.iter().position(|&x| x == r).expect("member");
                 count(mem.len() as u64 - 1, *bytes);
                 for round in alltoall_rounds(mem.len(), me, *bytes) {
-                    let mut qs = Vec::with_capacity(2 * round.len());
                     for &(from, _) in &round {
                         let at = from as u64 * bytes;
                         qs.push(ep.irecv(&rbuf, at, *bytes, Some(Rank(mem[from] as u32)), Some(tag))?);
@@ -499,7 +501,7 @@ async fn run_rank(
                         let at = to as u64 * bytes;
                         qs.push(ep.isend(&sbuf, at, *bytes, Rank(mem[to] as u32), tag)?);
                     }
-                    ep.waitall(&qs).await?;
+                    wait_all(&ep, &mut qs).await?;
                 }
             }
             Step::Wave { recv, send, bytes } => {
@@ -508,7 +510,6 @@ async fn run_rank(
                         ep.recv(&rbuf, 0, bytes[i], Some(Rank(nb as u32)), Some(tag)).await?;
                     }
                 }
-                let mut qs = Vec::new();
                 for d in send {
                     if let Some((nb, i)) = neighbour(plan, r, *d) {
                         // The receiver posts with the tag of its own matching wave step: the
@@ -517,10 +518,9 @@ async fn run_rank(
                         count(1, bytes[i]);
                     }
                 }
-                ep.waitall(&qs).await?;
+                wait_all(&ep, &mut qs).await?;
             }
             Step::Halo { bytes } => {
-                let mut qs = Vec::new();
                 for (j, d) in [Dir::North, Dir::South, Dir::West, Dir::East].into_iter().enumerate() {
                     if let Some((nb, i)) = neighbour(plan, r, d) {
                         qs.push(ep.irecv(&rbuf, j as u64 * bytes[i], bytes[i], Some(Rank(nb as u32)), Some(tag))?);
@@ -532,9 +532,18 @@ async fn run_rank(
                         count(1, bytes[i]);
                     }
                 }
-                ep.waitall(&qs).await?;
+                wait_all(&ep, &mut qs).await?;
             }
         }
+    }
+    Ok(())
+}
+
+/// Completes the requests of `qs` in order, as [`hpcnet_mpi::Endpoint::waitall`] does
+/// (without collecting their statuses), and empties `qs`.
+async fn wait_all(ep: &hpcnet_mpi::Endpoint, qs: &mut Vec<hpcnet_mpi::Request>) -> Result<(), MpiError> {
+    for q in qs.drain(..) {
+        ep.wait(q).await?;
     }
     Ok(())
 }
