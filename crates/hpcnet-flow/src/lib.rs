@@ -1340,6 +1340,14 @@ impl NicBackend for FlowWorld {
             .read(addr, len)
             .map(std::borrow::Cow::into_owned)
     }
+    fn load_into(&self, rank: Rank, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
+        out.copy_from_slice(&self.mem[rank.0 as usize].read(addr, out.len() as u64)?);
+        Ok(())
+    }
+    fn load_append(&self, rank: Rank, addr: u64, len: u64, out: &mut Vec<u8>) -> Result<(), MemoryError> {
+        out.extend_from_slice(&self.mem[rank.0 as usize].read(addr, len)?);
+        Ok(())
+    }
     fn store(&mut self, rank: Rank, addr: u64, bytes: &[u8]) -> Result<(), MemoryError> {
         self.mem[rank.0 as usize].write(addr, bytes)
     }
