@@ -273,20 +273,93 @@ impl Plan for Streamed<'_> {
     }
 }
 
+/// A list whose first `N` entries are held in place and the others on the heap: the
+/// bookkeeping of a call of one send and one receive (a ring or butterfly step) lives in the
+/// call's own state, and a member resuming it reads no other memory for it.
+struct Few<T, const N: usize> {
+    len: usize,
+    near: [T; N],
+    far: Vec<T>,
+}
+
+impl<T: Default, const N: usize> Default for Few<T, N> {
+    fn default() -> Self {
+        Few {
+            len: 0,
+            near: std::array::from_fn(|_| T::default()),
+            far: Vec::new(),
+        }
+    }
+}
+
+impl<T: Default + PartialEq, const N: usize> Few<T, N> {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn push(&mut self, v: T) {
+        if self.len < N {
+            self.near[self.len] = v;
+        } else {
+            self.far.push(v);
+        }
+        self.len += 1;
+    }
+
+    /// Keep the first `n` entries (the others are dropped).
+    fn truncate(&mut self, n: usize) {
+        for x in self.near.iter_mut().take(self.len.min(N)).skip(n) {
+            *x = T::default();
+        }
+        self.far.truncate(n.saturating_sub(N));
+        self.len = self.len.min(n);
+    }
+
+    fn clear(&mut self) {
+        self.truncate(0);
+    }
+
+    fn contains(&self, v: &T) -> bool {
+        self.near[..self.len.min(N)].contains(v) || self.far.contains(v)
+    }
+}
+
+impl<T, const N: usize> std::ops::Index<usize> for Few<T, N> {
+    type Output = T;
+    fn index(&self, i: usize) -> &T {
+        assert!(i < self.len, "index {i} of a list of {}", self.len);
+        if i < N {
+            &self.near[i]
+        } else {
+            &self.far[i - N]
+        }
+    }
+}
+
+impl<T, const N: usize> std::ops::IndexMut<usize> for Few<T, N> {
+    fn index_mut(&mut self, i: usize) -> &mut T {
+        assert!(i < self.len, "index {i} of a list of {}", self.len);
+        if i < N {
+            &mut self.near[i]
+        } else {
+            &mut self.far[i - N]
+        }
+    }
+}
+
 /// Per-call bookkeeping of [`Transport::drive`], one entry per send or receive of the call
-/// (each entry's fields side by side, so that a member resuming a call reads one cache line
-/// per entry); kept in the transport so that the algorithm steps (one call each) allocate
-/// nothing for it.
+/// (each entry's fields side by side, the first send and receive in place); kept in the
+/// transport so that the algorithm steps (one call each) allocate nothing for it.
 #[derive(Default)]
 struct DriveState {
-    sends: Vec<SendState>,
-    recvs: Vec<RecvState>,
+    sends: Few<SendState, 1>,
+    recvs: Few<RecvState, 1>,
     /// Peers blocked in the current pass.
-    blocked: Vec<usize>,
+    blocked: Few<usize, 2>,
 }
 
 /// [`DriveState`] of one send.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, PartialEq)]
 struct SendState {
     /// Chunks posted.
     posted: usize,
@@ -297,7 +370,7 @@ struct SendState {
 }
 
 /// [`DriveState`] of one receive.
-#[derive(Default)]
+#[derive(Default, PartialEq)]
 struct RecvState {
     /// Bytes received so far.
     acc: Vec<u8>,
@@ -310,14 +383,19 @@ impl DriveState {
     /// Empty entries for `ns` sends and `nr` receives.
     fn reset(&mut self, ns: usize, nr: usize) {
         self.sends.clear();
-        self.sends.resize(ns, SendState::default());
+        for _ in 0..ns {
+            self.sends.push(SendState::default());
+        }
         self.recvs.truncate(nr);
-        for r in &mut self.recvs {
+        for k in 0..self.recvs.len() {
+            let r = &mut self.recvs[k];
             r.acc.clear();
             r.done = false;
             r.reading = None;
         }
-        self.recvs.resize_with(nr, RecvState::default);
+        for _ in self.recvs.len()..nr {
+            self.recvs.push(RecvState::default());
+        }
         self.blocked.clear();
     }
 }
@@ -351,6 +429,36 @@ impl Call {
     }
 }
 
+/// A set of slot numbers: the first 64 as bits in place, the others on the heap.
+#[derive(Default)]
+struct SlotSet {
+    low: u64,
+    high: Vec<bool>,
+}
+
+impl SlotSet {
+    fn get(&self, s: usize) -> bool {
+        match s.checked_sub(64) {
+            None => self.low >> s & 1 != 0,
+            Some(i) => self.high.get(i).copied().unwrap_or(false),
+        }
+    }
+
+    fn set(&mut self, s: usize, v: bool) {
+        match s.checked_sub(64) {
+            None => {
+                self.low = self.low & !(1 << s) | u64::from(v) << s;
+            }
+            Some(i) => {
+                if self.high.len() <= i {
+                    self.high.resize(i + 1, false);
+                }
+                self.high[i] = v;
+            }
+        }
+    }
+}
+
 /// This member's state towards one peer it has exchanged messages with (made on first use, so
 /// a member keeps state for its actual peers only, not for every member).
 struct Peer {
@@ -358,7 +466,7 @@ struct Peer {
     /// Next chunk sequence number to the peer.
     send_seq: u64,
     /// Staging/landing slots towards the peer still waiting for their credit.
-    busy: Vec<bool>,
+    busy: SlotSet,
     /// Next chunk sequence number expected from the peer.
     recv_next: u64,
     /// Chunks from the peer not yet matched, at index `seq − recv_next` (a gap: not arrived).
@@ -383,6 +491,8 @@ pub(crate) struct Transport {
     pub(crate) ranks: Rc<[Rank]>,
     /// Index into `peer_state` of each member's state (`u32::MAX`: none yet).
     peer_slot: Vec<u32>,
+    /// The last two (member, index into `peer_state`) looked up (`u32::MAX`: none).
+    recent: [(u32, u32); 2],
     peer_state: Vec<Peer>,
     dir: Rc<Directory>,
     credit_src: Mr,
@@ -428,6 +538,7 @@ impl Transport {
                 view_me: i,
                 ranks: dir.ranks.clone(),
                 peer_slot: vec![u32::MAX; n],
+                recent: [(u32::MAX, u32::MAX); 2],
                 peer_state: Vec::new(),
                 credit_src: dir.contexts[i].reg_mr(8),
                 dir: dir.clone(),
@@ -447,6 +558,20 @@ impl Transport {
     /// This member's state towards `peer` (a valid member other than this one), made on first
     /// use.
     fn peer(&mut self, peer: usize) -> &mut Peer {
+        let slot = self.slot_of(peer);
+        &mut self.peer_state[slot]
+    }
+
+    /// Index into `peer_state` of this member's state towards `peer`, made on first use; the
+    /// last two peers asked for are answered from the transport itself (a ring or butterfly
+    /// step has two), the others from `peer_slot`.
+    fn slot_of(&mut self, peer: usize) -> usize {
+        let key = peer as u32;
+        for &(p, slot) in &self.recent {
+            if p == key {
+                return slot as usize;
+            }
+        }
         let mut slot = self.peer_slot[peer];
         if slot == u32::MAX {
             slot = self.peer_state.len() as u32;
@@ -454,14 +579,15 @@ impl Transport {
             self.peer_state.push(Peer {
                 link: None,
                 send_seq: 0,
-                busy: vec![false; self.window],
+                busy: SlotSet::default(),
                 recv_next: 0,
                 inbox: VecDeque::new(),
                 land_here: None,
                 rndv_src: Vec::new(),
             });
         }
-        &mut self.peer_state[slot as usize]
+        self.recent = [(key, slot), self.recent[0]];
+        slot as usize
     }
 
     /// This member's index in the communicator.
@@ -644,7 +770,7 @@ impl Transport {
         let wr = WriteWr::new(stage, off, len, remote).notify(&link.cq).wr_id(s as u64);
         link.qp.post_write(wr).map_err(|e| CollError::verbs(call.name, e))?;
         let p = self.peer(peer);
-        p.busy[s] = true;
+        p.busy.set(s, true);
         p.send_seq += 1;
         Ok(())
     }
@@ -712,7 +838,7 @@ impl Transport {
             });
         }
         if c.wr_id & CREDIT != 0 {
-            self.peer(peer).busy[s] = false;
+            self.peer(peer).busy.set(s, false);
             return Ok(());
         }
         let off = (s * self.slot_bytes()) as u64;
@@ -775,8 +901,8 @@ impl Transport {
     /// `expect` bytes is complete, or announced by a rendezvous control message.
     fn take(&mut self, call: &Call, peer: usize, expect: usize, acc: &mut Vec<u8>) -> Result<Taken, CollError> {
         let rank = self.ranks[peer];
-        self.peer(peer);
-        let p = &mut self.peer_state[self.peer_slot[peer] as usize];
+        let slot = self.slot_of(peer);
+        let p = &mut self.peer_state[slot];
         loop {
             let Some(ch) = p.inbox.front_mut().and_then(Option::take) else {
                 return Ok(Taken::Waiting);
@@ -1012,7 +1138,7 @@ impl Transport {
                     let window = self.window as u64;
                     let ps = self.peer(p);
                     let s = (ps.send_seq % window) as usize;
-                    if ps.busy[s] {
+                    if ps.busy.get(s) {
                         break;
                     }
                     self.post_chunk(call, p, data, sends[k].posted).await?;
@@ -1099,7 +1225,7 @@ impl Transport {
         let ctx = self.ctx.clone();
         let ps = self.peer(peer);
         let s = (ps.send_seq % window as u64) as usize;
-        if ps.busy[s] || ps.rndv_src.iter().filter(|b| b.1).count() >= window {
+        if ps.busy.get(s) || ps.rndv_src.iter().filter(|b| b.1).count() >= window {
             return Ok(None);
         }
         let len = data.len() as u64;

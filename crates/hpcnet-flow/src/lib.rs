@@ -201,8 +201,9 @@ enum Ev {
 
 /// A message waiting for an engine: (source, target, bytes, what follows, engine work).
 type Waiting = (Rank, Rank, u64, Then, SimTime);
-/// A flow waiting for its node's port: (links, latency, bytes, what follows).
-type PortWait = (Rc<[usize]>, SimTime, u64, Then);
+/// A flow waiting for its node's port: (links, latency, least capacity of the links, bytes,
+/// what follows).
+type PortWait = (Rc<[usize]>, SimTime, f64, u64, Then);
 /// Posted receive buffers: `count` buffers of `len` bytes back to back from `addr`, receive
 /// ids from `wr_id` (one entry for a run posted at once, e.g. a shared receive queue's
 /// pre-posted buffers; a re-posted buffer is a run of one).
@@ -226,8 +227,68 @@ fn take_posted(q: &mut VecDeque<Posted>) -> Option<(u64, u64, u64)> {
     }
     Some(b)
 }
-/// Links of a route and its latency.
-type Route = (Rc<[usize]>, SimTime);
+/// No flow (an empty [`OnLink`]).
+const NO_FLOW: u32 = u32::MAX;
+
+/// The flows in progress on one link (slots), in the order they started on it: the first in
+/// place — most links carry one flow at a time, and its start and end then read no other
+/// memory — the others after it.
+#[derive(Clone, Debug)]
+struct OnLink {
+    first: u32,
+    rest: Vec<u32>,
+}
+
+impl Default for OnLink {
+    fn default() -> Self {
+        OnLink {
+            first: NO_FLOW,
+            rest: Vec::new(),
+        }
+    }
+}
+
+impl OnLink {
+    fn is_empty(&self) -> bool {
+        self.first == NO_FLOW
+    }
+
+    fn len(&self) -> usize {
+        usize::from(self.first != NO_FLOW) + self.rest.len()
+    }
+
+    fn push(&mut self, slot: u32) {
+        if self.first == NO_FLOW {
+            self.first = slot;
+        } else {
+            self.rest.push(slot);
+        }
+    }
+
+    /// Take `slot` out, keeping the order of the others.
+    fn remove(&mut self, slot: u32) {
+        if self.first == slot {
+            self.first = if self.rest.is_empty() {
+                NO_FLOW
+            } else {
+                self.rest.remove(0)
+            };
+        } else if let Some(i) = self.rest.iter().position(|&x| x == slot) {
+            self.rest.remove(i);
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        (self.first != NO_FLOW)
+            .then_some(self.first)
+            .into_iter()
+            .chain(self.rest.iter().copied())
+    }
+}
+
+/// Links of a route, its latency and the least capacity of its links (the rate of a flow
+/// alone on them).
+type Route = (Rc<[usize]>, SimTime, f64);
 /// Route cache: a dense table (one row of route ids per source node, rail and PCIe link,
 /// allocated at its first message) while nodes² × rails × links is at most this many entries —
 /// 64 MiB of 4-byte ids, 4096 nodes of one rail and one link — and a hash map of the pairs met
@@ -303,7 +364,7 @@ pub struct FlowWorld {
     /// Watched regions of every rank ([`NicBackend::watch_memory`]): (key, arrivals so far).
     watched: Vec<Vec<(u32, u64)>>,
     /// Flows in progress on every link.
-    on_link: Vec<Vec<u32>>,
+    on_link: Vec<OnLink>,
     /// When each flow ends at its current rate: (time, flow id, version, slot); stale entries
     /// are skipped.
     finish: BinaryHeap<Reverse<(SimTime, u64, u64, u32)>>,
@@ -556,7 +617,7 @@ impl FlowWorld {
         for rail in 0..self.rails {
             let l = self.inject[node * self.rails as usize + rail as usize];
             let free = self.short_free.get(l).map_or(self.now, |&t| t.max(self.now));
-            let key = (free, self.on_link.get(l).map_or(0, Vec::len));
+            let key = (free, self.on_link.get(l).map_or(0, OnLink::len));
             if rail == 0 || key < best.1 {
                 best = (rail, key);
             }
@@ -569,7 +630,7 @@ impl FlowWorld {
     fn trace_route(&mut self, a: NodeId, b: NodeId, rail: u8, host: u8) -> usize {
         let tx = self.pcie_tx[a.index() * self.host_links as usize + host as usize];
         let rx = self.pcie_rx[b.index()];
-        let r = if a == b {
+        let r: (Rc<[usize]>, SimTime) = if a == b {
             (
                 Rc::from([tx, self.loopback[a.index()], rx]),
                 self.cfg.loopback_latency + self.cfg.rx_overhead,
@@ -597,7 +658,8 @@ impl FlowWorld {
             let lat = fc.link.latency + SimTime::from_ps(per_hop.ps() * hops.len() as u64) + self.cfg.rx_overhead;
             (Rc::from(links), lat)
         };
-        self.routes.push(r);
+        let solo = r.0.iter().map(|&l| self.cap[l]).fold(f64::INFINITY, f64::min);
+        self.routes.push((r.0, r.1, solo));
         self.back.push(NO_ROUTE);
         self.routes.len() - 1
     }
@@ -661,12 +723,12 @@ impl FlowWorld {
     /// (stale entries skipped). Cost: O((L + F·h)·log L) for the component's L links and F
     /// flows of h links — in an all-to-all on a fat tree with one engine per node, a few flows.
     fn share(&mut self, seeds: &[usize]) {
-        if seeds.iter().all(|&l| self.on_link.get(l).is_none_or(Vec::is_empty)) {
+        if seeds.iter().all(|&l| self.on_link.get(l).is_none_or(OnLink::is_empty)) {
             // No flow in the component: nothing to share.
             return;
         }
         let nl = self.cap.len();
-        self.on_link.resize_with(nl, Vec::new);
+        self.on_link.resize_with(nl, OnLink::default);
         self.link_mark.resize(nl, 0);
         self.epoch += 1;
         let epoch = self.epoch;
@@ -697,7 +759,7 @@ impl FlowWorld {
             let expand = level < limit;
             for &l in &stack {
                 links.push(l);
-                for &id in &self.on_link[l] {
+                for id in self.on_link[l].iter() {
                     let f = self.flows[id as usize].as_mut().expect("flow on a link");
                     if f.mark != epoch {
                         f.mark = epoch;
@@ -737,7 +799,7 @@ impl FlowWorld {
                 // leave of it.
                 for &l in &links {
                     let (mut used, mut n) = (0.0, 0u32);
-                    for &id in &self.on_link[l] {
+                    for id in self.on_link[l].iter() {
                         let f = self.flows[id as usize].as_ref().expect("flow on a link");
                         if f.mark == epoch {
                             n += 1;
@@ -763,7 +825,7 @@ impl FlowWorld {
                     continue;
                 }
                 let r = f64::from_bits(k);
-                for &id in &self.on_link[l] {
+                for id in self.on_link[l].iter() {
                     let f = self.flows[id as usize].as_mut().expect("flow on a link");
                     if f.mark != epoch || !f.new_rate.is_nan() {
                         continue;
@@ -819,8 +881,8 @@ impl FlowWorld {
         let mut end = self.now;
         for &l in self.routes[route].0.iter() {
             let cap = self.cap[l];
-            let on = self.on_link.get(l).map_or(&[][..], Vec::as_slice);
-            let t = if on.is_empty() {
+            let on = self.on_link.get(l);
+            let t = if on.is_none_or(OnLink::is_empty) {
                 // (cap - 0).max(cap / 1) = cap, as below.
                 let memo = &mut self.short_memo[l];
                 if memo.0 != size {
@@ -828,9 +890,10 @@ impl FlowWorld {
                 }
                 memo.1
             } else {
+                let on = on.expect("a link with flows");
                 let used: f64 = on
                     .iter()
-                    .map(|&s| self.flows[s as usize].as_ref().map_or(0.0, |f| f.rate))
+                    .map(|s| self.flows[s as usize].as_ref().map_or(0.0, |f| f.rate))
                     .sum();
                 let rate = (cap - used).max(cap / (on.len() + 1) as f64);
                 SimTime::from_ps((size as f64 / rate * 1e12).ceil() as u64)
@@ -948,14 +1011,14 @@ impl FlowWorld {
                     let part = size as f64 / f64::from(self.rails);
                     for r in 0..self.rails {
                         let id = self.route(src, dst, (r, rail.1));
-                        let (links, latency) = self.routes[id].clone();
-                        self.start_flow(links, latency, part, Then::Part(join), None, None);
+                        let (links, latency, solo) = self.routes[id].clone();
+                        self.start_flow(links, latency, solo, part, Then::Part(join), None, None);
                     }
                     return;
                 }
                 let id = self.route(src, dst, rail);
                 then.take_route(id);
-                let (links, latency) = self.routes[id].clone();
+                let (links, latency, least) = self.routes[id].clone();
                 let mut engine = engine;
                 let mut port = None;
                 if self.fifo && remote {
@@ -965,13 +1028,13 @@ impl FlowWorld {
                         self.at(t, Ev::Release(n));
                     }
                     if self.port_held[node] {
-                        self.port_queue[node].push_back((links, latency, size, then));
+                        self.port_queue[node].push_back((links, latency, least, size, then));
                         return;
                     }
                     self.port_held[node] = true;
                     port = Some(node);
                 }
-                self.start_flow(links, latency, size as f64, then, engine, port);
+                self.start_flow(links, latency, least, size as f64, then, engine, port);
             }
             Ev::ReadRequest(req) => {
                 let Op::Read { len, remote, rkey, .. } = req.op else {
@@ -1093,12 +1156,14 @@ impl FlowWorld {
         }
     }
 
-    /// Starts a max-min flow of `size` bytes over `links`, landing `latency` after its last
-    /// byte; it holds `engine` and `port` (nodes) until then.
+    /// Starts a max-min flow of `size` bytes over `links` (whose least capacity is `least`),
+    /// landing `latency` after its last byte; it holds `engine` and `port` (nodes) until then.
+    #[allow(clippy::too_many_arguments)]
     fn start_flow(
         &mut self,
         links: Rc<[usize]>,
         latency: SimTime,
+        least: f64,
         size: f64,
         then: Then,
         engine: Option<usize>,
@@ -1116,7 +1181,7 @@ impl FlowWorld {
         let mut alone = true;
         for &l in links.iter() {
             if l >= self.on_link.len() {
-                self.on_link.resize_with(l + 1, Vec::new);
+                self.on_link.resize_with(l + 1, OnLink::default);
             }
             alone &= self.on_link[l].is_empty();
             self.on_link[l].push(slot);
@@ -1125,7 +1190,7 @@ impl FlowWorld {
         // A flow alone on its links is a component of its own: max-min gives it the least
         // capacity of its links (what `share` computes for it, with the same arithmetic).
         let (rate, version) = if alone {
-            let r = links.iter().map(|&l| self.cap[l]).fold(f64::INFINITY, f64::min);
+            let r = least;
             if r > 0.0 {
                 let end = self.now + SimTime::from_ps((size / r * 1e12).ceil() as u64);
                 self.finish.push(Reverse((end, id, 1, slot)));
@@ -1510,10 +1575,7 @@ impl NicBackend for FlowWorld {
             self.free_flows.push(slot);
             self.live -= 1;
             for &l in f.links.iter() {
-                let on = &mut self.on_link[l];
-                if let Some(i) = on.iter().position(|&x| x == slot) {
-                    on.remove(i);
-                }
+                self.on_link[l].remove(slot);
             }
             let (engine, then) = match f.then {
                 Then::Part(j) => {
@@ -1535,8 +1597,8 @@ impl NicBackend for FlowWorld {
             self.share(&f.links);
             if let Some(node) = f.port {
                 match self.port_queue[node].pop_front() {
-                    Some((links, latency, size, then)) => {
-                        self.start_flow(links, latency, size as f64, then, None, Some(node));
+                    Some((links, latency, least, size, then)) => {
+                        self.start_flow(links, latency, least, size as f64, then, None, Some(node));
                     }
                     None => self.port_held[node] = false,
                 }
