@@ -127,6 +127,26 @@ struct Directory {
     ranks: Rc<[Rank]>,
     /// Communicator index of each member's rank, ordered by rank (binary search).
     rank_index: Vec<(Rank, usize)>,
+    /// The first rank, when the members are consecutive ranks in order (member i is rank
+    /// first + i: a member is found by a subtraction).
+    consecutive: Option<u32>,
+}
+
+impl Directory {
+    /// The member that is `rank`, if any.
+    fn member_of(&self, rank: Rank) -> Option<usize> {
+        match self.consecutive {
+            Some(first) => {
+                let i = rank.0.wrapping_sub(first) as usize;
+                (i < self.ranks.len()).then_some(i)
+            }
+            None => self
+                .rank_index
+                .binary_search_by_key(&rank, |&(r, _)| r)
+                .ok()
+                .map(|i| self.rank_index[i].1),
+        }
+    }
 }
 
 /// A chunk copied out of its landing slot, waiting to be matched.
@@ -521,6 +541,12 @@ impl Transport {
         let ranks = &ranks[..];
         let mut rank_index: Vec<(Rank, usize)> = ranks.iter().enumerate().map(|(i, &r)| (r, i)).collect();
         rank_index.sort_unstable();
+        let consecutive = ranks
+            .iter()
+            .enumerate()
+            .all(|(i, r)| u64::from(r.0) == u64::from(ranks[0].0) + i as u64)
+            .then(|| ranks.first().map(|r| r.0))
+            .flatten();
         let dir = Rc::new(Directory {
             cqs: contexts.iter().map(Context::create_cq).collect(),
             credit_land: contexts.iter().map(|c| c.reg_mr(8 * n as u64)).collect(),
@@ -528,6 +554,7 @@ impl Transport {
             contexts,
             ranks: ranks.into(),
             rank_index,
+            consecutive,
         });
         (0..n)
             .map(|i| Transport {
@@ -794,9 +821,9 @@ impl Transport {
         if c.kind != CqeKind::Notify {
             return Ok(());
         }
-        let peer = match self.dir.rank_index.binary_search_by_key(&c.peer, |&(r, _)| r) {
-            Ok(i) => self.dir.rank_index[i].1,
-            Err(_) => {
+        let peer = match self.dir.member_of(c.peer) {
+            Some(i) => i,
+            None => {
                 return Err(CollError::Transport {
                     call: name,
                     reason: format!("notification from rank {}, not a member", c.peer),

@@ -286,9 +286,19 @@ impl OnLink {
     }
 }
 
-/// Links of a route, its latency and the least capacity of its links (the rate of a flow
-/// alone on them).
-type Route = (Rc<[usize]>, SimTime, f64);
+/// A traced route.
+struct Route {
+    links: Rc<[usize]>,
+    latency: SimTime,
+    /// The least capacity of its links: the rate of a flow alone on them.
+    least: f64,
+    /// The latency of its way back (same rail and PCIe link, from its target node to its
+    /// source node), once asked for ([`NO_LATENCY`]: not yet).
+    back: SimTime,
+}
+
+/// A way back not asked for yet ([`Route::back`]).
+const NO_LATENCY: SimTime = SimTime::from_ps(u64::MAX);
 /// Route cache: a dense table (one row of route ids per source node, rail and PCIe link,
 /// allocated at its first message) while nodes² × rails × links is at most this many entries —
 /// 64 MiB of 4-byte ids, 4096 nodes of one rail and one link — and a hash map of the pairs met
@@ -347,12 +357,9 @@ pub struct FlowWorld {
     port_held: Vec<bool>,
     port_queue: Vec<VecDeque<PortWait>>,
     fifo: bool,
-    /// Routes traced so far (links and latency), named by id; the ids by (source node,
-    /// destination node, rail, PCIe link): dense rows up to [`DENSE_ENTRIES`], a hash map beyond.
+    /// Routes traced so far, named by id; the ids by (source node, destination node, rail,
+    /// PCIe link): dense rows up to [`DENSE_ENTRIES`], a hash map beyond.
     routes: Vec<Route>,
-    /// The id of every route's way back (same rail and PCIe link, from its target node to its
-    /// source node), once asked for ([`NO_ROUTE`]: not yet).
-    back: Vec<u32>,
     route_rows: Vec<Vec<u32>>,
     route_map: IdMap<(u32, u32), u32>,
     dense: bool,
@@ -496,7 +503,6 @@ impl FlowWorld {
             port_queue: vec![VecDeque::new(); nodes],
             fifo: false,
             routes: Vec::new(),
-            back: Vec::new(),
             route_rows: if dense {
                 vec![Vec::new(); nodes * rails as usize * host_links as usize]
             } else {
@@ -578,7 +584,7 @@ impl FlowWorld {
     /// Latency of the route from `src`'s node to `dst`'s node on `path`.
     fn latency(&mut self, src: Rank, dst: Rank, path: (u8, u8)) -> SimTime {
         let id = self.route(src, dst, path);
-        self.routes[id].1
+        self.routes[id].latency
     }
 
     /// Latency of the way back of route `id` from `src` to `dst` on `path` (the route from
@@ -587,12 +593,13 @@ impl FlowWorld {
         if id == NO_ROUTE {
             return self.latency(dst, src, path);
         }
-        let mut b = self.back[id as usize];
-        if b == NO_ROUTE {
-            b = self.route(dst, src, path) as u32;
-            self.back[id as usize] = b;
+        let b = self.routes[id as usize].back;
+        if b != NO_LATENCY {
+            return b;
         }
-        self.routes[b as usize].1
+        let b = self.latency(dst, src, path);
+        self.routes[id as usize].back = b;
+        b
     }
 
     /// The rail a request names (fixed port selection, as at packet level; a rail beyond the
@@ -658,9 +665,13 @@ impl FlowWorld {
             let lat = fc.link.latency + SimTime::from_ps(per_hop.ps() * hops.len() as u64) + self.cfg.rx_overhead;
             (Rc::from(links), lat)
         };
-        let solo = r.0.iter().map(|&l| self.cap[l]).fold(f64::INFINITY, f64::min);
-        self.routes.push((r.0, r.1, solo));
-        self.back.push(NO_ROUTE);
+        let least = r.0.iter().map(|&l| self.cap[l]).fold(f64::INFINITY, f64::min);
+        self.routes.push(Route {
+            links: r.0,
+            latency: r.1,
+            least,
+            back: NO_LATENCY,
+        });
         self.routes.len() - 1
     }
 
@@ -879,7 +890,7 @@ impl FlowWorld {
             self.short_memo.resize(self.cap.len(), (u64::MAX, SimTime::ZERO));
         }
         let mut end = self.now;
-        for &l in self.routes[route].0.iter() {
+        for &l in self.routes[route].links.iter() {
             let cap = self.cap[l];
             let on = self.on_link.get(l);
             let t = if on.is_none_or(OnLink::is_empty) {
@@ -984,7 +995,7 @@ impl FlowWorld {
                     if let Some(node) = engine {
                         self.at(end, Ev::Release(node));
                     }
-                    self.at(end + self.routes[id].1, Ev::Arrive(then));
+                    self.at(end + self.routes[id].latency, Ev::Arrive(then));
                     return;
                 }
                 let remote = self.place.node_of(src) != self.place.node_of(dst);
@@ -1011,14 +1022,16 @@ impl FlowWorld {
                     let part = size as f64 / f64::from(self.rails);
                     for r in 0..self.rails {
                         let id = self.route(src, dst, (r, rail.1));
-                        let (links, latency, solo) = self.routes[id].clone();
-                        self.start_flow(links, latency, solo, part, Then::Part(join), None, None);
+                        let r = &self.routes[id];
+                        let (links, latency, least) = (r.links.clone(), r.latency, r.least);
+                        self.start_flow(links, latency, least, part, Then::Part(join), None, None);
                     }
                     return;
                 }
                 let id = self.route(src, dst, rail);
                 then.take_route(id);
-                let (links, latency, least) = self.routes[id].clone();
+                let r = &self.routes[id];
+                let (links, latency, least) = (r.links.clone(), r.latency, r.least);
                 let mut engine = engine;
                 let mut port = None;
                 if self.fifo && remote {
@@ -1073,7 +1086,7 @@ impl FlowWorld {
                 let rail = self.rail_of(then.request().expect("an atomic's request"));
                 let id = self.short_route(rail, src, dst);
                 let end = self.short_transfer(id, size);
-                self.at(end + self.routes[id].1, Ev::Arrive(then));
+                self.at(end + self.routes[id].latency, Ev::Arrive(then));
             }
             Ev::AtomicAnswer { req, status, old, size } => {
                 // The answer (header and old value) crosses as a short message whatever
@@ -1081,7 +1094,7 @@ impl FlowWorld {
                 // max-min flows would cost two recomputations over one large component each.
                 let id = self.short_route(self.rail_of(&req), req.dst, req.src);
                 let end = self.short_transfer(id, size);
-                let latency = self.routes[id].1;
+                let latency = self.routes[id].latency;
                 self.at(end + latency, Ev::Arrive(Then::AtomicBack { req, status, old }));
             }
         }
