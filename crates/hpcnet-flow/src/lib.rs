@@ -304,6 +304,9 @@ const NO_LATENCY: SimTime = SimTime::from_ps(u64::MAX);
 /// 64 MiB of 4-byte ids, 4096 nodes of one rail and one link — and a hash map of the pairs met
 /// beyond.
 const DENSE_ENTRIES: usize = 1 << 24;
+/// Bit of a queue entry that is a timer's expiry (the low bits: the timer's id) rather than
+/// the slot of an event.
+const TIMER_EVENT: u32 = 1 << 31;
 /// An unknown route in a dense row.
 const NO_ROUTE: u32 = u32::MAX;
 
@@ -320,7 +323,7 @@ pub struct FlowWorld {
     next_timer: u32,
     /// Pending events in (time, scheduling order): the simulation kernel's calendar queue
     /// (one origin) of slots in `slots`, so that the queue moves 4-byte slot numbers, not
-    /// events; the free slots.
+    /// events — or of timers' expiries, which need no slot ([`TIMER_EVENT`]); the free slots.
     queue: EventQueue<u32>,
     slots: Vec<Option<Ev>>,
     free_slots: Vec<u32>,
@@ -542,10 +545,22 @@ impl FlowWorld {
             }
             None => {
                 self.slots.push(Some(ev));
-                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 pending events")
+                let i = self.slots.len() - 1;
+                assert!(i < TIMER_EVENT as usize, "fewer than 2^31 pending events");
+                i as u32
             }
         };
         self.queue.schedule(t, slot);
+    }
+
+    /// Schedule the expiry of timer `id` at `t`: in the queue itself (no slot, nothing to
+    /// store or read back) when the id fits beside [`TIMER_EVENT`], else as an event in a slot
+    /// — either way at the same place in the order of events.
+    fn at_timer(&mut self, t: SimTime, id: TimerId) {
+        match u32::try_from(id.index()) {
+            Ok(i) if i < TIMER_EVENT => self.queue.schedule(t, TIMER_EVENT | i),
+            _ => self.at(t, Ev::Timer(id)),
+        }
     }
 
     /// Id of the route from `src`'s node to `dst`'s node on `rail`, read through the source's
@@ -1561,7 +1576,7 @@ impl NicBackend for FlowWorld {
     fn set_timer(&mut self, _rank: Rank, t: SimTime) -> TimerId {
         let id = TimerId::from_index(self.next_timer as usize);
         self.next_timer += 1;
-        self.at(t.max(self.now), Ev::Timer(id));
+        self.at_timer(t.max(self.now), id);
         id
     }
     fn step(&mut self) -> bool {
@@ -1574,6 +1589,11 @@ impl NicBackend for FlowWorld {
         if let Some((t, slot)) = ev {
             self.events += 1;
             self.now = t;
+            if slot & TIMER_EVENT != 0 {
+                let id = TimerId::from_index((slot & !TIMER_EVENT) as usize);
+                self.notices.push(Notice::Timer(id));
+                return true;
+            }
             let ev = self.slots[slot as usize].take().expect("a scheduled event");
             self.free_slots.push(slot);
             self.handle(ev);
