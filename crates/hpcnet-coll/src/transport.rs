@@ -1379,3 +1379,57 @@ impl Transport {
         crate::reduce_into_right(dtype, op, left, right)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A list of two entries in place behaves as a vector past them: pushes, indexing,
+    /// truncation (dropping what it cuts), membership.
+    #[test]
+    fn few_keeps_its_first_entries_in_place_and_the_rest_in_order() {
+        let mut f: Few<usize, 2> = Few::default();
+        assert_eq!(f.len(), 0);
+        assert!(!f.contains(&0), "an empty list holds nothing, not its default entries");
+        for v in [10, 11, 12, 13] {
+            f.push(v);
+        }
+        assert_eq!(f.len(), 4);
+        assert_eq!((f[0], f[1], f[2], f[3]), (10, 11, 12, 13));
+        f[2] = 22;
+        assert!(f.contains(&22) && f.contains(&11) && !f.contains(&12));
+        f.truncate(1);
+        assert_eq!(f.len(), 1);
+        assert!(!f.contains(&11) && !f.contains(&22));
+        f.push(5);
+        f.push(6);
+        assert_eq!((f[0], f[1], f[2]), (10, 5, 6));
+        f.clear();
+        assert_eq!(f.len(), 0);
+        assert!(!f.contains(&10));
+    }
+
+    #[test]
+    #[should_panic(expected = "index 1 of a list of 1")]
+    fn few_refuses_an_index_past_its_length() {
+        let mut f: Few<u32, 2> = Few::default();
+        f.push(1);
+        let _ = f[1];
+    }
+
+    /// Slots below 64 are bits, above on the heap; setting one leaves the others as they were.
+    #[test]
+    fn slot_sets_hold_any_slot_number() {
+        let mut s = SlotSet::default();
+        for i in [0, 5, 63, 64, 200] {
+            assert!(!s.get(i));
+            s.set(i, true);
+        }
+        assert!(s.get(0) && s.get(5) && s.get(63) && s.get(64) && s.get(200));
+        assert!(!s.get(1) && !s.get(62) && !s.get(65) && !s.get(199) && !s.get(1000));
+        s.set(5, false);
+        s.set(64, false);
+        assert!(!s.get(5) && !s.get(64));
+        assert!(s.get(0) && s.get(63) && s.get(200));
+    }
+}

@@ -1694,4 +1694,26 @@ mod tests {
         assert_eq!(got, [(1000, 100, 7), (1100, 100, 8), (1200, 100, 9), (50, 8, 2)]);
         assert!(q.is_empty());
     }
+
+    /// A link's flows keep their start order through removals, the first of them in place.
+    #[test]
+    fn flows_on_a_link_keep_their_start_order() {
+        let mut on = OnLink::default();
+        assert!(on.is_empty() && on.len() == 0 && on.iter().next().is_none());
+        for s in [4, 9, 2, 7] {
+            on.push(s);
+        }
+        assert_eq!(on.len(), 4);
+        assert_eq!(on.iter().collect::<Vec<_>>(), [4, 9, 2, 7]);
+        on.remove(4);
+        assert_eq!(on.iter().collect::<Vec<_>>(), [9, 2, 7]);
+        on.remove(2);
+        on.remove(5);
+        assert_eq!(on.iter().collect::<Vec<_>>(), [9, 7]);
+        on.remove(9);
+        on.remove(7);
+        assert!(on.is_empty() && on.rest.is_empty());
+        on.push(3);
+        assert_eq!(on.iter().collect::<Vec<_>>(), [3]);
+    }
 }

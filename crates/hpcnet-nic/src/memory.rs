@@ -653,6 +653,28 @@ mod tests {
         );
     }
 
+    /// More regions in use than the memory remembers: every access still finds its own
+    /// region and key, and a range across two regions is refused whichever was found last.
+    #[test]
+    fn regions_beyond_the_remembered_ones_are_found_by_search() {
+        let mut m = Memory::new(1);
+        let regs: Vec<(u64, u32)> = (0..(WAYS as u64 + 3)).map(|i| m.register(64 + i)).collect();
+        for round in 0..3u8 {
+            for (i, &(a, k)) in regs.iter().enumerate() {
+                m.write(a + 1, &[round, i as u8]).unwrap();
+                assert!(m.check(a, 64 + i as u64, k).is_ok());
+                assert!(m.check(a, 65 + i as u64, k).is_err());
+                let other = regs[(i + 1) % regs.len()].1;
+                assert_eq!(m.check(a, 8, other), Err(MemoryError::BadKey { given: other }));
+            }
+            for (i, &(a, _)) in regs.iter().enumerate().rev() {
+                assert_eq!(m.read(a + 1, 2).unwrap().as_ref(), &[round, i as u8]);
+            }
+        }
+        let (a0, _) = regs[0];
+        assert!(m.check_local(a0 + 60, 64).is_err(), "a range across a guard page");
+    }
+
     fn stored_slots(m: &Memory, r: usize) -> usize {
         match &m.regions[r].data {
             Bytes::Sparse { kept, .. } => kept.at.len(),
