@@ -124,11 +124,18 @@ impl Then {
     }
 }
 
+/// What follows a message, held in the world's `held` slab from its posting to its end:
+/// events, queues and flows name it by this 4-byte handle instead of carrying the request
+/// (so that an event is small, and a message's request is stored once, not moved from event
+/// to queue to flow to event).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Held(u32);
+
 /// A message spread over the rails: parts still crossing, the engine it holds, what follows.
 struct Join {
     left: u32,
     engine: Option<usize>,
-    then: Option<Then>,
+    then: Option<Held>,
 }
 
 #[derive(Clone, Debug)]
@@ -152,7 +159,7 @@ struct Flow {
     /// Node whose network port the flow holds (port FIFO: its node's next flow to another
     /// node starts when this one ends).
     port: Option<usize>,
-    then: Then,
+    then: Held,
 }
 
 #[derive(Clone, Debug)]
@@ -162,22 +169,22 @@ enum Ev {
         src: Rank,
         dst: Rank,
         size: u64,
-        then: Then,
+        then: Held,
     },
     /// A message reaches the engines of its node (doorbell rung, or read request arrived).
     Enqueue {
         src: Rank,
         dst: Rank,
         size: u64,
-        then: Then,
+        then: Held,
         work: SimTime,
     },
     /// The flow's data arrives.
-    Arrive(Then),
+    Arrive(Held),
     /// A completion entry appears.
     Complete(CqId, Cqe),
     /// A read request reaches its target.
-    ReadRequest(Request),
+    ReadRequest(Box<Request>),
     /// A request packet (an atomic's) has been sent by the engine of `node`, which is free
     /// again: it crosses `src` → `dst` as a short message of `size` bytes.
     RequestOut {
@@ -185,25 +192,21 @@ enum Ev {
         src: Rank,
         dst: Rank,
         size: u64,
-        then: Then,
+        then: Held,
     },
-    /// The answer of an atomic leaves its target: a flow of `size` bytes back.
-    AtomicAnswer {
-        req: Request,
-        status: CqeStatus,
-        old: u64,
-        size: u64,
-    },
+    /// The answer of an atomic leaves its target (`then` holds it: [`Then::AtomicBack`]): a
+    /// flow of `size` bytes back.
+    AtomicAnswer { then: Held, size: u64 },
     Timer(TimerId),
     /// A short message's last byte has left: its node's engine is free again.
     Release(usize),
 }
 
 /// A message waiting for an engine: (source, target, bytes, what follows, engine work).
-type Waiting = (Rank, Rank, u64, Then, SimTime);
+type Waiting = (Rank, Rank, u64, Held, SimTime);
 /// A flow waiting for its node's port: (links, latency, least capacity of the links, bytes,
 /// what follows).
-type PortWait = (Rc<[usize]>, SimTime, f64, u64, Then);
+type PortWait = (Rc<[usize]>, SimTime, f64, u64, Held);
 /// Posted receive buffers: `count` buffers of `len` bytes back to back from `addr`, receive
 /// ids from `wr_id` (one entry for a run posted at once, e.g. a shared receive queue's
 /// pre-posted buffers; a re-posted buffer is a run of one).
@@ -327,6 +330,9 @@ pub struct FlowWorld {
     queue: EventQueue<u32>,
     slots: Vec<Option<Ev>>,
     free_slots: Vec<u32>,
+    /// What follows each message in progress ([`Held`]), and the free entries.
+    held: Vec<Option<Then>>,
+    free_held: Vec<u32>,
     /// Flows in progress by slot (`on_link` and the finish heap name slots; a slot is reused
     /// once its flow has ended), the free slots and the number in progress.
     flows: Vec<Option<Flow>>,
@@ -485,6 +491,8 @@ impl FlowWorld {
             queue: EventQueue::new(),
             slots: Vec::new(),
             free_slots: Vec::new(),
+            held: Vec::new(),
+            free_held: Vec::new(),
             flows: Vec::new(),
             free_flows: Vec::new(),
             live: 0,
@@ -551,6 +559,36 @@ impl FlowWorld {
             }
         };
         self.queue.schedule(t, slot);
+    }
+
+    /// Keep `then` until the message it follows ends.
+    fn hold(&mut self, then: Then) -> Held {
+        match self.free_held.pop() {
+            Some(i) => {
+                self.held[i as usize] = Some(then);
+                Held(i)
+            }
+            None => {
+                self.held.push(Some(then));
+                Held(u32::try_from(self.held.len() - 1).expect("fewer than 2^32 messages in flight"))
+            }
+        }
+    }
+
+    /// What follows a message, kept by [`FlowWorld::hold`].
+    fn held(&self, h: Held) -> &Then {
+        self.held[h.0 as usize].as_ref().expect("a held message")
+    }
+
+    fn held_mut(&mut self, h: Held) -> &mut Then {
+        self.held[h.0 as usize].as_mut().expect("a held message")
+    }
+
+    /// Take back what follows a message (its entry is free again).
+    fn release(&mut self, h: Held) -> Then {
+        let then = self.held[h.0 as usize].take().expect("a held message");
+        self.free_held.push(h.0);
+        then
     }
 
     /// Schedule the expiry of timer `id` at `t`: in the queue itself (no slot, nothing to
@@ -699,7 +737,7 @@ impl FlowWorld {
             };
             self.busy[node] += 1;
             let rl = self.cfg.host.read_latency;
-            let request = matches!(then, Then::AtomicReq { .. });
+            let request = matches!(self.held(then), Then::AtomicReq { .. });
             // PIO (`nic.pio_limit`): the CPU writes the descriptor and a short message's data
             // into the NIC (64 B of descriptor and the payload at the host write rate), so the
             // engine reads neither — as the packet-level engine does for such messages and for
@@ -997,14 +1035,13 @@ impl FlowWorld {
                 } else {
                     Some(node)
                 };
-                let rail = self.rail_of(then.request().expect("a message's request"));
-                let mut then = then;
+                let rail = self.rail_of(self.held(then).request().expect("a message's request"));
                 if self.short > 0 && size <= self.short.saturating_add(self.header) {
                     // A short message: its bytes cross the route at the links' residual
                     // rates, after the short messages before it, and no flow's rate changes.
                     let id = self.short_route(rail, src, dst);
                     if !self.adaptive {
-                        then.take_route(id);
+                        self.held_mut(then).take_route(id);
                     }
                     let end = self.short_transfer(id, size);
                     if let Some(node) = engine {
@@ -1039,12 +1076,13 @@ impl FlowWorld {
                         let id = self.route(src, dst, (r, rail.1));
                         let r = &self.routes[id];
                         let (links, latency, least) = (r.links.clone(), r.latency, r.least);
-                        self.start_flow(links, latency, least, part, Then::Part(join), None, None);
+                        let h = self.hold(Then::Part(join));
+                        self.start_flow(links, latency, least, part, h, None, None);
                     }
                     return;
                 }
                 let id = self.route(src, dst, rail);
-                then.take_route(id);
+                self.held_mut(then).take_route(id);
                 let r = &self.routes[id];
                 let (links, latency, least) = (r.links.clone(), r.latency, r.least);
                 let mut engine = engine;
@@ -1065,6 +1103,7 @@ impl FlowWorld {
                 self.start_flow(links, latency, least, size as f64, then, engine, port);
             }
             Ev::ReadRequest(req) => {
+                let req = *req;
                 let Op::Read { len, remote, rkey, .. } = req.op else {
                     return;
                 };
@@ -1073,11 +1112,13 @@ impl FlowWorld {
                     Ok(bytes) => {
                         let size = len + self.header;
                         let work = self.cfg.writeback_overhead.unwrap_or(self.cfg.message_overhead);
+                        let (src, dst) = (req.dst, req.src);
+                        let then = self.hold(Then::ReadBack { req, bytes });
                         let ev = Ev::Enqueue {
-                            src: req.dst,
-                            dst: req.src,
+                            src,
+                            dst,
                             size,
-                            then: Then::ReadBack { req, bytes },
+                            then,
                             work,
                         };
                         self.handle(ev);
@@ -1088,7 +1129,10 @@ impl FlowWorld {
                     }
                 }
             }
-            Ev::Arrive(then) => self.arrive(then),
+            Ev::Arrive(then) => {
+                let then = self.release(then);
+                self.arrive(then);
+            }
             Ev::RequestOut {
                 node,
                 src,
@@ -1098,19 +1142,21 @@ impl FlowWorld {
             } => {
                 self.busy[node] -= 1;
                 self.run_engines(node);
-                let rail = self.rail_of(then.request().expect("an atomic's request"));
+                let rail = self.rail_of(self.held(then).request().expect("an atomic's request"));
                 let id = self.short_route(rail, src, dst);
                 let end = self.short_transfer(id, size);
                 self.at(end + self.routes[id].latency, Ev::Arrive(then));
             }
-            Ev::AtomicAnswer { req, status, old, size } => {
+            Ev::AtomicAnswer { then, size } => {
                 // The answer (header and old value) crosses as a short message whatever
                 // `set_short_messages` says: thousands of answers in flight (RandomAccess) as
                 // max-min flows would cost two recomputations over one large component each.
-                let id = self.short_route(self.rail_of(&req), req.dst, req.src);
+                let req = self.held(then).request().expect("an atomic's request");
+                let (rail, from, to) = (self.rail_of(req), req.dst, req.src);
+                let id = self.short_route(rail, from, to);
                 let end = self.short_transfer(id, size);
                 let latency = self.routes[id].latency;
-                self.at(end + latency, Ev::Arrive(Then::AtomicBack { req, status, old }));
+                self.at(end + latency, Ev::Arrive(then));
             }
         }
     }
@@ -1151,7 +1197,8 @@ impl FlowWorld {
         };
         let size = self.header + ATOMIC_RESPONSE_BYTES;
         let t = self.now + self.cfg.rx_overhead + self.cfg.host.read_latency;
-        self.at(t, Ev::AtomicAnswer { req, status, old, size });
+        let then = self.hold(Then::AtomicBack { req, status, old });
+        self.at(t, Ev::AtomicAnswer { then, size });
     }
 
     /// Moves the `len` bytes at `from` of `src`'s memory to `to` of `dst`'s ([`Memory::write_from`]:
@@ -1193,7 +1240,7 @@ impl FlowWorld {
         latency: SimTime,
         least: f64,
         size: f64,
-        then: Then,
+        then: Held,
         engine: Option<usize>,
         port: Option<usize>,
     ) {
@@ -1504,13 +1551,14 @@ impl NicBackend for FlowWorld {
                 m.check_local(local, len).map_err(PostError::Local)?;
                 let size = len + self.header;
                 let (src, dst) = (req.src, req.dst);
+                let then = self.hold(Then::Land { req, route: NO_ROUTE });
                 self.at(
                     start,
                     Ev::Enqueue {
                         src,
                         dst,
                         size,
-                        then: Then::Land { req, route: NO_ROUTE },
+                        then,
                         work,
                     },
                 );
@@ -1520,7 +1568,10 @@ impl NicBackend for FlowWorld {
                 m.check_local(local, len).map_err(PostError::Local)?;
                 let lat = self.latency(req.src, req.dst, self.rail_of(&req));
                 // The request leaves once an engine has taken it (no data to move).
-                self.at(start + lat + self.cfg.host.read_latency + work, Ev::ReadRequest(req));
+                self.at(
+                    start + lat + self.cfg.host.read_latency + work,
+                    Ev::ReadRequest(Box::new(req)),
+                );
                 Ok(())
             }
             Op::Put { .. } => Err(PostError::Unsupported {
@@ -1556,13 +1607,14 @@ impl NicBackend for FlowWorld {
                 // limits a stream of atomics) and crosses as a short message.
                 let (src, dst) = (req.src, req.dst);
                 let size = self.header + ATOMIC_REQUEST_BYTES;
+                let then = self.hold(Then::AtomicReq { req });
                 self.at(
                     start,
                     Ev::Enqueue {
                         src,
                         dst,
                         size,
-                        then: Then::AtomicReq { req },
+                        then,
                         work,
                     },
                 );
@@ -1610,8 +1662,9 @@ impl NicBackend for FlowWorld {
             for &l in f.links.iter() {
                 self.on_link[l].remove(slot);
             }
-            let (engine, then) = match f.then {
+            let (engine, then) = match *self.held(f.then) {
                 Then::Part(j) => {
+                    self.release(f.then);
                     let join = &mut self.joins[j as usize];
                     join.left -= 1;
                     if join.left > 0 {
@@ -1621,7 +1674,7 @@ impl NicBackend for FlowWorld {
                         (join.engine.take(), join.then.take())
                     }
                 }
-                then => (f.engine, Some(then)),
+                _ => (f.engine, Some(f.then)),
             };
             if let Some(node) = engine {
                 self.busy[node] -= 1;
