@@ -196,7 +196,10 @@ enum Ev {
     },
     /// The answer of an atomic leaves its target (`then` holds it: [`Then::AtomicBack`]): a
     /// flow of `size` bytes back.
-    AtomicAnswer { then: Held, size: u64 },
+    AtomicAnswer {
+        then: Held,
+        size: u64,
+    },
     Timer(TimerId),
     /// A short message's last byte has left: its node's engine is free again.
     Release(usize),
@@ -1752,7 +1755,8 @@ mod tests {
     #[test]
     fn flows_on_a_link_keep_their_start_order() {
         let mut on = OnLink::default();
-        assert!(on.is_empty() && on.len() == 0 && on.iter().next().is_none());
+        assert!(on.is_empty() && on.iter().next().is_none());
+        assert_eq!(on.len(), 0);
         for s in [4, 9, 2, 7] {
             on.push(s);
         }
