@@ -138,8 +138,8 @@ fn stored_parts(stride: u64, keep: u64, off: u64, n: u64) -> impl Iterator<Item 
 }
 
 /// A registered memory region. Its further keys ([`Memory::add_key`], usually none) are held
-/// by the memory, so that a region is address, key and bytes: one cache line, where the
-/// look-ups of a message read it.
+/// by the memory, so that a region is address, key and bytes (a few words: mostly one cache
+/// line, which the look-ups and copies of a message read).
 pub struct Region {
     pub addr: u64,
     pub key: u32,
