@@ -127,6 +127,26 @@ struct Directory {
     ranks: Rc<[Rank]>,
     /// Communicator index of each member's rank, ordered by rank (binary search).
     rank_index: Vec<(Rank, usize)>,
+    /// The first rank, when the members are consecutive ranks in order (member i is rank
+    /// first + i: a member is found by a subtraction).
+    consecutive: Option<u32>,
+}
+
+impl Directory {
+    /// The member that is `rank`, if any.
+    fn member_of(&self, rank: Rank) -> Option<usize> {
+        match self.consecutive {
+            Some(first) => {
+                let i = rank.0.wrapping_sub(first) as usize;
+                (i < self.ranks.len()).then_some(i)
+            }
+            None => self
+                .rank_index
+                .binary_search_by_key(&rank, |&(r, _)| r)
+                .ok()
+                .map(|i| self.rank_index[i].1),
+        }
+    }
 }
 
 /// A chunk copied out of its landing slot, waiting to be matched.
@@ -273,20 +293,93 @@ impl Plan for Streamed<'_> {
     }
 }
 
+/// A list whose first `N` entries are held in place and the others on the heap: the
+/// bookkeeping of a call of one send and one receive (a ring or butterfly step) lives in the
+/// call's own state, and a member resuming it reads no other memory for it.
+struct Few<T, const N: usize> {
+    len: usize,
+    near: [T; N],
+    far: Vec<T>,
+}
+
+impl<T: Default, const N: usize> Default for Few<T, N> {
+    fn default() -> Self {
+        Few {
+            len: 0,
+            near: std::array::from_fn(|_| T::default()),
+            far: Vec::new(),
+        }
+    }
+}
+
+impl<T: Default + PartialEq, const N: usize> Few<T, N> {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn push(&mut self, v: T) {
+        if self.len < N {
+            self.near[self.len] = v;
+        } else {
+            self.far.push(v);
+        }
+        self.len += 1;
+    }
+
+    /// Keep the first `n` entries (the others are dropped).
+    fn truncate(&mut self, n: usize) {
+        for x in self.near.iter_mut().take(self.len.min(N)).skip(n) {
+            *x = T::default();
+        }
+        self.far.truncate(n.saturating_sub(N));
+        self.len = self.len.min(n);
+    }
+
+    fn clear(&mut self) {
+        self.truncate(0);
+    }
+
+    fn contains(&self, v: &T) -> bool {
+        self.near[..self.len.min(N)].contains(v) || self.far.contains(v)
+    }
+}
+
+impl<T, const N: usize> std::ops::Index<usize> for Few<T, N> {
+    type Output = T;
+    fn index(&self, i: usize) -> &T {
+        assert!(i < self.len, "index {i} of a list of {}", self.len);
+        if i < N {
+            &self.near[i]
+        } else {
+            &self.far[i - N]
+        }
+    }
+}
+
+impl<T, const N: usize> std::ops::IndexMut<usize> for Few<T, N> {
+    fn index_mut(&mut self, i: usize) -> &mut T {
+        assert!(i < self.len, "index {i} of a list of {}", self.len);
+        if i < N {
+            &mut self.near[i]
+        } else {
+            &mut self.far[i - N]
+        }
+    }
+}
+
 /// Per-call bookkeeping of [`Transport::drive`], one entry per send or receive of the call
-/// (each entry's fields side by side, so that a member resuming a call reads one cache line
-/// per entry); kept in the transport so that the algorithm steps (one call each) allocate
-/// nothing for it.
+/// (each entry's fields side by side, the first send and receive in place); kept in the
+/// transport so that the algorithm steps (one call each) allocate nothing for it.
 #[derive(Default)]
 struct DriveState {
-    sends: Vec<SendState>,
-    recvs: Vec<RecvState>,
+    sends: Few<SendState, 1>,
+    recvs: Few<RecvState, 1>,
     /// Peers blocked in the current pass.
-    blocked: Vec<usize>,
+    blocked: Few<usize, 2>,
 }
 
 /// [`DriveState`] of one send.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, PartialEq)]
 struct SendState {
     /// Chunks posted.
     posted: usize,
@@ -297,7 +390,7 @@ struct SendState {
 }
 
 /// [`DriveState`] of one receive.
-#[derive(Default)]
+#[derive(Default, PartialEq)]
 struct RecvState {
     /// Bytes received so far.
     acc: Vec<u8>,
@@ -310,14 +403,19 @@ impl DriveState {
     /// Empty entries for `ns` sends and `nr` receives.
     fn reset(&mut self, ns: usize, nr: usize) {
         self.sends.clear();
-        self.sends.resize(ns, SendState::default());
+        for _ in 0..ns {
+            self.sends.push(SendState::default());
+        }
         self.recvs.truncate(nr);
-        for r in &mut self.recvs {
+        for k in 0..self.recvs.len() {
+            let r = &mut self.recvs[k];
             r.acc.clear();
             r.done = false;
             r.reading = None;
         }
-        self.recvs.resize_with(nr, RecvState::default);
+        for _ in self.recvs.len()..nr {
+            self.recvs.push(RecvState::default());
+        }
         self.blocked.clear();
     }
 }
@@ -351,6 +449,36 @@ impl Call {
     }
 }
 
+/// A set of slot numbers: the first 64 as bits in place, the others on the heap.
+#[derive(Default)]
+struct SlotSet {
+    low: u64,
+    high: Vec<bool>,
+}
+
+impl SlotSet {
+    fn get(&self, s: usize) -> bool {
+        match s.checked_sub(64) {
+            None => self.low >> s & 1 != 0,
+            Some(i) => self.high.get(i).copied().unwrap_or(false),
+        }
+    }
+
+    fn set(&mut self, s: usize, v: bool) {
+        match s.checked_sub(64) {
+            None => {
+                self.low = self.low & !(1 << s) | u64::from(v) << s;
+            }
+            Some(i) => {
+                if self.high.len() <= i {
+                    self.high.resize(i + 1, false);
+                }
+                self.high[i] = v;
+            }
+        }
+    }
+}
+
 /// This member's state towards one peer it has exchanged messages with (made on first use, so
 /// a member keeps state for its actual peers only, not for every member).
 struct Peer {
@@ -358,7 +486,7 @@ struct Peer {
     /// Next chunk sequence number to the peer.
     send_seq: u64,
     /// Staging/landing slots towards the peer still waiting for their credit.
-    busy: Vec<bool>,
+    busy: SlotSet,
     /// Next chunk sequence number expected from the peer.
     recv_next: u64,
     /// Chunks from the peer not yet matched, at index `seq − recv_next` (a gap: not arrived).
@@ -383,6 +511,8 @@ pub(crate) struct Transport {
     pub(crate) ranks: Rc<[Rank]>,
     /// Index into `peer_state` of each member's state (`u32::MAX`: none yet).
     peer_slot: Vec<u32>,
+    /// The last two (member, index into `peer_state`) looked up (`u32::MAX`: none).
+    recent: [(u32, u32); 2],
     peer_state: Vec<Peer>,
     dir: Rc<Directory>,
     credit_src: Mr,
@@ -411,6 +541,12 @@ impl Transport {
         let ranks = &ranks[..];
         let mut rank_index: Vec<(Rank, usize)> = ranks.iter().enumerate().map(|(i, &r)| (r, i)).collect();
         rank_index.sort_unstable();
+        let consecutive = ranks
+            .iter()
+            .enumerate()
+            .all(|(i, r)| u64::from(r.0) == u64::from(ranks[0].0) + i as u64)
+            .then(|| ranks.first().map(|r| r.0))
+            .flatten();
         let dir = Rc::new(Directory {
             cqs: contexts.iter().map(Context::create_cq).collect(),
             credit_land: contexts.iter().map(|c| c.reg_mr(8 * n as u64)).collect(),
@@ -418,6 +554,7 @@ impl Transport {
             contexts,
             ranks: ranks.into(),
             rank_index,
+            consecutive,
         });
         (0..n)
             .map(|i| Transport {
@@ -428,6 +565,7 @@ impl Transport {
                 view_me: i,
                 ranks: dir.ranks.clone(),
                 peer_slot: vec![u32::MAX; n],
+                recent: [(u32::MAX, u32::MAX); 2],
                 peer_state: Vec::new(),
                 credit_src: dir.contexts[i].reg_mr(8),
                 dir: dir.clone(),
@@ -447,6 +585,20 @@ impl Transport {
     /// This member's state towards `peer` (a valid member other than this one), made on first
     /// use.
     fn peer(&mut self, peer: usize) -> &mut Peer {
+        let slot = self.slot_of(peer);
+        &mut self.peer_state[slot]
+    }
+
+    /// Index into `peer_state` of this member's state towards `peer`, made on first use; the
+    /// last two peers asked for are answered from the transport itself (a ring or butterfly
+    /// step has two), the others from `peer_slot`.
+    fn slot_of(&mut self, peer: usize) -> usize {
+        let key = peer as u32;
+        for &(p, slot) in &self.recent {
+            if p == key {
+                return slot as usize;
+            }
+        }
         let mut slot = self.peer_slot[peer];
         if slot == u32::MAX {
             slot = self.peer_state.len() as u32;
@@ -454,14 +606,15 @@ impl Transport {
             self.peer_state.push(Peer {
                 link: None,
                 send_seq: 0,
-                busy: vec![false; self.window],
+                busy: SlotSet::default(),
                 recv_next: 0,
                 inbox: VecDeque::new(),
                 land_here: None,
                 rndv_src: Vec::new(),
             });
         }
-        &mut self.peer_state[slot as usize]
+        self.recent = [(key, slot), self.recent[0]];
+        slot as usize
     }
 
     /// This member's index in the communicator.
@@ -644,7 +797,7 @@ impl Transport {
         let wr = WriteWr::new(stage, off, len, remote).notify(&link.cq).wr_id(s as u64);
         link.qp.post_write(wr).map_err(|e| CollError::verbs(call.name, e))?;
         let p = self.peer(peer);
-        p.busy[s] = true;
+        p.busy.set(s, true);
         p.send_seq += 1;
         Ok(())
     }
@@ -668,9 +821,9 @@ impl Transport {
         if c.kind != CqeKind::Notify {
             return Ok(());
         }
-        let peer = match self.dir.rank_index.binary_search_by_key(&c.peer, |&(r, _)| r) {
-            Ok(i) => self.dir.rank_index[i].1,
-            Err(_) => {
+        let peer = match self.dir.member_of(c.peer) {
+            Some(i) => i,
+            None => {
                 return Err(CollError::Transport {
                     call: name,
                     reason: format!("notification from rank {}, not a member", c.peer),
@@ -712,7 +865,7 @@ impl Transport {
             });
         }
         if c.wr_id & CREDIT != 0 {
-            self.peer(peer).busy[s] = false;
+            self.peer(peer).busy.set(s, false);
             return Ok(());
         }
         let off = (s * self.slot_bytes()) as u64;
@@ -775,8 +928,8 @@ impl Transport {
     /// `expect` bytes is complete, or announced by a rendezvous control message.
     fn take(&mut self, call: &Call, peer: usize, expect: usize, acc: &mut Vec<u8>) -> Result<Taken, CollError> {
         let rank = self.ranks[peer];
-        self.peer(peer);
-        let p = &mut self.peer_state[self.peer_slot[peer] as usize];
+        let slot = self.slot_of(peer);
+        let p = &mut self.peer_state[slot];
         loop {
             let Some(ch) = p.inbox.front_mut().and_then(Option::take) else {
                 return Ok(Taken::Waiting);
@@ -1012,7 +1165,7 @@ impl Transport {
                     let window = self.window as u64;
                     let ps = self.peer(p);
                     let s = (ps.send_seq % window) as usize;
-                    if ps.busy[s] {
+                    if ps.busy.get(s) {
                         break;
                     }
                     self.post_chunk(call, p, data, sends[k].posted).await?;
@@ -1099,7 +1252,7 @@ impl Transport {
         let ctx = self.ctx.clone();
         let ps = self.peer(peer);
         let s = (ps.send_seq % window as u64) as usize;
-        if ps.busy[s] || ps.rndv_src.iter().filter(|b| b.1).count() >= window {
+        if ps.busy.get(s) || ps.rndv_src.iter().filter(|b| b.1).count() >= window {
             return Ok(None);
         }
         let len = data.len() as u64;
@@ -1224,5 +1377,59 @@ impl Transport {
     ) -> Result<(), CollError> {
         self.owe(self.costs.reduce(dtype, left.len()));
         crate::reduce_into_right(dtype, op, left, right)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A list of two entries in place behaves as a vector past them: pushes, indexing,
+    /// truncation (dropping what it cuts), membership.
+    #[test]
+    fn few_keeps_its_first_entries_in_place_and_the_rest_in_order() {
+        let mut f: Few<usize, 2> = Few::default();
+        assert_eq!(f.len(), 0);
+        assert!(!f.contains(&0), "an empty list holds nothing, not its default entries");
+        for v in [10, 11, 12, 13] {
+            f.push(v);
+        }
+        assert_eq!(f.len(), 4);
+        assert_eq!((f[0], f[1], f[2], f[3]), (10, 11, 12, 13));
+        f[2] = 22;
+        assert!(f.contains(&22) && f.contains(&11) && !f.contains(&12));
+        f.truncate(1);
+        assert_eq!(f.len(), 1);
+        assert!(!f.contains(&11) && !f.contains(&22));
+        f.push(5);
+        f.push(6);
+        assert_eq!((f[0], f[1], f[2]), (10, 5, 6));
+        f.clear();
+        assert_eq!(f.len(), 0);
+        assert!(!f.contains(&10));
+    }
+
+    #[test]
+    #[should_panic(expected = "index 1 of a list of 1")]
+    fn few_refuses_an_index_past_its_length() {
+        let mut f: Few<u32, 2> = Few::default();
+        f.push(1);
+        let _ = f[1];
+    }
+
+    /// Slots below 64 are bits, above on the heap; setting one leaves the others as they were.
+    #[test]
+    fn slot_sets_hold_any_slot_number() {
+        let mut s = SlotSet::default();
+        for i in [0, 5, 63, 64, 200] {
+            assert!(!s.get(i));
+            s.set(i, true);
+        }
+        assert!(s.get(0) && s.get(5) && s.get(63) && s.get(64) && s.get(200));
+        assert!(!s.get(1) && !s.get(62) && !s.get(65) && !s.get(199) && !s.get(1000));
+        s.set(5, false);
+        s.set(64, false);
+        assert!(!s.get(5) && !s.get(64));
+        assert!(s.get(0) && s.get(63) && s.get(200));
     }
 }

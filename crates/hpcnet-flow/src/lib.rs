@@ -124,11 +124,18 @@ impl Then {
     }
 }
 
+/// What follows a message, held in the world's `held` slab from its posting to its end:
+/// events, queues and flows name it by this 4-byte handle instead of carrying the request
+/// (so that an event is small, and a message's request is stored once, not moved from event
+/// to queue to flow to event).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Held(u32);
+
 /// A message spread over the rails: parts still crossing, the engine it holds, what follows.
 struct Join {
     left: u32,
     engine: Option<usize>,
-    then: Option<Then>,
+    then: Option<Held>,
 }
 
 #[derive(Clone, Debug)]
@@ -152,7 +159,7 @@ struct Flow {
     /// Node whose network port the flow holds (port FIFO: its node's next flow to another
     /// node starts when this one ends).
     port: Option<usize>,
-    then: Then,
+    then: Held,
 }
 
 #[derive(Clone, Debug)]
@@ -162,22 +169,22 @@ enum Ev {
         src: Rank,
         dst: Rank,
         size: u64,
-        then: Then,
+        then: Held,
     },
     /// A message reaches the engines of its node (doorbell rung, or read request arrived).
     Enqueue {
         src: Rank,
         dst: Rank,
         size: u64,
-        then: Then,
+        then: Held,
         work: SimTime,
     },
     /// The flow's data arrives.
-    Arrive(Then),
+    Arrive(Held),
     /// A completion entry appears.
     Complete(CqId, Cqe),
     /// A read request reaches its target.
-    ReadRequest(Request),
+    ReadRequest(Box<Request>),
     /// A request packet (an atomic's) has been sent by the engine of `node`, which is free
     /// again: it crosses `src` → `dst` as a short message of `size` bytes.
     RequestOut {
@@ -185,13 +192,12 @@ enum Ev {
         src: Rank,
         dst: Rank,
         size: u64,
-        then: Then,
+        then: Held,
     },
-    /// The answer of an atomic leaves its target: a flow of `size` bytes back.
+    /// The answer of an atomic leaves its target (`then` holds it: [`Then::AtomicBack`]): a
+    /// flow of `size` bytes back.
     AtomicAnswer {
-        req: Request,
-        status: CqeStatus,
-        old: u64,
+        then: Held,
         size: u64,
     },
     Timer(TimerId),
@@ -200,9 +206,10 @@ enum Ev {
 }
 
 /// A message waiting for an engine: (source, target, bytes, what follows, engine work).
-type Waiting = (Rank, Rank, u64, Then, SimTime);
-/// A flow waiting for its node's port: (links, latency, bytes, what follows).
-type PortWait = (Rc<[usize]>, SimTime, u64, Then);
+type Waiting = (Rank, Rank, u64, Held, SimTime);
+/// A flow waiting for its node's port: (links, latency, least capacity of the links, bytes,
+/// what follows).
+type PortWait = (Rc<[usize]>, SimTime, f64, u64, Held);
 /// Posted receive buffers: `count` buffers of `len` bytes back to back from `addr`, receive
 /// ids from `wr_id` (one entry for a run posted at once, e.g. a shared receive queue's
 /// pre-posted buffers; a re-posted buffer is a run of one).
@@ -226,13 +233,86 @@ fn take_posted(q: &mut VecDeque<Posted>) -> Option<(u64, u64, u64)> {
     }
     Some(b)
 }
-/// Links of a route and its latency.
-type Route = (Rc<[usize]>, SimTime);
+/// No flow (an empty [`OnLink`]).
+const NO_FLOW: u32 = u32::MAX;
+
+/// The flows in progress on one link (slots), in the order they started on it: the first in
+/// place — most links carry one flow at a time, and its start and end then read no other
+/// memory — the others after it.
+#[derive(Clone, Debug)]
+struct OnLink {
+    first: u32,
+    rest: Vec<u32>,
+}
+
+impl Default for OnLink {
+    fn default() -> Self {
+        OnLink {
+            first: NO_FLOW,
+            rest: Vec::new(),
+        }
+    }
+}
+
+impl OnLink {
+    fn is_empty(&self) -> bool {
+        self.first == NO_FLOW
+    }
+
+    fn len(&self) -> usize {
+        usize::from(self.first != NO_FLOW) + self.rest.len()
+    }
+
+    fn push(&mut self, slot: u32) {
+        if self.first == NO_FLOW {
+            self.first = slot;
+        } else {
+            self.rest.push(slot);
+        }
+    }
+
+    /// Take `slot` out, keeping the order of the others.
+    fn remove(&mut self, slot: u32) {
+        if self.first == slot {
+            self.first = if self.rest.is_empty() {
+                NO_FLOW
+            } else {
+                self.rest.remove(0)
+            };
+        } else if let Some(i) = self.rest.iter().position(|&x| x == slot) {
+            self.rest.remove(i);
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        (self.first != NO_FLOW)
+            .then_some(self.first)
+            .into_iter()
+            .chain(self.rest.iter().copied())
+    }
+}
+
+/// A traced route.
+struct Route {
+    links: Rc<[usize]>,
+    latency: SimTime,
+    /// The least capacity of its links: the rate of a flow alone on them.
+    least: f64,
+    /// The latency of its way back (same rail and PCIe link, from its target node to its
+    /// source node), once asked for ([`NO_LATENCY`]: not yet).
+    back: SimTime,
+}
+
+/// A way back not asked for yet ([`Route::back`]).
+const NO_LATENCY: SimTime = SimTime::from_ps(u64::MAX);
 /// Route cache: a dense table (one row of route ids per source node, rail and PCIe link,
 /// allocated at its first message) while nodes² × rails × links is at most this many entries —
 /// 64 MiB of 4-byte ids, 4096 nodes of one rail and one link — and a hash map of the pairs met
 /// beyond.
 const DENSE_ENTRIES: usize = 1 << 24;
+/// Bit of a queue entry that is a timer's expiry (the low bits: the timer's id) rather than
+/// the slot of an event.
+const TIMER_EVENT: u32 = 1 << 31;
 /// An unknown route in a dense row.
 const NO_ROUTE: u32 = u32::MAX;
 
@@ -249,10 +329,13 @@ pub struct FlowWorld {
     next_timer: u32,
     /// Pending events in (time, scheduling order): the simulation kernel's calendar queue
     /// (one origin) of slots in `slots`, so that the queue moves 4-byte slot numbers, not
-    /// events; the free slots.
+    /// events — or of timers' expiries, which need no slot ([`TIMER_EVENT`]); the free slots.
     queue: EventQueue<u32>,
     slots: Vec<Option<Ev>>,
     free_slots: Vec<u32>,
+    /// What follows each message in progress ([`Held`]), and the free entries.
+    held: Vec<Option<Then>>,
+    free_held: Vec<u32>,
     /// Flows in progress by slot (`on_link` and the finish heap name slots; a slot is reused
     /// once its flow has ended), the free slots and the number in progress.
     flows: Vec<Option<Flow>>,
@@ -286,12 +369,9 @@ pub struct FlowWorld {
     port_held: Vec<bool>,
     port_queue: Vec<VecDeque<PortWait>>,
     fifo: bool,
-    /// Routes traced so far (links and latency), named by id; the ids by (source node,
-    /// destination node, rail, PCIe link): dense rows up to [`DENSE_ENTRIES`], a hash map beyond.
+    /// Routes traced so far, named by id; the ids by (source node, destination node, rail,
+    /// PCIe link): dense rows up to [`DENSE_ENTRIES`], a hash map beyond.
     routes: Vec<Route>,
-    /// The id of every route's way back (same rail and PCIe link, from its target node to its
-    /// source node), once asked for ([`NO_ROUTE`]: not yet).
-    back: Vec<u32>,
     route_rows: Vec<Vec<u32>>,
     route_map: IdMap<(u32, u32), u32>,
     dense: bool,
@@ -303,7 +383,7 @@ pub struct FlowWorld {
     /// Watched regions of every rank ([`NicBackend::watch_memory`]): (key, arrivals so far).
     watched: Vec<Vec<(u32, u64)>>,
     /// Flows in progress on every link.
-    on_link: Vec<Vec<u32>>,
+    on_link: Vec<OnLink>,
     /// When each flow ends at its current rate: (time, flow id, version, slot); stale entries
     /// are skipped.
     finish: BinaryHeap<Reverse<(SimTime, u64, u64, u32)>>,
@@ -414,6 +494,8 @@ impl FlowWorld {
             queue: EventQueue::new(),
             slots: Vec::new(),
             free_slots: Vec::new(),
+            held: Vec::new(),
+            free_held: Vec::new(),
             flows: Vec::new(),
             free_flows: Vec::new(),
             live: 0,
@@ -435,7 +517,6 @@ impl FlowWorld {
             port_queue: vec![VecDeque::new(); nodes],
             fifo: false,
             routes: Vec::new(),
-            back: Vec::new(),
             route_rows: if dense {
                 vec![Vec::new(); nodes * rails as usize * host_links as usize]
             } else {
@@ -475,10 +556,52 @@ impl FlowWorld {
             }
             None => {
                 self.slots.push(Some(ev));
-                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 pending events")
+                let i = self.slots.len() - 1;
+                assert!(i < TIMER_EVENT as usize, "fewer than 2^31 pending events");
+                i as u32
             }
         };
         self.queue.schedule(t, slot);
+    }
+
+    /// Keep `then` until the message it follows ends.
+    fn hold(&mut self, then: Then) -> Held {
+        match self.free_held.pop() {
+            Some(i) => {
+                self.held[i as usize] = Some(then);
+                Held(i)
+            }
+            None => {
+                self.held.push(Some(then));
+                Held(u32::try_from(self.held.len() - 1).expect("fewer than 2^32 messages in flight"))
+            }
+        }
+    }
+
+    /// What follows a message, kept by [`FlowWorld::hold`].
+    fn held(&self, h: Held) -> &Then {
+        self.held[h.0 as usize].as_ref().expect("a held message")
+    }
+
+    fn held_mut(&mut self, h: Held) -> &mut Then {
+        self.held[h.0 as usize].as_mut().expect("a held message")
+    }
+
+    /// Take back what follows a message (its entry is free again).
+    fn release(&mut self, h: Held) -> Then {
+        let then = self.held[h.0 as usize].take().expect("a held message");
+        self.free_held.push(h.0);
+        then
+    }
+
+    /// Schedule the expiry of timer `id` at `t`: in the queue itself (no slot, nothing to
+    /// store or read back) when the id fits beside [`TIMER_EVENT`], else as an event in a slot
+    /// — either way at the same place in the order of events.
+    fn at_timer(&mut self, t: SimTime, id: TimerId) {
+        match u32::try_from(id.index()) {
+            Ok(i) if i < TIMER_EVENT => self.queue.schedule(t, TIMER_EVENT | i),
+            _ => self.at(t, Ev::Timer(id)),
+        }
     }
 
     /// Id of the route from `src`'s node to `dst`'s node on `rail`, read through the source's
@@ -517,7 +640,7 @@ impl FlowWorld {
     /// Latency of the route from `src`'s node to `dst`'s node on `path`.
     fn latency(&mut self, src: Rank, dst: Rank, path: (u8, u8)) -> SimTime {
         let id = self.route(src, dst, path);
-        self.routes[id].1
+        self.routes[id].latency
     }
 
     /// Latency of the way back of route `id` from `src` to `dst` on `path` (the route from
@@ -526,12 +649,13 @@ impl FlowWorld {
         if id == NO_ROUTE {
             return self.latency(dst, src, path);
         }
-        let mut b = self.back[id as usize];
-        if b == NO_ROUTE {
-            b = self.route(dst, src, path) as u32;
-            self.back[id as usize] = b;
+        let b = self.routes[id as usize].back;
+        if b != NO_LATENCY {
+            return b;
         }
-        self.routes[b as usize].1
+        let b = self.latency(dst, src, path);
+        self.routes[id as usize].back = b;
+        b
     }
 
     /// The rail a request names (fixed port selection, as at packet level; a rail beyond the
@@ -556,7 +680,7 @@ impl FlowWorld {
         for rail in 0..self.rails {
             let l = self.inject[node * self.rails as usize + rail as usize];
             let free = self.short_free.get(l).map_or(self.now, |&t| t.max(self.now));
-            let key = (free, self.on_link.get(l).map_or(0, Vec::len));
+            let key = (free, self.on_link.get(l).map_or(0, OnLink::len));
             if rail == 0 || key < best.1 {
                 best = (rail, key);
             }
@@ -569,7 +693,7 @@ impl FlowWorld {
     fn trace_route(&mut self, a: NodeId, b: NodeId, rail: u8, host: u8) -> usize {
         let tx = self.pcie_tx[a.index() * self.host_links as usize + host as usize];
         let rx = self.pcie_rx[b.index()];
-        let r = if a == b {
+        let r: (Rc<[usize]>, SimTime) = if a == b {
             (
                 Rc::from([tx, self.loopback[a.index()], rx]),
                 self.cfg.loopback_latency + self.cfg.rx_overhead,
@@ -597,8 +721,13 @@ impl FlowWorld {
             let lat = fc.link.latency + SimTime::from_ps(per_hop.ps() * hops.len() as u64) + self.cfg.rx_overhead;
             (Rc::from(links), lat)
         };
-        self.routes.push(r);
-        self.back.push(NO_ROUTE);
+        let least = r.0.iter().map(|&l| self.cap[l]).fold(f64::INFINITY, f64::min);
+        self.routes.push(Route {
+            links: r.0,
+            latency: r.1,
+            least,
+            back: NO_LATENCY,
+        });
         self.routes.len() - 1
     }
 
@@ -611,7 +740,7 @@ impl FlowWorld {
             };
             self.busy[node] += 1;
             let rl = self.cfg.host.read_latency;
-            let request = matches!(then, Then::AtomicReq { .. });
+            let request = matches!(self.held(then), Then::AtomicReq { .. });
             // PIO (`nic.pio_limit`): the CPU writes the descriptor and a short message's data
             // into the NIC (64 B of descriptor and the payload at the host write rate), so the
             // engine reads neither — as the packet-level engine does for such messages and for
@@ -661,12 +790,12 @@ impl FlowWorld {
     /// (stale entries skipped). Cost: O((L + F·h)·log L) for the component's L links and F
     /// flows of h links — in an all-to-all on a fat tree with one engine per node, a few flows.
     fn share(&mut self, seeds: &[usize]) {
-        if seeds.iter().all(|&l| self.on_link.get(l).is_none_or(Vec::is_empty)) {
+        if seeds.iter().all(|&l| self.on_link.get(l).is_none_or(OnLink::is_empty)) {
             // No flow in the component: nothing to share.
             return;
         }
         let nl = self.cap.len();
-        self.on_link.resize_with(nl, Vec::new);
+        self.on_link.resize_with(nl, OnLink::default);
         self.link_mark.resize(nl, 0);
         self.epoch += 1;
         let epoch = self.epoch;
@@ -697,7 +826,7 @@ impl FlowWorld {
             let expand = level < limit;
             for &l in &stack {
                 links.push(l);
-                for &id in &self.on_link[l] {
+                for id in self.on_link[l].iter() {
                     let f = self.flows[id as usize].as_mut().expect("flow on a link");
                     if f.mark != epoch {
                         f.mark = epoch;
@@ -737,7 +866,7 @@ impl FlowWorld {
                 // leave of it.
                 for &l in &links {
                     let (mut used, mut n) = (0.0, 0u32);
-                    for &id in &self.on_link[l] {
+                    for id in self.on_link[l].iter() {
                         let f = self.flows[id as usize].as_ref().expect("flow on a link");
                         if f.mark == epoch {
                             n += 1;
@@ -763,7 +892,7 @@ impl FlowWorld {
                     continue;
                 }
                 let r = f64::from_bits(k);
-                for &id in &self.on_link[l] {
+                for id in self.on_link[l].iter() {
                     let f = self.flows[id as usize].as_mut().expect("flow on a link");
                     if f.mark != epoch || !f.new_rate.is_nan() {
                         continue;
@@ -817,10 +946,10 @@ impl FlowWorld {
             self.short_memo.resize(self.cap.len(), (u64::MAX, SimTime::ZERO));
         }
         let mut end = self.now;
-        for &l in self.routes[route].0.iter() {
+        for &l in self.routes[route].links.iter() {
             let cap = self.cap[l];
-            let on = self.on_link.get(l).map_or(&[][..], Vec::as_slice);
-            let t = if on.is_empty() {
+            let on = self.on_link.get(l);
+            let t = if on.is_none_or(OnLink::is_empty) {
                 // (cap - 0).max(cap / 1) = cap, as below.
                 let memo = &mut self.short_memo[l];
                 if memo.0 != size {
@@ -828,9 +957,10 @@ impl FlowWorld {
                 }
                 memo.1
             } else {
+                let on = on.expect("a link with flows");
                 let used: f64 = on
                     .iter()
-                    .map(|&s| self.flows[s as usize].as_ref().map_or(0.0, |f| f.rate))
+                    .map(|s| self.flows[s as usize].as_ref().map_or(0.0, |f| f.rate))
                     .sum();
                 let rate = (cap - used).max(cap / (on.len() + 1) as f64);
                 SimTime::from_ps((size as f64 / rate * 1e12).ceil() as u64)
@@ -908,20 +1038,19 @@ impl FlowWorld {
                 } else {
                     Some(node)
                 };
-                let rail = self.rail_of(then.request().expect("a message's request"));
-                let mut then = then;
+                let rail = self.rail_of(self.held(then).request().expect("a message's request"));
                 if self.short > 0 && size <= self.short.saturating_add(self.header) {
                     // A short message: its bytes cross the route at the links' residual
                     // rates, after the short messages before it, and no flow's rate changes.
                     let id = self.short_route(rail, src, dst);
                     if !self.adaptive {
-                        then.take_route(id);
+                        self.held_mut(then).take_route(id);
                     }
                     let end = self.short_transfer(id, size);
                     if let Some(node) = engine {
                         self.at(end, Ev::Release(node));
                     }
-                    self.at(end + self.routes[id].1, Ev::Arrive(then));
+                    self.at(end + self.routes[id].latency, Ev::Arrive(then));
                     return;
                 }
                 let remote = self.place.node_of(src) != self.place.node_of(dst);
@@ -948,14 +1077,17 @@ impl FlowWorld {
                     let part = size as f64 / f64::from(self.rails);
                     for r in 0..self.rails {
                         let id = self.route(src, dst, (r, rail.1));
-                        let (links, latency) = self.routes[id].clone();
-                        self.start_flow(links, latency, part, Then::Part(join), None, None);
+                        let r = &self.routes[id];
+                        let (links, latency, least) = (r.links.clone(), r.latency, r.least);
+                        let h = self.hold(Then::Part(join));
+                        self.start_flow(links, latency, least, part, h, None, None);
                     }
                     return;
                 }
                 let id = self.route(src, dst, rail);
-                then.take_route(id);
-                let (links, latency) = self.routes[id].clone();
+                self.held_mut(then).take_route(id);
+                let r = &self.routes[id];
+                let (links, latency, least) = (r.links.clone(), r.latency, r.least);
                 let mut engine = engine;
                 let mut port = None;
                 if self.fifo && remote {
@@ -965,15 +1097,16 @@ impl FlowWorld {
                         self.at(t, Ev::Release(n));
                     }
                     if self.port_held[node] {
-                        self.port_queue[node].push_back((links, latency, size, then));
+                        self.port_queue[node].push_back((links, latency, least, size, then));
                         return;
                     }
                     self.port_held[node] = true;
                     port = Some(node);
                 }
-                self.start_flow(links, latency, size as f64, then, engine, port);
+                self.start_flow(links, latency, least, size as f64, then, engine, port);
             }
             Ev::ReadRequest(req) => {
+                let req = *req;
                 let Op::Read { len, remote, rkey, .. } = req.op else {
                     return;
                 };
@@ -982,11 +1115,13 @@ impl FlowWorld {
                     Ok(bytes) => {
                         let size = len + self.header;
                         let work = self.cfg.writeback_overhead.unwrap_or(self.cfg.message_overhead);
+                        let (src, dst) = (req.dst, req.src);
+                        let then = self.hold(Then::ReadBack { req, bytes });
                         let ev = Ev::Enqueue {
-                            src: req.dst,
-                            dst: req.src,
+                            src,
+                            dst,
                             size,
-                            then: Then::ReadBack { req, bytes },
+                            then,
                             work,
                         };
                         self.handle(ev);
@@ -997,7 +1132,10 @@ impl FlowWorld {
                     }
                 }
             }
-            Ev::Arrive(then) => self.arrive(then),
+            Ev::Arrive(then) => {
+                let then = self.release(then);
+                self.arrive(then);
+            }
             Ev::RequestOut {
                 node,
                 src,
@@ -1007,19 +1145,21 @@ impl FlowWorld {
             } => {
                 self.busy[node] -= 1;
                 self.run_engines(node);
-                let rail = self.rail_of(then.request().expect("an atomic's request"));
+                let rail = self.rail_of(self.held(then).request().expect("an atomic's request"));
                 let id = self.short_route(rail, src, dst);
                 let end = self.short_transfer(id, size);
-                self.at(end + self.routes[id].1, Ev::Arrive(then));
+                self.at(end + self.routes[id].latency, Ev::Arrive(then));
             }
-            Ev::AtomicAnswer { req, status, old, size } => {
+            Ev::AtomicAnswer { then, size } => {
                 // The answer (header and old value) crosses as a short message whatever
                 // `set_short_messages` says: thousands of answers in flight (RandomAccess) as
                 // max-min flows would cost two recomputations over one large component each.
-                let id = self.short_route(self.rail_of(&req), req.dst, req.src);
+                let req = self.held(then).request().expect("an atomic's request");
+                let (rail, from, to) = (self.rail_of(req), req.dst, req.src);
+                let id = self.short_route(rail, from, to);
                 let end = self.short_transfer(id, size);
-                let latency = self.routes[id].1;
-                self.at(end + latency, Ev::Arrive(Then::AtomicBack { req, status, old }));
+                let latency = self.routes[id].latency;
+                self.at(end + latency, Ev::Arrive(then));
             }
         }
     }
@@ -1060,7 +1200,8 @@ impl FlowWorld {
         };
         let size = self.header + ATOMIC_RESPONSE_BYTES;
         let t = self.now + self.cfg.rx_overhead + self.cfg.host.read_latency;
-        self.at(t, Ev::AtomicAnswer { req, status, old, size });
+        let then = self.hold(Then::AtomicBack { req, status, old });
+        self.at(t, Ev::AtomicAnswer { then, size });
     }
 
     /// Moves the `len` bytes at `from` of `src`'s memory to `to` of `dst`'s ([`Memory::write_from`]:
@@ -1093,14 +1234,16 @@ impl FlowWorld {
         }
     }
 
-    /// Starts a max-min flow of `size` bytes over `links`, landing `latency` after its last
-    /// byte; it holds `engine` and `port` (nodes) until then.
+    /// Starts a max-min flow of `size` bytes over `links` (whose least capacity is `least`),
+    /// landing `latency` after its last byte; it holds `engine` and `port` (nodes) until then.
+    #[allow(clippy::too_many_arguments)]
     fn start_flow(
         &mut self,
         links: Rc<[usize]>,
         latency: SimTime,
+        least: f64,
         size: f64,
-        then: Then,
+        then: Held,
         engine: Option<usize>,
         port: Option<usize>,
     ) {
@@ -1116,7 +1259,7 @@ impl FlowWorld {
         let mut alone = true;
         for &l in links.iter() {
             if l >= self.on_link.len() {
-                self.on_link.resize_with(l + 1, Vec::new);
+                self.on_link.resize_with(l + 1, OnLink::default);
             }
             alone &= self.on_link[l].is_empty();
             self.on_link[l].push(slot);
@@ -1125,7 +1268,7 @@ impl FlowWorld {
         // A flow alone on its links is a component of its own: max-min gives it the least
         // capacity of its links (what `share` computes for it, with the same arithmetic).
         let (rate, version) = if alone {
-            let r = links.iter().map(|&l| self.cap[l]).fold(f64::INFINITY, f64::min);
+            let r = least;
             if r > 0.0 {
                 let end = self.now + SimTime::from_ps((size / r * 1e12).ceil() as u64);
                 self.finish.push(Reverse((end, id, 1, slot)));
@@ -1340,6 +1483,14 @@ impl NicBackend for FlowWorld {
             .read(addr, len)
             .map(std::borrow::Cow::into_owned)
     }
+    fn load_into(&self, rank: Rank, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
+        out.copy_from_slice(&self.mem[rank.0 as usize].read(addr, out.len() as u64)?);
+        Ok(())
+    }
+    fn load_append(&self, rank: Rank, addr: u64, len: u64, out: &mut Vec<u8>) -> Result<(), MemoryError> {
+        out.extend_from_slice(&self.mem[rank.0 as usize].read(addr, len)?);
+        Ok(())
+    }
     fn store(&mut self, rank: Rank, addr: u64, bytes: &[u8]) -> Result<(), MemoryError> {
         self.mem[rank.0 as usize].write(addr, bytes)
     }
@@ -1403,13 +1554,14 @@ impl NicBackend for FlowWorld {
                 m.check_local(local, len).map_err(PostError::Local)?;
                 let size = len + self.header;
                 let (src, dst) = (req.src, req.dst);
+                let then = self.hold(Then::Land { req, route: NO_ROUTE });
                 self.at(
                     start,
                     Ev::Enqueue {
                         src,
                         dst,
                         size,
-                        then: Then::Land { req, route: NO_ROUTE },
+                        then,
                         work,
                     },
                 );
@@ -1419,7 +1571,10 @@ impl NicBackend for FlowWorld {
                 m.check_local(local, len).map_err(PostError::Local)?;
                 let lat = self.latency(req.src, req.dst, self.rail_of(&req));
                 // The request leaves once an engine has taken it (no data to move).
-                self.at(start + lat + self.cfg.host.read_latency + work, Ev::ReadRequest(req));
+                self.at(
+                    start + lat + self.cfg.host.read_latency + work,
+                    Ev::ReadRequest(Box::new(req)),
+                );
                 Ok(())
             }
             Op::Put { .. } => Err(PostError::Unsupported {
@@ -1455,13 +1610,14 @@ impl NicBackend for FlowWorld {
                 // limits a stream of atomics) and crosses as a short message.
                 let (src, dst) = (req.src, req.dst);
                 let size = self.header + ATOMIC_REQUEST_BYTES;
+                let then = self.hold(Then::AtomicReq { req });
                 self.at(
                     start,
                     Ev::Enqueue {
                         src,
                         dst,
                         size,
-                        then: Then::AtomicReq { req },
+                        then,
                         work,
                     },
                 );
@@ -1475,7 +1631,7 @@ impl NicBackend for FlowWorld {
     fn set_timer(&mut self, _rank: Rank, t: SimTime) -> TimerId {
         let id = TimerId::from_index(self.next_timer as usize);
         self.next_timer += 1;
-        self.at(t.max(self.now), Ev::Timer(id));
+        self.at_timer(t.max(self.now), id);
         id
     }
     fn step(&mut self) -> bool {
@@ -1488,6 +1644,11 @@ impl NicBackend for FlowWorld {
         if let Some((t, slot)) = ev {
             self.events += 1;
             self.now = t;
+            if slot & TIMER_EVENT != 0 {
+                let id = TimerId::from_index((slot & !TIMER_EVENT) as usize);
+                self.notices.push(Notice::Timer(id));
+                return true;
+            }
             let ev = self.slots[slot as usize].take().expect("a scheduled event");
             self.free_slots.push(slot);
             self.handle(ev);
@@ -1502,13 +1663,11 @@ impl NicBackend for FlowWorld {
             self.free_flows.push(slot);
             self.live -= 1;
             for &l in f.links.iter() {
-                let on = &mut self.on_link[l];
-                if let Some(i) = on.iter().position(|&x| x == slot) {
-                    on.remove(i);
-                }
+                self.on_link[l].remove(slot);
             }
-            let (engine, then) = match f.then {
+            let (engine, then) = match *self.held(f.then) {
                 Then::Part(j) => {
+                    self.release(f.then);
                     let join = &mut self.joins[j as usize];
                     join.left -= 1;
                     if join.left > 0 {
@@ -1518,7 +1677,7 @@ impl NicBackend for FlowWorld {
                         (join.engine.take(), join.then.take())
                     }
                 }
-                then => (f.engine, Some(then)),
+                _ => (f.engine, Some(f.then)),
             };
             if let Some(node) = engine {
                 self.busy[node] -= 1;
@@ -1527,8 +1686,8 @@ impl NicBackend for FlowWorld {
             self.share(&f.links);
             if let Some(node) = f.port {
                 match self.port_queue[node].pop_front() {
-                    Some((links, latency, size, then)) => {
-                        self.start_flow(links, latency, size as f64, then, None, Some(node));
+                    Some((links, latency, least, size, then)) => {
+                        self.start_flow(links, latency, least, size as f64, then, None, Some(node));
                     }
                     None => self.port_held[node] = false,
                 }
@@ -1590,5 +1749,28 @@ mod tests {
         let got: Vec<_> = std::iter::from_fn(|| take_posted(&mut q)).collect();
         assert_eq!(got, [(1000, 100, 7), (1100, 100, 8), (1200, 100, 9), (50, 8, 2)]);
         assert!(q.is_empty());
+    }
+
+    /// A link's flows keep their start order through removals, the first of them in place.
+    #[test]
+    fn flows_on_a_link_keep_their_start_order() {
+        let mut on = OnLink::default();
+        assert!(on.is_empty() && on.iter().next().is_none());
+        assert_eq!(on.len(), 0);
+        for s in [4, 9, 2, 7] {
+            on.push(s);
+        }
+        assert_eq!(on.len(), 4);
+        assert_eq!(on.iter().collect::<Vec<_>>(), [4, 9, 2, 7]);
+        on.remove(4);
+        assert_eq!(on.iter().collect::<Vec<_>>(), [9, 2, 7]);
+        on.remove(2);
+        on.remove(5);
+        assert_eq!(on.iter().collect::<Vec<_>>(), [9, 7]);
+        on.remove(9);
+        on.remove(7);
+        assert!(on.is_empty() && on.rest.is_empty());
+        on.push(3);
+        assert_eq!(on.iter().collect::<Vec<_>>(), [3]);
     }
 }

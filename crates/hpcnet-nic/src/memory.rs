@@ -42,7 +42,8 @@ enum Bytes {
         len: u64,
         stride: u64,
         keep: u64,
-        kept: Kept,
+        /// Boxed, so that a region of any kind stays within one cache line or two.
+        kept: Box<Kept>,
     },
 }
 
@@ -136,12 +137,12 @@ fn stored_parts(stride: u64, keep: u64, off: u64, n: u64) -> impl Iterator<Item 
     })
 }
 
-/// A registered memory region.
+/// A registered memory region. Its further keys ([`Memory::add_key`], usually none) are held
+/// by the memory, so that a region is address, key and bytes (a few words: mostly one cache
+/// line, which the look-ups and copies of a message read).
 pub struct Region {
     pub addr: u64,
     pub key: u32,
-    /// Further keys that open the same bytes ([`Memory::add_key`]); usually none.
-    pub more_keys: Vec<u32>,
     data: Bytes,
 }
 
@@ -182,18 +183,43 @@ pub enum MemoryError {
     BadKey { given: u32 },
 }
 
+/// Regions a memory remembers from its last look-ups ([`Memory::find`]).
+const WAYS: usize = 4;
+
+/// A region found by a look-up: its address, length, index and key (index `u32::MAX`: an
+/// empty entry).
+#[derive(Clone, Copy, Debug)]
+struct Way {
+    addr: u64,
+    len: u64,
+    index: u32,
+    key: u32,
+}
+
+const NO_WAY: Way = Way {
+    addr: 0,
+    len: 0,
+    index: u32::MAX,
+    key: 0,
+};
+
 /// All regions of one node.
 #[derive(Debug)]
+#[repr(C)]
 pub struct Memory {
+    /// The regions the last look-ups found, replaced in turn (`victim`: the next to go), held
+    /// first in the memory itself so that a hit reads nothing of the regions or of their
+    /// start addresses: the accesses of one message fall into a few regions of each memory
+    /// (a sender's staging slots and credit word, a receiver's landing slots and credits),
+    /// and a memory touched by a message is mostly one nothing else touched since.
+    ways: [Cell<Way>; WAYS],
+    victim: Cell<u8>,
     regions: Vec<Region>,
     /// Start address of every region, in order (the binary search's keys: eight to a cache
     /// line, where the regions themselves are wide).
     starts: Vec<u64>,
-    /// The region the last look-up found — (address, length, index, key; index `u32::MAX`:
-    /// none yet), held here so that a
-    /// hit reads nothing of the regions: consecutive accesses (a check and the write it
-    /// allows, a header and its payload) mostly fall into one region.
-    last: Cell<(u64, u64, u32, u32)>,
+    /// Further keys of regions: (region index, key), in the order they were made.
+    more_keys: Vec<(u32, u32)>,
     next_addr: u64,
     next_key: u32,
 }
@@ -201,9 +227,11 @@ pub struct Memory {
 impl Default for Memory {
     fn default() -> Self {
         Memory {
+            ways: [const { Cell::new(NO_WAY) }; WAYS],
+            victim: Cell::new(0),
             regions: Vec::new(),
             starts: Vec::new(),
-            last: Cell::new((0, 0, u32::MAX, 0)),
+            more_keys: Vec::new(),
             next_addr: 0,
             next_key: 0,
         }
@@ -218,11 +246,9 @@ impl Memory {
     pub fn new(node: u32) -> Self {
         // Keys differ between nodes so a key from one node is wrong on another.
         Memory {
-            regions: Vec::new(),
-            starts: Vec::new(),
-            last: Cell::new((0, 0, u32::MAX, 0)),
             next_addr: BASE,
             next_key: 0x100 + node.wrapping_mul(0x1_0000),
+            ..Memory::default()
         }
     }
 
@@ -248,7 +274,7 @@ impl Memory {
             len,
             stride,
             keep,
-            kept: Kept::default(),
+            kept: Box::default(),
         })
     }
 
@@ -257,7 +283,7 @@ impl Memory {
     /// range, which read as zero again; a dense region keeps its bytes. Out of range: an error.
     /// Cost: O(slots in the range).
     pub fn discard(&mut self, addr: u64, len: u64) -> Result<(), MemoryError> {
-        let r = self.find(addr, len)?;
+        let (r, _) = self.find(addr, len)?;
         let reg = &mut self.regions[r];
         let off = addr - reg.addr;
         if let Bytes::Sparse { stride, keep, kept, .. } = &mut reg.data {
@@ -280,33 +306,41 @@ impl Memory {
         self.regions.push(Region {
             addr,
             key: self.next_key,
-            more_keys: Vec::new(),
             data,
         });
         (addr, self.next_key)
     }
 
-    /// The region holding `[addr, addr + len)`: the last one found if it does, else by binary
-    /// search over the start addresses. O(1) for repeated accesses to one region, O(log
-    /// regions) otherwise.
-    fn find(&self, addr: u64, len: u64) -> Result<usize, MemoryError> {
-        let (a, n, last, _) = self.last.get();
-        if last != u32::MAX && addr >= a && len <= n && addr - a <= n - len {
-            return Ok(last as usize);
+    /// The region holding `[addr, addr + len)` and its key: one of the last ones found if it
+    /// does, else by binary search over the start addresses. O(1) for accesses to the few
+    /// regions in use, O(log regions) otherwise.
+    fn find(&self, addr: u64, len: u64) -> Result<(usize, u32), MemoryError> {
+        // `addr + len` may wrap for a forged remote address: compare offsets instead.
+        for w in &self.ways {
+            let w = w.get();
+            if w.index != u32::MAX && addr >= w.addr && len <= w.len && addr - w.addr <= w.len - len {
+                return Ok((w.index as usize, w.key));
+            }
         }
         // Regions are allocated in increasing address order.
         let i = self.starts.partition_point(|&a| a <= addr);
         let bad = MemoryError::OutOfRange { addr, len };
         let r = i.checked_sub(1).ok_or(bad.clone())?;
         let reg = &self.regions[r];
-        // `addr + len` may wrap for a forged remote address: compare offsets instead.
         let off = addr - reg.addr;
         let size = reg.len();
         if len > size || off > size - len {
             return Err(bad);
         }
-        self.last.set((reg.addr, size, r as u32, reg.key));
-        Ok(r)
+        let v = self.victim.get();
+        self.ways[usize::from(v)].set(Way {
+            addr: reg.addr,
+            len: size,
+            index: r as u32,
+            key: reg.key,
+        });
+        self.victim.set((v + 1) % WAYS as u8);
+        Ok((r, reg.key))
     }
 
     /// A further key for the region whose key is `key` (the same bytes, addresses and
@@ -316,18 +350,14 @@ impl Memory {
     pub fn add_key(&mut self, key: u32) -> Option<u32> {
         let r = self.regions.iter().position(|r| r.key == key)?;
         self.next_key = self.next_key.wrapping_add(1);
-        self.regions[r].more_keys.push(self.next_key);
+        self.more_keys.push((r as u32, self.next_key));
         Some(self.next_key)
     }
 
     /// Check a remote access: range inside one region and key matching.
     pub fn check(&self, addr: u64, len: u64, key: u32) -> Result<(), MemoryError> {
-        let r = self.find(addr, len)?;
-        if self.last.get().3 == key && self.last.get().2 as usize == r {
-            return Ok(());
-        }
-        let reg = &self.regions[r];
-        if reg.key != key && !reg.more_keys.contains(&key) {
+        let (r, own) = self.find(addr, len)?;
+        if own != key && !self.more_keys.iter().any(|&(i, k)| i as usize == r && k == key) {
             return Err(MemoryError::BadKey { given: key });
         }
         Ok(())
@@ -341,7 +371,7 @@ impl Memory {
     /// Local read (CPU or DMA on the owner's behalf; no key needed). Borrowed from a dense
     /// region; from a sparse one the bytes are assembled (unstored bytes are zero).
     pub fn read(&self, addr: u64, len: u64) -> Result<Cow<'_, [u8]>, MemoryError> {
-        let r = self.find(addr, len)?;
+        let (r, _) = self.find(addr, len)?;
         let reg = &self.regions[r];
         let off = addr - reg.addr;
         match &reg.data {
@@ -366,7 +396,7 @@ impl Memory {
     /// payload-free buffer yields nothing and a header-only slot its header. Pair with
     /// [`Memory::write_padded`] to move data without holding the unstored part.
     pub fn read_trimmed(&self, addr: u64, len: u64) -> Result<Vec<u8>, MemoryError> {
-        let r = self.find(addr, len)?;
+        let (r, _) = self.find(addr, len)?;
         let reg = &self.regions[r];
         let off = addr - reg.addr;
         match &reg.data {
@@ -390,7 +420,7 @@ impl Memory {
 
     /// Local write.
     pub fn write(&mut self, addr: u64, bytes: &[u8]) -> Result<(), MemoryError> {
-        let r = self.find(addr, bytes.len() as u64)?;
+        let (r, _) = self.find(addr, bytes.len() as u64)?;
         let reg = &mut self.regions[r];
         let off = addr - reg.addr;
         match &mut reg.data {
@@ -411,7 +441,7 @@ impl Memory {
     /// Write `bytes` at `addr` followed by zeros up to `len` bytes (the counterpart of
     /// [`Memory::read_trimmed`]); `bytes` longer than `len` is an out-of-range access.
     pub fn write_padded(&mut self, addr: u64, len: u64, bytes: &[u8]) -> Result<(), MemoryError> {
-        let r = self.find(addr, len.max(bytes.len() as u64))?;
+        let (r, _) = self.find(addr, len.max(bytes.len() as u64))?;
         if bytes.len() as u64 > len {
             return Err(MemoryError::OutOfRange {
                 addr,
@@ -444,8 +474,8 @@ impl Memory {
     /// region's unstored bytes arrive as zeros), but between two dense regions in one copy
     /// without an intermediate buffer. Either range outside a region: an error, nothing written.
     pub fn write_from(&mut self, addr: u64, len: u64, src: &Memory, from: u64) -> Result<(), MemoryError> {
-        let s = src.find(from, len)?;
-        let d = self.find(addr, len)?;
+        let (s, _) = src.find(from, len)?;
+        let (d, _) = self.find(addr, len)?;
         let (sreg, dreg) = (&src.regions[s], &mut self.regions[d]);
         let (so, dof) = ((from - sreg.addr) as usize, (addr - dreg.addr) as usize);
         match (sreg.data.dense(), dreg.data.dense_mut()) {
@@ -621,6 +651,28 @@ mod tests {
             Memory::default().check_local(0, 0).is_err(),
             "an empty memory holds nothing"
         );
+    }
+
+    /// More regions in use than the memory remembers: every access still finds its own
+    /// region and key, and a range across two regions is refused whichever was found last.
+    #[test]
+    fn regions_beyond_the_remembered_ones_are_found_by_search() {
+        let mut m = Memory::new(1);
+        let regs: Vec<(u64, u32)> = (0..(WAYS as u64 + 3)).map(|i| m.register(64 + i)).collect();
+        for round in 0..3u8 {
+            for (i, &(a, k)) in regs.iter().enumerate() {
+                m.write(a + 1, &[round, i as u8]).unwrap();
+                assert!(m.check(a, 64 + i as u64, k).is_ok());
+                assert!(m.check(a, 65 + i as u64, k).is_err());
+                let other = regs[(i + 1) % regs.len()].1;
+                assert_eq!(m.check(a, 8, other), Err(MemoryError::BadKey { given: other }));
+            }
+            for (i, &(a, _)) in regs.iter().enumerate().rev() {
+                assert_eq!(m.read(a + 1, 2).unwrap().as_ref(), &[round, i as u8]);
+            }
+        }
+        let (a0, _) = regs[0];
+        assert!(m.check_local(a0 + 60, 64).is_err(), "a range across a guard page");
     }
 
     fn stored_slots(m: &Memory, r: usize) -> usize {
