@@ -451,11 +451,79 @@ impl Shape {
     pub fn senders(&self) -> usize {
         self.senders
     }
+}
 
-    fn step_keys(&self, i: usize) -> &[PacketKey] {
-        match (self.starts.get(i), self.starts.get(i + 1)) {
-            (Some(&a), Some(&b)) => &self.keys[a..b],
-            _ => &[],
+/// Packets a step holds in the walker itself; more go to a vector kept from step to step.
+/// The offloaded allreduce's steps wait for one or two.
+const INLINE_PACKETS: usize = 2;
+
+/// The packets delivered for a walker's current step, by position in combine order: the
+/// first [`INLINE_PACKETS`] places inline, so a walk of small steps allocates nothing for
+/// them; a bit per place marks a packet delivered (a step awaits at most 31: CPCount has
+/// [`SEQ_BITS`] bits). A place not marked holds a stale packet with no data.
+#[derive(Clone, Debug)]
+struct StepPackets {
+    n: usize,
+    have: u64,
+    inline: [TrigPacket; INLINE_PACKETS],
+    spill: Vec<TrigPacket>,
+}
+
+fn no_packet() -> TrigPacket {
+    TrigPacket {
+        key: PacketKey::ZERO,
+        dest: 0,
+        dest_vp: 0,
+        cp: false,
+        end: false,
+        addr: None,
+        data: Vec::new(),
+    }
+}
+
+impl Default for StepPackets {
+    fn default() -> Self {
+        StepPackets {
+            n: 0,
+            have: 0,
+            inline: std::array::from_fn(|_| no_packet()),
+            spill: Vec::new(),
+        }
+    }
+}
+
+impl StepPackets {
+    /// Places for a step of `n` packets, none delivered.
+    fn reset(&mut self, n: usize) {
+        debug_assert!(n < 64, "a step awaits at most 31 packets");
+        self.n = n;
+        self.have = 0;
+        if n > INLINE_PACKETS {
+            self.spill.clear();
+            self.spill.resize_with(n, no_packet);
+        }
+    }
+
+    fn has(&self, i: usize) -> bool {
+        self.have >> i & 1 == 1
+    }
+
+    /// Every place holds its packet.
+    fn complete(&self) -> bool {
+        self.have == (1u64 << self.n) - 1
+    }
+
+    fn put(&mut self, i: usize, p: TrigPacket) {
+        self.have |= 1 << i;
+        self.packets_mut()[i] = p;
+    }
+
+    /// The step's places, in combine order.
+    fn packets_mut(&mut self) -> &mut [TrigPacket] {
+        if self.n <= INLINE_PACKETS {
+            &mut self.inline[..self.n]
+        } else {
+            &mut self.spill[..self.n]
         }
     }
 }
@@ -472,11 +540,10 @@ pub struct Walker {
     /// instead of its payload.
     locals: Vec<(usize, Vec<u8>)>,
     pc: usize,
-    /// Keys of the current step with this walk's JobID, in combine order.
-    cur: Vec<PacketKey>,
-    got: Vec<Option<TrigPacket>>,
-    /// The packets of the step being fired (kept from step to step).
-    pkts: Vec<TrigPacket>,
+    /// Where the current step's keys start in the shape's (they are those keys with this
+    /// walk's JobID), and the packets delivered for them.
+    key0: usize,
+    got: StepPackets,
     work: Vec<u8>,
     /// Steps fired so far and operand bytes reduced per type (F32, F64, I32, I64): what a
     /// timed unit charges.
@@ -564,9 +631,8 @@ impl Walker {
             shift,
             locals,
             pc: 0,
-            cur: Vec::new(),
-            got: Vec::new(),
-            pkts: Vec::new(),
+            key0: 0,
+            got: StepPackets::default(),
             work: Vec::new(),
             fired: 0,
             reduced: [0; 4],
@@ -575,14 +641,20 @@ impl Walker {
         w
     }
 
-    /// Take the current step's keys (with this walk's JobID) and clear its packets.
+    /// Place the current step's keys and clear its packets.
     fn load_step(&mut self) {
-        let job = self.job;
-        self.cur.clear();
-        self.cur
-            .extend(self.shape.step_keys(self.pc).iter().map(|k| k.with_job(job)));
-        self.got.clear();
-        self.got.resize(self.cur.len(), None);
+        let (a, b) = match (self.shape.starts.get(self.pc), self.shape.starts.get(self.pc + 1)) {
+            (Some(&a), Some(&b)) => (a, b),
+            _ => (0, 0),
+        };
+        self.key0 = a;
+        self.got.reset(b - a);
+    }
+
+    /// Key `i` of the current step (`i` below its count), with this walk's JobID.
+    #[inline]
+    fn key(&self, i: usize) -> PacketKey {
+        self.shape.keys[self.key0 + i].with_job(self.job)
     }
 
     /// The checked sequence this walk follows.
@@ -614,39 +686,31 @@ impl Walker {
     }
 
     /// Keys the current step waits for, in combine order (empty when done).
-    pub fn expected(&self) -> &[PacketKey] {
-        &self.cur
+    pub fn expected(&self) -> Vec<PacketKey> {
+        (0..self.got.n).map(|i| self.key(i)).collect()
+    }
+
+    /// How many keys the current step waits for (0 when done).
+    pub fn expected_len(&self) -> usize {
+        self.got.n
     }
 
     /// Keys of the current step not delivered yet.
     pub fn missing(&self) -> Vec<PacketKey> {
-        self.expected()
-            .iter()
-            .zip(&self.got)
-            .filter(|(_, g)| g.is_none())
-            .map(|(k, _)| *k)
-            .collect()
+        (0..self.got.n).filter_map(|i| self.missing_key(i)).collect()
     }
 
     /// Key `i` of the current step (combine order), if its packet is not delivered yet; an
     /// allocation-free [`Walker::missing`] for the units' pump loop.
     pub fn missing_key(&self, i: usize) -> Option<PacketKey> {
-        match self.got.get(i) {
-            Some(None) => self.cur.get(i).copied(),
-            _ => None,
-        }
+        (i < self.got.n && !self.got.has(i)).then(|| self.key(i))
     }
 
     /// Keys the walk still needs: those of the current step not delivered yet and every key
     /// of the later steps (what a cancelled sequence leaves behind in a buffer).
     pub fn remaining_keys(&self) -> impl Iterator<Item = PacketKey> + '_ {
         let job = self.job;
-        let here = self
-            .cur
-            .iter()
-            .zip(&self.got)
-            .filter(|(_, g)| g.is_none())
-            .map(|(k, _)| *k);
+        let here = (0..self.got.n).filter_map(|i| self.missing_key(i));
         let from = self
             .shape
             .starts
@@ -662,15 +726,13 @@ impl Walker {
         if self.is_done() {
             return Err(WalkError::Finished);
         }
-        let i = self
-            .cur
-            .iter()
-            .position(|k| *k == p.key)
+        let i = (0..self.got.n)
+            .find(|&i| self.key(i) == p.key)
             .ok_or(WalkError::Unexpected(p.key))?;
-        if self.got[i].is_some() {
+        if self.got.has(i) {
             return Err(WalkError::Duplicate(p.key));
         }
-        self.got[i] = Some(p);
+        self.got.put(i, p);
         Ok(())
     }
 
@@ -699,24 +761,18 @@ impl Walker {
         out: &mut Vec<TrigAction>,
         pool: &mut BufPool,
     ) -> Result<(), WalkError> {
-        // The step's packets move into the walker's scratch vector; `got` and `cur` keep
-        // their allocations from step to step.
-        let mut pkts = std::mem::take(&mut self.pkts);
-        while !self.is_done() && self.got.iter().all(Option::is_some) {
-            pkts.clear();
-            pkts.extend(self.got.drain(..).map(|p| p.expect("all in")));
-            if let Err(e) = self.fire(&mut pkts, fetch, out, pool) {
-                self.pkts = pkts;
-                return Err(e);
+        // The step fires on its packets in place; their data then go to the pool.
+        while !self.is_done() && self.got.complete() {
+            let mut got = std::mem::take(&mut self.got);
+            let fired = self.fire(got.packets_mut(), fetch, out, pool);
+            for p in got.packets_mut() {
+                pool.give(std::mem::take(&mut p.data));
             }
-            for p in pkts.drain(..) {
-                pool.give(p.data);
-            }
+            self.got = got;
+            fired?;
             self.pc += 1;
             self.load_step();
         }
-        pkts.clear();
-        self.pkts = pkts;
         Ok(())
     }
 

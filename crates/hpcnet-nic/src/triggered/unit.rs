@@ -493,7 +493,7 @@ impl OffloadUnits {
             if s.issued_step != s.walker.step() {
                 (s.issued, s.issued_step) = (0, s.walker.step());
             }
-            for i in 0..s.walker.expected().len() {
+            for i in 0..s.walker.expected_len() {
                 let Some(k) = s.walker.missing_key(i) else { continue };
                 let bit = 1u32 << i;
                 if s.issued & bit == 0 {
