@@ -763,12 +763,10 @@ impl Walker {
     ) -> Result<(), WalkError> {
         // The step fires on its packets in place; their data then go to the pool.
         while !self.is_done() && self.got.complete() {
-            let mut got = std::mem::take(&mut self.got);
-            let fired = self.fire(got.packets_mut(), fetch, out, pool);
-            for p in got.packets_mut() {
+            let fired = self.fire(fetch, out, pool);
+            for p in self.got.packets_mut() {
                 pool.give(std::mem::take(&mut p.data));
             }
-            self.got = got;
             fired?;
             self.pc += 1;
             self.load_step();
@@ -780,11 +778,11 @@ impl Walker {
     /// last reader).
     fn fire(
         &mut self,
-        pkts: &mut [TrigPacket],
         fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>,
         out: &mut Vec<TrigAction>,
         pool: &mut BufPool,
     ) -> Result<(), WalkError> {
+        let pkts = self.got.packets_mut();
         let d = &self.shape.seq[self.pc];
         self.fired += 1;
         if d.reduce_flag {
