@@ -680,6 +680,11 @@ impl Walker {
         self.pc == self.shape.seq.len()
     }
 
+    /// The current step has every packet it awaits: [`Walker::advance`] fires it.
+    pub fn ready(&self) -> bool {
+        !self.is_done() && self.got.complete()
+    }
+
     /// Index of the current descriptor.
     pub fn step(&self) -> usize {
         self.pc
@@ -762,7 +767,7 @@ impl Walker {
         pool: &mut BufPool,
     ) -> Result<(), WalkError> {
         // The step fires on its packets in place; their data then go to the pool.
-        while !self.is_done() && self.got.complete() {
+        while self.ready() {
             let fired = self.fire(fetch, out, pool);
             for p in self.got.packets_mut() {
                 pool.give(std::mem::take(&mut p.data));

@@ -504,6 +504,10 @@ impl OffloadUnits {
                     }
                 }
             }
+            if !s.walker.ready() {
+                // Its step awaits a packet not read yet: nothing fires.
+                return Ok(());
+            }
             let before = s.walker.step();
             let done_before = s.walker.work();
             acts.clear();
