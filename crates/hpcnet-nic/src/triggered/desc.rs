@@ -1174,6 +1174,75 @@ mod tests {
     }
 
     #[test]
+    fn steps_of_many_packets_combine_in_order_whatever_the_delivery_order() {
+        // Step 0 awaits five senders (more than the inline places), step 1 one, step 2 two:
+        // each step reduces its packets in combine order (sender order), whatever order they
+        // are delivered in, and a step is ready only once every packet is in.
+        let five: Vec<Source> = (1..=5).map(src).collect();
+        let mut d0 = desc().wait(1, &five);
+        d0.ch = true;
+        d0.reduce_flag = true;
+        let mut d1 = desc().wait(2, &[src(6)]);
+        d1.reduce_flag = true;
+        let mut d2 = desc().wait(3, &[src(7), src(8)]);
+        d2.reduce_flag = true;
+        d2.ct = true;
+        d2.coll_end_flag = true;
+        let mut w = Walker::new(0, vec![d0, d1, d2]).unwrap();
+        let key = |node, seq| PacketKey::new(JOB, node, vp(node), seq).unwrap();
+        let pkt = |k: PacketKey, v: f64| TrigPacket {
+            key: k,
+            dest: 0,
+            dest_vp: 0,
+            cp: true,
+            end: false,
+            addr: None,
+            data: f64_bytes(&[v, -v]),
+        };
+        assert_eq!(w.expected_len(), 5);
+        assert_eq!(w.expected(), (1..=5).map(|n| key(n, 1)).collect::<Vec<_>>());
+        // Values whose floating-point sum depends on the order of addition (3 in combine
+        // order, 4 in delivery order).
+        let vals = [1e16, 1.0, 1.0, -1e16, 3.0];
+        for &n in &[4u32, 2, 5] {
+            w.deliver(pkt(key(n, 1), vals[n as usize - 1])).unwrap();
+        }
+        assert!(!w.ready());
+        assert_eq!(w.missing(), vec![key(1, 1), key(3, 1)]);
+        assert!(w.advance(&mut no_fetch).unwrap().is_empty());
+        assert_eq!(w.step(), 0);
+        assert_eq!(w.deliver(pkt(key(4, 1), 0.0)), Err(WalkError::Duplicate(key(4, 1))));
+        assert_eq!(w.deliver(pkt(key(6, 2), 0.0)), Err(WalkError::Unexpected(key(6, 2))));
+        w.deliver(pkt(key(3, 1), vals[2])).unwrap();
+        w.deliver(pkt(key(1, 1), vals[0])).unwrap();
+        assert!(w.ready());
+        assert!(w.advance(&mut no_fetch).unwrap().is_empty());
+        assert_eq!((w.step(), w.expected_len()), (1, 1));
+        assert_eq!(w.missing_key(0), Some(key(6, 2)));
+        assert_eq!(w.missing_key(1), None);
+        w.deliver(pkt(key(6, 2), 10.0)).unwrap();
+        w.advance(&mut no_fetch).unwrap();
+        assert_eq!(w.remaining_keys().collect::<Vec<_>>(), vec![key(7, 3), key(8, 3)]);
+        w.deliver(pkt(key(8, 3), 100.0)).unwrap();
+        assert_eq!(w.remaining_keys().collect::<Vec<_>>(), vec![key(7, 3)]);
+        w.deliver(pkt(key(7, 3), 1000.0)).unwrap();
+        let acts = w.advance(&mut no_fetch).unwrap();
+        assert!(w.is_done() && !w.ready() && w.expected_len() == 0);
+        // The first packet starts the intermediate buffer; the others add in combine order.
+        let want = vals[1..]
+            .iter()
+            .chain(&[10.0, 1000.0, 100.0])
+            .fold(vals[0], |a, v| a + v);
+        assert_eq!(want, 1113.0);
+        let [TrigAction::Complete { data, .. }] = acts.as_slice() else {
+            panic!("one completion, got {acts:?}")
+        };
+        assert_eq!(bits(data), bits(&f64_bytes(&[want, -want])));
+        assert_eq!(w.work().steps, 3);
+        assert_eq!(w.deliver(pkt(key(7, 3), 0.0)), Err(WalkError::Finished));
+    }
+
+    #[test]
     fn swaps_and_address_payloads() {
         let mut d0 = desc().wait(2, &[Source { node: 9, vp: 33 }]).send(5, 6, 3);
         d0.ch = true;
