@@ -451,11 +451,79 @@ impl Shape {
     pub fn senders(&self) -> usize {
         self.senders
     }
+}
 
-    fn step_keys(&self, i: usize) -> &[PacketKey] {
-        match (self.starts.get(i), self.starts.get(i + 1)) {
-            (Some(&a), Some(&b)) => &self.keys[a..b],
-            _ => &[],
+/// Packets a step holds in the walker itself; more go to a vector kept from step to step.
+/// The offloaded allreduce's steps wait for one or two.
+const INLINE_PACKETS: usize = 2;
+
+/// The packets delivered for a walker's current step, by position in combine order: the
+/// first [`INLINE_PACKETS`] places inline, so a walk of small steps allocates nothing for
+/// them; a bit per place marks a packet delivered (a step awaits at most 31: CPCount has
+/// [`SEQ_BITS`] bits). A place not marked holds a stale packet with no data.
+#[derive(Clone, Debug)]
+struct StepPackets {
+    n: usize,
+    have: u64,
+    inline: [TrigPacket; INLINE_PACKETS],
+    spill: Vec<TrigPacket>,
+}
+
+fn no_packet() -> TrigPacket {
+    TrigPacket {
+        key: PacketKey::ZERO,
+        dest: 0,
+        dest_vp: 0,
+        cp: false,
+        end: false,
+        addr: None,
+        data: Vec::new(),
+    }
+}
+
+impl Default for StepPackets {
+    fn default() -> Self {
+        StepPackets {
+            n: 0,
+            have: 0,
+            inline: std::array::from_fn(|_| no_packet()),
+            spill: Vec::new(),
+        }
+    }
+}
+
+impl StepPackets {
+    /// Places for a step of `n` packets, none delivered.
+    fn reset(&mut self, n: usize) {
+        debug_assert!(n < 64, "a step awaits at most 31 packets");
+        self.n = n;
+        self.have = 0;
+        if n > INLINE_PACKETS {
+            self.spill.clear();
+            self.spill.resize_with(n, no_packet);
+        }
+    }
+
+    fn has(&self, i: usize) -> bool {
+        self.have >> i & 1 == 1
+    }
+
+    /// Every place holds its packet.
+    fn complete(&self) -> bool {
+        self.have == (1u64 << self.n) - 1
+    }
+
+    fn put(&mut self, i: usize, p: TrigPacket) {
+        self.have |= 1 << i;
+        self.packets_mut()[i] = p;
+    }
+
+    /// The step's places, in combine order.
+    fn packets_mut(&mut self) -> &mut [TrigPacket] {
+        if self.n <= INLINE_PACKETS {
+            &mut self.inline[..self.n]
+        } else {
+            &mut self.spill[..self.n]
         }
     }
 }
@@ -472,11 +540,10 @@ pub struct Walker {
     /// instead of its payload.
     locals: Vec<(usize, Vec<u8>)>,
     pc: usize,
-    /// Keys of the current step with this walk's JobID, in combine order.
-    cur: Vec<PacketKey>,
-    got: Vec<Option<TrigPacket>>,
-    /// The packets of the step being fired (kept from step to step).
-    pkts: Vec<TrigPacket>,
+    /// Where the current step's keys start in the shape's (they are those keys with this
+    /// walk's JobID), and the packets delivered for them.
+    key0: usize,
+    got: StepPackets,
     work: Vec<u8>,
     /// Steps fired so far and operand bytes reduced per type (F32, F64, I32, I64): what a
     /// timed unit charges.
@@ -564,9 +631,8 @@ impl Walker {
             shift,
             locals,
             pc: 0,
-            cur: Vec::new(),
-            got: Vec::new(),
-            pkts: Vec::new(),
+            key0: 0,
+            got: StepPackets::default(),
             work: Vec::new(),
             fired: 0,
             reduced: [0; 4],
@@ -575,14 +641,20 @@ impl Walker {
         w
     }
 
-    /// Take the current step's keys (with this walk's JobID) and clear its packets.
+    /// Place the current step's keys and clear its packets.
     fn load_step(&mut self) {
-        let job = self.job;
-        self.cur.clear();
-        self.cur
-            .extend(self.shape.step_keys(self.pc).iter().map(|k| k.with_job(job)));
-        self.got.clear();
-        self.got.resize(self.cur.len(), None);
+        let (a, b) = match (self.shape.starts.get(self.pc), self.shape.starts.get(self.pc + 1)) {
+            (Some(&a), Some(&b)) => (a, b),
+            _ => (0, 0),
+        };
+        self.key0 = a;
+        self.got.reset(b - a);
+    }
+
+    /// Key `i` of the current step (`i` below its count), with this walk's JobID.
+    #[inline]
+    fn key(&self, i: usize) -> PacketKey {
+        self.shape.keys[self.key0 + i].with_job(self.job)
     }
 
     /// The checked sequence this walk follows.
@@ -608,45 +680,42 @@ impl Walker {
         self.pc == self.shape.seq.len()
     }
 
+    /// The current step has every packet it awaits: [`Walker::advance`] fires it.
+    pub fn ready(&self) -> bool {
+        !self.is_done() && self.got.complete()
+    }
+
     /// Index of the current descriptor.
     pub fn step(&self) -> usize {
         self.pc
     }
 
     /// Keys the current step waits for, in combine order (empty when done).
-    pub fn expected(&self) -> &[PacketKey] {
-        &self.cur
+    pub fn expected(&self) -> Vec<PacketKey> {
+        (0..self.got.n).map(|i| self.key(i)).collect()
+    }
+
+    /// How many keys the current step waits for (0 when done).
+    pub fn expected_len(&self) -> usize {
+        self.got.n
     }
 
     /// Keys of the current step not delivered yet.
     pub fn missing(&self) -> Vec<PacketKey> {
-        self.expected()
-            .iter()
-            .zip(&self.got)
-            .filter(|(_, g)| g.is_none())
-            .map(|(k, _)| *k)
-            .collect()
+        (0..self.got.n).filter_map(|i| self.missing_key(i)).collect()
     }
 
     /// Key `i` of the current step (combine order), if its packet is not delivered yet; an
     /// allocation-free [`Walker::missing`] for the units' pump loop.
     pub fn missing_key(&self, i: usize) -> Option<PacketKey> {
-        match self.got.get(i) {
-            Some(None) => self.cur.get(i).copied(),
-            _ => None,
-        }
+        (i < self.got.n && !self.got.has(i)).then(|| self.key(i))
     }
 
     /// Keys the walk still needs: those of the current step not delivered yet and every key
     /// of the later steps (what a cancelled sequence leaves behind in a buffer).
     pub fn remaining_keys(&self) -> impl Iterator<Item = PacketKey> + '_ {
         let job = self.job;
-        let here = self
-            .cur
-            .iter()
-            .zip(&self.got)
-            .filter(|(_, g)| g.is_none())
-            .map(|(k, _)| *k);
+        let here = (0..self.got.n).filter_map(|i| self.missing_key(i));
         let from = self
             .shape
             .starts
@@ -662,15 +731,13 @@ impl Walker {
         if self.is_done() {
             return Err(WalkError::Finished);
         }
-        let i = self
-            .cur
-            .iter()
-            .position(|k| *k == p.key)
+        let i = (0..self.got.n)
+            .find(|&i| self.key(i) == p.key)
             .ok_or(WalkError::Unexpected(p.key))?;
-        if self.got[i].is_some() {
+        if self.got.has(i) {
             return Err(WalkError::Duplicate(p.key));
         }
-        self.got[i] = Some(p);
+        self.got.put(i, p);
         Ok(())
     }
 
@@ -699,24 +766,16 @@ impl Walker {
         out: &mut Vec<TrigAction>,
         pool: &mut BufPool,
     ) -> Result<(), WalkError> {
-        // The step's packets move into the walker's scratch vector; `got` and `cur` keep
-        // their allocations from step to step.
-        let mut pkts = std::mem::take(&mut self.pkts);
-        while !self.is_done() && self.got.iter().all(Option::is_some) {
-            pkts.clear();
-            pkts.extend(self.got.drain(..).map(|p| p.expect("all in")));
-            if let Err(e) = self.fire(&mut pkts, fetch, out, pool) {
-                self.pkts = pkts;
-                return Err(e);
+        // The step fires on its packets in place; their data then go to the pool.
+        while self.ready() {
+            let fired = self.fire(fetch, out, pool);
+            for p in self.got.packets_mut() {
+                pool.give(std::mem::take(&mut p.data));
             }
-            for p in pkts.drain(..) {
-                pool.give(p.data);
-            }
+            fired?;
             self.pc += 1;
             self.load_step();
         }
-        pkts.clear();
-        self.pkts = pkts;
         Ok(())
     }
 
@@ -724,11 +783,11 @@ impl Walker {
     /// last reader).
     fn fire(
         &mut self,
-        pkts: &mut [TrigPacket],
         fetch: &mut dyn FnMut(u64, u64) -> Vec<u8>,
         out: &mut Vec<TrigAction>,
         pool: &mut BufPool,
     ) -> Result<(), WalkError> {
+        let pkts = self.got.packets_mut();
         let d = &self.shape.seq[self.pc];
         self.fired += 1;
         if d.reduce_flag {
@@ -1112,6 +1171,75 @@ mod tests {
                 prop_assert_eq!(bits(&done[r]), bits(&done[0]));
             }
         }
+    }
+
+    #[test]
+    fn steps_of_many_packets_combine_in_order_whatever_the_delivery_order() {
+        // Step 0 awaits five senders (more than the inline places), step 1 one, step 2 two:
+        // each step reduces its packets in combine order (sender order), whatever order they
+        // are delivered in, and a step is ready only once every packet is in.
+        let five: Vec<Source> = (1..=5).map(src).collect();
+        let mut d0 = desc().wait(1, &five);
+        d0.ch = true;
+        d0.reduce_flag = true;
+        let mut d1 = desc().wait(2, &[src(6)]);
+        d1.reduce_flag = true;
+        let mut d2 = desc().wait(3, &[src(7), src(8)]);
+        d2.reduce_flag = true;
+        d2.ct = true;
+        d2.coll_end_flag = true;
+        let mut w = Walker::new(0, vec![d0, d1, d2]).unwrap();
+        let key = |node, seq| PacketKey::new(JOB, node, vp(node), seq).unwrap();
+        let pkt = |k: PacketKey, v: f64| TrigPacket {
+            key: k,
+            dest: 0,
+            dest_vp: 0,
+            cp: true,
+            end: false,
+            addr: None,
+            data: f64_bytes(&[v, -v]),
+        };
+        assert_eq!(w.expected_len(), 5);
+        assert_eq!(w.expected(), (1..=5).map(|n| key(n, 1)).collect::<Vec<_>>());
+        // Values whose floating-point sum depends on the order of addition (3 in combine
+        // order, 4 in delivery order).
+        let vals = [1e16, 1.0, 1.0, -1e16, 3.0];
+        for &n in &[4u32, 2, 5] {
+            w.deliver(pkt(key(n, 1), vals[n as usize - 1])).unwrap();
+        }
+        assert!(!w.ready());
+        assert_eq!(w.missing(), vec![key(1, 1), key(3, 1)]);
+        assert!(w.advance(&mut no_fetch).unwrap().is_empty());
+        assert_eq!(w.step(), 0);
+        assert_eq!(w.deliver(pkt(key(4, 1), 0.0)), Err(WalkError::Duplicate(key(4, 1))));
+        assert_eq!(w.deliver(pkt(key(6, 2), 0.0)), Err(WalkError::Unexpected(key(6, 2))));
+        w.deliver(pkt(key(3, 1), vals[2])).unwrap();
+        w.deliver(pkt(key(1, 1), vals[0])).unwrap();
+        assert!(w.ready());
+        assert!(w.advance(&mut no_fetch).unwrap().is_empty());
+        assert_eq!((w.step(), w.expected_len()), (1, 1));
+        assert_eq!(w.missing_key(0), Some(key(6, 2)));
+        assert_eq!(w.missing_key(1), None);
+        w.deliver(pkt(key(6, 2), 10.0)).unwrap();
+        w.advance(&mut no_fetch).unwrap();
+        assert_eq!(w.remaining_keys().collect::<Vec<_>>(), vec![key(7, 3), key(8, 3)]);
+        w.deliver(pkt(key(8, 3), 100.0)).unwrap();
+        assert_eq!(w.remaining_keys().collect::<Vec<_>>(), vec![key(7, 3)]);
+        w.deliver(pkt(key(7, 3), 1000.0)).unwrap();
+        let acts = w.advance(&mut no_fetch).unwrap();
+        assert!(w.is_done() && !w.ready() && w.expected_len() == 0);
+        // The first packet starts the intermediate buffer; the others add in combine order.
+        let want = vals[1..]
+            .iter()
+            .chain(&[10.0, 1000.0, 100.0])
+            .fold(vals[0], |a, v| a + v);
+        assert_eq!(want, 1113.0);
+        let [TrigAction::Complete { data, .. }] = acts.as_slice() else {
+            panic!("one completion, got {acts:?}")
+        };
+        assert_eq!(bits(data), bits(&f64_bytes(&[want, -want])));
+        assert_eq!(w.work().steps, 3);
+        assert_eq!(w.deliver(pkt(key(7, 3), 0.0)), Err(WalkError::Finished));
     }
 
     #[test]

@@ -74,6 +74,9 @@ impl PacketKey {
         ))
     }
 
+    /// The key whose four fields are zero (a placeholder where no packet is held).
+    pub(crate) const ZERO: PacketKey = PacketKey(0);
+
     /// A key from its 48-bit packed form (bits above 47 must be zero).
     pub fn from_raw(raw: u64) -> Result<Self, KeyError> {
         check_width("key", KEY_BITS, raw)?;

@@ -493,7 +493,7 @@ impl OffloadUnits {
             if s.issued_step != s.walker.step() {
                 (s.issued, s.issued_step) = (0, s.walker.step());
             }
-            for i in 0..s.walker.expected().len() {
+            for i in 0..s.walker.expected_len() {
                 let Some(k) = s.walker.missing_key(i) else { continue };
                 let bit = 1u32 << i;
                 if s.issued & bit == 0 {
@@ -503,6 +503,10 @@ impl OffloadUnits {
                         s.walker.deliver(p).map_err(walk)?;
                     }
                 }
+            }
+            if !s.walker.ready() {
+                // Its step awaits a packet not read yet: nothing fires.
+                return Ok(());
             }
             let before = s.walker.step();
             let done_before = s.walker.work();
