@@ -273,6 +273,13 @@ impl<E> EventQueue<E> {
     /// Remove and return the earliest event, advancing `now` to its time.
     #[inline]
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
+        let e = self.pop_below::<false>(0)?;
+        Some((self.now, e))
+    }
+
+    /// [`EventQueue::pop`] without the time, which [`EventQueue::now`] then holds.
+    #[inline]
+    pub fn pop_event(&mut self) -> Option<E> {
         self.pop_below::<false>(0)
     }
 
@@ -280,11 +287,19 @@ impl<E> EventQueue<E> {
     /// is empty or its earliest event is at or after `limit`; `now` then stays where it is).
     #[inline]
     pub fn pop_before(&mut self, limit: SimTime) -> Option<(SimTime, E)> {
+        let e = self.pop_below::<true>(limit.0)?;
+        Some((self.now, e))
+    }
+
+    /// [`EventQueue::pop_before`] without the time, which [`EventQueue::now`] then holds: a
+    /// driver's loop that reads the time from the queue keeps the event alone in registers.
+    #[inline]
+    pub fn pop_event_before(&mut self, limit: SimTime) -> Option<E> {
         self.pop_below::<true>(limit.0)
     }
 
     #[inline(always)]
-    fn pop_below<const LIMITED: bool>(&mut self, limit: u64) -> Option<(SimTime, E)> {
+    fn pop_below<const LIMITED: bool>(&mut self, limit: u64) -> Option<E> {
         let mut slot = (self.cur & MASK) as usize;
         let mut i = self.buckets[slot].head;
         if i == NIL {
@@ -349,14 +364,14 @@ impl<E> EventQueue<E> {
     }
 
     #[inline]
-    fn popped(&mut self, time: SimTime, event: E) -> (SimTime, E) {
+    fn popped(&mut self, time: SimTime, event: E) -> E {
         self.now = time;
         self.popped += 1;
-        (time, event)
+        event
     }
 
     #[inline(never)]
-    fn pop_spill<const LIMITED: bool>(&mut self, limit: u64) -> Option<(SimTime, E)> {
+    fn pop_spill<const LIMITED: bool>(&mut self, limit: u64) -> Option<E> {
         if LIMITED && self.spill.min_time >= limit {
             return None;
         }
