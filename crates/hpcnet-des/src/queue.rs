@@ -691,6 +691,53 @@ mod tests {
     }
 
     #[test]
+    fn popping_without_the_time_agrees_with_pop() {
+        // Ring, far (beyond the ring's horizon) and spill (before the ring's start) events, on
+        // two queues fed alike: one popped with the time, one without it.
+        let horizon = RING << BUCKET_SHIFT;
+        let feed = |q: &mut EventQueue<u32>| {
+            q.schedule_by(Origin(3), SimTime(5_000), 1);
+            q.schedule_by(Origin(1), SimTime(5_000), 2);
+            q.schedule_by(Origin(2), SimTime(3 * horizon + 7), 3);
+            q.schedule_by(Origin(0), SimTime(900), 4);
+        };
+        let (mut a, mut b) = (EventQueue::new(), EventQueue::new());
+        feed(&mut a);
+        feed(&mut b);
+        assert_eq!(a.pop_before(SimTime(800)), None);
+        assert_eq!(b.pop_event_before(SimTime(800)), None);
+        assert_eq!(b.now(), SimTime::ZERO);
+        // The ring has moved on to the bucket of 900 ps: an event at 10 ps is spilled.
+        a.schedule_by(Origin(5), SimTime(10), 6);
+        b.schedule_by(Origin(5), SimTime(10), 6);
+        assert_eq!(a.pop_before(SimTime(2_000)), Some((SimTime(10), 6)));
+        assert_eq!(b.pop_event_before(SimTime(2_000)), Some(6));
+        assert_eq!(b.now(), SimTime(10));
+        assert_eq!(a.pop_before(SimTime(2_000)), Some((SimTime(900), 4)));
+        assert_eq!(b.pop_event_before(SimTime(2_000)), Some(4));
+        assert_eq!(b.now(), SimTime(900));
+        assert_eq!(a.pop_before(SimTime(6_000)), Some((SimTime(5_000), 2)));
+        assert_eq!(b.pop_event_before(SimTime(6_000)), Some(2));
+        a.schedule_by(Origin(9), SimTime(5_000), 5);
+        b.schedule_by(Origin(9), SimTime(5_000), 5);
+        let mut with_time = Vec::new();
+        while let Some(e) = a.pop() {
+            with_time.push(e);
+        }
+        let mut without = Vec::new();
+        while let Some(e) = b.pop_event() {
+            without.push((b.now(), e));
+        }
+        assert_eq!(
+            with_time,
+            [(SimTime(5_000), 1), (SimTime(5_000), 5), (SimTime(3 * horizon + 7), 3)]
+        );
+        assert_eq!(without, with_time);
+        assert!(b.is_empty());
+        assert_eq!(b.events_processed(), 6);
+    }
+
+    #[test]
     fn an_event_before_the_rings_start_pops_first() {
         let mut q = EventQueue::new();
         q.schedule_by(Origin(3), SimTime(5_000), 'b');
