@@ -120,6 +120,16 @@ impl<'a> Driver<'a> {
         self
     }
 
+    /// Tell the progress callback, if any, the simulated time (out of line: the loop tests
+    /// only the step count).
+    #[cold]
+    #[inline(never)]
+    fn report_progress(&mut self, now: SimTime) {
+        if let Some(cb) = self.progress.as_mut() {
+            cb(now);
+        }
+    }
+
     /// Run `m` until it is empty, reaches the end, or the watchdog fires.
     pub fn run<M: Model>(&mut self, m: &mut M) -> Outcome {
         let mut next = 0; // index of the next boundary
@@ -140,9 +150,7 @@ impl<'a> Driver<'a> {
                         }
                     }
                     if steps & 0xffff == 0 {
-                        if let Some(cb) = self.progress.as_mut() {
-                            cb(m.now());
-                        }
+                        self.report_progress(m.now());
                     }
                 }
                 Step::Limit => {

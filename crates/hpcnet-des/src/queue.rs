@@ -273,6 +273,13 @@ impl<E> EventQueue<E> {
     /// Remove and return the earliest event, advancing `now` to its time.
     #[inline]
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
+        let e = self.pop_below::<false>(0)?;
+        Some((self.now, e))
+    }
+
+    /// [`EventQueue::pop`] without the time, which [`EventQueue::now`] then holds.
+    #[inline]
+    pub fn pop_event(&mut self) -> Option<E> {
         self.pop_below::<false>(0)
     }
 
@@ -280,11 +287,19 @@ impl<E> EventQueue<E> {
     /// is empty or its earliest event is at or after `limit`; `now` then stays where it is).
     #[inline]
     pub fn pop_before(&mut self, limit: SimTime) -> Option<(SimTime, E)> {
+        let e = self.pop_below::<true>(limit.0)?;
+        Some((self.now, e))
+    }
+
+    /// [`EventQueue::pop_before`] without the time, which [`EventQueue::now`] then holds: a
+    /// driver's loop that reads the time from the queue keeps the event alone in registers.
+    #[inline]
+    pub fn pop_event_before(&mut self, limit: SimTime) -> Option<E> {
         self.pop_below::<true>(limit.0)
     }
 
     #[inline(always)]
-    fn pop_below<const LIMITED: bool>(&mut self, limit: u64) -> Option<(SimTime, E)> {
+    fn pop_below<const LIMITED: bool>(&mut self, limit: u64) -> Option<E> {
         let mut slot = (self.cur & MASK) as usize;
         let mut i = self.buckets[slot].head;
         if i == NIL {
@@ -349,14 +364,14 @@ impl<E> EventQueue<E> {
     }
 
     #[inline]
-    fn popped(&mut self, time: SimTime, event: E) -> (SimTime, E) {
+    fn popped(&mut self, time: SimTime, event: E) -> E {
         self.now = time;
         self.popped += 1;
-        (time, event)
+        event
     }
 
     #[inline(never)]
-    fn pop_spill<const LIMITED: bool>(&mut self, limit: u64) -> Option<(SimTime, E)> {
+    fn pop_spill<const LIMITED: bool>(&mut self, limit: u64) -> Option<E> {
         if LIMITED && self.spill.min_time >= limit {
             return None;
         }
@@ -673,6 +688,53 @@ mod tests {
         assert!(q.is_empty());
         assert_eq!(q.pop(), None);
         assert_eq!(q.events_processed(), 5);
+    }
+
+    #[test]
+    fn popping_without_the_time_agrees_with_pop() {
+        // Ring, far (beyond the ring's horizon) and spill (before the ring's start) events, on
+        // two queues fed alike: one popped with the time, one without it.
+        let horizon = RING << BUCKET_SHIFT;
+        let feed = |q: &mut EventQueue<u32>| {
+            q.schedule_by(Origin(3), SimTime(5_000), 1);
+            q.schedule_by(Origin(1), SimTime(5_000), 2);
+            q.schedule_by(Origin(2), SimTime(3 * horizon + 7), 3);
+            q.schedule_by(Origin(0), SimTime(900), 4);
+        };
+        let (mut a, mut b) = (EventQueue::new(), EventQueue::new());
+        feed(&mut a);
+        feed(&mut b);
+        assert_eq!(a.pop_before(SimTime(800)), None);
+        assert_eq!(b.pop_event_before(SimTime(800)), None);
+        assert_eq!(b.now(), SimTime::ZERO);
+        // The ring has moved on to the bucket of 900 ps: an event at 10 ps is spilled.
+        a.schedule_by(Origin(5), SimTime(10), 6);
+        b.schedule_by(Origin(5), SimTime(10), 6);
+        assert_eq!(a.pop_before(SimTime(2_000)), Some((SimTime(10), 6)));
+        assert_eq!(b.pop_event_before(SimTime(2_000)), Some(6));
+        assert_eq!(b.now(), SimTime(10));
+        assert_eq!(a.pop_before(SimTime(2_000)), Some((SimTime(900), 4)));
+        assert_eq!(b.pop_event_before(SimTime(2_000)), Some(4));
+        assert_eq!(b.now(), SimTime(900));
+        assert_eq!(a.pop_before(SimTime(6_000)), Some((SimTime(5_000), 2)));
+        assert_eq!(b.pop_event_before(SimTime(6_000)), Some(2));
+        a.schedule_by(Origin(9), SimTime(5_000), 5);
+        b.schedule_by(Origin(9), SimTime(5_000), 5);
+        let mut with_time = Vec::new();
+        while let Some(e) = a.pop() {
+            with_time.push(e);
+        }
+        let mut without = Vec::new();
+        while let Some(e) = b.pop_event() {
+            without.push((b.now(), e));
+        }
+        assert_eq!(
+            with_time,
+            [(SimTime(5_000), 1), (SimTime(5_000), 5), (SimTime(3 * horizon + 7), 3)]
+        );
+        assert_eq!(without, with_time);
+        assert!(b.is_empty());
+        assert_eq!(b.events_processed(), 6);
     }
 
     #[test]

@@ -688,7 +688,7 @@ impl World {
             }
             return true;
         }
-        let Some((_, ev)) = self.q.pop() else { return false };
+        let Some(ev) = self.q.pop_event() else { return false };
         self.handle(ev);
         // Packets the network lost or dropped (in this event, or when it was handed one):
         // counted and told to the software above, which may send them again; their message

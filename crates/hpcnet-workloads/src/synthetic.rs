@@ -485,9 +485,10 @@ impl Model for Run<'_> {
 
     #[inline(always)]
     fn step_before(&mut self, limit: SimTime) -> Step {
-        let Some((now, ev)) = self.q.pop_before(limit) else {
+        let Some(ev) = self.q.pop_event_before(limit) else {
             return if self.q.is_empty() { Step::Empty } else { Step::Limit };
         };
+        let now = self.q.now();
         match ev {
             Ev::Net(e) => self.net.handle(&mut self.q, e, &mut self.col),
             Ev::Gen(node) => {
