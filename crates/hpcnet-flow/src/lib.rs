@@ -1484,12 +1484,10 @@ impl NicBackend for FlowWorld {
             .map(std::borrow::Cow::into_owned)
     }
     fn load_into(&self, rank: Rank, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
-        out.copy_from_slice(&self.mem[rank.0 as usize].read(addr, out.len() as u64)?);
-        Ok(())
+        self.mem[rank.0 as usize].read_into(addr, out)
     }
     fn load_append(&self, rank: Rank, addr: u64, len: u64, out: &mut Vec<u8>) -> Result<(), MemoryError> {
-        out.extend_from_slice(&self.mem[rank.0 as usize].read(addr, len)?);
-        Ok(())
+        self.mem[rank.0 as usize].read_append(addr, len, out)
     }
     fn store(&mut self, rank: Rank, addr: u64, bytes: &[u8]) -> Result<(), MemoryError> {
         self.mem[rank.0 as usize].write(addr, bytes)

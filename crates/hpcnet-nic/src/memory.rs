@@ -137,6 +137,16 @@ fn stored_parts(stride: u64, keep: u64, off: u64, n: u64) -> impl Iterator<Item 
     })
 }
 
+/// Copy the stored parts of `[off, off + out.len())` of a sparse region into `out`, which holds
+/// zeros: the unstored bytes stay zero.
+fn sparse_into(stride: u64, keep: u64, kept: &Kept, off: u64, out: &mut [u8]) {
+    for (o, s, k, n) in stored_parts(stride, keep, off, out.len() as u64) {
+        if let Some(b) = kept.get(s, keep) {
+            out[o as usize..(o + n) as usize].copy_from_slice(&b[k as usize..(k + n) as usize]);
+        }
+    }
+}
+
 /// A registered memory region. Its further keys ([`Memory::add_key`], usually none) are held
 /// by the memory, so that a region is address, key and bytes (a few words: mostly one cache
 /// line, which the look-ups and copies of a message read).
@@ -377,11 +387,7 @@ impl Memory {
         match &reg.data {
             Bytes::Sparse { stride, keep, kept, .. } => {
                 let mut out = vec![0; len as usize];
-                for (o, s, k, n) in stored_parts(*stride, *keep, off, len) {
-                    if let Some(b) = kept.get(s, *keep) {
-                        out[o as usize..(o + n) as usize].copy_from_slice(&b[k as usize..(k + n) as usize]);
-                    }
-                }
+                sparse_into(*stride, *keep, kept, off, &mut out);
                 Ok(Cow::Owned(out))
             }
             d => {
@@ -389,6 +395,47 @@ impl Memory {
                 Ok(Cow::Borrowed(&b[off as usize..(off + len) as usize]))
             }
         }
+    }
+
+    /// Local read of `out.len()` bytes at `addr` into `out`: the bytes [`Memory::read`] gives,
+    /// copied straight from the region (no intermediate buffer, also from a sparse region).
+    /// Out of range: an error, `out` unchanged.
+    pub fn read_into(&self, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
+        let len = out.len() as u64;
+        let (r, _) = self.find(addr, len)?;
+        let reg = &self.regions[r];
+        let off = addr - reg.addr;
+        match &reg.data {
+            Bytes::Sparse { stride, keep, kept, .. } => {
+                out.fill(0);
+                sparse_into(*stride, *keep, kept, off, out);
+            }
+            d => {
+                let b = d.dense().expect("dense");
+                out.copy_from_slice(&b[off as usize..(off + len) as usize]);
+            }
+        }
+        Ok(())
+    }
+
+    /// Local read of `len` bytes at `addr` appended to `out` (no intermediate buffer).
+    /// Out of range: an error, `out` unchanged.
+    pub fn read_append(&self, addr: u64, len: u64, out: &mut Vec<u8>) -> Result<(), MemoryError> {
+        let (r, _) = self.find(addr, len)?;
+        let reg = &self.regions[r];
+        let off = addr - reg.addr;
+        match &reg.data {
+            Bytes::Sparse { stride, keep, kept, .. } => {
+                let start = out.len();
+                out.resize(start + len as usize, 0);
+                sparse_into(*stride, *keep, kept, off, &mut out[start..]);
+            }
+            d => {
+                let b = d.dense().expect("dense");
+                out.extend_from_slice(&b[off as usize..(off + len) as usize]);
+            }
+        }
+        Ok(())
     }
 
     /// The bytes of `[addr, addr + len)` up to its last stored byte: all of them from a dense
@@ -601,6 +648,48 @@ mod tests {
             m.read(c, 16).unwrap().as_ref(),
             &[3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0]
         );
+    }
+
+    /// `read_into` and `read_append` give the bytes `read` gives, from dense and sparse regions
+    /// (stale bytes of the caller's buffer overwritten, unstored and discarded slots as zero),
+    /// and refuse a range outside a region leaving the caller's buffer unchanged.
+    #[test]
+    fn reads_into_a_buffer_give_the_bytes_of_read() {
+        let mut m = Memory::new(0);
+        let (a, _) = m.register_sparse(400, 100, 8);
+        let (c, _) = m.register(64);
+        m.write(a + 100, &(1..=20).collect::<Vec<u8>>()).unwrap();
+        m.write(a + 200, &[9; 8]).unwrap();
+        m.write(a + 300, &[4; 8]).unwrap();
+        m.discard(a + 300, 100).unwrap();
+        m.write(c, &(0..64).collect::<Vec<u8>>()).unwrap();
+        for (addr, len) in [
+            (a, 400),
+            (a + 100, 8),
+            (a + 104, 100),
+            (a + 150, 10),
+            (a + 296, 104),
+            (c, 64),
+            (c + 5, 9),
+            (c + 64, 0),
+        ] {
+            let want = m.read(addr, len).unwrap().into_owned();
+            let mut out = vec![0xee; len as usize];
+            m.read_into(addr, &mut out).unwrap();
+            assert_eq!(out, want, "read_into at {addr:#x}, {len} bytes");
+            let mut app = vec![1, 2, 3];
+            m.read_append(addr, len, &mut app).unwrap();
+            assert_eq!((&app[..3], &app[3..]), (&[1u8, 2, 3][..], &want[..]));
+        }
+        assert_eq!(m.read(a + 296, 8).unwrap().as_ref(), &[0, 0, 0, 0, 0, 0, 0, 0]);
+        let mut out = [0xee; 8];
+        assert!(m.read_into(a + 396, &mut out).is_err());
+        assert!(m.read_into(c + 60, &mut out).is_err());
+        assert_eq!(out, [0xee; 8]);
+        let mut app = vec![7];
+        assert!(m.read_append(a + 1, 400, &mut app).is_err());
+        assert!(m.read_append(c, 65, &mut app).is_err());
+        assert_eq!(app, vec![7]);
     }
 
     /// `write_from` lands what `read_trimmed` + `write_padded` would, between dense regions
