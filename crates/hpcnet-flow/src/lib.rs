@@ -1205,7 +1205,8 @@ impl FlowWorld {
     }
 
     /// Moves the `len` bytes at `from` of `src`'s memory to `to` of `dst`'s ([`Memory::write_from`]:
-    /// one copy between two ordinary regions).
+    /// one copy from region to region, no intermediate buffer; within one memory, through a
+    /// trimmed read).
     fn move_bytes(&mut self, src: Rank, from: u64, dst: Rank, to: u64, len: u64) -> Result<(), MemoryError> {
         let (s, d) = (src.0 as usize, dst.0 as usize);
         if s == d {

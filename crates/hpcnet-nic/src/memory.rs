@@ -111,6 +111,19 @@ impl Bytes {
             Bytes::Sparse { .. } => None,
         }
     }
+    /// Copy `out.len()` bytes at offset `off` (in range) into `out`; unstored bytes as zero.
+    fn read_into(&self, off: u64, out: &mut [u8]) {
+        match self {
+            Bytes::Sparse { stride, keep, kept, .. } => {
+                out.fill(0);
+                sparse_into(*stride, *keep, kept, off, out);
+            }
+            d => {
+                let b = d.dense().expect("dense");
+                out.copy_from_slice(&b[off as usize..off as usize + out.len()]);
+            }
+        }
+    }
     fn dense_mut(&mut self) -> Option<&mut [u8]> {
         match self {
             Bytes::Owned(v) => Some(v),
@@ -401,20 +414,9 @@ impl Memory {
     /// copied straight from the region (no intermediate buffer, also from a sparse region).
     /// Out of range: an error, `out` unchanged.
     pub fn read_into(&self, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
-        let len = out.len() as u64;
-        let (r, _) = self.find(addr, len)?;
+        let (r, _) = self.find(addr, out.len() as u64)?;
         let reg = &self.regions[r];
-        let off = addr - reg.addr;
-        match &reg.data {
-            Bytes::Sparse { stride, keep, kept, .. } => {
-                out.fill(0);
-                sparse_into(*stride, *keep, kept, off, out);
-            }
-            d => {
-                let b = d.dense().expect("dense");
-                out.copy_from_slice(&b[off as usize..(off + len) as usize]);
-            }
-        }
+        reg.data.read_into(addr - reg.addr, out);
         Ok(())
     }
 
@@ -518,23 +520,27 @@ impl Memory {
 
     /// Write the `len` bytes of `src` at `from` into `[addr, addr + len)` of this memory, as
     /// `src.read_trimmed(from, len)` followed by [`Memory::write_padded`] would (a sparse
-    /// region's unstored bytes arrive as zeros), but between two dense regions in one copy
-    /// without an intermediate buffer. Either range outside a region: an error, nothing written.
+    /// region's unstored bytes arrive as zeros; a sparse destination stores every slot the
+    /// range covers), copied straight from region to region without an intermediate buffer.
+    /// Either range outside a region: an error, nothing written.
     pub fn write_from(&mut self, addr: u64, len: u64, src: &Memory, from: u64) -> Result<(), MemoryError> {
         let (s, _) = src.find(from, len)?;
         let (d, _) = self.find(addr, len)?;
         let (sreg, dreg) = (&src.regions[s], &mut self.regions[d]);
-        let (so, dof) = ((from - sreg.addr) as usize, (addr - dreg.addr) as usize);
-        match (sreg.data.dense(), dreg.data.dense_mut()) {
-            (Some(a), Some(b)) => {
-                b[dof..dof + len as usize].copy_from_slice(&a[so..so + len as usize]);
-                Ok(())
+        let (so, dof) = (from - sreg.addr, addr - dreg.addr);
+        match &mut dreg.data {
+            Bytes::Sparse { stride, keep, kept, .. } => {
+                for (o, s, k, n) in stored_parts(*stride, *keep, dof, len) {
+                    let dst = &mut kept.get_mut(s, *keep)[k as usize..(k + n) as usize];
+                    sreg.data.read_into(so + o, dst);
+                }
             }
-            _ => {
-                let bytes = src.read_trimmed(from, len)?;
-                self.write_padded(addr, len, &bytes)
+            d => {
+                let b = d.dense_mut().expect("dense");
+                sreg.data.read_into(so, &mut b[dof as usize..(dof + len) as usize]);
             }
         }
+        Ok(())
     }
 
     /// Atomically add to the little-endian u64 at `addr` (reply words); returns the old value.
@@ -769,6 +775,51 @@ mod tests {
             Bytes::Sparse { kept, .. } => kept.at.len(),
             _ => panic!("sparse region expected"),
         }
+    }
+
+    /// Into a sparse region, `write_from` leaves the bytes and the stored slots that
+    /// `read_trimmed` + `write_padded` leave, from a dense or a sparse source, within a slot's
+    /// kept part and across slots.
+    #[test]
+    fn write_from_into_a_sparse_region_matches_a_trimmed_read_and_padded_write() {
+        let mut src = Memory::new(0);
+        let (a, _) = src.register(400);
+        let (sp, _) = src.register_sparse(400, 100, 16);
+        src.write(a, &(0..=255).chain(0..144).collect::<Vec<u8>>()).unwrap();
+        src.write(sp + 100, &[3; 16]).unwrap();
+        src.write(sp + 304, &[8; 12]).unwrap();
+        let fresh = || {
+            let mut m = Memory::new(1);
+            let (d, _) = m.register_sparse(500, 100, 8);
+            m.write(d + 400, &[6; 8]).unwrap();
+            (m, d)
+        };
+        for (from, to, len) in [
+            (a, 0, 400),
+            (a + 7, 3, 5),
+            (a + 50, 96, 300),
+            (sp, 0, 400),
+            (sp + 98, 102, 230),
+            (sp + 300, 400, 100),
+            (sp + 20, 0, 60),
+            (a, 0, 0),
+        ] {
+            let (mut got, d) = fresh();
+            got.write_from(d + to, len, &src, from).unwrap();
+            let (mut want, _) = fresh();
+            let bytes = src.read_trimmed(from, len).unwrap();
+            want.write_padded(d + to, len, &bytes).unwrap();
+            let case = format!("{len} bytes from {from:#x} to +{to}");
+            assert_eq!(got.read(d, 500).unwrap(), want.read(d, 500).unwrap(), "{case}");
+            assert_eq!(stored_slots(&got, 0), stored_slots(&want, 0), "{case}");
+        }
+        let (mut m, d) = fresh();
+        assert!(m.write_from(d + 450, 60, &src, a).is_err());
+        assert!(m.write_from(d, 60, &src, sp + 350).is_err());
+        assert_eq!(
+            (stored_slots(&m, 0), m.read(d + 400, 8).unwrap().as_ref()),
+            (1, &[6u8; 8][..])
+        );
     }
 
     #[test]
