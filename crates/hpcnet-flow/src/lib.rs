@@ -1205,7 +1205,8 @@ impl FlowWorld {
     }
 
     /// Moves the `len` bytes at `from` of `src`'s memory to `to` of `dst`'s ([`Memory::write_from`]:
-    /// one copy between two ordinary regions).
+    /// one copy from region to region, no intermediate buffer; within one memory, through a
+    /// trimmed read).
     fn move_bytes(&mut self, src: Rank, from: u64, dst: Rank, to: u64, len: u64) -> Result<(), MemoryError> {
         let (s, d) = (src.0 as usize, dst.0 as usize);
         if s == d {
@@ -1484,12 +1485,10 @@ impl NicBackend for FlowWorld {
             .map(std::borrow::Cow::into_owned)
     }
     fn load_into(&self, rank: Rank, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
-        out.copy_from_slice(&self.mem[rank.0 as usize].read(addr, out.len() as u64)?);
-        Ok(())
+        self.mem[rank.0 as usize].read_into(addr, out)
     }
     fn load_append(&self, rank: Rank, addr: u64, len: u64, out: &mut Vec<u8>) -> Result<(), MemoryError> {
-        out.extend_from_slice(&self.mem[rank.0 as usize].read(addr, len)?);
-        Ok(())
+        self.mem[rank.0 as usize].read_append(addr, len, out)
     }
     fn store(&mut self, rank: Rank, addr: u64, bytes: &[u8]) -> Result<(), MemoryError> {
         self.mem[rank.0 as usize].write(addr, bytes)

@@ -185,12 +185,10 @@ impl NicBackend for World {
         self.memory(rank).read(addr, len).map(std::borrow::Cow::into_owned)
     }
     fn load_into(&self, rank: Rank, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
-        out.copy_from_slice(&self.memory(rank).read(addr, out.len() as u64)?);
-        Ok(())
+        self.memory(rank).read_into(addr, out)
     }
     fn load_append(&self, rank: Rank, addr: u64, len: u64, out: &mut Vec<u8>) -> Result<(), MemoryError> {
-        out.extend_from_slice(&self.memory(rank).read(addr, len)?);
-        Ok(())
+        self.memory(rank).read_append(addr, len, out)
     }
     fn store(&mut self, rank: Rank, addr: u64, bytes: &[u8]) -> Result<(), MemoryError> {
         self.memory_mut(rank).write(addr, bytes)

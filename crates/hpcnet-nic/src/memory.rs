@@ -111,6 +111,19 @@ impl Bytes {
             Bytes::Sparse { .. } => None,
         }
     }
+    /// Copy `out.len()` bytes at offset `off` (in range) into `out`; unstored bytes as zero.
+    fn read_into(&self, off: u64, out: &mut [u8]) {
+        match self {
+            Bytes::Sparse { stride, keep, kept, .. } => {
+                out.fill(0);
+                sparse_into(*stride, *keep, kept, off, out);
+            }
+            d => {
+                let b = d.dense().expect("dense");
+                out.copy_from_slice(&b[off as usize..off as usize + out.len()]);
+            }
+        }
+    }
     fn dense_mut(&mut self) -> Option<&mut [u8]> {
         match self {
             Bytes::Owned(v) => Some(v),
@@ -135,6 +148,16 @@ fn stored_parts(stride: u64, keep: u64, off: u64, n: u64) -> impl Iterator<Item 
         let hi = (s * stride + keep).min(end);
         (lo < hi).then(|| (lo - off, s, lo - s * stride, hi - lo))
     })
+}
+
+/// Copy the stored parts of `[off, off + out.len())` of a sparse region into `out`, which holds
+/// zeros: the unstored bytes stay zero.
+fn sparse_into(stride: u64, keep: u64, kept: &Kept, off: u64, out: &mut [u8]) {
+    for (o, s, k, n) in stored_parts(stride, keep, off, out.len() as u64) {
+        if let Some(b) = kept.get(s, keep) {
+            out[o as usize..(o + n) as usize].copy_from_slice(&b[k as usize..(k + n) as usize]);
+        }
+    }
 }
 
 /// A registered memory region. Its further keys ([`Memory::add_key`], usually none) are held
@@ -377,11 +400,7 @@ impl Memory {
         match &reg.data {
             Bytes::Sparse { stride, keep, kept, .. } => {
                 let mut out = vec![0; len as usize];
-                for (o, s, k, n) in stored_parts(*stride, *keep, off, len) {
-                    if let Some(b) = kept.get(s, *keep) {
-                        out[o as usize..(o + n) as usize].copy_from_slice(&b[k as usize..(k + n) as usize]);
-                    }
-                }
+                sparse_into(*stride, *keep, kept, off, &mut out);
                 Ok(Cow::Owned(out))
             }
             d => {
@@ -389,6 +408,36 @@ impl Memory {
                 Ok(Cow::Borrowed(&b[off as usize..(off + len) as usize]))
             }
         }
+    }
+
+    /// Local read of `out.len()` bytes at `addr` into `out`: the bytes [`Memory::read`] gives,
+    /// copied straight from the region (no intermediate buffer, also from a sparse region).
+    /// Out of range: an error, `out` unchanged.
+    pub fn read_into(&self, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
+        let (r, _) = self.find(addr, out.len() as u64)?;
+        let reg = &self.regions[r];
+        reg.data.read_into(addr - reg.addr, out);
+        Ok(())
+    }
+
+    /// Local read of `len` bytes at `addr` appended to `out` (no intermediate buffer).
+    /// Out of range: an error, `out` unchanged.
+    pub fn read_append(&self, addr: u64, len: u64, out: &mut Vec<u8>) -> Result<(), MemoryError> {
+        let (r, _) = self.find(addr, len)?;
+        let reg = &self.regions[r];
+        let off = addr - reg.addr;
+        match &reg.data {
+            Bytes::Sparse { stride, keep, kept, .. } => {
+                let start = out.len();
+                out.resize(start + len as usize, 0);
+                sparse_into(*stride, *keep, kept, off, &mut out[start..]);
+            }
+            d => {
+                let b = d.dense().expect("dense");
+                out.extend_from_slice(&b[off as usize..(off + len) as usize]);
+            }
+        }
+        Ok(())
     }
 
     /// The bytes of `[addr, addr + len)` up to its last stored byte: all of them from a dense
@@ -471,23 +520,27 @@ impl Memory {
 
     /// Write the `len` bytes of `src` at `from` into `[addr, addr + len)` of this memory, as
     /// `src.read_trimmed(from, len)` followed by [`Memory::write_padded`] would (a sparse
-    /// region's unstored bytes arrive as zeros), but between two dense regions in one copy
-    /// without an intermediate buffer. Either range outside a region: an error, nothing written.
+    /// region's unstored bytes arrive as zeros; a sparse destination stores every slot the
+    /// range covers), copied straight from region to region without an intermediate buffer.
+    /// Either range outside a region: an error, nothing written.
     pub fn write_from(&mut self, addr: u64, len: u64, src: &Memory, from: u64) -> Result<(), MemoryError> {
         let (s, _) = src.find(from, len)?;
         let (d, _) = self.find(addr, len)?;
         let (sreg, dreg) = (&src.regions[s], &mut self.regions[d]);
-        let (so, dof) = ((from - sreg.addr) as usize, (addr - dreg.addr) as usize);
-        match (sreg.data.dense(), dreg.data.dense_mut()) {
-            (Some(a), Some(b)) => {
-                b[dof..dof + len as usize].copy_from_slice(&a[so..so + len as usize]);
-                Ok(())
+        let (so, dof) = (from - sreg.addr, addr - dreg.addr);
+        match &mut dreg.data {
+            Bytes::Sparse { stride, keep, kept, .. } => {
+                for (o, s, k, n) in stored_parts(*stride, *keep, dof, len) {
+                    let dst = &mut kept.get_mut(s, *keep)[k as usize..(k + n) as usize];
+                    sreg.data.read_into(so + o, dst);
+                }
             }
-            _ => {
-                let bytes = src.read_trimmed(from, len)?;
-                self.write_padded(addr, len, &bytes)
+            d => {
+                let b = d.dense_mut().expect("dense");
+                sreg.data.read_into(so, &mut b[dof as usize..(dof + len) as usize]);
             }
         }
+        Ok(())
     }
 
     /// Atomically add to the little-endian u64 at `addr` (reply words); returns the old value.
@@ -603,6 +656,48 @@ mod tests {
         );
     }
 
+    /// `read_into` and `read_append` give the bytes `read` gives, from dense and sparse regions
+    /// (stale bytes of the caller's buffer overwritten, unstored and discarded slots as zero),
+    /// and refuse a range outside a region leaving the caller's buffer unchanged.
+    #[test]
+    fn reads_into_a_buffer_give_the_bytes_of_read() {
+        let mut m = Memory::new(0);
+        let (a, _) = m.register_sparse(400, 100, 8);
+        let (c, _) = m.register(64);
+        m.write(a + 100, &(1..=20).collect::<Vec<u8>>()).unwrap();
+        m.write(a + 200, &[9; 8]).unwrap();
+        m.write(a + 300, &[4; 8]).unwrap();
+        m.discard(a + 300, 100).unwrap();
+        m.write(c, &(0..64).collect::<Vec<u8>>()).unwrap();
+        for (addr, len) in [
+            (a, 400),
+            (a + 100, 8),
+            (a + 104, 100),
+            (a + 150, 10),
+            (a + 296, 104),
+            (c, 64),
+            (c + 5, 9),
+            (c + 64, 0),
+        ] {
+            let want = m.read(addr, len).unwrap().into_owned();
+            let mut out = vec![0xee; len as usize];
+            m.read_into(addr, &mut out).unwrap();
+            assert_eq!(out, want, "read_into at {addr:#x}, {len} bytes");
+            let mut app = vec![1, 2, 3];
+            m.read_append(addr, len, &mut app).unwrap();
+            assert_eq!((&app[..3], &app[3..]), (&[1u8, 2, 3][..], &want[..]));
+        }
+        assert_eq!(m.read(a + 296, 8).unwrap().as_ref(), &[0, 0, 0, 0, 0, 0, 0, 0]);
+        let mut out = [0xee; 8];
+        assert!(m.read_into(a + 396, &mut out).is_err());
+        assert!(m.read_into(c + 60, &mut out).is_err());
+        assert_eq!(out, [0xee; 8]);
+        let mut app = vec![7];
+        assert!(m.read_append(a + 1, 400, &mut app).is_err());
+        assert!(m.read_append(c, 65, &mut app).is_err());
+        assert_eq!(app, vec![7]);
+    }
+
     /// `write_from` lands what `read_trimmed` + `write_padded` would, between dense regions
     /// and from a sparse one, refuses a range outside a region on either side without writing,
     /// and the last-region cache never lets an access through that the search refuses.
@@ -680,6 +775,51 @@ mod tests {
             Bytes::Sparse { kept, .. } => kept.at.len(),
             _ => panic!("sparse region expected"),
         }
+    }
+
+    /// Into a sparse region, `write_from` leaves the bytes and the stored slots that
+    /// `read_trimmed` + `write_padded` leave, from a dense or a sparse source, within a slot's
+    /// kept part and across slots.
+    #[test]
+    fn write_from_into_a_sparse_region_matches_a_trimmed_read_and_padded_write() {
+        let mut src = Memory::new(0);
+        let (a, _) = src.register(400);
+        let (sp, _) = src.register_sparse(400, 100, 16);
+        src.write(a, &(0..=255).chain(0..144).collect::<Vec<u8>>()).unwrap();
+        src.write(sp + 100, &[3; 16]).unwrap();
+        src.write(sp + 304, &[8; 12]).unwrap();
+        let fresh = || {
+            let mut m = Memory::new(1);
+            let (d, _) = m.register_sparse(500, 100, 8);
+            m.write(d + 400, &[6; 8]).unwrap();
+            (m, d)
+        };
+        for (from, to, len) in [
+            (a, 0, 400),
+            (a + 7, 3, 5),
+            (a + 50, 96, 300),
+            (sp, 0, 400),
+            (sp + 98, 102, 230),
+            (sp + 300, 400, 100),
+            (sp + 20, 0, 60),
+            (a, 0, 0),
+        ] {
+            let (mut got, d) = fresh();
+            got.write_from(d + to, len, &src, from).unwrap();
+            let (mut want, _) = fresh();
+            let bytes = src.read_trimmed(from, len).unwrap();
+            want.write_padded(d + to, len, &bytes).unwrap();
+            let case = format!("{len} bytes from {from:#x} to +{to}");
+            assert_eq!(got.read(d, 500).unwrap(), want.read(d, 500).unwrap(), "{case}");
+            assert_eq!(stored_slots(&got, 0), stored_slots(&want, 0), "{case}");
+        }
+        let (mut m, d) = fresh();
+        assert!(m.write_from(d + 450, 60, &src, a).is_err());
+        assert!(m.write_from(d, 60, &src, sp + 350).is_err());
+        assert_eq!(
+            (stored_slots(&m, 0), m.read(d + 400, 8).unwrap().as_ref()),
+            (1, &[6u8; 8][..])
+        );
     }
 
     #[test]
