@@ -287,34 +287,25 @@ impl StudyReport {
         }
     }
 
-    /// The counts in words: `6 of 6 predictions; 4 post-hoc rows within tolerance; 5
+    /// The counts in words, each role with how many of its rows are within tolerance:
+    /// `6 of 6 predictions within tolerance; 3 of 4 post-hoc rows within tolerance; 5
     /// calibration points`.
     pub fn counts_text(&self) -> String {
         let c = self.counts();
         let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
-        let post = if c.post_hoc_passed == c.post_hoc {
-            format!(
-                "{} within tolerance",
-                plural(c.post_hoc, "post-hoc row", "post-hoc rows")
-            )
-        } else {
-            format!(
-                "{} of {} within tolerance",
-                c.post_hoc_passed,
-                plural(c.post_hoc, "post-hoc row", "post-hoc rows")
-            )
-        };
         format!(
-            "{} of {}; {post}; {}",
+            "{} of {} within tolerance; {} of {} within tolerance; {}",
             c.predictions_passed,
             plural(c.predictions, "prediction", "predictions"),
+            c.post_hoc_passed,
+            plural(c.post_hoc, "post-hoc row", "post-hoc rows"),
             plural(c.calibration, "calibration point", "calibration points")
         )
     }
 
-    /// The study's summary line: verdict word and [`StudyReport::counts_text`].
+    /// The study's summary line: verdict word, a colon and [`StudyReport::counts_text`].
     pub fn summary(&self) -> String {
-        format!("{} {}", self.verdict_word(), self.counts_text())
+        format!("{}: {}", self.verdict_word(), self.counts_text())
     }
 
     /// The JSON document: `study`, `pass`, `rows` (eight keys each), plus `title`, `source`,
@@ -747,10 +738,9 @@ mod tests {
         let r = StudyReport::new("s", "t", "spec", bad, vec![], false);
         assert!(!r.pass);
         assert_eq!(r.prediction_count(), (1, 2));
-        assert!(r
-            .to_text()
-            .trim_end()
-            .ends_with("FAIL 1 of 2 predictions; 0 post-hoc rows within tolerance; 1 calibration point"));
+        assert!(r.to_text().trim_end().ends_with(
+            "FAIL: 1 of 2 predictions within tolerance; 0 of 0 post-hoc rows within tolerance; 1 calibration point"
+        ));
         // Post-hoc rows are judged (a miss fails the study) but counted apart.
         let rows = vec![
             Row::prediction("p", 1.0, 1.01, "", 0.02),
@@ -763,7 +753,7 @@ mod tests {
         assert_eq!(r.prediction_count(), (1, 1));
         assert_eq!(
             r.summary(),
-            "FAIL 1 of 1 prediction; 2 of 3 post-hoc rows within tolerance; 0 calibration points"
+            "FAIL: 1 of 1 prediction within tolerance; 2 of 3 post-hoc rows within tolerance; 0 calibration points"
         );
         let t = r.to_text();
         assert!(t.contains("post-hoc (reading or parameter chosen"), "{t}");
@@ -842,8 +832,9 @@ mod tests {
         assert!(t.contains("±10%"), "{t}");
         assert!(t.contains("exact"), "{t}");
         assert!(
-            t.trim_end()
-                .ends_with("PASS 2 of 2 predictions; 0 post-hoc rows within tolerance; 1 calibration point"),
+            t.trim_end().ends_with(
+                "PASS: 2 of 2 predictions within tolerance; 0 of 0 post-hoc rows within tolerance; 1 calibration point"
+            ),
             "{t}"
         );
     }

@@ -1243,7 +1243,7 @@ fn reproduce_all_speaks_of_model_and_paper_and_counts_roles_apart() {
     assert!(summary.len() >= 9, "{text}");
     for l in &summary {
         assert!(
-            (l.contains(" predictions; ") || l.contains(" prediction; "))
+            (l.contains(" predictions within tolerance; ") || l.contains(" prediction within tolerance; "))
                 && (l.contains(" post-hoc rows within tolerance; ") || l.contains(" post-hoc row within tolerance; "))
                 && (l.ends_with(" calibration points") || l.ends_with(" calibration point")),
             "{l}"
