@@ -221,7 +221,7 @@ fn latency_us(sc: &Scenario, kind: Kind, job: &Job, quick: bool) -> Result<f64, 
         job.bytes.max(8),
         iters,
         warmup,
-        &sc.coll.comm_config(),
+        &sc.comm_config(),
     )
     .map_err(|e| {
         let what = format!("{SCENARIO_PATH}: {} on {} ranks", kind.noun(), job.ranks.len());

@@ -256,7 +256,7 @@ fn coll_us(
         bytes.max(8),
         iterations,
         2,
-        &sc.coll.comm_config(),
+        &sc.comm_config(),
     )
     .map_err(|e| {
         let what = format!("{path}: {op:?} on {} ranks", ranks.len());
