@@ -128,7 +128,11 @@ fn periodic_finish(interval: u64, duration: u64, phase: u64, start: u64, work: u
     let u = start + interval - phase;
     let r = u % interval;
     // Work starts at the end of the detour it falls in, or at once.
-    let (u0, r0) = if r < duration { (u - r + duration, duration) } else { (u, r) };
+    let (u0, r0) = if r < duration {
+        (u - r + duration, duration)
+    } else {
+        (u, r)
+    };
     let free_now = interval - r0;
     let end = if work <= free_now {
         u0 + work
@@ -303,7 +307,9 @@ mod tests {
             duration: SimTime::from_ps(300),
         };
         let mut c = noise.clock(11, 0).unwrap();
-        let NoiseClock::Poisson(p) = &c else { panic!("a Poisson clock") };
+        let NoiseClock::Poisson(p) = &c else {
+            panic!("a Poisson clock")
+        };
         // The detours, drawn once ahead by a copy.
         let mut copy = Poisson::new(p.origin.clone(), 1000, 300);
         let mut detours = vec![copy.current];
@@ -316,7 +322,11 @@ mod tests {
         for k in 0..400u64 {
             let work = 1 + (k * 7919) % 2500;
             let want = walk(detours.iter().copied(), t, work);
-            assert_eq!(c.finish(SimTime::from_ps(t), SimTime::from_ps(work)).ps(), want, "k {k}");
+            assert_eq!(
+                c.finish(SimTime::from_ps(t), SimTime::from_ps(work)).ps(),
+                want,
+                "k {k}"
+            );
             t = want + (k * 104_729) % 1500;
         }
         // Asking about an earlier time again gives the same answer.

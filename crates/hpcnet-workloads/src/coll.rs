@@ -1090,25 +1090,49 @@ mod tests {
             Scenario::load(&path, &sets)
         };
         for (sets, key, says) in [
-            (&["coll.noise=periodic", "coll.noise_duration=\"1 us\""][..], "coll.noise_interval", "required"),
-            (&["coll.noise=poisson", "coll.noise_interval=\"1 ms\""][..], "coll.noise_duration", "required"),
             (
-                &["coll.noise=periodic", "coll.noise_interval=\"1 us\"", "coll.noise_duration=\"1 us\""][..],
+                &["coll.noise=periodic", "coll.noise_duration=\"1 us\""][..],
+                "coll.noise_interval",
+                "required",
+            ),
+            (
+                &["coll.noise=poisson", "coll.noise_interval=\"1 ms\""][..],
+                "coll.noise_duration",
+                "required",
+            ),
+            (
+                &[
+                    "coll.noise=periodic",
+                    "coll.noise_interval=\"1 us\"",
+                    "coll.noise_duration=\"1 us\"",
+                ][..],
                 "coll.noise_duration",
                 "shorter",
             ),
             (
-                &["coll.noise=periodic", "coll.noise_interval=\"0 us\"", "coll.noise_duration=\"0 us\""][..],
+                &[
+                    "coll.noise=periodic",
+                    "coll.noise_interval=\"0 us\"",
+                    "coll.noise_duration=\"0 us\"",
+                ][..],
                 "coll.noise_interval",
                 "positive",
             ),
             (
-                &["coll.noise=poisson", "coll.noise_interval=\"1 ms\"", "coll.noise_duration=\"0 us\""][..],
+                &[
+                    "coll.noise=poisson",
+                    "coll.noise_interval=\"1 ms\"",
+                    "coll.noise_duration=\"0 us\"",
+                ][..],
                 "coll.noise_duration",
                 "positive",
             ),
             (
-                &["coll.noise=periodic", "coll.noise_interval=\"-1 ms\"", "coll.noise_duration=\"1 us\""][..],
+                &[
+                    "coll.noise=periodic",
+                    "coll.noise_interval=\"-1 ms\"",
+                    "coll.noise_duration=\"1 us\"",
+                ][..],
                 "coll.noise_interval",
                 "",
             ),
@@ -1118,8 +1142,12 @@ mod tests {
             let e = load(sets).expect_err(&sets.join(" ")).to_string();
             assert!(e.contains(key) && e.contains(says), "{sets:?}: {e}");
         }
-        let sc = load(&["coll.noise=poisson", "coll.noise_interval=\"1 ms\"", "coll.noise_duration=\"2 us\""])
-            .expect("loads");
+        let sc = load(&[
+            "coll.noise=poisson",
+            "coll.noise_interval=\"1 ms\"",
+            "coll.noise_duration=\"2 us\"",
+        ])
+        .expect("loads");
         assert_eq!(
             sc.comm_config().costs.noise,
             hpcnet_coll::HostNoise::Poisson {
@@ -1141,17 +1169,36 @@ mod tests {
             let sc = Scenario::load(&path, &sets).expect("loads");
             let ranks: Vec<Rank> = (0..p).map(Rank).collect();
             let cfg = sc.comm_config();
-            run_collective(sc.world().expect("world"), &ranks, CollOp::Barrier, Algorithm::Dissemination, 8, 40, 2, &cfg)
-                .expect("runs")
-                .mean_us
+            run_collective(
+                sc.world().expect("world"),
+                &ranks,
+                CollOp::Barrier,
+                Algorithm::Dissemination,
+                8,
+                40,
+                2,
+                &cfg,
+            )
+            .expect("runs")
+            .mean_us
         };
-        let noisy = ["coll.noise=periodic", "coll.noise_interval=\"200 us\"", "coll.noise_duration=\"20 us\"", "coll.per_poll=\"2 us\""];
+        let noisy = [
+            "coll.noise=periodic",
+            "coll.noise_interval=\"200 us\"",
+            "coll.noise_duration=\"20 us\"",
+            "coll.per_poll=\"2 us\"",
+        ];
         let quiet = ["coll.per_poll=\"2 us\""];
         let (q4, q32) = (mean(4, &quiet), mean(32, &quiet));
         let (n4, n32) = (mean(4, &noisy), mean(32, &noisy));
         // Dissemination: 2 rounds for 4 members, 5 for 32.
         assert!(n4 > q4 && n32 > q32, "noise slows: {q4} -> {n4}, {q32} -> {n32}");
-        assert!(n32 - q32 > 2.0 * (n4 - q4), "more members, more delay: {} vs {}", n4 - q4, n32 - q32);
+        assert!(
+            n32 - q32 > 2.0 * (n4 - q4),
+            "more members, more delay: {} vs {}",
+            n4 - q4,
+            n32 - q32
+        );
         // Noise off: the seed changes nothing; on: another seed, other phases, another time.
         assert_eq!(mean(32, &["coll.per_poll=\"2 us\"", "seed=9"]), q32);
         let mut other = noisy.to_vec();
