@@ -1,11 +1,13 @@
 //! The host software cost model: what the CPU spends inside a collective besides waiting for the
 //! network. Each cost is charged as simulated time ([`hpcnet_msg::Context::sleep`]) at the point
-//! in the rank program where the software would spend it, so it delays the next post.
+//! in the rank program where the software would spend it, so it delays the next post. Under
+//! operating-system noise ([`HostNoise`]) an interval of host work is stretched by the detours
+//! that fall in it.
 //!
 //! The defaults are round figures for one core of a current server driving an RDMA NIC; none is
 //! calibrated against a particular system yet, and each says where it comes from.
 
-use crate::Datatype;
+use crate::{Datatype, HostNoise};
 use hpcnet_des::{BitsPerSec, Bytes, SimTime};
 
 /// Host software costs of the collectives.
@@ -34,6 +36,11 @@ pub struct HostCosts {
     /// assumption: a vectorised loop streaming two operands and one result from memory on one
     /// core is memory bound at about 12 GB/s of traffic, i.e. 4 GB/s of each operand.
     pub reduce_rate: [BitsPerSec; 4],
+    /// Operating-system detours that stretch every interval of the host work above (see
+    /// [`crate::noise`]). Default none.
+    pub noise: HostNoise,
+    /// Seed of the detours' random streams (a scenario uses its own seed). Unused without noise.
+    pub noise_seed: u64,
 }
 
 impl Default for HostCosts {
@@ -44,6 +51,8 @@ impl Default for HostCosts {
             per_poll: SimTime::from_ns(50),
             copy_rate: BitsPerSec::gbps(80.0),
             reduce_rate: [BitsPerSec::gbps(32.0); 4],
+            noise: HostNoise::None,
+            noise_seed: 0,
         }
     }
 }
@@ -57,6 +66,8 @@ impl HostCosts {
             per_poll: SimTime::ZERO,
             copy_rate: BitsPerSec(0),
             reduce_rate: [BitsPerSec(0); 4],
+            noise: HostNoise::None,
+            noise_seed: 0,
         }
     }
 

@@ -21,7 +21,7 @@
 //! - [`Datatype`] / [`ReduceOp`]: `f32`, `f64`, `i32`, `i64` with sum, max, min and (integers
 //!   only) bitwise and, or, xor, applied to little-endian bytes;
 //! - [`HostCosts`]: the host software cost model (per call, per post, per poll, copy and
-//!   reduction rates);
+//!   reduction rates), and [`noise`]: operating-system detours that stretch the host work;
 //! - [`offload`]: descriptor sequences for the Tianhe triggered offload unit of the NIC
 //!   (binomial-tree reduce and broadcast, double-binary-tree broadcast, recursive-doubling and
 //!   Rabenseifner allreduce, halving reduce), one sequence per member;
@@ -65,6 +65,7 @@ mod algo;
 mod comm;
 mod cost;
 mod error;
+pub mod noise;
 pub mod offload;
 mod transport;
 mod types;
@@ -73,6 +74,7 @@ pub use algo::{implements, select, select_on_nodes, Algorithm, Collective};
 pub use comm::{Comm, CommConfig};
 pub use cost::HostCosts;
 pub use error::CollError;
+pub use noise::{HostNoise, NoiseClock};
 pub use transport::TransportConfig;
 pub use types::{check_op, from_bytes, reduce_into, reduce_into_right, to_bytes, Datatype, Element, ReduceOp};
 

@@ -44,7 +44,7 @@
 //! per-connection eager buffers do; the queue pairs and landing areas are set up on first use
 //! at no simulated cost (no connection handshake is modelled).
 
-use crate::{CollError, HostCosts};
+use crate::{CollError, HostCosts, NoiseClock};
 use hpcnet_des::SimTime;
 use hpcnet_msg::verbs::{Context, Cq, Mr, Qp, RemoteBuf, WriteWr};
 use hpcnet_nic::{Cqe, CqeKind, CqeStatus, Rank};
@@ -528,6 +528,8 @@ pub(crate) struct Transport {
     pub(crate) costs: HostCosts,
     /// Host time charged so far runs until this instant (see [`Transport::owe`]).
     busy_until: Cell<SimTime>,
+    /// The detours of this member's CPU (`None`: no operating-system noise).
+    noise: Option<RefCell<NoiseClock>>,
     /// The member that aborted the communicator, once one did.
     aborted_by: Option<Rank>,
 }
@@ -577,6 +579,7 @@ impl Transport {
                 drive_state: DriveState::default(),
                 costs: costs.clone(),
                 busy_until: Cell::new(SimTime::ZERO),
+                noise: costs.noise.clock(costs.noise_seed, dir.ranks[i].0).map(RefCell::new),
                 aborted_by: None,
             })
             .collect()
@@ -677,10 +680,17 @@ impl Transport {
     /// (the queue's oldest entry), and its poll cost is charged from the later of its arrival
     /// and the owed time, so the member's timeline is the one of waiting for each cost in turn
     /// — with one timer for consecutive costs instead of one each.
+    ///
+    /// Under operating-system noise the interval of `d` is stretched by the detours of this
+    /// member's CPU that fall in it ([`NoiseClock::finish`]).
     pub(crate) fn owe(&self, d: SimTime) {
         if d > SimTime::ZERO {
-            let now = self.ctx.now();
-            self.busy_until.set(self.busy_until.get().max(now) + d);
+            let start = self.busy_until.get().max(self.ctx.now());
+            let end = match &self.noise {
+                None => start + d,
+                Some(n) => n.borrow_mut().finish(start, d),
+            };
+            self.busy_until.set(end);
         }
     }
 

@@ -73,7 +73,7 @@ fn run(sc: &Scenario, job: &Job, quick: bool) -> Result<(f64, &'static str), Stu
         job.bytes,
         iters,
         warmup,
-        &sc.coll.comm_config(),
+        &sc.comm_config(),
     )
     .map_err(|e| {
         let what = format!("{SCENARIO_PATH}: allreduce of {} B on {} ranks", job.bytes, job.p);

@@ -27,6 +27,19 @@
 //! 256, the hardware allreduce and broadcasts at 256, and every 512- and 1024-participant row —
 //! is a prediction, judged within 20 %; the published trends (hardware faster at every point,
 //! and growing less from 256 to 1024 participants than software) are claims.
+//!
+//! **Post-hoc: operating-system noise** (`sunway-barrier` and `sunway-allreduce`). The 512- and
+//! 1024-participant predictions fail: the published latencies grow faster with the number of
+//! participants than the model's. Post-hoc rows run the same points with the host model's
+//! operating-system noise on (`coll.noise`, [`hpcnet_coll::noise`]; Hoefler, Schneider and
+//! Lumsdaine, SC 2010), a mechanism chosen knowing that these predictions fail without it: a
+//! periodic detour on every rank's CPU at a random phase, every 1 ms (the timer tick of a Linux
+//! kernel built with HZ = 1000), of 3 µs each — the one parameter fitted, to the hardware
+//! barrier at 512 participants (10.30 µs; durations from 2.5 to 4 µs in steps of 0.25 µs, and
+//! 2.8 to 2.95 µs in steps of 0.05 µs, were run; 3 µs comes closest, the mean over the ten
+//! iterations jumping by one detour between 2.8 and 2.85 µs). Nothing else is re-calibrated.
+//! These rows are post-hoc: shown and judged apart, never counted as predictions; the fitted
+//! point is shown as a calibration row.
 
 use crate::{Ctx, Fitted, Row, Study, StudyError, StudyReport};
 use hpcnet_coll::Algorithm;
@@ -43,6 +56,29 @@ const CALIBRATION_TOLERANCE: f64 = 0.02;
 
 /// Participant counts of the published tables.
 const PARTICIPANTS: [usize; 3] = [256, 512, 1024];
+
+/// Period of the post-hoc rows' operating-system noise: the 1 kHz timer tick of a Linux kernel
+/// built with HZ = 1000 (see the module documentation).
+const NOISE_INTERVAL: &str = "1 ms";
+/// Length of one detour of the post-hoc rows' noise: fitted to the hardware barrier at 512
+/// participants (see the module documentation).
+const NOISE_DURATION: &str = "3 us";
+/// The point [`NOISE_DURATION`] was fitted to: (path, participants).
+const NOISE_FITTED: (Path, usize) = (Path::Hardware, 512);
+
+/// The scenario overrides of the post-hoc rows.
+fn noise_sets() -> Vec<String> {
+    vec![
+        "coll.noise=periodic".to_string(),
+        format!("coll.noise_interval=\"{NOISE_INTERVAL}\""),
+        format!("coll.noise_duration=\"{NOISE_DURATION}\""),
+    ]
+}
+
+/// How the post-hoc rows' noise reads in labels and notes.
+fn noise_words() -> String {
+    format!("OS noise {NOISE_DURATION} every {NOISE_INTERVAL}").replace(" us", " µs")
+}
 
 /// Which collective a study measures.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -188,6 +224,8 @@ struct Job {
     ranks: Vec<Rank>,
     /// One participant per NIC (the information rows) instead of two.
     spread: bool,
+    /// With the post-hoc operating-system noise.
+    noise: bool,
 }
 
 fn load(ctx: &Ctx) -> Result<Scenario, StudyError> {
@@ -203,7 +241,8 @@ fn iterations(quick: bool) -> (u64, u64) {
     }
 }
 
-fn latency_us(sc: &Scenario, kind: Kind, job: &Job, quick: bool) -> Result<f64, StudyError> {
+fn latency_us(sc: &Scenario, noisy: &Scenario, kind: Kind, job: &Job, quick: bool) -> Result<f64, StudyError> {
+    let sc = if job.noise { noisy } else { sc };
     let world = sc.world()?;
     if job.ranks.iter().any(|r| r.index() >= world.ranks()) {
         return Err(StudyError::Unsupported(format!(
@@ -221,7 +260,7 @@ fn latency_us(sc: &Scenario, kind: Kind, job: &Job, quick: bool) -> Result<f64, 
         job.bytes.max(8),
         iters,
         warmup,
-        &sc.coll.comm_config(),
+        &sc.comm_config(),
     )
     .map_err(|e| {
         let what = format!("{SCENARIO_PATH}: {} on {} ranks", kind.noun(), job.ranks.len());
@@ -267,18 +306,27 @@ impl Study for SunwayColl {
         let kind = self.0;
         let quick = ctx.quick;
         let sc = load(ctx)?;
+        let noisy = ctx.load(SCENARIO_TOML, SCENARIO_PATH, "sunway-prototype", &noise_sets())?;
+        // The post-hoc noise rows: the barrier and allreduce studies.
+        let with_noise = kind != Kind::Bcast;
         let counts: &[usize] = if quick { &PARTICIPANTS[..2] } else { &PARTICIPANTS };
         let paths = [Path::Software, Path::Hardware];
         let mut jobs = Vec::new();
         for path in paths {
             for (bytes, _) in kind.table(path) {
                 for &p in counts {
-                    jobs.push(Job {
-                        path,
-                        bytes,
-                        ranks: (0..p as u32).map(Rank).collect(),
-                        spread: false,
-                    });
+                    for noise in [false, true] {
+                        if noise && !with_noise {
+                            continue;
+                        }
+                        jobs.push(Job {
+                            path,
+                            bytes,
+                            ranks: (0..p as u32).map(Rank).collect(),
+                            spread: false,
+                            noise,
+                        });
+                    }
                 }
             }
         }
@@ -291,19 +339,23 @@ impl Study for SunwayColl {
                     bytes: kind.table(path)[0].0,
                     ranks: (0..256u32).map(|i| Rank(2 * i)).collect(),
                     spread: true,
+                    noise: false,
                 });
             }
         }
-        let out: Vec<f64> = crate::par_map(&jobs, |job| latency_us(&sc, kind, job, quick))
+        let out: Vec<f64> = crate::par_map(&jobs, |job| latency_us(&sc, &noisy, kind, job, quick))
             .into_iter()
             .collect::<Result<_, _>>()?;
-        let at = |path: Path, bytes: u64, p: usize, spread: bool| {
+        let at_noise = |path: Path, bytes: u64, p: usize, spread: bool, noise: bool| {
             jobs.iter()
                 .zip(&out)
-                .find(|(j, _)| j.path == path && j.bytes == bytes && j.ranks.len() == p && j.spread == spread)
+                .find(|(j, _)| {
+                    j.path == path && j.bytes == bytes && j.ranks.len() == p && j.spread == spread && j.noise == noise
+                })
                 .map(|(_, &t)| t)
                 .expect("simulated")
         };
+        let at = |path: Path, bytes: u64, p: usize, spread: bool| at_noise(path, bytes, p, spread, false);
 
         let mut rows = Vec::new();
         for path in paths {
@@ -335,6 +387,66 @@ impl Study for SunwayColl {
                 );
             }
         }
+        // Post-hoc: the same points with operating-system noise.
+        let mut noise_text = None;
+        if with_noise {
+            let noise = noise_words();
+            let mut growth = Vec::new();
+            let mut outside = Vec::new();
+            for path in paths {
+                let (bytes, published) = kind.table(path)[0];
+                let sim: Vec<f64> = counts.iter().map(|&p| at_noise(path, bytes, p, false, true)).collect();
+                for (i, &p) in counts.iter().enumerate() {
+                    let label = format!("{}, {noise}", kind.label(path, bytes, p));
+                    let row = if (path, p) == NOISE_FITTED && kind == Kind::Barrier {
+                        Row::calibration(label, published[i], sim[i], "µs", CALIBRATION_TOLERANCE).with_note(
+                            "post-hoc: coll.noise_duration was fitted to this entry (over 10 iterations the mean \
+                             jumps by one detour between 2.8 and 2.85 µs: 3 µs comes closest)",
+                        )
+                    } else {
+                        Row::post_hoc(label, published[i], sim[i], "µs", TOLERANCE).with_note(
+                            "post-hoc: operating-system noise (1 kHz timer tick, detour length fitted to the hardware \
+                             barrier at 512 participants) is a mechanism chosen knowing that the 512- and \
+                             1024-participant predictions fail without it",
+                        )
+                    };
+                    if row.role == crate::Role::PostHoc && row.pass == Some(false) {
+                        outside.push(format!("{} at {p}", kind.what(path, bytes)));
+                    }
+                    rows.push(row);
+                }
+                let last = counts.len() - 1;
+                growth.push(format!(
+                    "the {} {:.2} → {:.2} µs ({:.2}×, published {:.2}×; without noise {:.2}×)",
+                    kind.what(path, bytes),
+                    sim[0],
+                    sim[last],
+                    sim[last] / sim[0],
+                    published[last] / published[0],
+                    at(path, bytes, counts[last], false) / at(path, bytes, counts[0], false),
+                ));
+            }
+            let verdict = if outside.is_empty() {
+                "every post-hoc row is within tolerance: this one noise mechanism accounts for both the \
+                 hardware and the software growth"
+                    .to_string()
+            } else {
+                format!(
+                    "post-hoc rows outside tolerance: {}; so this one noise mechanism does not account for \
+                     both the hardware and the software growth",
+                    outside.join(", ")
+                )
+            };
+            noise_text = Some(format!(
+                "Post-hoc rows with operating-system noise ({noise}, periodic at a random phase per rank; \
+                 the duration fitted to the hardware barrier at 512 participants, nothing else re-calibrated): \
+                 from {} to {} participants {}. The 256-participant rows move too, because the fits at 256 \
+                 were made without noise; {verdict}.",
+                counts[0],
+                counts[counts.len() - 1],
+                growth.join(", and ")
+            ));
+        }
         if !quick {
             let sw = kind.table(Path::Software);
             let hw = kind.table(Path::Hardware);
@@ -362,7 +474,7 @@ impl Study for SunwayColl {
                 ));
             }
         }
-        let discrepancies = vec![
+        let mut discrepancies = vec![
             "The paper counts participants (\"nodes\") on 1024 processors on 512 NICs without stating their \
              placement; the model puts two participants on each NIC (ranks 0 .. p−1)."
                 .to_string(),
@@ -371,17 +483,20 @@ impl Study for SunwayColl {
                 .to_string(),
             "The published software latencies grow 1.6–1.7× from 256 to 1024 participants. The software \
              algorithms modelled take log2(p) rounds of constant host cost, which gives 10/8 = 1.25× plus the \
-             network's share; the model has no mechanism for the rest (such as operating-system noise, whose \
-             effect grows with the number of participants a round waits for), so the 1024-participant \
-             predictions fall short."
+             network's share; the predictions run without a mechanism for the rest (the scenario has no \
+             operating-system noise, coll.noise = \"none\"; noise delays grow with the number of participants \
+             a round waits for, and the barrier and allreduce studies show it in post-hoc rows), so the \
+             1024-participant predictions fall short."
                 .to_string(),
             "The published hardware latencies grow 1.4–1.75× from 256 to 1024 participants. The modelled \
              hardware tree (fan-out nic.coll.fanout = 8, an assumption: the paper gives none) has the same \
              depth for 128, 256 and 512 NICs, so the model stays nearly flat and the 512- and 1024-participant \
-             hardware predictions fall short; the paper's growth suggests a deeper tree or a cost per \
-             participant that the paper does not describe."
+             hardware predictions fall short; the paper's growth suggests a deeper tree, a cost per \
+             participant that the paper does not describe, or host noise (post-hoc rows of the barrier and \
+             allreduce studies)."
                 .to_string(),
         ];
+        discrepancies.extend(noise_text);
         let mut report = StudyReport::new(
             self.name(),
             self.title(),

@@ -120,7 +120,7 @@ fn run(ctx: &Ctx, job: &Job, fail_at_ns: Option<u64>) -> Result<Out, StudyError>
         job.bytes,
         ITERATIONS,
         WARMUP,
-        &sc.coll.comm_config(),
+        &sc.comm_config(),
         &mut |w| {
             let s = w.statistics();
             out.end_ns = w.now().0 / 1000;

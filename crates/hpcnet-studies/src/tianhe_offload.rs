@@ -266,7 +266,7 @@ fn simulate(ctx: &Ctx, job: &Job) -> Result<Outcome, StudyError> {
         job.bytes,
         iters,
         warmup,
-        &sc.coll.comm_config(),
+        &sc.comm_config(),
         &mut |w| {
             out.buffer = w.trig_buffer_use(node0);
             let c = w.trig_counters();

@@ -248,17 +248,7 @@ fn coll_us(
     bytes: u64,
     iterations: u64,
 ) -> Result<f64, StudyError> {
-    let p = run_collective(
-        world,
-        ranks,
-        op,
-        alg,
-        bytes.max(8),
-        iterations,
-        2,
-        &sc.coll.comm_config(),
-    )
-    .map_err(|e| {
+    let p = run_collective(world, ranks, op, alg, bytes.max(8), iterations, 2, &sc.comm_config()).map_err(|e| {
         let what = format!("{path}: {op:?} on {} ranks", ranks.len());
         if e.is_bad_input() {
             StudyError::Unsupported(format!("{what}: {e}"))

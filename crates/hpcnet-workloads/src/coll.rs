@@ -1048,7 +1048,7 @@ mod tests {
             Scenario::load(&path, &sets)
         };
         let time = |sc: Scenario| {
-            let cfg = sc.coll.comm_config();
+            let cfg = sc.comm_config();
             let w = sc.world().expect("world");
             run_collective(
                 w,
@@ -1064,7 +1064,7 @@ mod tests {
             .mean_us
         };
         let base = load(&[]).expect("loads");
-        assert_eq!(base.coll.comm_config(), CommConfig::default());
+        assert_eq!(base.coll.comm_config(0), CommConfig::default());
         let slow = load(&["coll.per_call=\"5 us\""]).expect("loads");
         assert_eq!(slow.coll.per_call, SimTime::from_us(5));
         // Every rank pays the per-call cost once per call (partly hidden behind the others'
@@ -1080,6 +1080,132 @@ mod tests {
             let e = load(&[set]).expect_err(set);
             assert!(e.to_string().contains(key), "{set}: {e}");
         }
+    }
+
+    #[test]
+    fn bad_noise_settings_name_their_key() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/torus-8x8.toml");
+        let load = |sets: &[&str]| {
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            Scenario::load(&path, &sets)
+        };
+        for (sets, key, says) in [
+            (
+                &["coll.noise=periodic", "coll.noise_duration=\"1 us\""][..],
+                "coll.noise_interval",
+                "required",
+            ),
+            (
+                &["coll.noise=poisson", "coll.noise_interval=\"1 ms\""][..],
+                "coll.noise_duration",
+                "required",
+            ),
+            (
+                &[
+                    "coll.noise=periodic",
+                    "coll.noise_interval=\"1 us\"",
+                    "coll.noise_duration=\"1 us\"",
+                ][..],
+                "coll.noise_duration",
+                "shorter",
+            ),
+            (
+                &[
+                    "coll.noise=periodic",
+                    "coll.noise_interval=\"0 us\"",
+                    "coll.noise_duration=\"0 us\"",
+                ][..],
+                "coll.noise_interval",
+                "positive",
+            ),
+            (
+                &[
+                    "coll.noise=poisson",
+                    "coll.noise_interval=\"1 ms\"",
+                    "coll.noise_duration=\"0 us\"",
+                ][..],
+                "coll.noise_duration",
+                "positive",
+            ),
+            (
+                &[
+                    "coll.noise=periodic",
+                    "coll.noise_interval=\"-1 ms\"",
+                    "coll.noise_duration=\"1 us\"",
+                ][..],
+                "coll.noise_interval",
+                "",
+            ),
+            (&["coll.noise_interval=\"1 ms\""][..], "coll.noise_interval", "none"),
+            (&["coll.noise=sometimes"][..], "coll.noise", ""),
+        ] {
+            let e = load(sets).expect_err(&sets.join(" ")).to_string();
+            assert!(e.contains(key) && e.contains(says), "{sets:?}: {e}");
+        }
+        let sc = load(&[
+            "coll.noise=poisson",
+            "coll.noise_interval=\"1 ms\"",
+            "coll.noise_duration=\"2 us\"",
+        ])
+        .expect("loads");
+        assert_eq!(
+            sc.comm_config().costs.noise,
+            hpcnet_coll::HostNoise::Poisson {
+                interval: SimTime::from_ms(1),
+                duration: SimTime::from_us(2)
+            }
+        );
+        assert_eq!(sc.comm_config().costs.noise_seed, sc.file.seed);
+    }
+
+    /// Under periodic noise a barrier waits for the most delayed member: with one detour of
+    /// 20 us every 200 us per rank at random phases, the mean over many barriers grows with the
+    /// number of members; without noise the same runs are identical whatever the seed.
+    #[test]
+    fn a_barrier_slows_with_more_members_under_noise() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/torus-8x8.toml");
+        let mean = |p: u32, sets: &[&str]| {
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            let sc = Scenario::load(&path, &sets).expect("loads");
+            let ranks: Vec<Rank> = (0..p).map(Rank).collect();
+            let cfg = sc.comm_config();
+            run_collective(
+                sc.world().expect("world"),
+                &ranks,
+                CollOp::Barrier,
+                Algorithm::Dissemination,
+                8,
+                40,
+                2,
+                &cfg,
+            )
+            .expect("runs")
+            .mean_us
+        };
+        let noisy = [
+            "coll.noise=periodic",
+            "coll.noise_interval=\"200 us\"",
+            "coll.noise_duration=\"20 us\"",
+            "coll.per_poll=\"2 us\"",
+        ];
+        let quiet = ["coll.per_poll=\"2 us\""];
+        let (q4, q32) = (mean(4, &quiet), mean(32, &quiet));
+        let (n4, n32) = (mean(4, &noisy), mean(32, &noisy));
+        // Dissemination: 2 rounds for 4 members, 5 for 32.
+        assert!(n4 > q4 && n32 > q32, "noise slows: {q4} -> {n4}, {q32} -> {n32}");
+        assert!(
+            n32 - q32 > 2.0 * (n4 - q4),
+            "more members, more delay: {} vs {}",
+            n4 - q4,
+            n32 - q32
+        );
+        // Noise off: the seed changes nothing; on: another seed, other phases, another time.
+        assert_eq!(mean(32, &["coll.per_poll=\"2 us\"", "seed=9"]), q32);
+        let mut other = noisy.to_vec();
+        other.push("seed=9");
+        let n32b = mean(32, &other);
+        assert_ne!(n32b, n32, "another seed, other detours");
+        assert_eq!(mean(32, &noisy), n32, "same seed, same result");
     }
     #[test]
     fn every_type_and_operator_is_checked_against_its_reference() {

@@ -134,6 +134,42 @@ pub struct CollSettings {
     /// (default: absent, every message eager).
     #[serde(default)]
     pub rendezvous: Option<Bytes>,
+    /// Operating-system noise on the host CPU of every rank: `"none"` (default), `"periodic"`
+    /// (a detour of `noise_duration` every `noise_interval`, at a random phase per rank) or
+    /// `"poisson"` (detours of `noise_duration` arriving with mean gap `noise_interval`). See
+    /// [`hpcnet_coll::noise`].
+    #[serde(default, skip_serializing_if = "NoiseKind::is_none")]
+    pub noise: NoiseKind,
+    /// Period (periodic) or mean gap (poisson) of the detours; required with noise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise_interval: Option<SimTime>,
+    /// Length of one detour, shorter than `noise_interval`; required with noise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise_duration: Option<SimTime>,
+}
+
+/// `coll.noise`: the detour pattern of the host CPUs.
+#[derive(Copy, Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum NoiseKind {
+    #[default]
+    None,
+    Periodic,
+    Poisson,
+}
+
+impl NoiseKind {
+    fn is_none(&self) -> bool {
+        *self == NoiseKind::None
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            NoiseKind::None => "none",
+            NoiseKind::Periodic => "periodic",
+            NoiseKind::Poisson => "poisson",
+        }
+    }
 }
 
 /// `[shmem]`: host software costs of the OpenSHMEM library (`hpcnet-shmem`). Defaults and
@@ -271,6 +307,9 @@ impl Default for CollSettings {
             chunk: d_chunk(),
             window: d_window(),
             rendezvous: None,
+            noise: NoiseKind::None,
+            noise_interval: None,
+            noise_duration: None,
         }
     }
 }
@@ -299,11 +338,63 @@ impl CollSettings {
         if !(1..=1024).contains(&self.window) {
             return Err(("coll.window".into(), format!("must be 1 to 1024, got {}", self.window)));
         }
+        self.noise()?;
         Ok(())
     }
 
-    /// The communicator configuration these settings describe.
-    pub fn comm_config(&self) -> hpcnet_coll::CommConfig {
+    /// The detour pattern `coll.noise*` describe, or (key, reason) when they do not describe one.
+    fn noise(&self) -> Result<hpcnet_coll::HostNoise, (String, String)> {
+        let kind = self.noise.name();
+        let (interval, duration) = match self.noise {
+            NoiseKind::None => {
+                for (key, v) in [
+                    ("coll.noise_interval", self.noise_interval),
+                    ("coll.noise_duration", self.noise_duration),
+                ] {
+                    if let Some(v) = v {
+                        return Err((
+                            key.into(),
+                            format!("is {v}, but coll.noise is \"none\"; set coll.noise = \"periodic\" or \"poisson\""),
+                        ));
+                    }
+                }
+                return Ok(hpcnet_coll::HostNoise::None);
+            }
+            NoiseKind::Periodic | NoiseKind::Poisson => {
+                let need = |key: &str, v: Option<SimTime>| {
+                    v.ok_or_else(|| (key.to_string(), format!("is required with coll.noise = \"{kind}\"")))
+                };
+                (
+                    need("coll.noise_interval", self.noise_interval)?,
+                    need("coll.noise_duration", self.noise_duration)?,
+                )
+            }
+        };
+        if interval == SimTime::ZERO {
+            return Err(("coll.noise_interval".into(), "must be positive, got 0".into()));
+        }
+        if duration == SimTime::ZERO {
+            return Err((
+                "coll.noise_duration".into(),
+                "must be positive, got 0 (for no noise set coll.noise = \"none\")".into(),
+            ));
+        }
+        if duration >= interval {
+            return Err((
+                "coll.noise_duration".into(),
+                format!("is {duration}, but a detour must be shorter than coll.noise_interval = {interval}"),
+            ));
+        }
+        let noise = match self.noise {
+            NoiseKind::Periodic => hpcnet_coll::HostNoise::Periodic { interval, duration },
+            _ => hpcnet_coll::HostNoise::Poisson { interval, duration },
+        };
+        Ok(noise)
+    }
+
+    /// The communicator configuration these settings describe; `seed` (the scenario's) seeds the
+    /// operating-system noise.
+    pub fn comm_config(&self, seed: u64) -> hpcnet_coll::CommConfig {
         let r = &self.reduce_rate;
         hpcnet_coll::CommConfig {
             transport: hpcnet_coll::TransportConfig {
@@ -317,6 +408,9 @@ impl CollSettings {
                 per_poll: self.per_poll,
                 copy_rate: self.copy_rate,
                 reduce_rate: [r.f32, r.f64, r.i32, r.i64],
+                // Settings that passed `validate`; others run without noise.
+                noise: self.noise().unwrap_or_default(),
+                noise_seed: seed,
             },
             hardware: false,
             offload: false,
@@ -664,13 +758,18 @@ impl Scenario {
         })
     }
 
+    /// The communicator configuration of `[coll]`, with the scenario's seed for the host noise.
+    pub fn comm_config(&self) -> hpcnet_coll::CommConfig {
+        self.coll.comm_config(self.file.seed)
+    }
+
     /// The OpenSHMEM job configuration of this scenario: library defaults with the host costs
     /// of `[shmem]` and the collectives' `[coll]` settings.
     pub fn shmem_config(&self) -> hpcnet_shmem::ShmemConfig {
         hpcnet_shmem::ShmemConfig {
             costs: self.shmem.costs(),
             fast_radix: self.shmem.fast_radix,
-            coll: self.coll.comm_config(),
+            coll: self.comm_config(),
             ..hpcnet_shmem::ShmemConfig::default()
         }
     }

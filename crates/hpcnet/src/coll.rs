@@ -299,7 +299,7 @@ pub fn coll(args: &Args) -> Result<(), Failure> {
         NetworkModel::Packet => sc.world().map_err(Failure::input)?.ranks(),
         NetworkModel::Flow => sc.flow_world().map_err(Failure::input)?.ranks(),
     };
-    let config = sc.coll.comm_config();
+    let config = sc.comm_config();
     let ranks = parse_ranks(args.ranks, machine_ranks as u32)?;
     let groups = layout(&ranks, args.concurrent, args.grid, args.interleave)?;
     if op.rooted() {

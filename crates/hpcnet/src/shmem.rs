@@ -247,7 +247,7 @@ pub fn shmem(args: &Args) -> Result<(), Failure> {
                         size.max(8),
                         args.iterations,
                         2,
-                        &sc.coll.comm_config(),
+                        &sc.comm_config(),
                     )
                     .map_err(|e| {
                         let m = format!("{}: {name}, {size} B: {e}", sc.source);
