@@ -73,32 +73,203 @@ pub use faults_rt::{FaultRecord, FaultStats, FaultStep};
 pub(crate) mod wormhole;
 pub use wormhole::FlitCounters;
 
-/// Events the network schedules on the shared event queue.
+/// Kinds of network event (what a [`NetEvent`] asks the network to do).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum NetEvent {
-    /// Head of `pkt` is routable at `router`, having arrived on `port`.
-    Arrive {
-        pkt: PacketId,
-        router: RouterId,
-        port: PortIdx,
-    },
-    /// Output port `oport` may be able to send.
-    Arb { oport: u32 },
-    /// Tail of `pkt` has reached its destination node.
-    Deliver { pkt: PacketId },
+#[repr(u8)]
+pub enum NetKind {
+    /// The head of a packet is routable at the router input port it arrived on.
+    Arrive,
+    /// An output port may be able to send.
+    Arb,
+    /// The tail of a packet has reached its destination node.
+    Deliver,
     /// A step of the fault schedule: a failure or repair, its detection, new tables.
-    Fault { step: FaultStep },
-    /// The tail of a corrupted copy sent stomped by output `oport` reached the receiver, which
+    Fault,
+    /// The tail of a corrupted copy sent stomped by an output reached the receiver, which
     /// drops it ([`crate::linkerr`]).
-    Corrupt { pkt: PacketId, oport: u32 },
-    /// Wormhole switching: the head flit of the first packet of input VC buffer `queue` is
+    Corrupt,
+    /// Wormhole switching: the head flit of the first packet of an input VC buffer is
     /// routable ([`wormhole`]).
-    FlitHead { queue: u32 },
+    FlitHead,
+    /// Wormhole switching: an output may be able to send flits.
+    FlitArb,
+    /// `router.input_wait = "registered"`: the read out of a router input port ends; the
+    /// outputs waiting for it are served in order.
+    InputFree,
+}
+
+/// Bits of the narrow field of a [`NetEvent`]: the global router input port of an arrival,
+/// the output port of a corrupted copy. [`Network::new`] refuses a network with more ports.
+pub const NET_EVENT_PORT_BITS: u32 = 24;
+const PORT_MASK: u32 = (1 << NET_EVENT_PORT_BITS) - 1;
+
+/// An event the network schedules on the shared event queue: one 64-bit word, so that a
+/// driver's loop keeps the popped event in a register. Bits 0–7 hold the [`NetKind`], bits
+/// 8–31 a narrow field ([`NET_EVENT_PORT_BITS`] wide: the global router input port of an
+/// arrival, the output port of a corrupted copy, the step kind of a fault), bits 32–63 a wide
+/// one (the packet slot, or the output port, queue or input port the kind names, or a fault
+/// step's argument). The kind is a byte of its own, so an enum that wraps a `NetEvent` (a
+/// driver's event type) takes its tag from the kind's unused values and stays 8 bytes.
+///
+/// Only the network makes these events: the constructors are private to the crate, and the
+/// other models read the [`NetEvent::kind`] alone.
+#[derive(Copy, Clone, PartialEq, Eq)]
+#[repr(C, align(4))]
+pub struct NetEvent {
+    kind: NetKind,
+    rest: [u8; 7],
+}
+
+const _: () = assert!(std::mem::size_of::<NetEvent>() == 8);
+
+impl NetEvent {
+    /// The event of `kind` with narrow field `narrow` (below 2^[`NET_EVENT_PORT_BITS`]) and
+    /// wide field `wide`.
+    #[inline(always)]
+    fn pack(kind: NetKind, narrow: u32, wide: u32) -> NetEvent {
+        debug_assert!(narrow <= PORT_MASK, "{kind:?} event field {narrow} beyond 24 bits");
+        let word = kind as u64 | ((narrow & PORT_MASK) as u64) << 8 | (wide as u64) << 32;
+        let bytes = word.to_le_bytes();
+        // SAFETY: the struct is 8 bytes without padding (asserted above); its first byte is
+        // `kind as u8` (the low byte of a little-endian word, whatever the host's order), a
+        // valid `NetKind`, and the other seven are plain bytes.
+        unsafe { std::mem::transmute::<[u8; 8], NetEvent>(bytes) }
+    }
+
+    /// The event as its word (the kind in the low byte).
+    #[inline(always)]
+    fn word(self) -> u64 {
+        // SAFETY: an 8-byte struct without padding: every byte is initialised.
+        u64::from_le_bytes(unsafe { std::mem::transmute::<NetEvent, [u8; 8]>(self) })
+    }
+
+    /// The narrow field (bits 8–31).
+    #[inline(always)]
+    fn narrow(self) -> u32 {
+        (self.word() >> 8) as u32 & PORT_MASK
+    }
+
+    /// The wide field (bits 32–63).
+    #[inline(always)]
+    fn wide(self) -> u32 {
+        (self.word() >> 32) as u32
+    }
+
+    /// What the event asks the network to do.
+    #[inline(always)]
+    pub fn kind(self) -> NetKind {
+        self.kind
+    }
+
+    /// The head of packet `pkt` is routable at global router input port `gport`.
+    #[inline(always)]
+    pub(crate) fn arrive(pkt: PacketId, gport: u32) -> NetEvent {
+        Self::pack(NetKind::Arrive, gport, pkt)
+    }
+
+    /// Output port `oport` may be able to send.
+    #[inline(always)]
+    pub(crate) fn arb(oport: u32) -> NetEvent {
+        Self::pack(NetKind::Arb, 0, oport)
+    }
+
+    /// The tail of packet `pkt` has reached its destination node.
+    #[inline(always)]
+    pub(crate) fn deliver(pkt: PacketId) -> NetEvent {
+        Self::pack(NetKind::Deliver, 0, pkt)
+    }
+
+    /// A step of the fault machinery.
+    pub(crate) fn fault(step: FaultStep) -> NetEvent {
+        let (which, arg) = match step {
+            FaultStep::Apply(i) => (0, i),
+            FaultStep::Detect(i) => (1, i),
+            FaultStep::Tables => (2, 0),
+            FaultStep::Random(i) => (3, i),
+        };
+        Self::pack(NetKind::Fault, which, arg)
+    }
+
+    /// The tail of the stomped copy `pkt` sent by output `oport` reached the receiver.
+    pub(crate) fn corrupt(pkt: PacketId, oport: u32) -> NetEvent {
+        Self::pack(NetKind::Corrupt, oport, pkt)
+    }
+
+    /// Wormhole switching: the head flit of input VC buffer `queue` is routable.
+    pub(crate) fn flit_head(queue: u32) -> NetEvent {
+        Self::pack(NetKind::FlitHead, 0, queue)
+    }
+
     /// Wormhole switching: output `oport` may be able to send flits.
-    FlitArb { oport: u32 },
-    /// `router.input_wait = "registered"`: the read out of router input port `gport` ends;
-    /// the outputs waiting for it are served in order.
-    InputFree { gport: u32 },
+    pub(crate) fn flit_arb(oport: u32) -> NetEvent {
+        Self::pack(NetKind::FlitArb, 0, oport)
+    }
+
+    /// The read out of router input port `gport` ends.
+    pub(crate) fn input_free(gport: u32) -> NetEvent {
+        Self::pack(NetKind::InputFree, 0, gport)
+    }
+
+    /// The packet slot of an `Arrive`, `Deliver` or `Corrupt` event.
+    #[inline(always)]
+    pub(crate) fn pkt(self) -> PacketId {
+        self.wide()
+    }
+
+    /// The global router input port of an `Arrive` event.
+    #[inline(always)]
+    pub(crate) fn arrive_port(self) -> u32 {
+        self.narrow()
+    }
+
+    /// The output port of a `Corrupt` event.
+    pub(crate) fn corrupt_port(self) -> u32 {
+        self.narrow()
+    }
+
+    /// The port, queue or input port of an `Arb`, `FlitHead`, `FlitArb` or `InputFree` event.
+    #[inline(always)]
+    pub(crate) fn index(self) -> u32 {
+        self.wide()
+    }
+
+    /// The step of a `Fault` event.
+    pub(crate) fn fault_step(self) -> FaultStep {
+        match self.narrow() {
+            0 => FaultStep::Apply(self.wide()),
+            1 => FaultStep::Detect(self.wide()),
+            2 => FaultStep::Tables,
+            _ => FaultStep::Random(self.wide()),
+        }
+    }
+}
+
+impl std::fmt::Debug for NetEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let e = *self;
+        match e.kind() {
+            NetKind::Arrive => write!(f, "Arrive {{ pkt: {}, gport: {} }}", e.pkt(), e.arrive_port()),
+            NetKind::Deliver => write!(f, "Deliver {{ pkt: {} }}", e.pkt()),
+            NetKind::Corrupt => write!(f, "Corrupt {{ pkt: {}, oport: {} }}", e.pkt(), e.corrupt_port()),
+            NetKind::Fault => write!(f, "Fault {{ step: {:?} }}", e.fault_step()),
+            k => write!(f, "{k:?} {{ {} }}", e.index()),
+        }
+    }
+}
+
+/// A network of `ports` output ports (router ports plus node rails; router input ports are
+/// fewer) must name each in the narrow field of a [`NetEvent`].
+fn check_event_ports(ports: u64) -> Result<(), crate::config::ConfigError> {
+    if ports > 1 << NET_EVENT_PORT_BITS {
+        return Err(crate::config::ConfigError::new(
+            "topology",
+            format!(
+                "{ports} ports (router ports plus node rails) exceed the 2^{NET_EVENT_PORT_BITS} \
+                 a network event can name"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// What the network tells the endpoints cabled to it (NICs, or a traffic collector): the one
@@ -236,7 +407,10 @@ fn is_node_dest(to: Dest) -> bool {
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum Dest {
-    Router { router: RouterId, port: PortIdx },
+    /// A router input port, by its global index (`port_base[router] + port`).
+    Router {
+        gport: u32,
+    },
     Node,
     None,
 }
@@ -537,12 +711,13 @@ impl OutPort {
 impl Network {
     pub fn new(topo: Topology, cfg: FabricConfig) -> Result<Network, crate::config::ConfigError> {
         cfg.validate(&topo)?;
-        let failed: Vec<(RouterId, PortIdx)> = cfg.faults.failed_links.iter().map(|f| (f.router, f.port)).collect();
-        let routing = Routing::new(&topo, &cfg.routing, cfg.router.vcs, &failed)?;
         let rails = topo.rails.max(1);
         let port_base = topo.port_offsets();
         let total = *port_base.last().expect("one entry per router plus the total");
         let nports = total as usize + topo.nodes.len() * rails as usize;
+        check_event_ports(nports as u64)?;
+        let failed: Vec<(RouterId, PortIdx)> = cfg.faults.failed_links.iter().map(|f| (f.router, f.port)).collect();
+        let routing = Routing::new(&topo, &cfg.routing, cfg.router.vcs, &failed)?;
         let vcs = cfg.router.vcs as usize;
         let mut free_private = [0u16; MAX_VCS];
         for f in free_private.iter_mut().take(vcs) {
@@ -591,8 +766,9 @@ impl Network {
                 let to = match *peer {
                     _ if dead => Dest::None,
                     Peer::Router { router, port } => {
-                        upstream[(port_base[router.index()] + port.0 as u32) as usize] = port_base[ri] + pi as u32;
-                        Dest::Router { router, port }
+                        let gport = port_base[router.index()] + port.0 as u32;
+                        upstream[gport as usize] = port_base[ri] + pi as u32;
+                        Dest::Router { gport }
                     }
                     Peer::Node { .. } => Dest::Node,
                     Peer::None => Dest::None,
@@ -609,7 +785,7 @@ impl Network {
                 let g = port_base[r.index()] + p.0 as u32;
                 upstream[g as usize] = total + (ni * rails as usize + rail) as u32;
                 out.push(mk(
-                    Dest::Router { router: r, port: p },
+                    Dest::Router { gport: g },
                     rate,
                     lat,
                     sw == Switching::StoreAndForward,
@@ -1214,17 +1390,19 @@ impl Network {
         ep: &mut S,
     ) {
         let now = q.now();
-        match ev {
-            NetEvent::Arrive { pkt, router, port } => {
+        match ev.kind() {
+            NetKind::Arrive => {
+                let (pkt, gport) = (ev.pkt(), ev.arrive_port());
                 self.on_wire -= 1;
-                if M::ANY && self.fault_cut && self.lost_on_cable(q, pkt, Some((router, port))) {
+                if M::ANY && self.fault_cut && self.lost_on_cable(q, pkt, Some(gport)) {
                     return;
                 }
                 let p = ix_mut(&mut self.packets, pkt);
                 p.hops += 1;
                 let vc = p.vc;
-                let qi = self.qi(*ix(&self.port_base, router.0) + port.0 as u32, vc);
+                let qi = self.qi(gport, vc);
                 if self.inq.push_back(qi, pkt) == 1 {
+                    let router = *ix(&self.router_of, gport);
                     let kick = match self.route_head::<E, M>(q, qi, router, !M::ANY) {
                         Head::Send { oi, vc } => {
                             // What the output's decision would do with its one request.
@@ -1237,14 +1415,16 @@ impl Network {
                     self.run_arbitrations::<E, S, M>(q, kick, ep);
                 }
             }
-            NetEvent::Arb { oport } => {
+            NetKind::Arb => {
+                let oport = ev.index();
                 let o = ix_mut(&mut self.out, oport);
                 if o.arb_at == now {
                     o.arb_at = SimTime::MAX;
                     self.run_arbitrations::<E, S, M>(q, Some(oport), ep);
                 }
             }
-            NetEvent::Deliver { pkt } => {
+            NetKind::Deliver => {
+                let pkt = ev.pkt();
                 self.on_wire -= 1;
                 if M::ANY && self.fault_cut && self.lost_on_cable(q, pkt, None) {
                     return;
@@ -1254,11 +1434,11 @@ impl Network {
                 self.stats.add(NetStat::Hops, p.hops as u64);
                 ep.deliver(p, now);
             }
-            NetEvent::Fault { step } => self.fault_step(q, step, ep),
-            NetEvent::Corrupt { pkt, oport } => self.corrupt_dropped(q, pkt, oport),
-            NetEvent::FlitHead { queue } => self.worm_head(q, queue, ep),
-            NetEvent::FlitArb { oport } => self.worm_arb_event(q, oport, ep),
-            NetEvent::InputFree { gport } => self.input_freed(q, gport, ep),
+            NetKind::Fault => self.fault_step(q, ev.fault_step(), ep),
+            NetKind::Corrupt => self.corrupt_dropped(q, ev.pkt(), ev.corrupt_port()),
+            NetKind::FlitHead => self.worm_head(q, ev.index(), ep),
+            NetKind::FlitArb => self.worm_arb_event(q, ev.index(), ep),
+            NetKind::InputFree => self.input_freed(q, ev.index(), ep),
         }
     }
 
@@ -1428,7 +1608,7 @@ impl Network {
         let o = ix_mut(&mut self.out, oi);
         if t < o.arb_at {
             o.arb_at = t;
-            q.schedule_by(by, t, NetEvent::Arb { oport: oi }.into());
+            q.schedule_by(by, t, NetEvent::arb(oi).into());
         }
     }
 
@@ -2042,19 +2222,15 @@ impl Network {
         }
         self.on_wire += 1;
         match to {
-            Dest::Router { router, port } => {
+            Dest::Router { gport } => {
                 let head = if saf { sent + ser + lat } else { sent + lat };
                 q.schedule_by(
                     self.port_origin(oi),
                     head + self.cfg.router.latency,
-                    NetEvent::Arrive { pkt: id, router, port }.into(),
+                    NetEvent::arrive(id, gport).into(),
                 );
             }
-            Dest::Node => q.schedule_by(
-                self.port_origin(oi),
-                sent + ser + lat,
-                NetEvent::Deliver { pkt: id }.into(),
-            ),
+            Dest::Node => q.schedule_by(self.port_origin(oi), sent + ser + lat, NetEvent::deliver(id).into()),
             Dest::None => unreachable!("a dead port never fits"),
         }
         // The input queue has a new head.
@@ -2150,7 +2326,7 @@ impl Network {
             w.at = t;
             // The read's end is an event of the router owning the port.
             let by = Origin(ix(&self.router_of, g).0);
-            q.schedule_by(by, t, NetEvent::InputFree { gport: g }.into());
+            q.schedule_by(by, t, NetEvent::input_free(g).into());
         }
     }
 
@@ -2343,9 +2519,8 @@ impl Network {
             } else {
                 self.router_ports + ((qi - self.node_q0) >> self.vc_shift)
             };
-            if let Dest::Router { router, port } = self.out[oi as usize].to {
-                let g = self.port_base[router.index()] + port.0 as u32;
-                waits[qi as usize] = Some((b, g));
+            if let Dest::Router { gport } = self.out[oi as usize].to {
+                waits[qi as usize] = Some((b, gport));
             }
         }
         // Greatest fixed point: drop every queue that waits on a port with a queue not in the set

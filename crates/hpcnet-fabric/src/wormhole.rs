@@ -192,7 +192,7 @@ impl Worm {
                 }
             };
             let down = match o.to {
-                Dest::Router { router, port } => (net.port_base[router.index()] + port.0 as u32) << net.vc_shift,
+                Dest::Router { gport } => gport << net.vc_shift,
                 _ => NIL,
             };
             outs.push(WOut {
@@ -288,7 +288,7 @@ impl Worm {
             o.arb_at = t;
             self.note(t);
             self.pending += 1;
-            q.schedule_by(by, t, NetEvent::FlitArb { oport: oi }.into());
+            q.schedule_by(by, t, NetEvent::flit_arb(oi).into());
         }
     }
 }
@@ -297,7 +297,6 @@ impl Worm {
 struct FlitView<'a> {
     out: &'a [OutPort],
     bufs: &'a [Buf],
-    port_base: &'a [u32],
     depth: u32,
     vc_shift: u32,
 }
@@ -305,8 +304,8 @@ struct FlitView<'a> {
 impl CreditView for FlitView<'_> {
     fn free(&mut self, port: PortIdx, vc: u8) -> u32 {
         match self.out[port.index()].to {
-            Dest::Router { router, port } => {
-                let db = ((self.port_base[router.index()] + port.0 as u32) << self.vc_shift) | vc as u32;
+            Dest::Router { gport } => {
+                let db = (gport << self.vc_shift) | vc as u32;
                 self.depth - self.bufs[db as usize].held
             }
             Dest::Node => u32::MAX,
@@ -409,7 +408,6 @@ impl Network {
         let mut view = FlitView {
             out: &self.out[base as usize..end as usize],
             bufs: &w.bufs,
-            port_base: &self.port_base,
             depth: w.depth,
             vc_shift: self.vc_shift,
         };
@@ -467,7 +465,7 @@ impl Network {
                     let t = w.ready[w.slot(b, w.bufs[b as usize].rd)].max(now);
                     w.note(t);
                     w.pending += 1;
-                    q.schedule_by(self.port_origin(up), t, NetEvent::FlitHead { queue: b }.into());
+                    q.schedule_by(self.port_origin(up), t, NetEvent::flit_head(b).into());
                 }
             }
         }
@@ -674,7 +672,7 @@ impl Network {
             if i == n {
                 self.on_wire += 1;
                 w.note(end + lat);
-                q.schedule_by(by, end + lat, NetEvent::Deliver { pkt: id }.into());
+                q.schedule_by(by, end + lat, NetEvent::deliver(id).into());
             }
         }
         // Slots freed here: the upstream output may be waiting for one.
@@ -697,7 +695,7 @@ impl Network {
                 let t = w.ready[w.slot(b, w.bufs[b as usize].rd)].max(end);
                 w.note(t);
                 w.pending += 1;
-                q.schedule_by(by, t, NetEvent::FlitHead { queue: b }.into());
+                q.schedule_by(by, t, NetEvent::flit_head(b).into());
             }
         } else {
             wo.rr = idx as u32 + 1;
@@ -719,7 +717,7 @@ impl Network {
             if d.pkts.len() == 1 {
                 w.pending += 1;
                 w.note(t);
-                q.schedule_by(by, t, NetEvent::FlitHead { queue: db }.into());
+                q.schedule_by(by, t, NetEvent::flit_head(db).into());
             }
         } else if d.pkts.front() == Some(&id) {
             if d.sink {

@@ -39,6 +39,10 @@ enum Ev {
     Gen(NodeId),
 }
 
+// The network's event is one word whose kind byte leaves room for this enum's tag: the queue's
+// node stays 32 bytes and the popped event fits a register.
+const _: () = assert!(std::mem::size_of::<Ev>() == 8);
+
 impl From<NetEvent> for Ev {
     fn from(e: NetEvent) -> Self {
         Ev::Net(e)
