@@ -799,10 +799,13 @@ impl Network {
         let node_q0 = total << vc_shift;
         // Node injection queues: one per (node, rail, VC), so a packet waiting for credits on one
         // VC does not block the node's packets on another (NIC per-VC buffers).
-        let inq = Queues::new(node_q0 as usize + ((topo.nodes.len() * rails as usize) << vc_shift));
-        let router_of = (0..topo.routers.len())
+        let mut inq = Queues::new(node_q0 as usize + ((topo.nodes.len() * rails as usize) << vc_shift));
+        let router_of: Vec<RouterId> = (0..topo.routers.len())
             .flat_map(|r| (port_base[r]..port_base[r + 1]).map(move |_| RouterId(r as u32)))
             .collect();
+        for (qi, f) in inq.q[..node_q0 as usize].iter_mut().enumerate() {
+            f.router = router_of[qi >> vc_shift];
+        }
         let routers = topo.routers.len() as u32;
         if routers as u64 + topo.nodes.len() as u64 > hpcnet_des::queue::MAX_ORIGINS as u64 {
             return Err(crate::config::ConfigError::new(
@@ -1402,7 +1405,7 @@ impl Network {
                 let vc = p.vc;
                 let qi = self.qi(gport, vc);
                 if self.inq.push_back(qi, pkt) == 1 {
-                    let router = *ix(&self.router_of, gport);
+                    let router = ix(&self.inq.q, qi).router;
                     let kick = match self.route_head::<E, M>(q, qi, router, !M::ANY) {
                         Head::Send { oi, vc } => {
                             // What the output's decision would do with its one request.
@@ -2236,7 +2239,7 @@ impl Network {
         // The input queue has a new head.
         let mut kick = None;
         if !is_node && !self.inq.is_empty(qi) {
-            let router = *ix(&self.router_of, qi >> self.vc_shift);
+            let router = ix(&self.inq.q, qi).router;
             kick = self.new_head::<E, M>(q, qi, router);
             if let Some(k) = kick {
                 // The new head shares the input port the packet is still being read out of: with
@@ -2726,8 +2729,8 @@ struct Queues {
 /// An input queue, and its head packet's request for an output port. The request carries what
 /// arbitration checks (credits needed, downstream VC, whether only private credits count), so a
 /// scan over an output's requests reads these records alone; the records are linked per output
-/// port (no per-port heap list: one cache line less per hop). Aligned to 32 bytes (28 of
-/// fields): an index is one shift, and a record never straddles two cache lines.
+/// port (no per-port heap list: one cache line less per hop). 32 bytes, aligned: an index is
+/// one shift, and a record never straddles two cache lines.
 #[derive(Copy, Clone)]
 #[repr(align(32))]
 struct Fifo {
@@ -2744,7 +2747,13 @@ struct Fifo {
     vc: u8,
     /// Entering a ring under bubble flow control: the shared pool does not count.
     private_only: bool,
+    /// Router queues: the router owning the input port (a copy of `Network::router_of`, in
+    /// the line a push or pop touches anyway; a new head is routed without a load from that
+    /// table, which misses the data cache on most hops). Node queues: `u32::MAX`.
+    router: RouterId,
 }
+
+const _: () = assert!(std::mem::size_of::<Fifo>() == 32);
 
 const NIL: u32 = u32::MAX;
 
@@ -2862,6 +2871,7 @@ impl Queues {
                     out_port: PortIdx(0),
                     vc: 0,
                     private_only: false,
+                    router: RouterId(u32::MAX),
                 };
                 n
             ],
