@@ -278,8 +278,10 @@ fn check_event_ports(ports: u64) -> Result<(), crate::config::ConfigError> {
 /// through the network's methods afterwards (inject, release ejection credits), never from
 /// inside a callback.
 pub trait Endpoints {
-    /// The tail of `packet` reached its destination node at `at`.
-    fn deliver(&mut self, packet: Packet, at: SimTime);
+    /// The tail of `packet` reached its destination node at `at`. The packet stays in the
+    /// network's slot, which is free once this returns: an endpoint that keeps the packet moves
+    /// it out ([`Packet::take`]); one that only reads it costs no copy.
+    fn deliver(&mut self, packet: &mut Packet, at: SimTime);
     /// The head of a packet left `node`'s injection queue on `rail`: that queue has room for
     /// one more (a NIC refills a bounded transmit queue here).
     #[inline(always)]
@@ -296,8 +298,8 @@ pub struct Collect {
 }
 
 impl Endpoints for Collect {
-    fn deliver(&mut self, packet: Packet, at: SimTime) {
-        self.delivered.push((packet, at));
+    fn deliver(&mut self, packet: &mut Packet, at: SimTime) {
+        self.delivered.push((packet.take(), at));
     }
     fn injected(&mut self, node: NodeId, rail: u8) {
         self.injected.push((node, rail));
@@ -1180,13 +1182,8 @@ impl Network {
     }
 
     fn take(&mut self, id: PacketId) -> Packet {
-        // A cheap placeholder stays in the slot until it is reused.
-        let p = std::mem::replace(
-            &mut self.packets[id as usize],
-            Packet::new(0, NodeId(0), NodeId(0), 0, 0, SimTime::ZERO),
-        );
         self.free_ids.push(id);
-        p
+        self.packets[id as usize].take()
     }
 
     /// Packets live in a dense slab (not `Option`s: profiling showed the liveness checks on every
@@ -1199,61 +1196,134 @@ impl Network {
     /// Queue `pkt` for injection at `node` on `rail` now. The packet counts as injected when its
     /// head leaves the node; if the node's cable is down it is dropped at once (reason
     /// `SourceCableDown`). Returns an error if the packet is malformed or has no route.
+    #[inline]
     pub fn inject<E: From<NetEvent>, S: Endpoints>(
         &mut self,
         q: &mut EventQueue<E>,
-        mut pkt: Packet,
+        pkt: Packet,
+        ep: &mut S,
+    ) -> Result<(), RouteError> {
+        self.inject_with(q, ep, move |p| *p = pkt)
+    }
+
+    /// [`Network::inject`] of the packet `fill` writes into the slot the network keeps it in
+    /// (the slot holds a stale or placeholder packet: `fill` must set every field a new packet
+    /// sets, e.g. by assigning a [`Packet::new`]). A packet built in place is not moved into
+    /// the slab; the checks, drops and errors are those of `inject`.
+    #[inline]
+    pub fn inject_with<E: From<NetEvent>, S: Endpoints>(
+        &mut self,
+        q: &mut EventQueue<E>,
+        ep: &mut S,
+        fill: impl FnOnce(&mut Packet),
+    ) -> Result<(), RouteError> {
+        let (id, fresh) = self.alloc_slot();
+        fill(ix_mut(&mut self.packets, id));
+        self.inject_slot(q, id, fresh, ep)
+    }
+
+    /// A slab slot for a new packet: a free one, else a new one holding a placeholder (`true`).
+    #[inline(always)]
+    fn alloc_slot(&mut self) -> (PacketId, bool) {
+        match self.free_ids.pop() {
+            Some(id) => (id, false),
+            None => (self.grow_slab(), true),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow_slab(&mut self) -> PacketId {
+        self.packets
+            .push(Packet::new(0, NodeId(0), NodeId(0), 0, 0, SimTime::ZERO));
+        self.inq.grow(self.packets.len());
+        (self.packets.len() - 1) as PacketId
+    }
+
+    /// The packet of slot `id`, allocated by [`Network::alloc_slot`] (`fresh` as it returned)
+    /// and refused: the slab is left as if it had never been taken.
+    #[cold]
+    fn unalloc(&mut self, id: PacketId, fresh: bool) -> Packet {
+        if fresh {
+            debug_assert_eq!(id as usize + 1, self.packets.len());
+            self.packets.pop().expect("the slot just pushed")
+        } else {
+            self.take(id)
+        }
+    }
+
+    /// The injection of the packet in slot `id` (see [`Network::inject`]).
+    fn inject_slot<E: From<NetEvent>, S: Endpoints>(
+        &mut self,
+        q: &mut EventQueue<E>,
+        id: PacketId,
+        fresh: bool,
         ep: &mut S,
     ) -> Result<(), RouteError> {
         // A caller's bad endpoint is refused here, before any table is indexed by it (a
         // multicast packet's destination field holds its group).
         let nodes = self.topo.nodes.len() as u32;
+        let pkt = ix(&self.packets, id);
         let bad_dst = pkt.flags & F_MCAST == 0 && pkt.dst.0 >= nodes;
         if pkt.src.0 >= nodes || bad_dst || pkt.rail >= self.rails {
             let node = if pkt.src.0 >= nodes { pkt.src } else { pkt.dst };
+            let rail = pkt.rail;
+            self.unalloc(id, fresh);
             return Err(RouteError::NoSuchEndpoint {
                 node,
-                rail: pkt.rail,
+                rail,
                 nodes,
                 rails: self.rails,
             });
         }
-        // Under bubble flow control a buffer holds whole packets in slots of one maximum-size
-        // packet (model reference, "Bubble slots"): every packet takes a slot's credits, so free
-        // room in a ring can never fragment below what its largest packet needs.
-        pkt.credits = if self.routing.uses_bubble() {
-            self.bubble_credits as u16
-        } else {
-            (pkt.size as u64).div_ceil(self.cfg.router.credit_unit.0) as u16
-        };
+        let (src, dst, size, own_class, mcast) = (pkt.src, pkt.dst, pkt.size, pkt.class, pkt.flags & F_MCAST != 0);
         let class = match self.cfg.router.vc_select {
             crate::config::VcSelect::RoundRobin => self.next_class as u8,
-            crate::config::VcSelect::Destination => (pkt.dst.0 % self.routing.classes().max(1) as u32) as u8,
-            crate::config::VcSelect::Packet => pkt.class,
+            crate::config::VcSelect::Destination => (dst.0 % self.routing.classes().max(1) as u32) as u8,
+            crate::config::VcSelect::Packet => own_class,
         };
         // Injections modulo 251 (a prime, so classes spread over any VC count), counted without
         // a division per packet.
         self.next_class = if self.next_class == 250 { 0 } else { self.next_class + 1 };
-        if self.routing.needs_salt() {
-            pkt.salt = self.draw_salt(pkt.src);
+        let salt = if self.routing.needs_salt() {
+            Some(self.draw_salt(src))
+        } else {
+            None
+        };
+        // Under bubble flow control a buffer holds whole packets in slots of one maximum-size
+        // packet (model reference, "Bubble slots"): every packet takes a slot's credits, so free
+        // room in a ring can never fragment below what its largest packet needs.
+        let credits = if self.routing.uses_bubble() {
+            self.bubble_credits as u16
+        } else {
+            (size as u64).div_ceil(self.cfg.router.credit_unit.0) as u16
+        };
+        let pkt = ix_mut(&mut self.packets, id);
+        pkt.credits = credits;
+        if let Some(salt) = salt {
+            pkt.salt = salt;
         }
-        let prepared = if pkt.flags & F_MCAST != 0 {
+        let prepared = if mcast {
             self.mcast_seen = true;
             self.plain = false;
-            self.multicast_on_inject(&mut pkt, class)
+            let mut p = pkt.clone();
+            let r = self.multicast_on_inject(&mut p, class);
+            self.packets[id as usize] = p;
+            r
         } else {
-            self.routing.on_inject(&self.topo, &mut pkt, class)
+            self.routing.on_inject(&self.topo, ix_mut(&mut self.packets, id), class)
         };
         if let Err(reason) = prepared {
             // A node whose cable is down loses what it sends, like any dropped packet (counted
             // as injected and dropped, so `injected = delivered + dropped + in flight` holds);
             // so does a packet with no route once faults can strike during the run.
             let dynamic = self.faults.as_ref().is_some_and(|f| f.dynamic());
+            let packet = self.unalloc(id, fresh);
             if matches!(reason, RouteError::SourceCableDown { .. }) || dynamic {
                 self.stats.add(NetStat::Injected, 1);
                 self.stats.add(NetStat::Dropped, 1);
                 self.drops.push(Drop {
-                    packet: pkt,
+                    packet,
                     at: q.now(),
                     reason,
                 });
@@ -1262,16 +1332,15 @@ impl Network {
             return Err(reason);
         }
         if self.worm.is_some() {
-            return self.worm_inject(q, pkt, ep);
+            return self.worm_inject(q, id, fresh, ep);
         }
-        let node = pkt.src;
-        let rail = pkt.rail;
+        let pkt = ix(&self.packets, id);
+        let (node, rail) = (pkt.src, pkt.rail);
         let slot = match self.cfg.router.node_injection {
             crate::config::NodeInjection::PerVc => pkt.vc as u32,
             crate::config::NodeInjection::Fifo => 0,
         };
         let qi = self.node_queue(node.0 * self.rails as u32 + rail as u32) + slot;
-        let id = self.alloc(pkt);
         if self.inq.push_back(qi, id) == 1 {
             let oi = self.node_oport(node, rail);
             if self.plain {
@@ -1432,7 +1501,9 @@ impl Network {
                 if M::ANY && self.fault_cut && self.lost_on_cable(q, pkt, None) {
                     return;
                 }
-                let p = self.take(pkt);
+                // The packet is handed out in its slot, which is free from here on.
+                self.free_ids.push(pkt);
+                let p = ix_mut(&mut self.packets, pkt);
                 self.stats.add(NetStat::Delivered, 1);
                 self.stats.add(NetStat::Hops, p.hops as u64);
                 ep.deliver(p, now);

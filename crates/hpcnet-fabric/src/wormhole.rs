@@ -37,7 +37,7 @@
 
 use super::{Blocked, Dest, Drop, NetEvent, NetStat, Network, OutPort, NIL};
 use crate::config::{ConfigError, DeadlockAvoidance, FabricConfig, RoutingConfig, Switching, MAX_VCS};
-use crate::packet::{Packet, PacketId, F_MCAST};
+use crate::packet::{PacketId, F_MCAST};
 use crate::routing::{CreditView, RouteError};
 use crate::topology::{NodeId, PortIdx};
 use hpcnet_des::stats::{Registry, StatRecord};
@@ -336,18 +336,17 @@ impl Network {
     pub(super) fn worm_inject<E: From<NetEvent>, S: crate::net::Endpoints>(
         &mut self,
         q: &mut EventQueue<E>,
-        pkt: Packet,
+        id: PacketId,
+        fresh: bool,
         ep: &mut S,
     ) -> Result<(), RouteError> {
+        let pkt = &self.packets[id as usize];
         if pkt.flags & F_MCAST != 0 {
             let (router, port) = self.routing.attach(pkt.src, pkt.rail);
-            return Err(RouteError::NoMulticastTable {
-                router,
-                port,
-                group: pkt.dst.0,
-            });
+            let group = pkt.dst.0;
+            self.unalloc(id, fresh);
+            return Err(RouteError::NoMulticastTable { router, port, group });
         }
-        let mut w = self.worm_take();
         let f = flit_bytes(&self.cfg).0;
         let n = (pkt.size as u64).div_ceil(f).max(1) as u16;
         let (node, rail) = (pkt.src, pkt.rail);
@@ -356,7 +355,7 @@ impl Network {
             crate::config::NodeInjection::Fifo => 0,
         };
         let qi = self.node_queue(node.0 * self.rails as u32 + rail as u32) + slot;
-        let id = self.alloc(pkt);
+        let mut w = self.worm_take();
         if w.flits.len() < self.packets.len() {
             w.flits.resize(self.packets.len(), 0);
         }

@@ -338,8 +338,8 @@ pub(crate) struct Arrivals {
 
 impl Endpoints for Arrivals {
     #[inline]
-    fn deliver(&mut self, packet: Packet, _at: SimTime) {
-        self.delivered.push(packet);
+    fn deliver(&mut self, packet: &mut Packet, _at: SimTime) {
+        self.delivered.push(packet.take());
     }
     #[inline]
     fn injected(&mut self, node: NodeId, rail: u8) {
