@@ -83,29 +83,35 @@ fn bucket_of(key: u128) -> u64 {
 
 /// A slab slot: an event waiting in a ring bucket, linked to the next one of the same bucket
 /// (or, while the slot is free, to the next free slot). Time and (origin, sequence) are kept
-/// apart rather than as one `u128` key: the node is then 8-byte aligned (32 bytes for the
-/// network's events instead of 48).
+/// apart rather than as one `u128` key, and of the time only the low 32 bits: every event of a
+/// ring bucket has the same time >> `BUCKET_SHIFT` (a slot holds one bucket of the window), so
+/// the low bits order a bucket's events and, with the bucket's index, give the time back. The
+/// node is then 24 bytes for an 8-byte event (the network's), where a full time made it 32.
 ///
 /// The event is initialised exactly while the slot is linked into a bucket: written when the
 /// slot leaves the free list, read out (moved) when it returns to it. No flag says which, so a
 /// pop tests no discriminant and a schedule drops nothing it overwrites.
 struct Node<E> {
-    time: u64,
     /// origin << 40 | per-origin sequence.
     seq: u64,
-    next: u32,
     event: MaybeUninit<E>,
+    /// The event's time, low 32 bits.
+    time: u32,
+    next: u32,
 }
 
 impl<E> Node<E> {
-    #[inline]
-    fn key(&self) -> u128 {
-        key_of(self.time, self.seq)
+    /// The event's time, the node being in ring bucket `b` (absolute index).
+    #[inline(always)]
+    fn time_in(&self, b: u64) -> u64 {
+        (b << BUCKET_SHIFT) | (self.time as u64 & ((1 << BUCKET_SHIFT) - 1))
     }
 
-    /// Whether this event's key is greater than (`time`, `seq`) (keys are unique).
+    /// Whether this event's key is greater than (`time`, `seq`) of an event of the same bucket
+    /// (keys are unique).
     #[inline(always)]
     fn after(&self, time: u64, seq: u64) -> bool {
+        let time = time as u32;
         self.time > time || (self.time == time && self.seq > seq)
     }
 }
@@ -320,10 +326,11 @@ impl<E> EventQueue<E> {
             i = self.buckets[slot].head;
         }
         let node = self.node(i);
-        let time = node.time;
+        // The node is in bucket `cur`.
+        let time = node.time_in(self.cur);
         // The spill heap's earliest time is u64::MAX when it is empty: one comparison unless a
         // spilled event is as early as the ring's.
-        if self.spill.min_time <= time && self.spill.peek_key() < Some(node.key()) {
+        if self.spill.min_time <= time && self.spill.peek_key() < Some(key_of(time, node.seq)) {
             return self.pop_spill::<LIMITED>(limit);
         }
         if LIMITED && time >= limit {
@@ -382,7 +389,11 @@ impl<E> EventQueue<E> {
     /// Time of the earliest pending event.
     pub fn peek_time(&self) -> Option<SimTime> {
         let main = match self.next_occupied() {
-            Some(slot) => Some(self.node(self.buckets[slot].head).key()),
+            Some(slot) => {
+                let b = self.cur + ((slot as u64).wrapping_sub(self.cur) & MASK);
+                let node = self.node(self.buckets[slot].head);
+                Some(key_of(node.time_in(b), node.seq))
+            }
             None => self.far.peek_key(),
         };
         let k = match (main, self.spill.peek_key()) {
@@ -453,7 +464,7 @@ impl<E> EventQueue<E> {
             self.free = self.node(i).next;
             let node = self.node_mut(i);
             // Plain field writes: the slot's event is uninitialised, nothing is dropped.
-            node.time = time;
+            node.time = time as u32;
             node.seq = seq;
             node.next = next;
             node.event.write(event);
@@ -469,7 +480,7 @@ impl<E> EventQueue<E> {
         let i = u32::try_from(self.slab.len()).expect("fewer than 2^32 events in the ring");
         assert!(i != NIL, "fewer than 2^32 - 1 events in the ring");
         self.slab.push(Node {
-            time,
+            time: time as u32,
             seq,
             next,
             event: MaybeUninit::new(event),
@@ -666,6 +677,43 @@ mod tests {
         let a = events(&[0, 0, 1, 2, 1, 2, 0, 1]);
         let b = events(&[2, 1, 0, 2, 1, 0, 1, 0]);
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn a_ring_node_is_24_bytes_for_an_8_byte_event() {
+        assert_eq!(std::mem::size_of::<Node<u64>>(), 24);
+        assert_eq!(std::mem::size_of::<Node<[u32; 2]>>(), 24);
+    }
+
+    #[test]
+    fn times_beyond_32_bits_keep_their_order_and_value() {
+        // Events around multiples of 2^32 ps: a node keeps the low 32 bits of its time, the
+        // bucket the rest.
+        for base in [1u64 << 32, 5 << 32, (1 << 40) + (1 << 32)] {
+            let mut q = EventQueue::new();
+            q.advance_to(SimTime(base - 3000));
+            let times = [
+                base + 5,
+                base - 1,
+                base,
+                base + 256,
+                base - 256,
+                base + 5,
+                base + 1000,
+                base - 1,
+            ];
+            for (i, &t) in times.iter().enumerate() {
+                q.schedule_by(Origin((i % 3) as u32), SimTime(t), i);
+            }
+            let mut want: Vec<(u64, u32, usize)> =
+                times.iter().enumerate().map(|(i, &t)| (t, (i % 3) as u32, i)).collect();
+            want.sort();
+            assert_eq!(q.peek_time(), Some(SimTime(want[0].0)));
+            for (t, _, i) in want {
+                assert_eq!(q.pop(), Some((SimTime(t), i)));
+            }
+            assert!(q.is_empty());
+        }
     }
 
     #[test]

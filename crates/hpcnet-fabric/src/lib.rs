@@ -33,6 +33,6 @@ pub mod topology;
 
 pub use config::{ConfigError, FabricConfig};
 pub use multicast::{MulticastError, MulticastRoute};
-pub use net::{Collect, Endpoints, NetEvent, Network};
+pub use net::{Collect, Endpoints, NetEvent, NetKind, Network};
 pub use packet::{Packet, PacketId};
 pub use routing::{RouteError, Routing};

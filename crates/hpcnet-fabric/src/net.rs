@@ -73,32 +73,203 @@ pub use faults_rt::{FaultRecord, FaultStats, FaultStep};
 pub(crate) mod wormhole;
 pub use wormhole::FlitCounters;
 
-/// Events the network schedules on the shared event queue.
+/// Kinds of network event (what a [`NetEvent`] asks the network to do).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum NetEvent {
-    /// Head of `pkt` is routable at `router`, having arrived on `port`.
-    Arrive {
-        pkt: PacketId,
-        router: RouterId,
-        port: PortIdx,
-    },
-    /// Output port `oport` may be able to send.
-    Arb { oport: u32 },
-    /// Tail of `pkt` has reached its destination node.
-    Deliver { pkt: PacketId },
+#[repr(u8)]
+pub enum NetKind {
+    /// The head of a packet is routable at the router input port it arrived on.
+    Arrive,
+    /// An output port may be able to send.
+    Arb,
+    /// The tail of a packet has reached its destination node.
+    Deliver,
     /// A step of the fault schedule: a failure or repair, its detection, new tables.
-    Fault { step: FaultStep },
-    /// The tail of a corrupted copy sent stomped by output `oport` reached the receiver, which
+    Fault,
+    /// The tail of a corrupted copy sent stomped by an output reached the receiver, which
     /// drops it ([`crate::linkerr`]).
-    Corrupt { pkt: PacketId, oport: u32 },
-    /// Wormhole switching: the head flit of the first packet of input VC buffer `queue` is
+    Corrupt,
+    /// Wormhole switching: the head flit of the first packet of an input VC buffer is
     /// routable ([`wormhole`]).
-    FlitHead { queue: u32 },
+    FlitHead,
+    /// Wormhole switching: an output may be able to send flits.
+    FlitArb,
+    /// `router.input_wait = "registered"`: the read out of a router input port ends; the
+    /// outputs waiting for it are served in order.
+    InputFree,
+}
+
+/// Bits of the narrow field of a [`NetEvent`]: the global router input port of an arrival,
+/// the output port of a corrupted copy. [`Network::new`] refuses a network with more ports.
+pub const NET_EVENT_PORT_BITS: u32 = 24;
+const PORT_MASK: u32 = (1 << NET_EVENT_PORT_BITS) - 1;
+
+/// An event the network schedules on the shared event queue: one 64-bit word, so that a
+/// driver's loop keeps the popped event in a register. Bits 0–7 hold the [`NetKind`], bits
+/// 8–31 a narrow field ([`NET_EVENT_PORT_BITS`] wide: the global router input port of an
+/// arrival, the output port of a corrupted copy, the step kind of a fault), bits 32–63 a wide
+/// one (the packet slot, or the output port, queue or input port the kind names, or a fault
+/// step's argument). The kind is a byte of its own, so an enum that wraps a `NetEvent` (a
+/// driver's event type) takes its tag from the kind's unused values and stays 8 bytes.
+///
+/// Only the network makes these events: the constructors are private to the crate, and the
+/// other models read the [`NetEvent::kind`] alone.
+#[derive(Copy, Clone, PartialEq, Eq)]
+#[repr(C, align(4))]
+pub struct NetEvent {
+    kind: NetKind,
+    rest: [u8; 7],
+}
+
+const _: () = assert!(std::mem::size_of::<NetEvent>() == 8);
+
+impl NetEvent {
+    /// The event of `kind` with narrow field `narrow` (below 2^[`NET_EVENT_PORT_BITS`]) and
+    /// wide field `wide`.
+    #[inline(always)]
+    fn pack(kind: NetKind, narrow: u32, wide: u32) -> NetEvent {
+        debug_assert!(narrow <= PORT_MASK, "{kind:?} event field {narrow} beyond 24 bits");
+        let word = kind as u64 | ((narrow & PORT_MASK) as u64) << 8 | (wide as u64) << 32;
+        let bytes = word.to_le_bytes();
+        // SAFETY: the struct is 8 bytes without padding (asserted above); its first byte is
+        // `kind as u8` (the low byte of a little-endian word, whatever the host's order), a
+        // valid `NetKind`, and the other seven are plain bytes.
+        unsafe { std::mem::transmute::<[u8; 8], NetEvent>(bytes) }
+    }
+
+    /// The event as its word (the kind in the low byte).
+    #[inline(always)]
+    fn word(self) -> u64 {
+        // SAFETY: an 8-byte struct without padding: every byte is initialised.
+        u64::from_le_bytes(unsafe { std::mem::transmute::<NetEvent, [u8; 8]>(self) })
+    }
+
+    /// The narrow field (bits 8–31).
+    #[inline(always)]
+    fn narrow(self) -> u32 {
+        (self.word() >> 8) as u32 & PORT_MASK
+    }
+
+    /// The wide field (bits 32–63).
+    #[inline(always)]
+    fn wide(self) -> u32 {
+        (self.word() >> 32) as u32
+    }
+
+    /// What the event asks the network to do.
+    #[inline(always)]
+    pub fn kind(self) -> NetKind {
+        self.kind
+    }
+
+    /// The head of packet `pkt` is routable at global router input port `gport`.
+    #[inline(always)]
+    pub(crate) fn arrive(pkt: PacketId, gport: u32) -> NetEvent {
+        Self::pack(NetKind::Arrive, gport, pkt)
+    }
+
+    /// Output port `oport` may be able to send.
+    #[inline(always)]
+    pub(crate) fn arb(oport: u32) -> NetEvent {
+        Self::pack(NetKind::Arb, 0, oport)
+    }
+
+    /// The tail of packet `pkt` has reached its destination node.
+    #[inline(always)]
+    pub(crate) fn deliver(pkt: PacketId) -> NetEvent {
+        Self::pack(NetKind::Deliver, 0, pkt)
+    }
+
+    /// A step of the fault machinery.
+    pub(crate) fn fault(step: FaultStep) -> NetEvent {
+        let (which, arg) = match step {
+            FaultStep::Apply(i) => (0, i),
+            FaultStep::Detect(i) => (1, i),
+            FaultStep::Tables => (2, 0),
+            FaultStep::Random(i) => (3, i),
+        };
+        Self::pack(NetKind::Fault, which, arg)
+    }
+
+    /// The tail of the stomped copy `pkt` sent by output `oport` reached the receiver.
+    pub(crate) fn corrupt(pkt: PacketId, oport: u32) -> NetEvent {
+        Self::pack(NetKind::Corrupt, oport, pkt)
+    }
+
+    /// Wormhole switching: the head flit of input VC buffer `queue` is routable.
+    pub(crate) fn flit_head(queue: u32) -> NetEvent {
+        Self::pack(NetKind::FlitHead, 0, queue)
+    }
+
     /// Wormhole switching: output `oport` may be able to send flits.
-    FlitArb { oport: u32 },
-    /// `router.input_wait = "registered"`: the read out of router input port `gport` ends;
-    /// the outputs waiting for it are served in order.
-    InputFree { gport: u32 },
+    pub(crate) fn flit_arb(oport: u32) -> NetEvent {
+        Self::pack(NetKind::FlitArb, 0, oport)
+    }
+
+    /// The read out of router input port `gport` ends.
+    pub(crate) fn input_free(gport: u32) -> NetEvent {
+        Self::pack(NetKind::InputFree, 0, gport)
+    }
+
+    /// The packet slot of an `Arrive`, `Deliver` or `Corrupt` event.
+    #[inline(always)]
+    pub(crate) fn pkt(self) -> PacketId {
+        self.wide()
+    }
+
+    /// The global router input port of an `Arrive` event.
+    #[inline(always)]
+    pub(crate) fn arrive_port(self) -> u32 {
+        self.narrow()
+    }
+
+    /// The output port of a `Corrupt` event.
+    pub(crate) fn corrupt_port(self) -> u32 {
+        self.narrow()
+    }
+
+    /// The port, queue or input port of an `Arb`, `FlitHead`, `FlitArb` or `InputFree` event.
+    #[inline(always)]
+    pub(crate) fn index(self) -> u32 {
+        self.wide()
+    }
+
+    /// The step of a `Fault` event.
+    pub(crate) fn fault_step(self) -> FaultStep {
+        match self.narrow() {
+            0 => FaultStep::Apply(self.wide()),
+            1 => FaultStep::Detect(self.wide()),
+            2 => FaultStep::Tables,
+            _ => FaultStep::Random(self.wide()),
+        }
+    }
+}
+
+impl std::fmt::Debug for NetEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let e = *self;
+        match e.kind() {
+            NetKind::Arrive => write!(f, "Arrive {{ pkt: {}, gport: {} }}", e.pkt(), e.arrive_port()),
+            NetKind::Deliver => write!(f, "Deliver {{ pkt: {} }}", e.pkt()),
+            NetKind::Corrupt => write!(f, "Corrupt {{ pkt: {}, oport: {} }}", e.pkt(), e.corrupt_port()),
+            NetKind::Fault => write!(f, "Fault {{ step: {:?} }}", e.fault_step()),
+            k => write!(f, "{k:?} {{ {} }}", e.index()),
+        }
+    }
+}
+
+/// A network of `ports` output ports (router ports plus node rails; router input ports are
+/// fewer) must name each in the narrow field of a [`NetEvent`].
+fn check_event_ports(ports: u64) -> Result<(), crate::config::ConfigError> {
+    if ports > 1 << NET_EVENT_PORT_BITS {
+        return Err(crate::config::ConfigError::new(
+            "topology",
+            format!(
+                "{ports} ports (router ports plus node rails) exceed the 2^{NET_EVENT_PORT_BITS} \
+                 a network event can name"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// What the network tells the endpoints cabled to it (NICs, or a traffic collector): the one
@@ -107,8 +278,10 @@ pub enum NetEvent {
 /// through the network's methods afterwards (inject, release ejection credits), never from
 /// inside a callback.
 pub trait Endpoints {
-    /// The tail of `packet` reached its destination node at `at`.
-    fn deliver(&mut self, packet: Packet, at: SimTime);
+    /// The tail of `packet` reached its destination node at `at`. The packet stays in the
+    /// network's slot, which is free once this returns: an endpoint that keeps the packet moves
+    /// it out ([`Packet::take`]); one that only reads it costs no copy.
+    fn deliver(&mut self, packet: &mut Packet, at: SimTime);
     /// The head of a packet left `node`'s injection queue on `rail`: that queue has room for
     /// one more (a NIC refills a bounded transmit queue here).
     #[inline(always)]
@@ -125,8 +298,8 @@ pub struct Collect {
 }
 
 impl Endpoints for Collect {
-    fn deliver(&mut self, packet: Packet, at: SimTime) {
-        self.delivered.push((packet, at));
+    fn deliver(&mut self, packet: &mut Packet, at: SimTime) {
+        self.delivered.push((packet.take(), at));
     }
     fn injected(&mut self, node: NodeId, rail: u8) {
         self.injected.push((node, rail));
@@ -236,7 +409,10 @@ fn is_node_dest(to: Dest) -> bool {
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum Dest {
-    Router { router: RouterId, port: PortIdx },
+    /// A router input port, by its global index (`port_base[router] + port`).
+    Router {
+        gport: u32,
+    },
     Node,
     None,
 }
@@ -537,12 +713,13 @@ impl OutPort {
 impl Network {
     pub fn new(topo: Topology, cfg: FabricConfig) -> Result<Network, crate::config::ConfigError> {
         cfg.validate(&topo)?;
-        let failed: Vec<(RouterId, PortIdx)> = cfg.faults.failed_links.iter().map(|f| (f.router, f.port)).collect();
-        let routing = Routing::new(&topo, &cfg.routing, cfg.router.vcs, &failed)?;
         let rails = topo.rails.max(1);
         let port_base = topo.port_offsets();
         let total = *port_base.last().expect("one entry per router plus the total");
         let nports = total as usize + topo.nodes.len() * rails as usize;
+        check_event_ports(nports as u64)?;
+        let failed: Vec<(RouterId, PortIdx)> = cfg.faults.failed_links.iter().map(|f| (f.router, f.port)).collect();
+        let routing = Routing::new(&topo, &cfg.routing, cfg.router.vcs, &failed)?;
         let vcs = cfg.router.vcs as usize;
         let mut free_private = [0u16; MAX_VCS];
         for f in free_private.iter_mut().take(vcs) {
@@ -591,8 +768,9 @@ impl Network {
                 let to = match *peer {
                     _ if dead => Dest::None,
                     Peer::Router { router, port } => {
-                        upstream[(port_base[router.index()] + port.0 as u32) as usize] = port_base[ri] + pi as u32;
-                        Dest::Router { router, port }
+                        let gport = port_base[router.index()] + port.0 as u32;
+                        upstream[gport as usize] = port_base[ri] + pi as u32;
+                        Dest::Router { gport }
                     }
                     Peer::Node { .. } => Dest::Node,
                     Peer::None => Dest::None,
@@ -609,7 +787,7 @@ impl Network {
                 let g = port_base[r.index()] + p.0 as u32;
                 upstream[g as usize] = total + (ni * rails as usize + rail) as u32;
                 out.push(mk(
-                    Dest::Router { router: r, port: p },
+                    Dest::Router { gport: g },
                     rate,
                     lat,
                     sw == Switching::StoreAndForward,
@@ -623,10 +801,13 @@ impl Network {
         let node_q0 = total << vc_shift;
         // Node injection queues: one per (node, rail, VC), so a packet waiting for credits on one
         // VC does not block the node's packets on another (NIC per-VC buffers).
-        let inq = Queues::new(node_q0 as usize + ((topo.nodes.len() * rails as usize) << vc_shift));
-        let router_of = (0..topo.routers.len())
+        let mut inq = Queues::new(node_q0 as usize + ((topo.nodes.len() * rails as usize) << vc_shift));
+        let router_of: Vec<RouterId> = (0..topo.routers.len())
             .flat_map(|r| (port_base[r]..port_base[r + 1]).map(move |_| RouterId(r as u32)))
             .collect();
+        for (qi, f) in inq.q[..node_q0 as usize].iter_mut().enumerate() {
+            f.router = router_of[qi >> vc_shift];
+        }
         let routers = topo.routers.len() as u32;
         if routers as u64 + topo.nodes.len() as u64 > hpcnet_des::queue::MAX_ORIGINS as u64 {
             return Err(crate::config::ConfigError::new(
@@ -1001,13 +1182,8 @@ impl Network {
     }
 
     fn take(&mut self, id: PacketId) -> Packet {
-        // A cheap placeholder stays in the slot until it is reused.
-        let p = std::mem::replace(
-            &mut self.packets[id as usize],
-            Packet::new(0, NodeId(0), NodeId(0), 0, 0, SimTime::ZERO),
-        );
         self.free_ids.push(id);
-        p
+        self.packets[id as usize].take()
     }
 
     /// Packets live in a dense slab (not `Option`s: profiling showed the liveness checks on every
@@ -1020,61 +1196,134 @@ impl Network {
     /// Queue `pkt` for injection at `node` on `rail` now. The packet counts as injected when its
     /// head leaves the node; if the node's cable is down it is dropped at once (reason
     /// `SourceCableDown`). Returns an error if the packet is malformed or has no route.
+    #[inline]
     pub fn inject<E: From<NetEvent>, S: Endpoints>(
         &mut self,
         q: &mut EventQueue<E>,
-        mut pkt: Packet,
+        pkt: Packet,
+        ep: &mut S,
+    ) -> Result<(), RouteError> {
+        self.inject_with(q, ep, move |p| *p = pkt)
+    }
+
+    /// [`Network::inject`] of the packet `fill` writes into the slot the network keeps it in
+    /// (the slot holds a stale or placeholder packet: `fill` must set every field a new packet
+    /// sets, e.g. by assigning a [`Packet::new`]). A packet built in place is not moved into
+    /// the slab; the checks, drops and errors are those of `inject`.
+    #[inline]
+    pub fn inject_with<E: From<NetEvent>, S: Endpoints>(
+        &mut self,
+        q: &mut EventQueue<E>,
+        ep: &mut S,
+        fill: impl FnOnce(&mut Packet),
+    ) -> Result<(), RouteError> {
+        let (id, fresh) = self.alloc_slot();
+        fill(ix_mut(&mut self.packets, id));
+        self.inject_slot(q, id, fresh, ep)
+    }
+
+    /// A slab slot for a new packet: a free one, else a new one holding a placeholder (`true`).
+    #[inline(always)]
+    fn alloc_slot(&mut self) -> (PacketId, bool) {
+        match self.free_ids.pop() {
+            Some(id) => (id, false),
+            None => (self.grow_slab(), true),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow_slab(&mut self) -> PacketId {
+        self.packets
+            .push(Packet::new(0, NodeId(0), NodeId(0), 0, 0, SimTime::ZERO));
+        self.inq.grow(self.packets.len());
+        (self.packets.len() - 1) as PacketId
+    }
+
+    /// The packet of slot `id`, allocated by [`Network::alloc_slot`] (`fresh` as it returned)
+    /// and refused: the slab is left as if it had never been taken.
+    #[cold]
+    fn unalloc(&mut self, id: PacketId, fresh: bool) -> Packet {
+        if fresh {
+            debug_assert_eq!(id as usize + 1, self.packets.len());
+            self.packets.pop().expect("the slot just pushed")
+        } else {
+            self.take(id)
+        }
+    }
+
+    /// The injection of the packet in slot `id` (see [`Network::inject`]).
+    fn inject_slot<E: From<NetEvent>, S: Endpoints>(
+        &mut self,
+        q: &mut EventQueue<E>,
+        id: PacketId,
+        fresh: bool,
         ep: &mut S,
     ) -> Result<(), RouteError> {
         // A caller's bad endpoint is refused here, before any table is indexed by it (a
         // multicast packet's destination field holds its group).
         let nodes = self.topo.nodes.len() as u32;
+        let pkt = ix(&self.packets, id);
         let bad_dst = pkt.flags & F_MCAST == 0 && pkt.dst.0 >= nodes;
         if pkt.src.0 >= nodes || bad_dst || pkt.rail >= self.rails {
             let node = if pkt.src.0 >= nodes { pkt.src } else { pkt.dst };
+            let rail = pkt.rail;
+            self.unalloc(id, fresh);
             return Err(RouteError::NoSuchEndpoint {
                 node,
-                rail: pkt.rail,
+                rail,
                 nodes,
                 rails: self.rails,
             });
         }
-        // Under bubble flow control a buffer holds whole packets in slots of one maximum-size
-        // packet (model reference, "Bubble slots"): every packet takes a slot's credits, so free
-        // room in a ring can never fragment below what its largest packet needs.
-        pkt.credits = if self.routing.uses_bubble() {
-            self.bubble_credits as u16
-        } else {
-            (pkt.size as u64).div_ceil(self.cfg.router.credit_unit.0) as u16
-        };
+        let (src, dst, size, own_class, mcast) = (pkt.src, pkt.dst, pkt.size, pkt.class, pkt.flags & F_MCAST != 0);
         let class = match self.cfg.router.vc_select {
             crate::config::VcSelect::RoundRobin => self.next_class as u8,
-            crate::config::VcSelect::Destination => (pkt.dst.0 % self.routing.classes().max(1) as u32) as u8,
-            crate::config::VcSelect::Packet => pkt.class,
+            crate::config::VcSelect::Destination => (dst.0 % self.routing.classes().max(1) as u32) as u8,
+            crate::config::VcSelect::Packet => own_class,
         };
         // Injections modulo 251 (a prime, so classes spread over any VC count), counted without
         // a division per packet.
         self.next_class = if self.next_class == 250 { 0 } else { self.next_class + 1 };
-        if self.routing.needs_salt() {
-            pkt.salt = self.draw_salt(pkt.src);
+        let salt = if self.routing.needs_salt() {
+            Some(self.draw_salt(src))
+        } else {
+            None
+        };
+        // Under bubble flow control a buffer holds whole packets in slots of one maximum-size
+        // packet (model reference, "Bubble slots"): every packet takes a slot's credits, so free
+        // room in a ring can never fragment below what its largest packet needs.
+        let credits = if self.routing.uses_bubble() {
+            self.bubble_credits as u16
+        } else {
+            (size as u64).div_ceil(self.cfg.router.credit_unit.0) as u16
+        };
+        let pkt = ix_mut(&mut self.packets, id);
+        pkt.credits = credits;
+        if let Some(salt) = salt {
+            pkt.salt = salt;
         }
-        let prepared = if pkt.flags & F_MCAST != 0 {
+        let prepared = if mcast {
             self.mcast_seen = true;
             self.plain = false;
-            self.multicast_on_inject(&mut pkt, class)
+            let mut p = pkt.clone();
+            let r = self.multicast_on_inject(&mut p, class);
+            self.packets[id as usize] = p;
+            r
         } else {
-            self.routing.on_inject(&self.topo, &mut pkt, class)
+            self.routing.on_inject(&self.topo, ix_mut(&mut self.packets, id), class)
         };
         if let Err(reason) = prepared {
             // A node whose cable is down loses what it sends, like any dropped packet (counted
             // as injected and dropped, so `injected = delivered + dropped + in flight` holds);
             // so does a packet with no route once faults can strike during the run.
             let dynamic = self.faults.as_ref().is_some_and(|f| f.dynamic());
+            let packet = self.unalloc(id, fresh);
             if matches!(reason, RouteError::SourceCableDown { .. }) || dynamic {
                 self.stats.add(NetStat::Injected, 1);
                 self.stats.add(NetStat::Dropped, 1);
                 self.drops.push(Drop {
-                    packet: pkt,
+                    packet,
                     at: q.now(),
                     reason,
                 });
@@ -1083,16 +1332,15 @@ impl Network {
             return Err(reason);
         }
         if self.worm.is_some() {
-            return self.worm_inject(q, pkt, ep);
+            return self.worm_inject(q, id, fresh, ep);
         }
-        let node = pkt.src;
-        let rail = pkt.rail;
+        let pkt = ix(&self.packets, id);
+        let (node, rail) = (pkt.src, pkt.rail);
         let slot = match self.cfg.router.node_injection {
             crate::config::NodeInjection::PerVc => pkt.vc as u32,
             crate::config::NodeInjection::Fifo => 0,
         };
         let qi = self.node_queue(node.0 * self.rails as u32 + rail as u32) + slot;
-        let id = self.alloc(pkt);
         if self.inq.push_back(qi, id) == 1 {
             let oi = self.node_oport(node, rail);
             if self.plain {
@@ -1214,17 +1462,19 @@ impl Network {
         ep: &mut S,
     ) {
         let now = q.now();
-        match ev {
-            NetEvent::Arrive { pkt, router, port } => {
+        match ev.kind() {
+            NetKind::Arrive => {
+                let (pkt, gport) = (ev.pkt(), ev.arrive_port());
                 self.on_wire -= 1;
-                if M::ANY && self.fault_cut && self.lost_on_cable(q, pkt, Some((router, port))) {
+                if M::ANY && self.fault_cut && self.lost_on_cable(q, pkt, Some(gport)) {
                     return;
                 }
                 let p = ix_mut(&mut self.packets, pkt);
                 p.hops += 1;
                 let vc = p.vc;
-                let qi = self.qi(*ix(&self.port_base, router.0) + port.0 as u32, vc);
+                let qi = self.qi(gport, vc);
                 if self.inq.push_back(qi, pkt) == 1 {
+                    let router = ix(&self.inq.q, qi).router;
                     let kick = match self.route_head::<E, M>(q, qi, router, !M::ANY) {
                         Head::Send { oi, vc } => {
                             // What the output's decision would do with its one request.
@@ -1237,28 +1487,32 @@ impl Network {
                     self.run_arbitrations::<E, S, M>(q, kick, ep);
                 }
             }
-            NetEvent::Arb { oport } => {
+            NetKind::Arb => {
+                let oport = ev.index();
                 let o = ix_mut(&mut self.out, oport);
                 if o.arb_at == now {
                     o.arb_at = SimTime::MAX;
                     self.run_arbitrations::<E, S, M>(q, Some(oport), ep);
                 }
             }
-            NetEvent::Deliver { pkt } => {
+            NetKind::Deliver => {
+                let pkt = ev.pkt();
                 self.on_wire -= 1;
                 if M::ANY && self.fault_cut && self.lost_on_cable(q, pkt, None) {
                     return;
                 }
-                let p = self.take(pkt);
+                // The packet is handed out in its slot, which is free from here on.
+                self.free_ids.push(pkt);
+                let p = ix_mut(&mut self.packets, pkt);
                 self.stats.add(NetStat::Delivered, 1);
                 self.stats.add(NetStat::Hops, p.hops as u64);
                 ep.deliver(p, now);
             }
-            NetEvent::Fault { step } => self.fault_step(q, step, ep),
-            NetEvent::Corrupt { pkt, oport } => self.corrupt_dropped(q, pkt, oport),
-            NetEvent::FlitHead { queue } => self.worm_head(q, queue, ep),
-            NetEvent::FlitArb { oport } => self.worm_arb_event(q, oport, ep),
-            NetEvent::InputFree { gport } => self.input_freed(q, gport, ep),
+            NetKind::Fault => self.fault_step(q, ev.fault_step(), ep),
+            NetKind::Corrupt => self.corrupt_dropped(q, ev.pkt(), ev.corrupt_port()),
+            NetKind::FlitHead => self.worm_head(q, ev.index(), ep),
+            NetKind::FlitArb => self.worm_arb_event(q, ev.index(), ep),
+            NetKind::InputFree => self.input_freed(q, ev.index(), ep),
         }
     }
 
@@ -1428,7 +1682,7 @@ impl Network {
         let o = ix_mut(&mut self.out, oi);
         if t < o.arb_at {
             o.arb_at = t;
-            q.schedule_by(by, t, NetEvent::Arb { oport: oi }.into());
+            q.schedule_by(by, t, NetEvent::arb(oi).into());
         }
     }
 
@@ -2042,25 +2296,21 @@ impl Network {
         }
         self.on_wire += 1;
         match to {
-            Dest::Router { router, port } => {
+            Dest::Router { gport } => {
                 let head = if saf { sent + ser + lat } else { sent + lat };
                 q.schedule_by(
                     self.port_origin(oi),
                     head + self.cfg.router.latency,
-                    NetEvent::Arrive { pkt: id, router, port }.into(),
+                    NetEvent::arrive(id, gport).into(),
                 );
             }
-            Dest::Node => q.schedule_by(
-                self.port_origin(oi),
-                sent + ser + lat,
-                NetEvent::Deliver { pkt: id }.into(),
-            ),
+            Dest::Node => q.schedule_by(self.port_origin(oi), sent + ser + lat, NetEvent::deliver(id).into()),
             Dest::None => unreachable!("a dead port never fits"),
         }
         // The input queue has a new head.
         let mut kick = None;
         if !is_node && !self.inq.is_empty(qi) {
-            let router = *ix(&self.router_of, qi >> self.vc_shift);
+            let router = ix(&self.inq.q, qi).router;
             kick = self.new_head::<E, M>(q, qi, router);
             if let Some(k) = kick {
                 // The new head shares the input port the packet is still being read out of: with
@@ -2150,7 +2400,7 @@ impl Network {
             w.at = t;
             // The read's end is an event of the router owning the port.
             let by = Origin(ix(&self.router_of, g).0);
-            q.schedule_by(by, t, NetEvent::InputFree { gport: g }.into());
+            q.schedule_by(by, t, NetEvent::input_free(g).into());
         }
     }
 
@@ -2343,9 +2593,8 @@ impl Network {
             } else {
                 self.router_ports + ((qi - self.node_q0) >> self.vc_shift)
             };
-            if let Dest::Router { router, port } = self.out[oi as usize].to {
-                let g = self.port_base[router.index()] + port.0 as u32;
-                waits[qi as usize] = Some((b, g));
+            if let Dest::Router { gport } = self.out[oi as usize].to {
+                waits[qi as usize] = Some((b, gport));
             }
         }
         // Greatest fixed point: drop every queue that waits on a port with a queue not in the set
@@ -2551,8 +2800,8 @@ struct Queues {
 /// An input queue, and its head packet's request for an output port. The request carries what
 /// arbitration checks (credits needed, downstream VC, whether only private credits count), so a
 /// scan over an output's requests reads these records alone; the records are linked per output
-/// port (no per-port heap list: one cache line less per hop). Aligned to 32 bytes (28 of
-/// fields): an index is one shift, and a record never straddles two cache lines.
+/// port (no per-port heap list: one cache line less per hop). 32 bytes, aligned: an index is
+/// one shift, and a record never straddles two cache lines.
 #[derive(Copy, Clone)]
 #[repr(align(32))]
 struct Fifo {
@@ -2569,7 +2818,13 @@ struct Fifo {
     vc: u8,
     /// Entering a ring under bubble flow control: the shared pool does not count.
     private_only: bool,
+    /// Router queues: the router owning the input port (a copy of `Network::router_of`, in
+    /// the line a push or pop touches anyway; a new head is routed without a load from that
+    /// table, which misses the data cache on most hops). Node queues: `u32::MAX`.
+    router: RouterId,
 }
+
+const _: () = assert!(std::mem::size_of::<Fifo>() == 32);
 
 const NIL: u32 = u32::MAX;
 
@@ -2687,6 +2942,7 @@ impl Queues {
                     out_port: PortIdx(0),
                     vc: 0,
                     private_only: false,
+                    router: RouterId(u32::MAX),
                 };
                 n
             ],

@@ -38,7 +38,7 @@ use hpcnet_des::stats::Registry;
 use hpcnet_des::{Bytes, RngStreams};
 use rand::Rng;
 
-/// A step of the fault machinery, scheduled on the event queue as [`NetEvent::Fault`].
+/// A step of the fault machinery, scheduled on the event queue as [`NetEvent`] of kind [`NetKind::Fault`](crate::net::NetKind::Fault).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum FaultStep {
     /// Apply action `i` of the schedule (a failure or a repair).
@@ -235,10 +235,7 @@ impl Network {
             q.schedule_by(
                 Origin(target_origin(&a.target)),
                 a.at.max(q.now()),
-                NetEvent::Fault {
-                    step: FaultStep::Apply(i as u32),
-                }
-                .into(),
+                NetEvent::fault(FaultStep::Apply(i as u32)).into(),
             );
         }
         for (c, (cfg, rng)) in f.random.iter_mut().enumerate() {
@@ -250,10 +247,7 @@ impl Network {
                     q.schedule_by(
                         Origin(0),
                         t.max(q.now()),
-                        NetEvent::Fault {
-                            step: FaultStep::Random(c as u32),
-                        }
-                        .into(),
+                        NetEvent::fault(FaultStep::Random(c as u32)).into(),
                     );
                 }
             }
@@ -304,10 +298,7 @@ impl Network {
         q.schedule_by(
             Origin(target_origin(&a.target)),
             a.at,
-            NetEvent::Fault {
-                step: FaultStep::Apply(i),
-            }
-            .into(),
+            NetEvent::fault(FaultStep::Apply(i)).into(),
         );
         Ok(())
     }
@@ -535,10 +526,7 @@ impl Network {
             q.schedule_by(
                 Origin(target_origin(&a.target)),
                 now + detection,
-                NetEvent::Fault {
-                    step: FaultStep::Detect(i),
-                }
-                .into(),
+                NetEvent::fault(FaultStep::Detect(i)).into(),
             );
         }
         // What waits for a dead link is now sent into it (and lost), unless detection came first.
@@ -629,10 +617,7 @@ impl Network {
             q.schedule_by(
                 Origin(target_origin(&a.target)),
                 now + delay,
-                NetEvent::Fault {
-                    step: FaultStep::Tables,
-                }
-                .into(),
+                NetEvent::fault(FaultStep::Tables).into(),
             );
         }
     }
@@ -727,7 +712,7 @@ impl Network {
         self.out[oi as usize].starved = false;
     }
 
-    /// Whether packet `pkt`, arriving now at input `at` (None: delivered to its node), was on
+    /// Whether packet `pkt`, arriving now at global router input port `at` (None: delivered to its node), was on
     /// its cable when the cable went down; then it is lost and its credits go back to the
     /// sender.
     #[cold]
@@ -736,11 +721,11 @@ impl Network {
         &mut self,
         q: &mut EventQueue<E>,
         pkt: PacketId,
-        at: Option<(RouterId, PortIdx)>,
+        at: Option<u32>,
     ) -> bool {
         let now = q.now();
         let up = match at {
-            Some((r, p)) => self.upstream[self.gport(r, p) as usize],
+            Some(g) => self.upstream[g as usize],
             None => {
                 let p = &self.packets[pkt as usize];
                 let (r, port) = self.routing.attach(p.dst, p.rail);
@@ -862,14 +847,7 @@ impl Network {
             // Nothing to fail now: look again after one mean time between failures.
             let next = now + exponential(rng, cfg.mtbf);
             if next < cfg.until {
-                q.schedule_by(
-                    Origin(0),
-                    next,
-                    NetEvent::Fault {
-                        step: FaultStep::Random(c),
-                    }
-                    .into(),
-                );
+                q.schedule_by(Origin(0), next, NetEvent::fault(FaultStep::Random(c)).into());
             }
             return;
         }
@@ -928,20 +906,10 @@ impl Network {
         q.schedule_by(
             Origin(target_origin(&fail)),
             now + cfg.repair,
-            NetEvent::Fault {
-                step: FaultStep::Apply(i + 1),
-            }
-            .into(),
+            NetEvent::fault(FaultStep::Apply(i + 1)).into(),
         );
         if next < cfg.until {
-            q.schedule_by(
-                Origin(0),
-                next,
-                NetEvent::Fault {
-                    step: FaultStep::Random(c),
-                }
-                .into(),
-            );
+            q.schedule_by(Origin(0), next, NetEvent::fault(FaultStep::Random(c)).into());
         }
         self.apply_fault(q, i, ep);
     }

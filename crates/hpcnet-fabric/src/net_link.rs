@@ -5,7 +5,7 @@
 //!
 //! Everything here runs out of line: the packet path only tests a port flag, a per-port count
 //! of error-free bits and the network's count of live corrupted copies; a stomped copy's end
-//! is an event of its own ([`NetEvent::Corrupt`]).
+//! is an event of its own ([`NetKind::Corrupt`](super::NetKind::Corrupt)).
 
 use super::*;
 use crate::config::{ConfigError, LANE_WIDTHS};
@@ -85,11 +85,11 @@ impl Network {
         );
         o.busy_ps += ser.0 * sent.failed as u64;
         let (to, lat) = (o.to, o.latency);
-        if let Dest::Router { router, port } = to {
+        if let Dest::Router { gport } = to {
             if flags & F_MCAST == 0 {
                 for &(t, saf) in &buf {
                     if !saf {
-                        self.spawn_ghost(q, oi, id, vc, (router, port), t, ser, lat);
+                        self.spawn_ghost(q, oi, id, vc, gport, t, ser, lat);
                     }
                 }
             }
@@ -108,7 +108,7 @@ impl Network {
         oi: u32,
         id: PacketId,
         vc: u8,
-        (router, port): (RouterId, PortIdx),
+        gport: u32,
         at: SimTime,
         ser: SimTime,
         lat: SimTime,
@@ -125,7 +125,7 @@ impl Network {
         q.schedule_by(
             self.port_origin(oi),
             at + lat + self.cfg.router.latency,
-            NetEvent::Arrive { pkt: gid, router, port }.into(),
+            NetEvent::arrive(gid, gport).into(),
         );
     }
 
@@ -156,7 +156,7 @@ impl Network {
     /// by then, the receiver knows the CRC failed: the copy is dropped and nothing is sent.
     /// Otherwise it leaves stomped (charged to the link it came in by): it takes the link and
     /// the downstream credits like a packet, and the next receiver drops it when its tail
-    /// arrives ([`NetEvent::Corrupt`]). Returns the output the queue's next head requests.
+    /// arrives ([`NetKind::Corrupt`](super::NetKind::Corrupt)). Returns the output the queue's next head requests.
     #[cold]
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
@@ -212,7 +212,7 @@ impl Network {
             q.schedule_by(
                 self.port_origin(oi),
                 start + ser + lat,
-                NetEvent::Corrupt { pkt: id, oport: oi }.into(),
+                NetEvent::corrupt(id, oi).into(),
             );
         }
         // The queue's next head requests its output; this port serves its other requests once
@@ -238,11 +238,8 @@ impl Network {
     pub(super) fn corrupt_dropped<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, pkt: PacketId, oi: u32) {
         self.on_wire -= 1;
         match self.out[oi as usize].to {
-            Dest::Router { router, port } => {
-                let qi = self.qi(
-                    self.port_base[router.index()] + port.0 as u32,
-                    self.packets[pkt as usize].vc,
-                );
+            Dest::Router { gport } => {
+                let qi = self.qi(gport, self.packets[pkt as usize].vc);
                 self.release_input(q, qi, pkt, q.now());
                 self.take(pkt);
             }

@@ -214,7 +214,7 @@ fn ring_entry_request_needs_credits_plus_bubble() {
     send(&mut net, &mut q, 1, NodeId(0), NodeId(2));
     // Run until the packet is routed at router 0 (its first Arrive event).
     while let Some((_, ev)) = q.pop() {
-        let arrive = matches!(ev, NetEvent::Arrive { .. });
+        let arrive = ev.kind() == NetKind::Arrive;
         handle(&mut net, &mut q, ev);
         if arrive {
             break;
@@ -1030,4 +1030,64 @@ fn inject_refuses_an_endpoint_the_network_does_not_have() {
     let d = run_until_idle(&mut net, &mut q);
     assert_eq!(d.len(), 1);
     assert_eq!(d[0].packet.tag, 4);
+}
+
+#[test]
+fn net_event_packs_every_kind_into_one_word() {
+    assert_eq!(std::mem::size_of::<NetEvent>(), 8);
+    // An enum wrapping the event takes its tag from the kind byte's unused values.
+    #[allow(dead_code)]
+    enum Wrap {
+        Net(NetEvent),
+        Other(u32),
+    }
+    assert_eq!(std::mem::size_of::<Wrap>(), 8);
+    assert_eq!(std::mem::size_of::<Option<Wrap>>(), 8);
+    let top = (1u32 << NET_EVENT_PORT_BITS) - 1;
+    for (pkt, port) in [
+        (0, 0),
+        (7, 5),
+        (u32::MAX, top),
+        (0x8000_0001, 1 << 23),
+        (12345, top - 1),
+    ] {
+        let e = NetEvent::arrive(pkt, port);
+        assert_eq!((e.kind(), e.pkt(), e.arrive_port()), (NetKind::Arrive, pkt, port));
+        let e = NetEvent::corrupt(pkt, port);
+        assert_eq!((e.kind(), e.pkt(), e.corrupt_port()), (NetKind::Corrupt, pkt, port));
+        let e = NetEvent::deliver(pkt);
+        assert_eq!((e.kind(), e.pkt()), (NetKind::Deliver, pkt));
+        for (e, k) in [
+            (NetEvent::arb(pkt), NetKind::Arb),
+            (NetEvent::flit_head(pkt), NetKind::FlitHead),
+            (NetEvent::flit_arb(pkt), NetKind::FlitArb),
+            (NetEvent::input_free(pkt), NetKind::InputFree),
+        ] {
+            assert_eq!((e.kind(), e.index()), (k, pkt));
+        }
+        for step in [
+            FaultStep::Apply(pkt),
+            FaultStep::Detect(pkt),
+            FaultStep::Tables,
+            FaultStep::Random(pkt),
+        ] {
+            let e = NetEvent::fault(step);
+            assert_eq!((e.kind(), e.fault_step()), (NetKind::Fault, step));
+        }
+    }
+    // Distinct events stay distinct words.
+    assert_ne!(NetEvent::arrive(1, 2), NetEvent::arrive(2, 1));
+    assert_ne!(NetEvent::arb(3), NetEvent::flit_arb(3));
+    assert_eq!(format!("{:?}", NetEvent::arrive(9, 4)), "Arrive { pkt: 9, gport: 4 }");
+}
+
+#[test]
+fn a_network_with_more_ports_than_an_event_names_is_refused() {
+    let limit = 1u64 << NET_EVENT_PORT_BITS;
+    assert!(check_event_ports(limit).is_ok());
+    assert!(check_event_ports(0).is_ok());
+    let e = check_event_ports(limit + 1).unwrap_err();
+    assert_eq!(e.key, "topology");
+    assert!(e.reason.contains("16777217 ports"), "{}", e.reason);
+    assert!(e.reason.contains("2^24"), "{}", e.reason);
 }

@@ -100,6 +100,12 @@ impl Packet {
         p
     }
 
+    /// Move the packet out, leaving a cheap placeholder (an endpoint keeping a delivered
+    /// packet takes it out of the network's slot this way).
+    pub fn take(&mut self) -> Packet {
+        std::mem::replace(self, Packet::new(0, NodeId(0), NodeId(0), 0, 0, SimTime::ZERO))
+    }
+
     /// Whether this is a multicast packet (or a copy of one).
     pub fn is_multicast(&self) -> bool {
         self.flags & F_MCAST != 0

@@ -37,7 +37,7 @@
 
 use super::{Blocked, Dest, Drop, NetEvent, NetStat, Network, OutPort, NIL};
 use crate::config::{ConfigError, DeadlockAvoidance, FabricConfig, RoutingConfig, Switching, MAX_VCS};
-use crate::packet::{Packet, PacketId, F_MCAST};
+use crate::packet::{PacketId, F_MCAST};
 use crate::routing::{CreditView, RouteError};
 use crate::topology::{NodeId, PortIdx};
 use hpcnet_des::stats::{Registry, StatRecord};
@@ -192,7 +192,7 @@ impl Worm {
                 }
             };
             let down = match o.to {
-                Dest::Router { router, port } => (net.port_base[router.index()] + port.0 as u32) << net.vc_shift,
+                Dest::Router { gport } => gport << net.vc_shift,
                 _ => NIL,
             };
             outs.push(WOut {
@@ -288,7 +288,7 @@ impl Worm {
             o.arb_at = t;
             self.note(t);
             self.pending += 1;
-            q.schedule_by(by, t, NetEvent::FlitArb { oport: oi }.into());
+            q.schedule_by(by, t, NetEvent::flit_arb(oi).into());
         }
     }
 }
@@ -297,7 +297,6 @@ impl Worm {
 struct FlitView<'a> {
     out: &'a [OutPort],
     bufs: &'a [Buf],
-    port_base: &'a [u32],
     depth: u32,
     vc_shift: u32,
 }
@@ -305,8 +304,8 @@ struct FlitView<'a> {
 impl CreditView for FlitView<'_> {
     fn free(&mut self, port: PortIdx, vc: u8) -> u32 {
         match self.out[port.index()].to {
-            Dest::Router { router, port } => {
-                let db = ((self.port_base[router.index()] + port.0 as u32) << self.vc_shift) | vc as u32;
+            Dest::Router { gport } => {
+                let db = (gport << self.vc_shift) | vc as u32;
                 self.depth - self.bufs[db as usize].held
             }
             Dest::Node => u32::MAX,
@@ -337,18 +336,17 @@ impl Network {
     pub(super) fn worm_inject<E: From<NetEvent>, S: crate::net::Endpoints>(
         &mut self,
         q: &mut EventQueue<E>,
-        pkt: Packet,
+        id: PacketId,
+        fresh: bool,
         ep: &mut S,
     ) -> Result<(), RouteError> {
+        let pkt = &self.packets[id as usize];
         if pkt.flags & F_MCAST != 0 {
             let (router, port) = self.routing.attach(pkt.src, pkt.rail);
-            return Err(RouteError::NoMulticastTable {
-                router,
-                port,
-                group: pkt.dst.0,
-            });
+            let group = pkt.dst.0;
+            self.unalloc(id, fresh);
+            return Err(RouteError::NoMulticastTable { router, port, group });
         }
-        let mut w = self.worm_take();
         let f = flit_bytes(&self.cfg).0;
         let n = (pkt.size as u64).div_ceil(f).max(1) as u16;
         let (node, rail) = (pkt.src, pkt.rail);
@@ -357,7 +355,7 @@ impl Network {
             crate::config::NodeInjection::Fifo => 0,
         };
         let qi = self.node_queue(node.0 * self.rails as u32 + rail as u32) + slot;
-        let id = self.alloc(pkt);
+        let mut w = self.worm_take();
         if w.flits.len() < self.packets.len() {
             w.flits.resize(self.packets.len(), 0);
         }
@@ -409,7 +407,6 @@ impl Network {
         let mut view = FlitView {
             out: &self.out[base as usize..end as usize],
             bufs: &w.bufs,
-            port_base: &self.port_base,
             depth: w.depth,
             vc_shift: self.vc_shift,
         };
@@ -467,7 +464,7 @@ impl Network {
                     let t = w.ready[w.slot(b, w.bufs[b as usize].rd)].max(now);
                     w.note(t);
                     w.pending += 1;
-                    q.schedule_by(self.port_origin(up), t, NetEvent::FlitHead { queue: b }.into());
+                    q.schedule_by(self.port_origin(up), t, NetEvent::flit_head(b).into());
                 }
             }
         }
@@ -674,7 +671,7 @@ impl Network {
             if i == n {
                 self.on_wire += 1;
                 w.note(end + lat);
-                q.schedule_by(by, end + lat, NetEvent::Deliver { pkt: id }.into());
+                q.schedule_by(by, end + lat, NetEvent::deliver(id).into());
             }
         }
         // Slots freed here: the upstream output may be waiting for one.
@@ -697,7 +694,7 @@ impl Network {
                 let t = w.ready[w.slot(b, w.bufs[b as usize].rd)].max(end);
                 w.note(t);
                 w.pending += 1;
-                q.schedule_by(by, t, NetEvent::FlitHead { queue: b }.into());
+                q.schedule_by(by, t, NetEvent::flit_head(b).into());
             }
         } else {
             wo.rr = idx as u32 + 1;
@@ -719,7 +716,7 @@ impl Network {
             if d.pkts.len() == 1 {
                 w.pending += 1;
                 w.note(t);
-                q.schedule_by(by, t, NetEvent::FlitHead { queue: db }.into());
+                q.schedule_by(by, t, NetEvent::flit_head(db).into());
             }
         } else if d.pkts.front() == Some(&id) {
             if d.sink {

@@ -115,12 +115,16 @@ impl World {
             let msg = info.msg;
             self.rel_arm_at_injection(msg, from, rail);
         }
-        let mut p = Packet::new(pid as u64, from, to, payload, self.header, self.q.now());
-        p.rail = rail;
         // GET requests may travel on their own VC class (cHPP's fix for the GET deadlock).
-        p.class = self.class_of(pid);
-        // A packet leaving at once is reported like any other (refilled at the next network event).
-        if self.net.inject(&mut self.q, p, &mut self.arrivals).is_err() {
+        let (class, header, now) = (self.class_of(pid), self.header, self.q.now());
+        // A packet leaving at once is reported like any other (refilled at the next network
+        // event). The packet is built in the network's slot.
+        let built = self.net.inject_with(&mut self.q, &mut self.arrivals, |p| {
+            *p = Packet::new(pid as u64, from, to, payload, header, now);
+            p.rail = rail;
+            p.class = class;
+        });
+        if built.is_err() {
             // No route at all: the packet is lost and its message never completes.
             self.stats.add(NicStat::Unroutable, 1);
         }

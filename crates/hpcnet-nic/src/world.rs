@@ -76,7 +76,7 @@ use crate::rx_agg::{RxAggCounters, RxBlock};
 use crate::triggered::timed::{is_trig_tag, TrigEvent, TrigUnit};
 use hpcnet_des::stats::{Registry, StatRecord};
 use hpcnet_des::{EventQueue, SimTime};
-use hpcnet_fabric::net::{Blocked, Endpoints, NetEvent, Network};
+use hpcnet_fabric::net::{Blocked, Endpoints, NetEvent, NetKind, Network};
 use hpcnet_fabric::topology::NodeId;
 use hpcnet_fabric::Packet;
 use serde::Serialize;
@@ -338,8 +338,8 @@ pub(crate) struct Arrivals {
 
 impl Endpoints for Arrivals {
     #[inline]
-    fn deliver(&mut self, packet: Packet, _at: SimTime) {
-        self.delivered.push(packet);
+    fn deliver(&mut self, packet: &mut Packet, _at: SimTime) {
+        self.delivered.push(packet.take());
     }
     #[inline]
     fn injected(&mut self, node: NodeId, rail: u8) {
@@ -703,7 +703,7 @@ impl World {
         match ev {
             WorldEvent::Net(e) => {
                 self.net.handle(&mut self.q, e, &mut self.arrivals);
-                if let NetEvent::Fault { .. } = e {
+                if e.kind() == NetKind::Fault {
                     // The routers may have learnt of a failure or repair.
                     self.coll_rehome();
                 }

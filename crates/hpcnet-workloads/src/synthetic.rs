@@ -28,7 +28,7 @@ use hpcnet_des::{Bytes, EventQueue, RngStreams, SimTime};
 use hpcnet_fabric::net::{Blocked, Endpoints, NetEvent, Network};
 use hpcnet_fabric::routing::TableMemory;
 use hpcnet_fabric::topology::NodeId;
-use hpcnet_fabric::Packet;
+use hpcnet_fabric::{Packet, RouteError};
 use rand::Rng;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -38,6 +38,10 @@ enum Ev {
     Net(NetEvent),
     Gen(NodeId),
 }
+
+// The network's event is one word whose kind byte leaves room for this enum's tag: the queue's
+// node stays 32 bytes and the popped event fits a register.
+const _: () = assert!(std::mem::size_of::<Ev>() == 8);
 
 impl From<NetEvent> for Ev {
     fn from(e: NetEvent) -> Self {
@@ -309,7 +313,7 @@ impl Collector {
 
 impl Endpoints for Collector {
     #[inline]
-    fn deliver(&mut self, p: Packet, at: SimTime) {
+    fn deliver(&mut self, p: &mut Packet, at: SimTime) {
         // The packet's bytes arrive during its last serialisation, [at − ser, at]: the share
         // inside the window counts, so a packet straddling an edge counts in part.
         let ser = self.rail_rate.serialization(Bytes(p.size as u64));
@@ -426,18 +430,25 @@ fn round_nonneg(y: f64) -> f64 {
 }
 
 impl Generator<'_> {
-    /// Node `node`'s source fires at `now`: the packet it creates (None when the pattern sends
-    /// this one to the node itself and `traffic.allow_self` is false), and its next firing.
-    fn fire(&mut self, node: NodeId, now: SimTime, net: &Network) -> (Option<Packet>, Option<SimTime>) {
+    /// Node `node`'s source fires at `now`: it injects the packet it creates (none when the
+    /// pattern sends this one to the node itself and `traffic.allow_self` is false), built in
+    /// the network's packet slot, and returns its next firing.
+    #[inline(always)]
+    fn fire(
+        &mut self,
+        node: NodeId,
+        now: SimTime,
+        net: &mut Network,
+        q: &mut EventQueue<Ev>,
+        col: &mut Collector,
+    ) -> Result<Option<SimTime>, RouteError> {
         let (tc, rails) = (self.tc, self.rails);
         let s = &mut self.sources[node.index()];
         let dst = self.dests.next(node, s.seq, &mut s.rng);
         let payload = self.sizes.sample(&mut s.rng);
         s.seq += 1;
-        let mut pkt = None;
         if dst != node || tc.allow_self {
-            let mut p = Packet::new(self.generated, node, dst, payload as u32, self.header, now);
-            p.rail = match tc.rails {
+            let rail = match tc.rails {
                 // One rail: every choice is rail 0 (no call, no division per packet).
                 _ if rails == 1 => 0,
                 RailChoice::Fixed => 0,
@@ -448,17 +459,21 @@ impl Generator<'_> {
                 RailChoice::Adaptive => net.least_loaded_rail_to(node, dst, (s.seq % rails as u64) as u8),
             };
             let in_window = now >= self.warm && now < self.meas_end;
-            p.set_measured(in_window);
+            let (tag, header) = (self.generated, self.header);
             if in_window {
                 self.measured += 1;
-                self.bytes_created_window += p.size as u64;
+                self.bytes_created_window += (payload as u32 + header) as u64;
             }
             self.generated += 1;
-            pkt = Some(p);
+            net.inject_with(q, col, |p| {
+                *p = Packet::new(tag, node, dst, payload as u32, header, now);
+                p.rail = rail;
+                p.set_measured(in_window);
+            })?;
         }
+        let s = &mut self.sources[node.index()];
         let g = gap(tc, self.slot_ps, self.period_ps, self.ln_idle, &mut s.rng);
-        let next = (now + g < self.meas_end).then_some(now + g);
-        (pkt, next)
+        Ok((now + g < self.meas_end).then_some(now + g))
     }
 }
 
@@ -491,19 +506,18 @@ impl Model for Run<'_> {
         let now = self.q.now();
         match ev {
             Ev::Net(e) => self.net.handle(&mut self.q, e, &mut self.col),
-            Ev::Gen(node) => {
-                let (pkt, next) = self.gen.fire(node, now, &self.net);
-                if let Some(p) = pkt {
-                    if let Err(e) = self.net.inject(&mut self.q, p, &mut self.col) {
-                        self.error = Some(routing_error(e));
-                        return Step::Empty;
+            Ev::Gen(node) => match self.gen.fire(node, now, &mut self.net, &mut self.q, &mut self.col) {
+                Ok(next) => {
+                    if let Some(t) = next {
+                        let by = self.net.node_origin(node);
+                        self.q.schedule_by(by, t, Ev::Gen(node));
                     }
                 }
-                if let Some(t) = next {
-                    let by = self.net.node_origin(node);
-                    self.q.schedule_by(by, t, Ev::Gen(node));
+                Err(e) => {
+                    self.error = Some(routing_error(e));
+                    return Step::Empty;
                 }
-            }
+            },
         }
         Step::Handled
     }
@@ -542,7 +556,7 @@ impl Model for Run<'_> {
 /// A packet a source created has no route (kept out of the event loop's code).
 #[cold]
 #[inline(never)]
-fn routing_error(e: hpcnet_fabric::RouteError) -> RunError {
+fn routing_error(e: RouteError) -> RunError {
     RunError::Config(format!("routing: {e}"))
 }
 

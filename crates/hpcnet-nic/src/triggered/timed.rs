@@ -1572,10 +1572,13 @@ impl World {
         let rail = (serial % u64::from(self.net.rails())) as u8;
         for k in 0..frags {
             let size = (len - (k * mtu).min(len)).min(mtu) as u32;
-            let mut pkt = Packet::new(TAG_TRIG | u64::from(id), node, dest, size, self.header, now);
-            pkt.rail = rail;
+            let header = self.header;
             self.trig.stats[S::Packets as usize] += 1;
-            if self.net.inject(&mut self.q, pkt, &mut self.arrivals).is_err() {
+            let built = self.net.inject_with(&mut self.q, &mut self.arrivals, |p| {
+                *p = Packet::new(TAG_TRIG | u64::from(id), node, dest, size, header, now);
+                p.rail = rail;
+            });
+            if built.is_err() {
                 self.stats.add(crate::world::NicStat::Unroutable, 1);
             }
         }
@@ -2071,10 +2074,13 @@ impl World {
         }
         let now = self.q.now();
         let rail = (serial % u64::from(self.net.rails())) as u8;
-        let mut pkt = Packet::new(TAG_TRIG | u64::from(id), node, dest, 0, self.header, now);
-        pkt.rail = rail;
+        let header = self.header;
         self.trig.stats[S::Packets as usize] += 1;
-        if self.net.inject(&mut self.q, pkt, &mut self.arrivals).is_err() {
+        let built = self.net.inject_with(&mut self.q, &mut self.arrivals, |p| {
+            *p = Packet::new(TAG_TRIG | u64::from(id), node, dest, 0, header, now);
+            p.rail = rail;
+        });
+        if built.is_err() {
             self.stats.add(crate::world::NicStat::Unroutable, 1);
         }
     }
