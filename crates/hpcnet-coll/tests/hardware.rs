@@ -167,6 +167,43 @@ fn float_sums_are_bit_identical_under_skewed_arrival_and_fanouts_differ_only_by_
 }
 
 #[test]
+fn float_sums_are_bit_identical_under_injected_arrival_jitter() {
+    // The same inputs under no jitter and under `nic.coll.jitter` with several seeds: the
+    // contributions reach their parents in other orders and at other times, the bits stay the
+    // tree's. The inputs are order-sensitive: the fan-out-2 tree combines them into other bits.
+    let ranks = members(96);
+    let dt = Datatype::F64;
+    let inputs: Vec<Vec<u8>> = (0..ranks.len()).map(|m| input(dt, m, 16, 3)).collect();
+    let reference = tree_reference(&ranks, &inputs, dt, ReduceOp::Sum, 8);
+    assert_ne!(reference, tree_reference(&ranks, &inputs, dt, ReduceOp::Sum, 2));
+    let mut ends = Vec::new();
+    for (jitter, seed) in [("0 ns", 1), ("4 us", 1), ("4 us", 2), ("4 us", 3), ("20 us", 4)] {
+        let j = format!("nic.coll.jitter=\"{jitter}\"");
+        let s = format!("seed={seed}");
+        let mut m = Machine::new(world(&[&j, &s]));
+        let ins = inputs.clone();
+        let (outs, _) = run(&mut m, &ranks, &hw_cfg(), move |mut c| {
+            let x = ins[c.rank()].clone();
+            async move {
+                let r = c
+                    .allreduce_bytes(dt, ReduceOp::Sum, x, Algorithm::Hardware)
+                    .await
+                    .unwrap();
+                (r, c.context().now())
+            }
+        });
+        for (r, _) in &outs {
+            assert_eq!(r, &reference, "jitter {jitter}, seed {seed}: a member's bits differ");
+        }
+        ends.push(outs.iter().map(|o| o.1).max().unwrap());
+    }
+    // The jitter acted: every jittered run ends later than the run without it, and the seeds
+    // give different timelines.
+    assert!(ends[1..].iter().all(|&e| e > ends[0]), "{ends:?}");
+    assert!(ends[1] != ends[2] || ends[2] != ends[3], "{ends:?}");
+}
+
+#[test]
 fn barrier_releases_nobody_before_the_last_member_entered() {
     let ranks = members(200);
     let mut m = Machine::new(world(&[]));

@@ -29,6 +29,11 @@
 //! 4. Every member NIC writes the result to each local member's buffer (DMA write through the
 //!    host interface; reduce: the root member only) and then a [`CqeKind::Coll`] completion.
 //!
+//! **Arrival jitter** (`nic.coll.jitter`, a what-if, zero by default): the unit takes each
+//! gather or broadcast message an extra delay after its last packet, uniform in [0, jitter]
+//! from a stream per NIC seeded by the run's seed; children's contributions then reach a parent
+//! in other orders, which the fixed combine order makes harmless (tested).
+//!
 //! Descriptors that disagree across members (kind, root, datatype, operator or size) are found
 //! where they meet in the tree; every member then completes with [`CqeStatus::CollMismatch`]
 //! and nothing is written. Local errors (not a member, bitwise operator on floats, bad buffer,
@@ -260,6 +265,8 @@ pub(crate) struct CollUnit {
     stats: [u64; 4],
     /// Recovery: packets lost, restarts, rail changes, members completed with an error.
     recovery: [u64; 4],
+    /// Seeded arrival delays (`nic.coll.jitter`), one stream per NIC, made at its first use.
+    jitter: Vec<Option<hpcnet_des::rng::SimRng>>,
 }
 
 const RECOVERY_STATS: [(&str, &str, &str); 4] = [
@@ -869,6 +876,7 @@ impl World {
                     self.coll.wire[wire as usize] = None;
                     self.coll.free_wire.push(wire);
                 }
+                let at = at + self.coll_jitter(node);
                 self.q
                     .schedule_by(by, at, WorldEvent::Coll(CollEvent::DownIn { group, slot, seq }));
             }
@@ -876,10 +884,28 @@ impl World {
             let w = self.coll.wire[wire as usize].as_mut().expect("live gather message");
             w.seen += 1;
             if w.seen == w.packets {
+                let at = at + self.coll_jitter(node);
                 self.q
                     .schedule_by(by, at, WorldEvent::Coll(CollEvent::ChildIn { wire }));
             }
         }
+    }
+
+    /// A uniform delay in [0, `nic.coll.jitter`] for a message completed at `node` (zero
+    /// without jitter).
+    fn coll_jitter(&mut self, node: NodeId) -> SimTime {
+        let j = self.cfg.coll.jitter;
+        if j == SimTime::ZERO {
+            return SimTime::ZERO;
+        }
+        let i = node.0 as usize;
+        if self.coll.jitter.len() <= i {
+            self.coll.jitter.resize_with(i + 1, || None);
+        }
+        let seed = self.seed;
+        let rng = self.coll.jitter[i]
+            .get_or_insert_with(|| hpcnet_des::RngStreams::new(seed).stream("nic.coll.jitter", u64::from(node.0)));
+        SimTime(rand::Rng::gen_range(rng, 0..=j.0))
     }
 
     /// The result of `seq` is at `slot`'s NIC: write it to each local member. (The result

@@ -820,6 +820,13 @@ pub struct CollUnitConfig {
     /// default): no recovery; a collective that lost a packet never completes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery: Option<CollRecoveryConfig>,
+    /// Largest extra delay between a gather or broadcast message's last packet reaching a NIC
+    /// and the unit taking it, drawn uniformly in [0, jitter] per message from a stream seeded
+    /// by the run's seed, one per NIC (default "0 ns": none). A what-if knob: it reorders the
+    /// children's contributions at their parent, which the fixed combine order must make
+    /// harmless.
+    #[serde(default)]
+    pub jitter: SimTime,
 }
 
 /// `[nic.coll.recovery]`: how a hardware collective recovers from lost packets. The spec names
@@ -856,6 +863,7 @@ impl Default for CollUnitConfig {
             rate_i32: d_reduce_rate(),
             rate_i64: d_reduce_rate(),
             recovery: None,
+            jitter: SimTime::ZERO,
         }
     }
 }
@@ -1013,6 +1021,12 @@ impl NicConfig {
             if r.0 == 0 {
                 return Err((format!("nic.coll.{k}"), "must be positive".into()));
             }
+        }
+        if c.jitter > SimTime::from_ms(1000) {
+            return Err((
+                "nic.coll.jitter".into(),
+                format!("must be at most 1 s, got {}", c.jitter),
+            ));
         }
         if let Some(r) = &c.recovery {
             if r.timeout == SimTime::ZERO {
