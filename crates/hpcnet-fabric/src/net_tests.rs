@@ -165,6 +165,29 @@ fn cut_through_latency_is_links_plus_routers_plus_one_serialisation() {
     assert_eq!(at, ns(5 * (L + SER) + 4 * R));
 }
 
+#[test]
+fn pipeline_stages_must_sum_to_the_router_latency_and_then_time_as_it() {
+    let base = fabric(dor(DeadlockAvoidance::None), 1, 8);
+    let mut staged = base.clone();
+    // R ns split over the four stages.
+    staged.router.route_latency = Some(ns(R / 4));
+    staged.router.vc_alloc_latency = Some(ns(R / 4));
+    staged.router.switch_alloc_latency = Some(ns(R / 4));
+    staged.router.traversal_latency = Some(ns(R - 3 * (R / 4)));
+    let topo = grid(&[4], 1, false);
+    assert_eq!(
+        one_packet(topo.clone(), staged.clone(), NodeId(0), NodeId(3)),
+        one_packet(topo.clone(), base, NodeId(0), NodeId(3))
+    );
+    // Stages that do not add up to the latency are refused, naming the key and both values.
+    let mut bad = staged;
+    bad.router.traversal_latency = Some(ns(R));
+    let e = Network::new(topo, bad).err().expect("refused");
+    assert_eq!(e.key, "router.latency");
+    assert!(e.reason.contains("pipeline stages sum to"), "{}", e.reason);
+    assert!(e.reason.contains("traversal_latency"), "{}", e.reason);
+}
+
 /// Injection times of `n` packets sent at once from node 0 to node 1 (ordered by tag).
 fn injection_times(topo: Topology, cfg: FabricConfig, n: u64) -> Vec<u64> {
     let mut net = Network::new(topo, cfg).unwrap();
