@@ -123,6 +123,120 @@ fn allreduce_equals_the_tree_order_reference_for_every_type() {
     }
 }
 
+/// Every datatype and operator the NIC implements.
+const ALL_CASES: [(Datatype, ReduceOp); 18] = [
+    (Datatype::F32, ReduceOp::Sum),
+    (Datatype::F32, ReduceOp::Max),
+    (Datatype::F32, ReduceOp::Min),
+    (Datatype::F64, ReduceOp::Sum),
+    (Datatype::F64, ReduceOp::Max),
+    (Datatype::F64, ReduceOp::Min),
+    (Datatype::I32, ReduceOp::Sum),
+    (Datatype::I32, ReduceOp::Max),
+    (Datatype::I32, ReduceOp::Min),
+    (Datatype::I32, ReduceOp::Band),
+    (Datatype::I32, ReduceOp::Bor),
+    (Datatype::I32, ReduceOp::Bxor),
+    (Datatype::I64, ReduceOp::Sum),
+    (Datatype::I64, ReduceOp::Max),
+    (Datatype::I64, ReduceOp::Min),
+    (Datatype::I64, ReduceOp::Band),
+    (Datatype::I64, ReduceOp::Bor),
+    (Datatype::I64, ReduceOp::Bxor),
+];
+
+/// Allreduce and reduce of every (datatype, operator) pair on one communicator, one after the
+/// other: every allreduce result and the reduce root's result equal the tree-order reference
+/// (floats bit for bit); the other members of a reduce get nothing. The reduce root moves
+/// through the communicator, away from the tree's root.
+#[test]
+fn allreduce_and_reduce_equal_the_reference_for_every_type_and_operator() {
+    let ranks = members(90);
+    // 300 elements: several packets per message for every type.
+    let count = 300;
+    let root_of = |k: usize| (k * 17 + 1) % 90;
+    let inputs = |k: usize, dt: Datatype| -> Vec<Vec<u8>> {
+        (0..ranks.len()).map(|m| input(dt, m, count, 100 + k as u64)).collect()
+    };
+    let all: Vec<Vec<Vec<u8>>> = ALL_CASES
+        .iter()
+        .enumerate()
+        .map(|(k, &(dt, _))| inputs(k, dt))
+        .collect();
+    let mut m = Machine::new(world(&[]));
+    let ins = all.clone();
+    let (outs, _) = run(&mut m, &ranks, &hw_cfg(), move |mut c| {
+        let ins = ins.clone();
+        async move {
+            let me = c.rank();
+            let mut v = Vec::new();
+            for (k, &(dt, op)) in ALL_CASES.iter().enumerate() {
+                let x = ins[k][me].clone();
+                let a = c.allreduce_bytes(dt, op, x.clone(), Algorithm::Hardware).await.unwrap();
+                let r = hw_reduce(&mut c, dt, op, &x, root_of(k)).await;
+                v.push((a, r));
+            }
+            v
+        }
+    });
+    for (k, &(dt, op)) in ALL_CASES.iter().enumerate() {
+        let want = tree_reference(&ranks, &all[k], dt, op, 8);
+        // The reference is not one member's input: the reduction happened.
+        assert!(all[k].iter().all(|x| x != &want), "{dt:?} {op:?}: degenerate inputs");
+        for (i, o) in outs.iter().enumerate() {
+            let (a, r) = &o[k];
+            assert!(
+                a == &want,
+                "{dt:?} {op:?}: allreduce at member {i} differs from the reference"
+            );
+            if i == root_of(k) {
+                assert!(
+                    r.as_ref() == Some(&want),
+                    "{dt:?} {op:?}: reduce at its root {i} differs from the reference"
+                );
+            } else {
+                assert!(r.is_none(), "{dt:?} {op:?}: reduce gave member {i} a result");
+            }
+        }
+    }
+    let [ops, _, mcast, dropped] = m.world().coll_counters();
+    assert_eq!(ops, (2 * ALL_CASES.len() * ranks.len()) as u64);
+    // 300 elements of 4 or 8 bytes: 2 or 3 multicast packets of 1 KiB payload per collective.
+    let packets: u64 = ALL_CASES
+        .iter()
+        .map(|&(dt, _)| (count * dt.size()).div_ceil(1024) as u64)
+        .sum();
+    assert_eq!(mcast, 2 * packets);
+    assert_eq!(dropped, 0);
+}
+
+/// A hardware reduce on bytes of `dt` through the typed call.
+async fn hw_reduce(c: &mut Comm, dt: Datatype, op: ReduceOp, x: &[u8], root: usize) -> Option<Vec<u8>> {
+    let alg = Algorithm::Hardware;
+    match dt {
+        Datatype::F32 => c
+            .reduce(&from_bytes::<f32>(x), op, root, alg)
+            .await
+            .unwrap()
+            .map(|v| to_bytes(&v)),
+        Datatype::F64 => c
+            .reduce(&from_bytes::<f64>(x), op, root, alg)
+            .await
+            .unwrap()
+            .map(|v| to_bytes(&v)),
+        Datatype::I32 => c
+            .reduce(&from_bytes::<i32>(x), op, root, alg)
+            .await
+            .unwrap()
+            .map(|v| to_bytes(&v)),
+        Datatype::I64 => c
+            .reduce(&from_bytes::<i64>(x), op, root, alg)
+            .await
+            .unwrap()
+            .map(|v| to_bytes(&v)),
+    }
+}
+
 #[test]
 fn float_sums_are_bit_identical_under_skewed_arrival_and_fanouts_differ_only_by_tree() {
     let ranks = members(64);
