@@ -338,8 +338,23 @@ fn broadcast_and_reduce_with_roots_away_from_the_tree_root() {
     }
 }
 
+/// Packets the fabric delivered to each node, over all its rails: the packet counts of the
+/// router output ports cabled to it.
+fn received_per_node(w: &World) -> Vec<u64> {
+    let net = w.network();
+    let sent: std::collections::HashMap<String, u64> =
+        net.link_use().into_iter().map(|l| (l.from, l.packets)).collect();
+    net.topo
+        .nodes
+        .iter()
+        .map(|n| n.ports.iter().map(|(r, p)| sent[&format!("r{}.p{}", r.0, p.0)]).sum())
+        .collect()
+}
+
 /// Descriptors posted directly (no communicator): each member NIC gets every multicast packet
-/// once; a node the tables wrongly include drops what it receives and counts it.
+/// once; a node the tables wrongly include drops what it receives and counts it. Per node, the
+/// fabric delivers the gather messages to the root's NIC, the multicast once to each other
+/// member NIC and to each wrongly included node, and nothing anywhere else.
 #[test]
 fn multicast_reaches_each_member_once_and_non_members_drop_it() {
     let mut w = world(&[]);
@@ -379,6 +394,16 @@ fn multicast_reaches_each_member_once_and_non_members_drop_it() {
         let end = m.run();
         assert_eq!(end.stuck_tasks, 0);
     };
+    // Packets each node received: the root's NIC (node 3) the gather messages of its 5 children
+    // (two packets each), the other member NICs the two multicast packets, once.
+    let expected = |extra: &[usize]| {
+        let mut v = vec![0u64; 512];
+        v[3] = 5 * 2;
+        for n in [40, 100, 200, 300, 511].iter().chain(extra) {
+            v[*n] = 2;
+        }
+        v
+    };
     // 200 elements = 1600 B = two multicast packets of 1 KiB payload at most.
     run_once(&mut m, 200);
     {
@@ -389,6 +414,9 @@ fn multicast_reaches_each_member_once_and_non_members_drop_it() {
         let c = w.network().counters();
         assert_eq!(c.injected + c.multicast_copies, c.delivered);
         assert_eq!(c.multicast_copies, 2 * 5 - 2);
+        let per_node = received_per_node(&w);
+        assert_eq!(per_node, expected(&[]));
+        assert_eq!(per_node.iter().sum::<u64>(), c.delivered);
     }
     drop(m);
     // Tables that also reach nodes 5 and 6 (not members): they drop the packets.
@@ -403,8 +431,13 @@ fn multicast_reaches_each_member_once_and_non_members_drop_it() {
         .unwrap();
     let mut m = Machine::new(w);
     run_once(&mut m, 200);
-    let [ops, _, mcast, dropped] = m.world().coll_counters();
+    let w = m.world();
+    let [ops, _, mcast, dropped] = w.coll_counters();
     assert_eq!((ops, mcast, dropped), (8, 2, 2 * 2));
+    // Nodes 5 and 6 received the two packets each (the 4 dropped), the members as before.
+    let per_node = received_per_node(&w);
+    assert_eq!(per_node, expected(&[5, 6]));
+    assert_eq!(per_node.iter().sum::<u64>(), w.network().counters().delivered);
 }
 
 #[test]
