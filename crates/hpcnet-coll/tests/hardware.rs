@@ -305,6 +305,130 @@ fn barrier_releases_nobody_before_the_last_member_entered() {
     }
 }
 
+/// The calls of `concurrent_hardware_collectives_...`: (datatype, operator, reduce root or
+/// `None` for an allreduce).
+const MIXED_CALLS: [(Datatype, ReduceOp, Option<usize>); 4] = [
+    (Datatype::F64, ReduceOp::Sum, None),
+    (Datatype::I64, ReduceOp::Bxor, None),
+    (Datatype::F32, ReduceOp::Sum, Some(3)),
+    (Datatype::F32, ReduceOp::Max, None),
+];
+
+/// Input of member `m` of communicator `g` for call `k` (40 elements: each message is one
+/// packet for the 4-byte types and one for the 8-byte ones).
+fn mixed_input(g: usize, k: usize, m: usize) -> Vec<u8> {
+    input(MIXED_CALLS[k].0, m, 40, (g * 10 + k) as u64)
+}
+
+/// Run the calls of `MIXED_CALLS` on every communicator of `groups` at the same time (a rank
+/// in several communicators runs one program per communicator), communicator j with the
+/// inputs of `mixed_input(inputs[j], ..)`: per communicator, per member, per call, the result
+/// (`None`: a reduce's non-root) and the call's (start, end).
+#[allow(clippy::type_complexity)]
+fn run_groups(
+    m: &mut Machine,
+    groups: &[Vec<Rank>],
+    inputs: &[usize],
+) -> Vec<Vec<Vec<(Option<Vec<u8>>, SimTime, SimTime)>>> {
+    let out: Rc<RefCell<Vec<Vec<Vec<_>>>>> =
+        Rc::new(RefCell::new(groups.iter().map(|g| vec![Vec::new(); g.len()]).collect()));
+    for (g, ranks) in groups.iter().enumerate() {
+        for (i, mut c) in Comm::create(m, ranks, &hw_cfg())
+            .expect("communicator")
+            .into_iter()
+            .enumerate()
+        {
+            let o = out.clone();
+            let inputs = inputs.to_vec();
+            m.spawn(async move {
+                for (k, &(dt, op, root)) in MIXED_CALLS.iter().enumerate() {
+                    let x = mixed_input(inputs[g], k, c.rank());
+                    let t0 = c.context().now();
+                    let r = match root {
+                        None => Some(c.allreduce_bytes(dt, op, x, Algorithm::Hardware).await.unwrap()),
+                        Some(root) => {
+                            let v = from_bytes::<f32>(&x);
+                            let r = c.reduce(&v, op, root, Algorithm::Hardware).await.unwrap();
+                            r.map(|v| to_bytes(&v))
+                        }
+                    };
+                    let t1 = c.context().now();
+                    o.borrow_mut()[g][i].push((r, t0, t1));
+                }
+            });
+        }
+    }
+    let end = m.run();
+    assert_eq!(end.stuck_tasks, 0, "rank programs left waiting");
+    assert!(!end.deadlock);
+    let v = std::mem::take(&mut *out.borrow_mut());
+    v
+}
+
+/// Hardware collectives on three communicators at the same time: A and B overlap (B holds half
+/// of A's ranks, in another order, and the other process of NICs that A uses), C is disjoint
+/// from both. Every member of each gets its own communicator's tree-order result (floats bit
+/// for bit), the same as with its communicator alone on the machine; the calls of A and B do
+/// run at the same time.
+#[test]
+fn concurrent_hardware_collectives_on_overlapping_and_disjoint_communicators() {
+    let a = members(64);
+    let mut b: Vec<Rank> = a.iter().skip(1).step_by(2).rev().copied().collect();
+    b.extend(a.iter().step_by(2).map(|r| Rank(r.0 ^ 1)).filter(|r| !a.contains(r)));
+    let used: Vec<u32> = a.iter().chain(&b).map(|r| r.0 / 2).collect();
+    let c: Vec<Rank> = (0..1024u32)
+        .rev()
+        .filter(|r| !used.contains(&(r / 2)))
+        .take(40)
+        .map(Rank)
+        .collect();
+    assert!(b.len() > 40 && b.iter().filter(|r| a.contains(r)).count() == 32);
+    let groups = vec![a, b, c];
+    let mut m = Machine::new(world(&[]));
+    let together = run_groups(&mut m, &groups, &[0, 1, 2]);
+    let [ops, _, _, dropped] = m.world().coll_counters();
+    let members: usize = groups.iter().map(Vec::len).sum();
+    assert_eq!((ops, dropped), ((members * MIXED_CALLS.len()) as u64, 0));
+    for (g, ranks) in groups.iter().enumerate() {
+        for (k, &(dt, op, root)) in MIXED_CALLS.iter().enumerate() {
+            let inputs: Vec<Vec<u8>> = (0..ranks.len()).map(|i| mixed_input(g, k, i)).collect();
+            let want = tree_reference(ranks, &inputs, dt, op, 8);
+            for (i, calls) in together[g].iter().enumerate() {
+                let got = &calls[k].0;
+                match root {
+                    Some(r) if r != i => assert!(got.is_none(), "group {g} call {k}: member {i} got a result"),
+                    _ => assert!(
+                        got.as_ref() == Some(&want),
+                        "group {g} call {k} {dt:?} {op:?}: member {i} differs from the reference"
+                    ),
+                }
+            }
+        }
+        // Alone on the machine: the same results.
+        let mut alone = Machine::new(world(&[]));
+        let solo = run_groups(&mut alone, std::slice::from_ref(ranks), &[g]);
+        for (i, calls) in solo[0].iter().enumerate() {
+            for (k, call) in calls.iter().enumerate() {
+                assert!(call.0 == together[g][i][k].0, "group {g} call {k} member {i}");
+            }
+        }
+    }
+    // A's and B's calls overlap in time: each call k of A is in progress at some member while
+    // call k of B is.
+    for k in 0..MIXED_CALLS.len() {
+        let span = |g: usize| {
+            let s = together[g].iter().map(|c| c[k].1).min().unwrap();
+            let e = together[g].iter().map(|c| c[k].2).max().unwrap();
+            (s, e)
+        };
+        let ((s0, e0), (s1, e1)) = (span(0), span(1));
+        assert!(
+            s0 < e1 && s1 < e0,
+            "call {k}: A {s0}..{e0}, B {s1}..{e1} do not overlap"
+        );
+    }
+}
+
 #[test]
 fn broadcast_and_reduce_with_roots_away_from_the_tree_root() {
     let ranks = members(50);
