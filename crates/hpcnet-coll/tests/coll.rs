@@ -636,6 +636,104 @@ fn host_costs_take_simulated_time() {
     );
 }
 
+/// The latest completion of one call made by every member of `spread(n)` at time 0, on the
+/// torus with the scenario's `[coll]` settings changed by `sets`, and the NIC's statistic
+/// `nic.messages` (work requests posted) at the end.
+fn timed_call<Fut: Future<Output = ()> + 'static>(
+    sets: &[&str],
+    n: usize,
+    prog: impl Fn(Comm) -> Fut,
+) -> (SimTime, u64) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/torus-8x8.toml");
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let sc = Scenario::load(&path, &sets).expect("scenario");
+    let mut m = Machine::new(sc.world().expect("world"));
+    let ends: Rc<RefCell<Vec<SimTime>>> = Rc::default();
+    for c in Comm::create(&m, &spread(n), &sc.comm_config()).expect("communicator") {
+        let e = ends.clone();
+        let ctx = c.context().clone();
+        let fut = prog(c);
+        m.spawn(async move {
+            fut.await;
+            e.borrow_mut().push(ctx.now());
+        });
+    }
+    let end = m.run();
+    assert_eq!(end.stuck_tasks, 0, "rank programs left waiting");
+    let posts = m
+        .world()
+        .statistics()
+        .iter()
+        .find(|s| s.name == "nic.messages")
+        .map(|s| match s.value {
+            hpcnet_des::stats::StatValue::Counter { value } => value,
+            _ => panic!("nic.messages is a counter"),
+        })
+        .expect("nic.messages");
+    let t = ends.borrow().iter().copied().max().expect("members finished");
+    (t, posts)
+}
+
+/// `coll.reduce_rate` (per datatype) is the host's reduction throughput: a 64 KiB `f64`
+/// allreduce on 8 members reduces, per member, 7/8 of the vector by ring (one block after the
+/// other, each on the critical path) and the whole vector in each of 3 rounds by recursive
+/// doubling; lowering the `f64` rate from 32 to 1 Gb/s slows it by about those bytes at
+/// 1/1 − 1/32 ns per bit, and leaves an `i64` allreduce of the same size as it was.
+#[test]
+fn the_host_reduction_rate_per_type_slows_a_software_allreduce_by_its_bytes() {
+    let n = 64 << 10;
+    for (alg, reduced) in [(Algorithm::Ring, n * 7 / 8), (Algorithm::RecursiveDoubling, 3 * n)] {
+        let time = |sets: &[&str], dt: Datatype| {
+            timed_call(sets, 8, move |mut c| async move {
+                let x = input(dt, c.rank(), n / dt.size(), 5);
+                c.allreduce_bytes(dt, ReduceOp::Sum, x, alg).await.unwrap();
+            })
+            .0
+        };
+        let slow = ["coll.reduce_rate.f64=\"1 Gb/s\""];
+        let (f0, f1) = (time(&[], Datatype::F64), time(&slow, Datatype::F64));
+        let (i0, i1) = (time(&[], Datatype::I64), time(&slow, Datatype::I64));
+        assert_eq!(i0, i1, "{alg:?}: the f64 rate changed an i64 allreduce");
+        // 1 Gb/s: 8 ns per byte; 32 Gb/s: 0.25 ns.
+        let predicted = SimTime::from_ns(reduced as u64 * 8) - SimTime::from_ps(reduced as u64 * 250);
+        let delta = f1 - f0;
+        assert!(
+            delta >= predicted - predicted / 20 && delta <= predicted + predicted / 20,
+            "{alg:?}: f64 allreduce {f0} -> {f1}: {delta} slower, the rate predicts {predicted}"
+        );
+    }
+}
+
+/// `coll.per_post` is charged for every work request a member posts (data chunks and the
+/// credits it returns). In a recursive-doubling allreduce of 8 members each round's message
+/// waits for the previous round's, so once a post costs more than the network's round trip
+/// (below it, the credit a member returns overlaps with the wait for its own message's
+/// completion) every post of a member is on the critical path: raising the cost from 1 to 6 µs
+/// slows the call by at least (posts per member, counted by the NICs) × 5 µs, and by no more
+/// than one post more.
+#[test]
+fn the_host_post_cost_slows_a_call_by_its_posts() {
+    let time = |sets: &[&str]| {
+        timed_call(sets, 8, |mut c| async move {
+            c.allreduce(&[c.rank() as i64; 8], ReduceOp::Sum, Algorithm::RecursiveDoubling)
+                .await
+                .unwrap();
+        })
+    };
+    let (t0, posts0) = time(&["coll.per_post=\"1 us\""]);
+    let (t1, posts1) = time(&["coll.per_post=\"6 us\""]);
+    assert_eq!(posts0, posts1, "the post cost changed the posts");
+    // Three rounds: a message and a credit per member and round.
+    assert_eq!(posts0, 8 * 3 * 2);
+    let posts = posts0 / 8;
+    let step = SimTime::from_us(5);
+    let delta = t1 - t0;
+    assert!(
+        delta >= step * posts && delta <= step * (posts + 1),
+        "{t0} -> {t1}: {delta} slower for {posts} posts per member of {step} more each"
+    );
+}
+
 #[test]
 fn bad_calls_are_errors_not_panics() {
     // Bitwise operator on floats, root outside, ragged alltoall, algorithm that does not fit:

@@ -621,6 +621,40 @@ fn bad_calls_are_errors() {
     assert!(outs.iter().all(|e| matches!(e, Err(CollError::Unsupported { .. }))));
 }
 
+/// The NIC's reduction rate per type (`nic.coll.rate_*`) sets the time of a hardware reduction:
+/// on 9 NICs with both processes each (fan-out 8: the root's NIC and its 8 children), a leaf
+/// NIC combines its 2 operands (one operand's bytes reduced) and the root's NIC 2 + 8 operands
+/// (9 operands' bytes), one after the other; an allreduce of `n` bytes thus spends 10·n bytes at
+/// the rate on its critical path. Lowering the `f64` rate from 64 to 1 Gb/s slows a 16 KiB
+/// `f64` allreduce by about 10·n·(1/1 − 1/64) Gb/s and leaves an `i64` allreduce as it was.
+#[test]
+fn the_nic_reduction_rate_per_type_sets_the_time_of_a_hardware_allreduce() {
+    let ranks: Vec<Rank> = (0..18).map(Rank).collect();
+    let n = 16 << 10;
+    let time = |overrides: &[&str], dt: Datatype| {
+        let mut m = Machine::new(world(overrides));
+        let (outs, _) = run(&mut m, &ranks, &hw_cfg(), move |mut c| async move {
+            let x = input(dt, c.rank(), n / dt.size(), 7);
+            c.allreduce_bytes(dt, ReduceOp::Sum, x, Algorithm::Hardware)
+                .await
+                .unwrap();
+            c.context().now()
+        });
+        outs.into_iter().max().unwrap()
+    };
+    let slow = ["nic.coll.rate_f64=\"1 Gb/s\""];
+    let (f0, f1) = (time(&[], Datatype::F64), time(&slow, Datatype::F64));
+    let (i0, i1) = (time(&[], Datatype::I64), time(&slow, Datatype::I64));
+    assert_eq!(i0, i1, "the f64 rate changed an i64 allreduce");
+    // 8 bits per byte: 1 Gb/s is 8 ns per byte, 64 Gb/s 0.125 ns.
+    let predicted = SimTime::from_ns(10 * n as u64 * 8) - SimTime::from_ps(10 * n as u64 * 125);
+    let delta = f1 - f0;
+    assert!(
+        delta >= predicted && delta <= predicted + predicted / 20,
+        "f64 allreduce {f0} -> {f1}: {delta} slower, the rate predicts {predicted}"
+    );
+}
+
 #[test]
 fn multicast_table_overflow_refuses_the_communicator() {
     let m = Machine::new(world(&["router.multicast_tables=2"]));
