@@ -827,6 +827,151 @@ fn mismatched_calls_across_members_are_errors() {
     );
 }
 
+/// How one member's call differs from the others'.
+#[derive(Copy, Clone, Debug, PartialEq)]
+enum Disagree {
+    /// One element more per block.
+    Size,
+    /// `f64` elements where the others pass `i64` (the same byte length).
+    Type,
+    /// `i32` elements where the others pass `i64`.
+    Width,
+}
+
+/// Element j of block b of member `me`'s input (the broadcast root's buffer: member 0's).
+fn value(me: usize, b: usize, j: usize) -> i64 {
+    (me * 1_000_000 + b * 1000 + j) as i64
+}
+
+/// One call of `coll` by `alg` on blocks of `count` elements (broadcast from member 0: one
+/// block; alltoall and reduce-scatter: one block per member), with the buffer `how` differs;
+/// the result as `i64`.
+async fn call_with(
+    c: &mut Comm,
+    coll: Collective,
+    alg: Algorithm,
+    count: usize,
+    how: Option<Disagree>,
+) -> Result<Vec<i64>, CollError> {
+    let (me, n) = (c.rank(), c.size());
+    let count = count + usize::from(how == Some(Disagree::Size));
+    let blocks = match coll {
+        Collective::Broadcast | Collective::Allgather => 1,
+        _ => n,
+    };
+    let x: Vec<i64> = (0..blocks)
+        .flat_map(|b| {
+            (0..count).map(move |j| {
+                if coll == Collective::Broadcast && me != 0 {
+                    -1
+                } else {
+                    value(me, b, j)
+                }
+            })
+        })
+        .collect();
+    macro_rules! go {
+        ($t:ty) => {{
+            let mut x: Vec<$t> = x.iter().map(|&v| v as $t).collect();
+            let out: Vec<$t> = match coll {
+                Collective::Broadcast => c.broadcast(&mut x, 0, alg).await.map(|()| x)?,
+                Collective::Allgather => c.allgather(&x, alg).await?,
+                Collective::Alltoall => c.alltoall(&x, alg).await?,
+                Collective::ReduceScatter => c.reduce_scatter(&x, ReduceOp::Sum, alg).await?,
+                _ => unreachable!("not a case of this test"),
+            };
+            out.into_iter().map(|v| v as i64).collect()
+        }};
+    }
+    Ok(match how {
+        Some(Disagree::Type) => go!(f64),
+        Some(Disagree::Width) => go!(i32),
+        _ => go!(i64),
+    })
+}
+
+/// What member `me` of `n` gets from `call_with` when every member agrees.
+fn agreed_result(coll: Collective, n: usize, me: usize, count: usize) -> Vec<i64> {
+    match coll {
+        Collective::Broadcast => (0..count).map(|j| value(0, 0, j)).collect(),
+        Collective::Allgather => (0..n).flat_map(|s| (0..count).map(move |j| value(s, 0, j))).collect(),
+        Collective::Alltoall => (0..n).flat_map(|s| (0..count).map(move |j| value(s, me, j))).collect(),
+        Collective::ReduceScatter => (0..count).map(|j| (0..n).map(|s| value(s, me, j)).sum()).collect(),
+        _ => unreachable!("not a case of this test"),
+    }
+}
+
+/// Broadcast, allgather, alltoall and reduce-scatter by every algorithm, with one member (the
+/// root, one in the middle, the last) passing a longer buffer or other elements: nobody panics
+/// or is left waiting; some member reports the mismatch; every member either fails with the
+/// mismatch or another member's abort, or (broadcast: a member whose data did not pass through
+/// the odd member) returns the right data; the communicator is unusable afterwards for all.
+#[test]
+fn mismatched_sizes_and_types_fail_every_collective() {
+    let cases: [(Collective, &[Algorithm]); 4] = [
+        (Collective::Broadcast, &BCAST),
+        (
+            Collective::Allgather,
+            &[Algorithm::Ring, Algorithm::Bruck, Algorithm::RecursiveDoubling],
+        ),
+        (Collective::Alltoall, &[Algorithm::Pairwise, Algorithm::Bruck]),
+        (
+            Collective::ReduceScatter,
+            &[Algorithm::Ring, Algorithm::RecursiveHalving, Algorithm::Pairwise],
+        ),
+    ];
+    for n in [5usize, 8] {
+        for (coll, algs) in cases {
+            for &alg in algs {
+                if alg == Algorithm::RecursiveHalving && !n.is_power_of_two() {
+                    continue;
+                }
+                for how in [Disagree::Size, Disagree::Type, Disagree::Width] {
+                    // 600 elements: blocks of more than one chunk.
+                    for count in [3usize, 600] {
+                        for odd in [0, n / 2, n - 1] {
+                            let what = format!("{coll:?} {alg:?} n={n} {how:?} count={count} odd member {odd}");
+                            let (outs, end) = run(&spread(n), &CommConfig::default(), move |mut c| async move {
+                                let d = (c.rank() == odd).then_some(how);
+                                let r = call_with(&mut c, coll, alg, count, d).await;
+                                let again = c.barrier(Algorithm::Auto).await;
+                                (r, again)
+                            });
+                            assert_eq!(end.stuck_tasks, 0, "{what}: members left waiting");
+                            assert!(!end.deadlock, "{what}");
+                            let outs: Vec<_> = outs.into_iter().map(|o| o.expect("finished")).collect();
+                            let name = coll.name();
+                            assert!(
+                                outs.iter()
+                                    .any(|(r, _)| matches!(r, Err(CollError::Mismatch { call, .. }) if *call == name)),
+                                "{what}: no member saw the mismatch"
+                            );
+                            for (m, (r, again)) in outs.iter().enumerate() {
+                                match r {
+                                    Err(CollError::Mismatch { call, .. } | CollError::Aborted { call, .. }) => {
+                                        assert_eq!(*call, name, "{what}: member {m}");
+                                    }
+                                    Err(e) => panic!("{what}: member {m}: unexpected error {e}"),
+                                    Ok(v) => {
+                                        assert_eq!(coll, Collective::Broadcast, "{what}: member {m} finished");
+                                        let own = count + usize::from(m == odd && how == Disagree::Size);
+                                        assert_eq!(v, &agreed_result(coll, n, m, own), "{what}: member {m}");
+                                        assert!(m != odd || odd == 0, "{what}: the odd member finished");
+                                    }
+                                }
+                                assert!(
+                                    matches!(again, Err(CollError::Poisoned { .. } | CollError::Aborted { .. })),
+                                    "{what}: member {m}: the next call gave {again:?}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn bad_communicators_are_errors() {
     let m = machine();

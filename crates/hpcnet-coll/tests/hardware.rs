@@ -621,6 +621,78 @@ fn bad_calls_are_errors() {
     assert!(outs.iter().all(|e| matches!(e, Err(CollError::Unsupported { .. }))));
 }
 
+/// How one member's hardware broadcast or reduce differs from the others'.
+#[derive(Copy, Clone, Debug, PartialEq)]
+enum Disagree {
+    /// One element more.
+    Size,
+    /// `f64` elements where the others pass `i64` (the same byte length).
+    Type,
+    /// `i32` elements where the others pass `i64`.
+    Width,
+    /// Another root (the member after the agreed one).
+    Root,
+}
+
+/// Hardware broadcast and reduce (root: member 4) of 200 `i64` where one member (the tree's
+/// root, the broadcast root, one in the middle, the last) passes another size, datatype or root:
+/// every member's call fails with the hardware mismatch, nobody is left waiting, and the
+/// communicator refuses later calls.
+#[test]
+fn hardware_broadcast_and_reduce_with_mismatched_calls_fail_every_member() {
+    let ranks = members(20);
+    let root = 4;
+    for reduce in [false, true] {
+        for how in [Disagree::Size, Disagree::Type, Disagree::Width, Disagree::Root] {
+            for odd in [0, root, 11, 19] {
+                let what = format!(
+                    "{} {how:?} odd member {odd}",
+                    if reduce { "reduce" } else { "broadcast" }
+                );
+                let mut m = Machine::new(world(&[]));
+                let (outs, _) = run(&mut m, &ranks, &hw_cfg(), move |mut c| async move {
+                    let me = c.rank();
+                    let d = (me == odd).then_some(how);
+                    let count = 200 + usize::from(d == Some(Disagree::Size));
+                    let root = if d == Some(Disagree::Root) { root + 1 } else { root };
+                    let x: Vec<i64> = (0..count as i64).map(|j| j * 3 + me as i64).collect();
+                    let alg = Algorithm::Hardware;
+                    macro_rules! go {
+                        ($t:ty) => {{
+                            let mut x: Vec<$t> = x.iter().map(|&v| v as $t).collect();
+                            if reduce {
+                                c.reduce(&x, ReduceOp::Sum, root, alg).await.map(drop)
+                            } else {
+                                c.broadcast(&mut x, root, alg).await
+                            }
+                        }};
+                    }
+                    let r = match d {
+                        Some(Disagree::Type) => go!(f64),
+                        Some(Disagree::Width) => go!(i32),
+                        _ => go!(i64),
+                    };
+                    let again = c.barrier(Algorithm::Hardware).await;
+                    (r, again)
+                });
+                let call = if reduce { "reduce" } else { "broadcast" };
+                for (i, (r, again)) in outs.iter().enumerate() {
+                    assert!(
+                        matches!(r, Err(CollError::HardwareMismatch { call: c }) if *c == call),
+                        "{what}: member {i}: {r:?}"
+                    );
+                    assert!(
+                        matches!(again, Err(CollError::Poisoned { .. })),
+                        "{what}: member {i}: the next call gave {again:?}"
+                    );
+                }
+                let [ops, _, _, dropped] = m.world().coll_counters();
+                assert_eq!((ops, dropped), (ranks.len() as u64, 0), "{what}");
+            }
+        }
+    }
+}
+
 /// The NIC's reduction rate per type (`nic.coll.rate_*`) sets the time of a hardware reduction:
 /// on 9 NICs with both processes each (fan-out 8: the root's NIC and its 8 children), a leaf
 /// NIC combines its 2 operands (one operand's bytes reduced) and the root's NIC 2 + 8 operands
