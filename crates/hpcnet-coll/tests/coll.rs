@@ -1282,3 +1282,110 @@ fn split_on_nodes_keeps_the_placement_for_two_level() {
         assert_eq!(s, &vec![want, 8], "rank {me}");
     }
 }
+
+/// Members that name different roots for one broadcast or reduce, by every algorithm, 2 to 8
+/// members, in four patterns (one member names member 1, the others member 0; member 0 names
+/// member 1, the others member 0; every member names the next; every member names itself).
+/// The members' messages carry the root, so a member that receives from one that named another
+/// root reports it; a member that finishes has the data of the root it named — never another
+/// root's or a mix. A member that waits for a message nobody sends (from the member it takes
+/// for its parent, which took another root) is left waiting in the call; the run ends with
+/// those rank programs waiting and counts them (no time-out ends the wait).
+#[test]
+fn members_naming_different_roots_never_get_another_roots_data() {
+    let algs = [
+        (false, Algorithm::Binomial),
+        (false, Algorithm::ScatterAllgather),
+        (false, Algorithm::DoubleBinaryTree),
+        (false, Algorithm::Chain),
+        (true, Algorithm::Binomial),
+        (true, Algorithm::Rabenseifner),
+    ];
+    let mut root_errors = vec![0; algs.len()];
+    let mut hangs = vec![0; algs.len()];
+    for n in [2usize, 3, 5, 8] {
+        for (a, &(reduce, alg)) in algs.iter().enumerate() {
+            for pattern in 0..4 {
+                let root_of = move |me: usize| match pattern {
+                    0 => usize::from(me == n - 1),
+                    1 => usize::from(me == 0),
+                    2 => (me + 1) % n,
+                    _ => me,
+                };
+                let what = format!(
+                    "{} {alg:?} n={n} pattern {pattern}",
+                    if reduce { "reduce" } else { "broadcast" }
+                );
+                let (outs, end) = run(&spread(n), &CommConfig::default(), move |mut c| async move {
+                    let me = c.rank();
+                    let root = root_of(me);
+                    if reduce {
+                        let x: Vec<i64> = (0..300).map(|j| j + me as i64).collect();
+                        c.reduce(&x, ReduceOp::Sum, root, alg)
+                            .await
+                            .map(|o| o.unwrap_or_default())
+                    } else {
+                        // 600 elements: several chunks; every member's data differs.
+                        let mut b: Vec<i64> = (0..600)
+                            .map(|j| if me == root { j * 10 + me as i64 } else { -1 })
+                            .collect();
+                        c.broadcast(&mut b, root, alg).await.map(|()| b)
+                    }
+                });
+                assert!(!end.deadlock, "{what}");
+                let waiting = outs.iter().filter(|o| o.is_none()).count();
+                assert_eq!(waiting, end.stuck_tasks, "{what}: the run counts the waiting members");
+                hangs[a] += usize::from(waiting > 0);
+                if !reduce && alg == Algorithm::Binomial && pattern == 1 {
+                    // Nobody names itself the root, so nobody sends: every member waits for
+                    // its parent in the tree of the root it named.
+                    assert_eq!(waiting, n, "{what}");
+                }
+                let call = if reduce { "reduce" } else { "broadcast" };
+                for (m, o) in outs.iter().enumerate() {
+                    let root = root_of(m);
+                    let Some(o) = o else { continue };
+                    match o {
+                        Ok(v) if reduce => {
+                            let sum: Vec<i64> = (0..300).map(|j| (0..n as i64).map(|k| j + k).sum()).collect();
+                            assert!(
+                                v.is_empty() || (m == root && v == &sum),
+                                "{what}: member {m} got a wrong reduction"
+                            );
+                        }
+                        Ok(v) => {
+                            let want: Vec<i64> = (0..600).map(|j| j * 10 + root as i64).collect();
+                            assert!(v == &want, "{what}: member {m} has data not of its root {root}");
+                        }
+                        Err(CollError::Mismatch { call: c, reason, .. }) => {
+                            assert_eq!(*c, call, "{what}");
+                            if reason.contains("with root") {
+                                let mine = format!("where this rank has root {root}");
+                                assert!(reason.ends_with(&mine), "{what}: member {m}: {reason}");
+                                root_errors[a] += 1;
+                            }
+                        }
+                        Err(CollError::Aborted { call: c, .. }) => assert_eq!(*c, call, "{what}"),
+                        Err(e) => panic!("{what}: member {m}: unexpected error {e}"),
+                    }
+                }
+            }
+        }
+    }
+    // The root check is what reports the disagreement in the scatter, double-tree, chain and
+    // Rabenseifner algorithms; binomial trees of different roots exchange nothing (each member
+    // waits for the parent of its own tree, or sends to one that does not receive).
+    for (a, &(reduce, alg)) in algs.iter().enumerate() {
+        let binomial = alg == Algorithm::Binomial;
+        assert_eq!(
+            root_errors[a] == 0,
+            binomial,
+            "{alg:?} (reduce: {reduce}): {} root mismatches reported",
+            root_errors[a]
+        );
+        assert!(
+            hangs[a] > 0 || alg == Algorithm::Rabenseifner,
+            "{alg:?} (reduce: {reduce})"
+        );
+    }
+}
