@@ -279,13 +279,12 @@ impl Comm {
         &self.t.ctx
     }
 
-    /// Start a call: refuse it if this communicator failed before or the algorithm does not fit,
-    /// charge the per-call cost and number it.
+    /// Start a call (`root`: of a broadcast or reduce): refuse it if this communicator failed
+    /// before or the algorithm does not fit, charge the per-call cost and number it.
     async fn begin(
         &mut self,
         c: Collective,
-        dtype: Option<Datatype>,
-        op: Option<ReduceOp>,
+        (dtype, op, root): (Option<Datatype>, Option<ReduceOp>, Option<usize>),
         alg: Algorithm,
         bytes: usize,
     ) -> Result<(Call, Algorithm), CollError> {
@@ -308,6 +307,7 @@ impl Comm {
             name,
             number: self.calls,
             signature,
+            root,
             // Broadcast, allgather and alltoall deliver data as it is; the reductions mark
             // their gather and result-distribution steps themselves (`Call::kept`).
             keep: matches!(c, Collective::Broadcast | Collective::Allgather | Collective::Alltoall),
@@ -347,7 +347,7 @@ impl Comm {
 
     /// Wait until every member has entered the barrier.
     pub async fn barrier(&mut self, alg: Algorithm) -> Result<(), CollError> {
-        let (call, alg) = self.begin(Collective::Barrier, None, None, alg, 0).await?;
+        let (call, alg) = self.begin(Collective::Barrier, (None, None, None), alg, 0).await?;
         let r = match alg {
             Algorithm::Dissemination => algo::barrier::dissemination(&mut self.t, &call).await,
             Algorithm::BinomialTree => algo::barrier::binomial_tree(&mut self.t, &call).await,
@@ -378,7 +378,12 @@ impl Comm {
         self.check_root("broadcast", root)?;
         let mut bytes = to_bytes(buf);
         let (call, alg) = self
-            .begin(Collective::Broadcast, Some(T::DATATYPE), None, alg, bytes.len())
+            .begin(
+                Collective::Broadcast,
+                (Some(T::DATATYPE), None, Some(root)),
+                alg,
+                bytes.len(),
+            )
             .await?;
         let r = match alg {
             Algorithm::Binomial => algo::bcast::binomial(&mut self.t, &call, &mut bytes, root).await,
@@ -430,7 +435,12 @@ impl Comm {
         self.check_root("reduce", root)?;
         let bytes = to_bytes(data);
         let (call, alg) = self
-            .begin(Collective::Reduce, Some(T::DATATYPE), Some(op), alg, bytes.len())
+            .begin(
+                Collective::Reduce,
+                (Some(T::DATATYPE), Some(op), Some(root)),
+                alg,
+                bytes.len(),
+            )
             .await?;
         let r = match alg {
             Algorithm::Binomial => algo::reduce::binomial(&mut self.t, &call, T::DATATYPE, op, bytes, root).await,
@@ -489,7 +499,7 @@ impl Comm {
         check_op("allreduce", dtype, op)?;
         check_len("allreduce", dtype, data.len())?;
         let (call, alg) = self
-            .begin(Collective::Allreduce, Some(dtype), Some(op), alg, data.len())
+            .begin(Collective::Allreduce, (Some(dtype), Some(op), None), alg, data.len())
             .await?;
         let r = match alg {
             Algorithm::RecursiveDoubling => {
@@ -522,7 +532,7 @@ impl Comm {
     pub async fn allgather<T: Element>(&mut self, data: &[T], alg: Algorithm) -> Result<Vec<T>, CollError> {
         let bytes = to_bytes(data);
         let (call, alg) = self
-            .begin(Collective::Allgather, Some(T::DATATYPE), None, alg, bytes.len())
+            .begin(Collective::Allgather, (Some(T::DATATYPE), None, None), alg, bytes.len())
             .await?;
         let r = match alg {
             Algorithm::Ring => algo::allgather::ring(&mut self.t, &call, &bytes).await,
@@ -547,7 +557,7 @@ impl Comm {
         }
         let bytes = to_bytes(data);
         let (call, alg) = self
-            .begin(Collective::Alltoall, Some(T::DATATYPE), None, alg, bytes.len())
+            .begin(Collective::Alltoall, (Some(T::DATATYPE), None, None), alg, bytes.len())
             .await?;
         let r = match alg {
             Algorithm::Pairwise => algo::alltoall::pairwise(&mut self.t, &call, &bytes).await,
@@ -587,7 +597,12 @@ impl Comm {
         }
         let bytes = to_bytes(data);
         let (call, alg) = self
-            .begin(Collective::ReduceScatter, Some(T::DATATYPE), Some(op), alg, bytes.len())
+            .begin(
+                Collective::ReduceScatter,
+                (Some(T::DATATYPE), Some(op), None),
+                alg,
+                bytes.len(),
+            )
             .await?;
         let r = match alg {
             Algorithm::Ring => algo::reduce_scatter::ring(&mut self.t, &call, T::DATATYPE, op, bytes).await,

@@ -36,8 +36,8 @@ pub enum CollError {
         algorithm: crate::Algorithm,
         reason: String,
     },
-    /// Ranks of one communicator disagree about the call (its size, datatype, operator, or
-    /// which collective comes next), found when a message from `peer` arrived.
+    /// Ranks of one communicator disagree about the call (its size, datatype, operator, root,
+    /// or which collective comes next), found when a message from `peer` arrived.
     #[error("{call}: rank {peer} disagrees: {reason}")]
     Mismatch {
         call: &'static str,

@@ -59,7 +59,7 @@
 //!
 //! Every bad call returns a [`CollError`]: a bitwise operator on floats, a length that is not
 //! whole elements, a root outside the communicator, and — found when the first message arrives —
-//! members that disagree on sizes, datatypes, operators or the order of collectives.
+//! members that disagree on sizes, datatypes, operators, roots or the order of collectives.
 
 mod algo;
 mod comm;

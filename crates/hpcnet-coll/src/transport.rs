@@ -9,15 +9,20 @@
 //!   registered memory and as many staging slots in the sender's. A message is cut into chunks of
 //!   at most `chunk` bytes; chunk `i` of a pair goes from staging slot `i mod window` to landing
 //!   slot `i mod window` by one RDMA write with notification, preceded by a 32-byte header
-//!   (sequence number, call number, call signature, message length, last-chunk flag).
+//!   (sequence number, call number, call signature, message length, last-chunk flag, and the
+//!   root of a broadcast or reduce).
 //! - When the notification is taken from the completion queue, the receiver copies the chunk out
 //!   of its slot into host memory and gives the slot back with a credit: an 8-byte write with
 //!   notification whose `wr_id` names the slot. A sender posts chunk `i` only when slot
 //!   `i mod window` is free, so a landing slot is never overwritten before it was read.
 //! - Chunks are matched per pair in sequence order (MPI's non-overtaking rule); out-of-order
 //!   notifications (adaptive routing, several rails) wait in a per-pair queue until the gap
-//!   closes. The header's call number and signature make a message of one collective impossible
-//!   to take for another's: a mismatch is reported as [`CollError::Mismatch`].
+//!   closes. The header's call number, signature and root make a message of one collective
+//!   impossible to take for another's, or for one from another root: a mismatch is reported as
+//!   [`CollError::Mismatch`]. The check is made at receipt only: a member that disagrees on
+//!   the root may instead wait for a message nobody sends (its parent took another root; no
+//!   time-out ends that wait, and the run ends with the rank program waiting), or finish
+//!   without receiving, its messages found by a later call that receives from the same peer.
 //!
 //! **Rendezvous** (`rendezvous`, off by default): a message the receiver keeps as it is (a
 //! broadcast or gather step, not one it combines into its own data) of at least `rendezvous`
@@ -72,6 +77,8 @@ const READ: u64 = 1 << 60;
 const LAST: u32 = 1;
 /// Header flag word: a rendezvous control message (the payload names the data's buffer).
 const RNDV: u32 = 2;
+/// Header flag word: the bits above this shift hold the call's root field ([`Call::root_field`]).
+const ROOT_SHIFT: u32 = 8;
 /// Payload of a rendezvous control message: address (8 bytes), key (4), token (4).
 const RTS_BYTES: usize = 16;
 
@@ -157,6 +164,8 @@ struct Chunk {
     last: bool,
     /// A rendezvous control message: `data` names the buffer holding the message.
     rndv: bool,
+    /// The sender's root field ([`Call::root_field`]).
+    root: u32,
     data: Vec<u8>,
 }
 
@@ -437,6 +446,8 @@ pub(crate) struct Call {
     pub number: u32,
     /// Which collective, datatype and operator (each member must pass the same).
     pub signature: u32,
+    /// The root member of a broadcast or reduce (each member must pass the same).
+    pub root: Option<usize>,
     /// The receivers keep the messages as they are (broadcast, gather and allgather steps), as
     /// opposed to combining them into their own data: such messages may go by rendezvous.
     pub keep: bool,
@@ -446,6 +457,13 @@ impl Call {
     /// The same call for steps whose receivers keep the data as it is.
     pub fn kept(&self) -> Call {
         Call { keep: true, ..*self }
+    }
+
+    /// The root as the header carries it: 0 without a root, else the root's index + 1 modulo
+    /// 2^24 (exact for communicators of fewer than 2^24 − 1 members).
+    fn root_field(&self) -> u32 {
+        self.root
+            .map_or(0, |r| (r as u32).wrapping_add(1) & (u32::MAX >> ROOT_SHIFT))
     }
 }
 
@@ -792,7 +810,7 @@ impl Transport {
         h[8..12].copy_from_slice(&call.number.to_le_bytes());
         h[12..16].copy_from_slice(&call.signature.to_le_bytes());
         h[16..20].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-        h[20..24].copy_from_slice(&flags.to_le_bytes());
+        h[20..24].copy_from_slice(&(flags | call.root_field() << ROOT_SHIFT).to_le_bytes());
         h[24..32].copy_from_slice(&total.to_le_bytes());
         ctx.write_local(&stage, off, &h)
             .and_then(|()| ctx.write_local(&stage, off + HEADER as u64, payload))
@@ -911,6 +929,7 @@ impl Transport {
             total: u64::from_le_bytes(h[24..32].try_into().expect("8 bytes")),
             last: word(20) & LAST != 0,
             rndv: word(20) & RNDV != 0,
+            root: word(20) >> ROOT_SHIFT,
             data,
         };
         let p = self.peer(peer);
@@ -962,6 +981,15 @@ impl Transport {
                     "it called {} where this rank called {}",
                     crate::signature_name(ch.signature),
                     crate::signature_name(call.signature)
+                )));
+            }
+            if ch.root != call.root_field() {
+                let root = |f: u32| f.checked_sub(1).map_or("no root".into(), |r| format!("root {r}"));
+                return Err(mismatch(format!(
+                    "it called {} with {} where this rank has {}",
+                    call.name,
+                    root(ch.root),
+                    root(call.root_field())
                 )));
             }
             if ch.total != expect as u64 {

@@ -636,6 +636,104 @@ fn host_costs_take_simulated_time() {
     );
 }
 
+/// The latest completion of one call made by every member of `spread(n)` at time 0, on the
+/// torus with the scenario's `[coll]` settings changed by `sets`, and the NIC's statistic
+/// `nic.messages` (work requests posted) at the end.
+fn timed_call<Fut: Future<Output = ()> + 'static>(
+    sets: &[&str],
+    n: usize,
+    prog: impl Fn(Comm) -> Fut,
+) -> (SimTime, u64) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/torus-8x8.toml");
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let sc = Scenario::load(&path, &sets).expect("scenario");
+    let mut m = Machine::new(sc.world().expect("world"));
+    let ends: Rc<RefCell<Vec<SimTime>>> = Rc::default();
+    for c in Comm::create(&m, &spread(n), &sc.comm_config()).expect("communicator") {
+        let e = ends.clone();
+        let ctx = c.context().clone();
+        let fut = prog(c);
+        m.spawn(async move {
+            fut.await;
+            e.borrow_mut().push(ctx.now());
+        });
+    }
+    let end = m.run();
+    assert_eq!(end.stuck_tasks, 0, "rank programs left waiting");
+    let posts = m
+        .world()
+        .statistics()
+        .iter()
+        .find(|s| s.name == "nic.messages")
+        .map(|s| match s.value {
+            hpcnet_des::stats::StatValue::Counter { value } => value,
+            _ => panic!("nic.messages is a counter"),
+        })
+        .expect("nic.messages");
+    let t = ends.borrow().iter().copied().max().expect("members finished");
+    (t, posts)
+}
+
+/// `coll.reduce_rate` (per datatype) is the host's reduction throughput: a 64 KiB `f64`
+/// allreduce on 8 members reduces, per member, 7/8 of the vector by ring (one block after the
+/// other, each on the critical path) and the whole vector in each of 3 rounds by recursive
+/// doubling; lowering the `f64` rate from 32 to 1 Gb/s slows it by about those bytes at
+/// 1/1 − 1/32 ns per bit, and leaves an `i64` allreduce of the same size as it was.
+#[test]
+fn the_host_reduction_rate_per_type_slows_a_software_allreduce_by_its_bytes() {
+    let n = 64 << 10;
+    for (alg, reduced) in [(Algorithm::Ring, n * 7 / 8), (Algorithm::RecursiveDoubling, 3 * n)] {
+        let time = |sets: &[&str], dt: Datatype| {
+            timed_call(sets, 8, move |mut c| async move {
+                let x = input(dt, c.rank(), n / dt.size(), 5);
+                c.allreduce_bytes(dt, ReduceOp::Sum, x, alg).await.unwrap();
+            })
+            .0
+        };
+        let slow = ["coll.reduce_rate.f64=\"1 Gb/s\""];
+        let (f0, f1) = (time(&[], Datatype::F64), time(&slow, Datatype::F64));
+        let (i0, i1) = (time(&[], Datatype::I64), time(&slow, Datatype::I64));
+        assert_eq!(i0, i1, "{alg:?}: the f64 rate changed an i64 allreduce");
+        // 1 Gb/s: 8 ns per byte; 32 Gb/s: 0.25 ns.
+        let predicted = SimTime::from_ns(reduced as u64 * 8) - SimTime::from_ps(reduced as u64 * 250);
+        let delta = f1 - f0;
+        assert!(
+            delta >= predicted - predicted / 20 && delta <= predicted + predicted / 20,
+            "{alg:?}: f64 allreduce {f0} -> {f1}: {delta} slower, the rate predicts {predicted}"
+        );
+    }
+}
+
+/// `coll.per_post` is charged for every work request a member posts (data chunks and the
+/// credits it returns). In a recursive-doubling allreduce of 8 members each round's message
+/// waits for the previous round's, so once a post costs more than the network's round trip
+/// (below it, the credit a member returns overlaps with the wait for its own message's
+/// completion) every post of a member is on the critical path: raising the cost from 1 to 6 µs
+/// slows the call by at least (posts per member, counted by the NICs) × 5 µs, and by no more
+/// than one post more.
+#[test]
+fn the_host_post_cost_slows_a_call_by_its_posts() {
+    let time = |sets: &[&str]| {
+        timed_call(sets, 8, |mut c| async move {
+            c.allreduce(&[c.rank() as i64; 8], ReduceOp::Sum, Algorithm::RecursiveDoubling)
+                .await
+                .unwrap();
+        })
+    };
+    let (t0, posts0) = time(&["coll.per_post=\"1 us\""]);
+    let (t1, posts1) = time(&["coll.per_post=\"6 us\""]);
+    assert_eq!(posts0, posts1, "the post cost changed the posts");
+    // Three rounds: a message and a credit per member and round.
+    assert_eq!(posts0, 8 * 3 * 2);
+    let posts = posts0 / 8;
+    let step = SimTime::from_us(5);
+    let delta = t1 - t0;
+    assert!(
+        delta >= step * posts && delta <= step * (posts + 1),
+        "{t0} -> {t1}: {delta} slower for {posts} posts per member of {step} more each"
+    );
+}
+
 #[test]
 fn bad_calls_are_errors_not_panics() {
     // Bitwise operator on floats, root outside, ragged alltoall, algorithm that does not fit:
@@ -727,6 +825,151 @@ fn mismatched_calls_across_members_are_errors() {
         errs.iter().any(|e| e.contains("disagrees") && e.contains("i64")),
         "{errs:?}"
     );
+}
+
+/// How one member's call differs from the others'.
+#[derive(Copy, Clone, Debug, PartialEq)]
+enum Disagree {
+    /// One element more per block.
+    Size,
+    /// `f64` elements where the others pass `i64` (the same byte length).
+    Type,
+    /// `i32` elements where the others pass `i64`.
+    Width,
+}
+
+/// Element j of block b of member `me`'s input (the broadcast root's buffer: member 0's).
+fn value(me: usize, b: usize, j: usize) -> i64 {
+    (me * 1_000_000 + b * 1000 + j) as i64
+}
+
+/// One call of `coll` by `alg` on blocks of `count` elements (broadcast from member 0: one
+/// block; alltoall and reduce-scatter: one block per member), with the buffer `how` differs;
+/// the result as `i64`.
+async fn call_with(
+    c: &mut Comm,
+    coll: Collective,
+    alg: Algorithm,
+    count: usize,
+    how: Option<Disagree>,
+) -> Result<Vec<i64>, CollError> {
+    let (me, n) = (c.rank(), c.size());
+    let count = count + usize::from(how == Some(Disagree::Size));
+    let blocks = match coll {
+        Collective::Broadcast | Collective::Allgather => 1,
+        _ => n,
+    };
+    let x: Vec<i64> = (0..blocks)
+        .flat_map(|b| {
+            (0..count).map(move |j| {
+                if coll == Collective::Broadcast && me != 0 {
+                    -1
+                } else {
+                    value(me, b, j)
+                }
+            })
+        })
+        .collect();
+    macro_rules! go {
+        ($t:ty) => {{
+            let mut x: Vec<$t> = x.iter().map(|&v| v as $t).collect();
+            let out: Vec<$t> = match coll {
+                Collective::Broadcast => c.broadcast(&mut x, 0, alg).await.map(|()| x)?,
+                Collective::Allgather => c.allgather(&x, alg).await?,
+                Collective::Alltoall => c.alltoall(&x, alg).await?,
+                Collective::ReduceScatter => c.reduce_scatter(&x, ReduceOp::Sum, alg).await?,
+                _ => unreachable!("not a case of this test"),
+            };
+            out.into_iter().map(|v| v as i64).collect()
+        }};
+    }
+    Ok(match how {
+        Some(Disagree::Type) => go!(f64),
+        Some(Disagree::Width) => go!(i32),
+        _ => go!(i64),
+    })
+}
+
+/// What member `me` of `n` gets from `call_with` when every member agrees.
+fn agreed_result(coll: Collective, n: usize, me: usize, count: usize) -> Vec<i64> {
+    match coll {
+        Collective::Broadcast => (0..count).map(|j| value(0, 0, j)).collect(),
+        Collective::Allgather => (0..n).flat_map(|s| (0..count).map(move |j| value(s, 0, j))).collect(),
+        Collective::Alltoall => (0..n).flat_map(|s| (0..count).map(move |j| value(s, me, j))).collect(),
+        Collective::ReduceScatter => (0..count).map(|j| (0..n).map(|s| value(s, me, j)).sum()).collect(),
+        _ => unreachable!("not a case of this test"),
+    }
+}
+
+/// Broadcast, allgather, alltoall and reduce-scatter by every algorithm, with one member (the
+/// root, one in the middle, the last) passing a longer buffer or other elements: nobody panics
+/// or is left waiting; some member reports the mismatch; every member either fails with the
+/// mismatch or another member's abort, or (broadcast: a member whose data did not pass through
+/// the odd member) returns the right data; the communicator is unusable afterwards for all.
+#[test]
+fn mismatched_sizes_and_types_fail_every_collective() {
+    let cases: [(Collective, &[Algorithm]); 4] = [
+        (Collective::Broadcast, &BCAST),
+        (
+            Collective::Allgather,
+            &[Algorithm::Ring, Algorithm::Bruck, Algorithm::RecursiveDoubling],
+        ),
+        (Collective::Alltoall, &[Algorithm::Pairwise, Algorithm::Bruck]),
+        (
+            Collective::ReduceScatter,
+            &[Algorithm::Ring, Algorithm::RecursiveHalving, Algorithm::Pairwise],
+        ),
+    ];
+    for n in [5usize, 8] {
+        for (coll, algs) in cases {
+            for &alg in algs {
+                if alg == Algorithm::RecursiveHalving && !n.is_power_of_two() {
+                    continue;
+                }
+                for how in [Disagree::Size, Disagree::Type, Disagree::Width] {
+                    // 600 elements: blocks of more than one chunk.
+                    for count in [3usize, 600] {
+                        for odd in [0, n / 2, n - 1] {
+                            let what = format!("{coll:?} {alg:?} n={n} {how:?} count={count} odd member {odd}");
+                            let (outs, end) = run(&spread(n), &CommConfig::default(), move |mut c| async move {
+                                let d = (c.rank() == odd).then_some(how);
+                                let r = call_with(&mut c, coll, alg, count, d).await;
+                                let again = c.barrier(Algorithm::Auto).await;
+                                (r, again)
+                            });
+                            assert_eq!(end.stuck_tasks, 0, "{what}: members left waiting");
+                            assert!(!end.deadlock, "{what}");
+                            let outs: Vec<_> = outs.into_iter().map(|o| o.expect("finished")).collect();
+                            let name = coll.name();
+                            assert!(
+                                outs.iter()
+                                    .any(|(r, _)| matches!(r, Err(CollError::Mismatch { call, .. }) if *call == name)),
+                                "{what}: no member saw the mismatch"
+                            );
+                            for (m, (r, again)) in outs.iter().enumerate() {
+                                match r {
+                                    Err(CollError::Mismatch { call, .. } | CollError::Aborted { call, .. }) => {
+                                        assert_eq!(*call, name, "{what}: member {m}");
+                                    }
+                                    Err(e) => panic!("{what}: member {m}: unexpected error {e}"),
+                                    Ok(v) => {
+                                        assert_eq!(coll, Collective::Broadcast, "{what}: member {m} finished");
+                                        let own = count + usize::from(m == odd && how == Disagree::Size);
+                                        assert_eq!(v, &agreed_result(coll, n, m, own), "{what}: member {m}");
+                                        assert!(m != odd || odd == 0, "{what}: the odd member finished");
+                                    }
+                                }
+                                assert!(
+                                    matches!(again, Err(CollError::Poisoned { .. } | CollError::Aborted { .. })),
+                                    "{what}: member {m}: the next call gave {again:?}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[test]
@@ -1037,5 +1280,112 @@ fn split_on_nodes_keeps_the_placement_for_two_level() {
     for (me, s) in out.borrow().iter() {
         let want = if *me < 8 { 28 } else { 92 };
         assert_eq!(s, &vec![want, 8], "rank {me}");
+    }
+}
+
+/// Members that name different roots for one broadcast or reduce, by every algorithm, 2 to 8
+/// members, in four patterns (one member names member 1, the others member 0; member 0 names
+/// member 1, the others member 0; every member names the next; every member names itself).
+/// The members' messages carry the root, so a member that receives from one that named another
+/// root reports it; a member that finishes has the data of the root it named — never another
+/// root's or a mix. A member that waits for a message nobody sends (from the member it takes
+/// for its parent, which took another root) is left waiting in the call; the run ends with
+/// those rank programs waiting and counts them (no time-out ends the wait).
+#[test]
+fn members_naming_different_roots_never_get_another_roots_data() {
+    let algs = [
+        (false, Algorithm::Binomial),
+        (false, Algorithm::ScatterAllgather),
+        (false, Algorithm::DoubleBinaryTree),
+        (false, Algorithm::Chain),
+        (true, Algorithm::Binomial),
+        (true, Algorithm::Rabenseifner),
+    ];
+    let mut root_errors = vec![0; algs.len()];
+    let mut hangs = vec![0; algs.len()];
+    for n in [2usize, 3, 5, 8] {
+        for (a, &(reduce, alg)) in algs.iter().enumerate() {
+            for pattern in 0..4 {
+                let root_of = move |me: usize| match pattern {
+                    0 => usize::from(me == n - 1),
+                    1 => usize::from(me == 0),
+                    2 => (me + 1) % n,
+                    _ => me,
+                };
+                let what = format!(
+                    "{} {alg:?} n={n} pattern {pattern}",
+                    if reduce { "reduce" } else { "broadcast" }
+                );
+                let (outs, end) = run(&spread(n), &CommConfig::default(), move |mut c| async move {
+                    let me = c.rank();
+                    let root = root_of(me);
+                    if reduce {
+                        let x: Vec<i64> = (0..300).map(|j| j + me as i64).collect();
+                        c.reduce(&x, ReduceOp::Sum, root, alg)
+                            .await
+                            .map(|o| o.unwrap_or_default())
+                    } else {
+                        // 600 elements: several chunks; every member's data differs.
+                        let mut b: Vec<i64> = (0..600)
+                            .map(|j| if me == root { j * 10 + me as i64 } else { -1 })
+                            .collect();
+                        c.broadcast(&mut b, root, alg).await.map(|()| b)
+                    }
+                });
+                assert!(!end.deadlock, "{what}");
+                let waiting = outs.iter().filter(|o| o.is_none()).count();
+                assert_eq!(waiting, end.stuck_tasks, "{what}: the run counts the waiting members");
+                hangs[a] += usize::from(waiting > 0);
+                if !reduce && alg == Algorithm::Binomial && pattern == 1 {
+                    // Nobody names itself the root, so nobody sends: every member waits for
+                    // its parent in the tree of the root it named.
+                    assert_eq!(waiting, n, "{what}");
+                }
+                let call = if reduce { "reduce" } else { "broadcast" };
+                for (m, o) in outs.iter().enumerate() {
+                    let root = root_of(m);
+                    let Some(o) = o else { continue };
+                    match o {
+                        Ok(v) if reduce => {
+                            let sum: Vec<i64> = (0..300).map(|j| (0..n as i64).map(|k| j + k).sum()).collect();
+                            assert!(
+                                v.is_empty() || (m == root && v == &sum),
+                                "{what}: member {m} got a wrong reduction"
+                            );
+                        }
+                        Ok(v) => {
+                            let want: Vec<i64> = (0..600).map(|j| j * 10 + root as i64).collect();
+                            assert!(v == &want, "{what}: member {m} has data not of its root {root}");
+                        }
+                        Err(CollError::Mismatch { call: c, reason, .. }) => {
+                            assert_eq!(*c, call, "{what}");
+                            if reason.contains("with root") {
+                                let mine = format!("where this rank has root {root}");
+                                assert!(reason.ends_with(&mine), "{what}: member {m}: {reason}");
+                                root_errors[a] += 1;
+                            }
+                        }
+                        Err(CollError::Aborted { call: c, .. }) => assert_eq!(*c, call, "{what}"),
+                        Err(e) => panic!("{what}: member {m}: unexpected error {e}"),
+                    }
+                }
+            }
+        }
+    }
+    // The root check is what reports the disagreement in the scatter, double-tree, chain and
+    // Rabenseifner algorithms; binomial trees of different roots exchange nothing (each member
+    // waits for the parent of its own tree, or sends to one that does not receive).
+    for (a, &(reduce, alg)) in algs.iter().enumerate() {
+        let binomial = alg == Algorithm::Binomial;
+        assert_eq!(
+            root_errors[a] == 0,
+            binomial,
+            "{alg:?} (reduce: {reduce}): {} root mismatches reported",
+            root_errors[a]
+        );
+        assert!(
+            hangs[a] > 0 || alg == Algorithm::Rabenseifner,
+            "{alg:?} (reduce: {reduce})"
+        );
     }
 }

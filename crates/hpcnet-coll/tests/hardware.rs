@@ -123,6 +123,120 @@ fn allreduce_equals_the_tree_order_reference_for_every_type() {
     }
 }
 
+/// Every datatype and operator the NIC implements.
+const ALL_CASES: [(Datatype, ReduceOp); 18] = [
+    (Datatype::F32, ReduceOp::Sum),
+    (Datatype::F32, ReduceOp::Max),
+    (Datatype::F32, ReduceOp::Min),
+    (Datatype::F64, ReduceOp::Sum),
+    (Datatype::F64, ReduceOp::Max),
+    (Datatype::F64, ReduceOp::Min),
+    (Datatype::I32, ReduceOp::Sum),
+    (Datatype::I32, ReduceOp::Max),
+    (Datatype::I32, ReduceOp::Min),
+    (Datatype::I32, ReduceOp::Band),
+    (Datatype::I32, ReduceOp::Bor),
+    (Datatype::I32, ReduceOp::Bxor),
+    (Datatype::I64, ReduceOp::Sum),
+    (Datatype::I64, ReduceOp::Max),
+    (Datatype::I64, ReduceOp::Min),
+    (Datatype::I64, ReduceOp::Band),
+    (Datatype::I64, ReduceOp::Bor),
+    (Datatype::I64, ReduceOp::Bxor),
+];
+
+/// Allreduce and reduce of every (datatype, operator) pair on one communicator, one after the
+/// other: every allreduce result and the reduce root's result equal the tree-order reference
+/// (floats bit for bit); the other members of a reduce get nothing. The reduce root moves
+/// through the communicator, away from the tree's root.
+#[test]
+fn allreduce_and_reduce_equal_the_reference_for_every_type_and_operator() {
+    let ranks = members(90);
+    // 300 elements: several packets per message for every type.
+    let count = 300;
+    let root_of = |k: usize| (k * 17 + 1) % 90;
+    let inputs = |k: usize, dt: Datatype| -> Vec<Vec<u8>> {
+        (0..ranks.len()).map(|m| input(dt, m, count, 100 + k as u64)).collect()
+    };
+    let all: Vec<Vec<Vec<u8>>> = ALL_CASES
+        .iter()
+        .enumerate()
+        .map(|(k, &(dt, _))| inputs(k, dt))
+        .collect();
+    let mut m = Machine::new(world(&[]));
+    let ins = all.clone();
+    let (outs, _) = run(&mut m, &ranks, &hw_cfg(), move |mut c| {
+        let ins = ins.clone();
+        async move {
+            let me = c.rank();
+            let mut v = Vec::new();
+            for (k, &(dt, op)) in ALL_CASES.iter().enumerate() {
+                let x = ins[k][me].clone();
+                let a = c.allreduce_bytes(dt, op, x.clone(), Algorithm::Hardware).await.unwrap();
+                let r = hw_reduce(&mut c, dt, op, &x, root_of(k)).await;
+                v.push((a, r));
+            }
+            v
+        }
+    });
+    for (k, &(dt, op)) in ALL_CASES.iter().enumerate() {
+        let want = tree_reference(&ranks, &all[k], dt, op, 8);
+        // The reference is not one member's input: the reduction happened.
+        assert!(all[k].iter().all(|x| x != &want), "{dt:?} {op:?}: degenerate inputs");
+        for (i, o) in outs.iter().enumerate() {
+            let (a, r) = &o[k];
+            assert!(
+                a == &want,
+                "{dt:?} {op:?}: allreduce at member {i} differs from the reference"
+            );
+            if i == root_of(k) {
+                assert!(
+                    r.as_ref() == Some(&want),
+                    "{dt:?} {op:?}: reduce at its root {i} differs from the reference"
+                );
+            } else {
+                assert!(r.is_none(), "{dt:?} {op:?}: reduce gave member {i} a result");
+            }
+        }
+    }
+    let [ops, _, mcast, dropped] = m.world().coll_counters();
+    assert_eq!(ops, (2 * ALL_CASES.len() * ranks.len()) as u64);
+    // 300 elements of 4 or 8 bytes: 2 or 3 multicast packets of 1 KiB payload per collective.
+    let packets: u64 = ALL_CASES
+        .iter()
+        .map(|&(dt, _)| (count * dt.size()).div_ceil(1024) as u64)
+        .sum();
+    assert_eq!(mcast, 2 * packets);
+    assert_eq!(dropped, 0);
+}
+
+/// A hardware reduce on bytes of `dt` through the typed call.
+async fn hw_reduce(c: &mut Comm, dt: Datatype, op: ReduceOp, x: &[u8], root: usize) -> Option<Vec<u8>> {
+    let alg = Algorithm::Hardware;
+    match dt {
+        Datatype::F32 => c
+            .reduce(&from_bytes::<f32>(x), op, root, alg)
+            .await
+            .unwrap()
+            .map(|v| to_bytes(&v)),
+        Datatype::F64 => c
+            .reduce(&from_bytes::<f64>(x), op, root, alg)
+            .await
+            .unwrap()
+            .map(|v| to_bytes(&v)),
+        Datatype::I32 => c
+            .reduce(&from_bytes::<i32>(x), op, root, alg)
+            .await
+            .unwrap()
+            .map(|v| to_bytes(&v)),
+        Datatype::I64 => c
+            .reduce(&from_bytes::<i64>(x), op, root, alg)
+            .await
+            .unwrap()
+            .map(|v| to_bytes(&v)),
+    }
+}
+
 #[test]
 fn float_sums_are_bit_identical_under_skewed_arrival_and_fanouts_differ_only_by_tree() {
     let ranks = members(64);
@@ -228,6 +342,130 @@ fn barrier_releases_nobody_before_the_last_member_entered() {
     }
 }
 
+/// The calls of `concurrent_hardware_collectives_...`: (datatype, operator, reduce root or
+/// `None` for an allreduce).
+const MIXED_CALLS: [(Datatype, ReduceOp, Option<usize>); 4] = [
+    (Datatype::F64, ReduceOp::Sum, None),
+    (Datatype::I64, ReduceOp::Bxor, None),
+    (Datatype::F32, ReduceOp::Sum, Some(3)),
+    (Datatype::F32, ReduceOp::Max, None),
+];
+
+/// Input of member `m` of communicator `g` for call `k` (40 elements: each message is one
+/// packet for the 4-byte types and one for the 8-byte ones).
+fn mixed_input(g: usize, k: usize, m: usize) -> Vec<u8> {
+    input(MIXED_CALLS[k].0, m, 40, (g * 10 + k) as u64)
+}
+
+/// Run the calls of `MIXED_CALLS` on every communicator of `groups` at the same time (a rank
+/// in several communicators runs one program per communicator), communicator j with the
+/// inputs of `mixed_input(inputs[j], ..)`: per communicator, per member, per call, the result
+/// (`None`: a reduce's non-root) and the call's (start, end).
+#[allow(clippy::type_complexity)]
+fn run_groups(
+    m: &mut Machine,
+    groups: &[Vec<Rank>],
+    inputs: &[usize],
+) -> Vec<Vec<Vec<(Option<Vec<u8>>, SimTime, SimTime)>>> {
+    let out: Rc<RefCell<Vec<Vec<Vec<_>>>>> =
+        Rc::new(RefCell::new(groups.iter().map(|g| vec![Vec::new(); g.len()]).collect()));
+    for (g, ranks) in groups.iter().enumerate() {
+        for (i, mut c) in Comm::create(m, ranks, &hw_cfg())
+            .expect("communicator")
+            .into_iter()
+            .enumerate()
+        {
+            let o = out.clone();
+            let inputs = inputs.to_vec();
+            m.spawn(async move {
+                for (k, &(dt, op, root)) in MIXED_CALLS.iter().enumerate() {
+                    let x = mixed_input(inputs[g], k, c.rank());
+                    let t0 = c.context().now();
+                    let r = match root {
+                        None => Some(c.allreduce_bytes(dt, op, x, Algorithm::Hardware).await.unwrap()),
+                        Some(root) => {
+                            let v = from_bytes::<f32>(&x);
+                            let r = c.reduce(&v, op, root, Algorithm::Hardware).await.unwrap();
+                            r.map(|v| to_bytes(&v))
+                        }
+                    };
+                    let t1 = c.context().now();
+                    o.borrow_mut()[g][i].push((r, t0, t1));
+                }
+            });
+        }
+    }
+    let end = m.run();
+    assert_eq!(end.stuck_tasks, 0, "rank programs left waiting");
+    assert!(!end.deadlock);
+    let v = std::mem::take(&mut *out.borrow_mut());
+    v
+}
+
+/// Hardware collectives on three communicators at the same time: A and B overlap (B holds half
+/// of A's ranks, in another order, and the other process of NICs that A uses), C is disjoint
+/// from both. Every member of each gets its own communicator's tree-order result (floats bit
+/// for bit), the same as with its communicator alone on the machine; the calls of A and B do
+/// run at the same time.
+#[test]
+fn concurrent_hardware_collectives_on_overlapping_and_disjoint_communicators() {
+    let a = members(64);
+    let mut b: Vec<Rank> = a.iter().skip(1).step_by(2).rev().copied().collect();
+    b.extend(a.iter().step_by(2).map(|r| Rank(r.0 ^ 1)).filter(|r| !a.contains(r)));
+    let used: Vec<u32> = a.iter().chain(&b).map(|r| r.0 / 2).collect();
+    let c: Vec<Rank> = (0..1024u32)
+        .rev()
+        .filter(|r| !used.contains(&(r / 2)))
+        .take(40)
+        .map(Rank)
+        .collect();
+    assert!(b.len() > 40 && b.iter().filter(|r| a.contains(r)).count() == 32);
+    let groups = vec![a, b, c];
+    let mut m = Machine::new(world(&[]));
+    let together = run_groups(&mut m, &groups, &[0, 1, 2]);
+    let [ops, _, _, dropped] = m.world().coll_counters();
+    let members: usize = groups.iter().map(Vec::len).sum();
+    assert_eq!((ops, dropped), ((members * MIXED_CALLS.len()) as u64, 0));
+    for (g, ranks) in groups.iter().enumerate() {
+        for (k, &(dt, op, root)) in MIXED_CALLS.iter().enumerate() {
+            let inputs: Vec<Vec<u8>> = (0..ranks.len()).map(|i| mixed_input(g, k, i)).collect();
+            let want = tree_reference(ranks, &inputs, dt, op, 8);
+            for (i, calls) in together[g].iter().enumerate() {
+                let got = &calls[k].0;
+                match root {
+                    Some(r) if r != i => assert!(got.is_none(), "group {g} call {k}: member {i} got a result"),
+                    _ => assert!(
+                        got.as_ref() == Some(&want),
+                        "group {g} call {k} {dt:?} {op:?}: member {i} differs from the reference"
+                    ),
+                }
+            }
+        }
+        // Alone on the machine: the same results.
+        let mut alone = Machine::new(world(&[]));
+        let solo = run_groups(&mut alone, std::slice::from_ref(ranks), &[g]);
+        for (i, calls) in solo[0].iter().enumerate() {
+            for (k, call) in calls.iter().enumerate() {
+                assert!(call.0 == together[g][i][k].0, "group {g} call {k} member {i}");
+            }
+        }
+    }
+    // A's and B's calls overlap in time: each call k of A is in progress at some member while
+    // call k of B is.
+    for k in 0..MIXED_CALLS.len() {
+        let span = |g: usize| {
+            let s = together[g].iter().map(|c| c[k].1).min().unwrap();
+            let e = together[g].iter().map(|c| c[k].2).max().unwrap();
+            (s, e)
+        };
+        let ((s0, e0), (s1, e1)) = (span(0), span(1));
+        assert!(
+            s0 < e1 && s1 < e0,
+            "call {k}: A {s0}..{e0}, B {s1}..{e1} do not overlap"
+        );
+    }
+}
+
 #[test]
 fn broadcast_and_reduce_with_roots_away_from_the_tree_root() {
     let ranks = members(50);
@@ -261,8 +499,23 @@ fn broadcast_and_reduce_with_roots_away_from_the_tree_root() {
     }
 }
 
+/// Packets the fabric delivered to each node, over all its rails: the packet counts of the
+/// router output ports cabled to it.
+fn received_per_node(w: &World) -> Vec<u64> {
+    let net = w.network();
+    let sent: std::collections::HashMap<String, u64> =
+        net.link_use().into_iter().map(|l| (l.from, l.packets)).collect();
+    net.topo
+        .nodes
+        .iter()
+        .map(|n| n.ports.iter().map(|(r, p)| sent[&format!("r{}.p{}", r.0, p.0)]).sum())
+        .collect()
+}
+
 /// Descriptors posted directly (no communicator): each member NIC gets every multicast packet
-/// once; a node the tables wrongly include drops what it receives and counts it.
+/// once; a node the tables wrongly include drops what it receives and counts it. Per node, the
+/// fabric delivers the gather messages to the root's NIC, the multicast once to each other
+/// member NIC and to each wrongly included node, and nothing anywhere else.
 #[test]
 fn multicast_reaches_each_member_once_and_non_members_drop_it() {
     let mut w = world(&[]);
@@ -302,6 +555,16 @@ fn multicast_reaches_each_member_once_and_non_members_drop_it() {
         let end = m.run();
         assert_eq!(end.stuck_tasks, 0);
     };
+    // Packets each node received: the root's NIC (node 3) the gather messages of its 5 children
+    // (two packets each), the other member NICs the two multicast packets, once.
+    let expected = |extra: &[usize]| {
+        let mut v = vec![0u64; 512];
+        v[3] = 5 * 2;
+        for n in [40, 100, 200, 300, 511].iter().chain(extra) {
+            v[*n] = 2;
+        }
+        v
+    };
     // 200 elements = 1600 B = two multicast packets of 1 KiB payload at most.
     run_once(&mut m, 200);
     {
@@ -312,6 +575,9 @@ fn multicast_reaches_each_member_once_and_non_members_drop_it() {
         let c = w.network().counters();
         assert_eq!(c.injected + c.multicast_copies, c.delivered);
         assert_eq!(c.multicast_copies, 2 * 5 - 2);
+        let per_node = received_per_node(&w);
+        assert_eq!(per_node, expected(&[]));
+        assert_eq!(per_node.iter().sum::<u64>(), c.delivered);
     }
     drop(m);
     // Tables that also reach nodes 5 and 6 (not members): they drop the packets.
@@ -326,8 +592,13 @@ fn multicast_reaches_each_member_once_and_non_members_drop_it() {
         .unwrap();
     let mut m = Machine::new(w);
     run_once(&mut m, 200);
-    let [ops, _, mcast, dropped] = m.world().coll_counters();
+    let w = m.world();
+    let [ops, _, mcast, dropped] = w.coll_counters();
     assert_eq!((ops, mcast, dropped), (8, 2, 2 * 2));
+    // Nodes 5 and 6 received the two packets each (the 4 dropped), the members as before.
+    let per_node = received_per_node(&w);
+    assert_eq!(per_node, expected(&[5, 6]));
+    assert_eq!(per_node.iter().sum::<u64>(), w.network().counters().delivered);
 }
 
 #[test]
@@ -385,6 +656,112 @@ fn bad_calls_are_errors() {
         c.allgather(&[1i32], Algorithm::Hardware).await
     });
     assert!(outs.iter().all(|e| matches!(e, Err(CollError::Unsupported { .. }))));
+}
+
+/// How one member's hardware broadcast or reduce differs from the others'.
+#[derive(Copy, Clone, Debug, PartialEq)]
+enum Disagree {
+    /// One element more.
+    Size,
+    /// `f64` elements where the others pass `i64` (the same byte length).
+    Type,
+    /// `i32` elements where the others pass `i64`.
+    Width,
+    /// Another root (the member after the agreed one).
+    Root,
+}
+
+/// Hardware broadcast and reduce (root: member 4) of 200 `i64` where one member (the tree's
+/// root, the broadcast root, one in the middle, the last) passes another size, datatype or root:
+/// every member's call fails with the hardware mismatch, nobody is left waiting, and the
+/// communicator refuses later calls.
+#[test]
+fn hardware_broadcast_and_reduce_with_mismatched_calls_fail_every_member() {
+    let ranks = members(20);
+    let root = 4;
+    for reduce in [false, true] {
+        for how in [Disagree::Size, Disagree::Type, Disagree::Width, Disagree::Root] {
+            for odd in [0, root, 11, 19] {
+                let what = format!(
+                    "{} {how:?} odd member {odd}",
+                    if reduce { "reduce" } else { "broadcast" }
+                );
+                let mut m = Machine::new(world(&[]));
+                let (outs, _) = run(&mut m, &ranks, &hw_cfg(), move |mut c| async move {
+                    let me = c.rank();
+                    let d = (me == odd).then_some(how);
+                    let count = 200 + usize::from(d == Some(Disagree::Size));
+                    let root = if d == Some(Disagree::Root) { root + 1 } else { root };
+                    let x: Vec<i64> = (0..count as i64).map(|j| j * 3 + me as i64).collect();
+                    let alg = Algorithm::Hardware;
+                    macro_rules! go {
+                        ($t:ty) => {{
+                            let mut x: Vec<$t> = x.iter().map(|&v| v as $t).collect();
+                            if reduce {
+                                c.reduce(&x, ReduceOp::Sum, root, alg).await.map(drop)
+                            } else {
+                                c.broadcast(&mut x, root, alg).await
+                            }
+                        }};
+                    }
+                    let r = match d {
+                        Some(Disagree::Type) => go!(f64),
+                        Some(Disagree::Width) => go!(i32),
+                        _ => go!(i64),
+                    };
+                    let again = c.barrier(Algorithm::Hardware).await;
+                    (r, again)
+                });
+                let call = if reduce { "reduce" } else { "broadcast" };
+                for (i, (r, again)) in outs.iter().enumerate() {
+                    assert!(
+                        matches!(r, Err(CollError::HardwareMismatch { call: c }) if *c == call),
+                        "{what}: member {i}: {r:?}"
+                    );
+                    assert!(
+                        matches!(again, Err(CollError::Poisoned { .. })),
+                        "{what}: member {i}: the next call gave {again:?}"
+                    );
+                }
+                let [ops, _, _, dropped] = m.world().coll_counters();
+                assert_eq!((ops, dropped), (ranks.len() as u64, 0), "{what}");
+            }
+        }
+    }
+}
+
+/// The NIC's reduction rate per type (`nic.coll.rate_*`) sets the time of a hardware reduction:
+/// on 9 NICs with both processes each (fan-out 8: the root's NIC and its 8 children), a leaf
+/// NIC combines its 2 operands (one operand's bytes reduced) and the root's NIC 2 + 8 operands
+/// (9 operands' bytes), one after the other; an allreduce of `n` bytes thus spends 10·n bytes at
+/// the rate on its critical path. Lowering the `f64` rate from 64 to 1 Gb/s slows a 16 KiB
+/// `f64` allreduce by about 10·n·(1/1 − 1/64) Gb/s and leaves an `i64` allreduce as it was.
+#[test]
+fn the_nic_reduction_rate_per_type_sets_the_time_of_a_hardware_allreduce() {
+    let ranks: Vec<Rank> = (0..18).map(Rank).collect();
+    let n = 16 << 10;
+    let time = |overrides: &[&str], dt: Datatype| {
+        let mut m = Machine::new(world(overrides));
+        let (outs, _) = run(&mut m, &ranks, &hw_cfg(), move |mut c| async move {
+            let x = input(dt, c.rank(), n / dt.size(), 7);
+            c.allreduce_bytes(dt, ReduceOp::Sum, x, Algorithm::Hardware)
+                .await
+                .unwrap();
+            c.context().now()
+        });
+        outs.into_iter().max().unwrap()
+    };
+    let slow = ["nic.coll.rate_f64=\"1 Gb/s\""];
+    let (f0, f1) = (time(&[], Datatype::F64), time(&slow, Datatype::F64));
+    let (i0, i1) = (time(&[], Datatype::I64), time(&slow, Datatype::I64));
+    assert_eq!(i0, i1, "the f64 rate changed an i64 allreduce");
+    // 8 bits per byte: 1 Gb/s is 8 ns per byte, 64 Gb/s 0.125 ns.
+    let predicted = SimTime::from_ns(10 * n as u64 * 8) - SimTime::from_ps(10 * n as u64 * 125);
+    let delta = f1 - f0;
+    assert!(
+        delta >= predicted && delta <= predicted + predicted / 20,
+        "f64 allreduce {f0} -> {f1}: {delta} slower, the rate predicts {predicted}"
+    );
 }
 
 #[test]
