@@ -650,6 +650,14 @@ fn bad_posts_are_refused_with_the_reason() {
         w.post_trig(Rank(0), post(vp0, cq, vec![far])),
         Err(PostError::Local(_))
     ));
+    // A step that sends must set CP (a collective packet triggering nothing is refused).
+    let mut silent = good(1, 8);
+    silent.descriptors[0].cp = false;
+    let e = w
+        .post_trig(Rank(0), post(vp0, cq, vec![silent]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("pulse 0") && e.contains("DestID set with CP = 0"), "{e}");
     let mut nowhere = good(1, 8);
     nowhere.descriptors[0].dest_id = Some(32);
     let e = w
@@ -748,4 +756,323 @@ fn node0_held(overrides: &[&str], ranks: &[u32]) -> (Machine, Vec<Comm>) {
         let _ = a0.allreduce(&[1.0f64; 4], ReduceOp::Sum, Algorithm::Offload).await;
     });
     (m, b)
+}
+
+/// A one-step collective sequence of JobID `job` at a member: send 8 B of operands to
+/// (`node`, `vp`) and complete (it waits for nothing).
+fn one_step(job: u32, serial: u64, node: u32, vp: u32) -> hpcnet_nic::triggered::TrigPulse {
+    use hpcnet_nic::triggered::{CollDescriptor, TrigPulse};
+    use hpcnet_nic::{CollOp, CollType};
+    let mut d = CollDescriptor::new(job, CollType::F64, CollOp::Sum).send(node, vp, 0);
+    d.ch = true;
+    d.ct = true;
+    d.coll_end_flag = true;
+    d.swap_local_data = true;
+    d.payload = Payload::Operands(vec![0; 8]);
+    TrigPulse {
+        serial,
+        elements: 1,
+        descriptors: vec![d],
+    }
+}
+
+/// Step `w` until nothing is left to do; every completion of `cq`.
+fn drain(w: &mut World, cq: hpcnet_nic::CqId) -> Vec<hpcnet_nic::Cqe> {
+    while w.step() {}
+    std::iter::from_fn(|| w.poll_cq(cq)).collect()
+}
+
+#[test]
+fn point_to_point_descriptors_write_the_remote_address_and_bad_ones_are_refused() {
+    use hpcnet_nic::triggered::TrigP2p;
+    use hpcnet_nic::{CqeKind, CqeStatus, PostError};
+    let mut w = world_of("sunway-prototype.toml", &[]);
+    let cq = w.create_cq(Rank(0));
+    let any = TrigP2p {
+        vp: 0,
+        dest_id: 1,
+        dest_vp: 0,
+        remote_addr: 0,
+        payload: Payload::Operands(vec![1]),
+        cq,
+        wr_id: 0,
+    };
+    assert_eq!(w.trig_post_p2p(Rank(0), any), Err(PostError::NoOffloadUnit));
+
+    let mut w = world(&[]);
+    let (n0, vp0) = w.trig_open_vp(Rank(0)).unwrap();
+    let (n1, vp1) = w.trig_open_vp(Rank(1)).unwrap();
+    let cq = w.create_cq(Rank(0));
+    let other_cq = w.create_cq(Rank(1));
+    let (src, _) = w.memory_mut(Rank(0)).register(8192);
+    let (dst, _) = w.memory_mut(Rank(1)).register(8192);
+    let data: Vec<u8> = (0..5000u32).map(|i| (i * 7 + 3) as u8).collect();
+    w.memory_mut(Rank(0)).write(src, &data).unwrap();
+    let rdma = TrigP2p {
+        vp: vp0,
+        dest_id: n1,
+        dest_vp: vp1,
+        remote_addr: dst + 100,
+        payload: Payload::Address { addr: src, len: 5000 },
+        cq,
+        wr_id: 7,
+    };
+    let mp = TrigP2p {
+        remote_addr: dst + 6000,
+        payload: Payload::Operands(vec![0xab; 16]),
+        wr_id: 8,
+        ..rdma.clone()
+    };
+    // Bad posts: each refused with its reason, none queued.
+    let bad = |w: &mut World, f: &dyn Fn(&mut TrigP2p)| {
+        let mut d = rdma.clone();
+        f(&mut d);
+        w.trig_post_p2p(Rank(0), d).unwrap_err()
+    };
+    assert_eq!(bad(&mut w, &|d| d.vp = 9), PostError::NoSuchVp { vp: 9, rank: Rank(0) });
+    assert_eq!(bad(&mut w, &|d| d.cq = other_cq), PostError::BadCq(other_cq));
+    let e = bad(&mut w, &|d| d.dest_id = 32).to_string();
+    assert_eq!(
+        e,
+        "point-to-point descriptor: DestID 32 is not a node of the machine (32 nodes)"
+    );
+    let e = bad(&mut w, &|d| d.dest_id = 2).to_string();
+    assert_eq!(e, "point-to-point descriptor: DestVP 0 is not open at node 2");
+    let e = bad(&mut w, &|d| d.dest_vp = 1).to_string();
+    assert_eq!(e, "point-to-point descriptor: DestVP 1 is not open at node 1");
+    assert!(matches!(
+        bad(&mut w, &|d| d.payload = Payload::Address {
+            addr: 0xdead_0000,
+            len: 8
+        }),
+        PostError::Local(_)
+    ));
+    let e = bad(&mut w, &|d| d.payload = Payload::Operands(vec![0; 1025])).to_string();
+    assert_eq!(
+        e,
+        "point-to-point descriptor: an MP descriptor carries at most 1024 B (one packet, packet.max_payload), got 1025 B"
+    );
+    let e = bad(&mut w, &|d| d.remote_addr = dst + 8192 - 4999).to_string();
+    assert!(
+        e.starts_with("point-to-point descriptor: remote range at node 1, VP 0:"),
+        "{e}"
+    );
+    assert_eq!(w.trig_counters().p2p_posts, 0);
+
+    // An RDMA descriptor (5 packets of at most 1 KiB) and an MP one behind it on the same VP.
+    w.trig_post_p2p(Rank(0), rdma).unwrap();
+    w.trig_post_p2p(Rank(0), mp).unwrap();
+    let cqes = drain(&mut w, cq);
+    assert_eq!(cqes.len(), 2, "{cqes:?}");
+    for (c, (wr_id, bytes)) in cqes.iter().zip([(7, 5000), (8, 16)]) {
+        assert_eq!(
+            (c.kind, &c.status, c.wr_id, c.bytes, c.peer),
+            (CqeKind::TrigP2p, &CqeStatus::Ok, wr_id, bytes, Rank(1))
+        );
+    }
+    // In posting order: the MP descriptor leaves when the sender is done with the RDMA one.
+    assert!(cqes[0].at <= cqes[1].at);
+    let mem = w.memory(Rank(1));
+    assert_eq!(&*mem.read(dst + 100, 5000).unwrap(), &data[..]);
+    assert_eq!(&*mem.read(dst + 6000, 16).unwrap(), &[0xab; 16]);
+    // Nothing outside the two ranges was written.
+    assert_eq!(&*mem.read(dst, 100).unwrap(), &[0; 100]);
+    assert_eq!(&*mem.read(dst + 5100, 900).unwrap(), &[0; 900]);
+    assert_eq!(&*mem.read(dst + 6016, 8192 - 6016).unwrap(), &vec![0; 8192 - 6016][..]);
+    let c = w.trig_counters();
+    assert_eq!((c.p2p_posts, c.p2p_sent, c.p2p_delivered, c.p2p_bytes), (2, 2, 2, 5016));
+    // They never entered an offload unit: no collective, no buffered or early packet.
+    assert_eq!(
+        (c.posts, c.arrived, c.stored, c.early, c.waiting, c.errors),
+        (0, 0, 0, 0, 0, 0)
+    );
+    assert_eq!(c.packets, 6);
+    let stats = w.statistics();
+    let stat = |name: &str| stats.iter().find(|s| s.name == name).map(|s| s.value.clone());
+    assert_eq!(
+        stat("nic.trig.p2p_delivered"),
+        Some(hpcnet_des::stats::StatValue::Counter { value: 2 })
+    );
+    assert_eq!(n0, 0);
+}
+
+#[test]
+fn the_parser_prefers_heads_that_can_go_downstream_and_keeps_queue_order() {
+    use hpcnet_des::SimTime;
+    use hpcnet_nic::triggered::{TrigP2p, TrigPost, TrigRun};
+    use hpcnet_nic::{CqeKind, CqeStatus};
+    // One active collective at most; parsing a descriptor takes 200 ns (the DMA read of the
+    // descriptor) + 1 us.
+    let run = || {
+        let mut w = world(&["nic.triggered.collectives=1", "nic.triggered.parse_time=\"1 us\""]);
+        let vps: Vec<u32> = (0..3).map(|_| w.trig_open_vp(Rank(0)).unwrap().1).collect();
+        let (n1, vp1) = w.trig_open_vp(Rank(1)).unwrap();
+        let cq = w.create_cq(Rank(0));
+        let (dst, _) = w.memory_mut(Rank(1)).register(64);
+        let coll = |vp, wr_id, pulses| TrigPost {
+            vp,
+            runs: vec![TrigRun::once(pulses)],
+            cq,
+            wr_id,
+        };
+        let p2p = |vp, wr_id| TrigP2p {
+            vp,
+            dest_id: n1,
+            dest_vp: vp1,
+            remote_addr: dst + 8 * wr_id,
+            payload: Payload::Operands(vec![wr_id as u8; 8]),
+            cq,
+            wr_id,
+        };
+        // A on VP 0 is parsed first and holds the one collective place; then VP 1 holds B
+        // (3 pulses) and P1 behind it (4 descriptors), VP 2 holds P2 alone (1 descriptor).
+        w.post_trig(Rank(0), coll(vps[0], 1, vec![one_step(0, 0, n1, vp1)]))
+            .unwrap();
+        let b = (0..3).map(|i| one_step(1 + i, u64::from(i), n1, vp1)).collect();
+        w.post_trig(Rank(0), coll(vps[1], 2, b)).unwrap();
+        w.trig_post_p2p(Rank(0), p2p(vps[1], 3)).unwrap();
+        w.trig_post_p2p(Rank(0), p2p(vps[2], 4)).unwrap();
+        let cqes = drain(&mut w, cq);
+        let at = |wr_id: u64| {
+            let c = cqes.iter().find(|c| c.wr_id == wr_id).expect("completed");
+            assert_eq!(c.status, CqeStatus::Ok, "{c:?}");
+            (c.kind, c.at)
+        };
+        (at(1), at(2), at(3), at(4))
+    };
+    let (a, b, p1, p2) = run();
+    let parse = SimTime::from_ns(1200);
+    let doorbell = SimTime::from_ns(100);
+    // Occupancy alone would take VP 1 (B, 4 descriptors) after A; B's head cannot go
+    // downstream while A is active, so P2 goes first. P1 waits behind B in its queue even
+    // though the point-to-point sender is idle: A, P2, B, P1.
+    assert_eq!(
+        (a.0, b.0, p1.0, p2.0),
+        (CqeKind::Trig, CqeKind::Trig, CqeKind::TrigP2p, CqeKind::TrigP2p)
+    );
+    assert!(a.1 < doorbell + parse + parse, "A completes while P2 is parsed: {a:?}");
+    assert_eq!(p2.1, doorbell + parse + parse);
+    assert!(b.1 > doorbell + parse * 3, "B is parsed third: {b:?}");
+    assert_eq!(p1.1, doorbell + parse * 4);
+    // Same run, same times.
+    assert_eq!(run(), (a, b, p1, p2));
+}
+
+/// 8 members' offloaded allreduce of 300 f64 (three pulses), with or without each member's
+/// NIC also sending 4 RDMA descriptors of 16 KiB to the next member on a VP of its own
+/// (posted first, so they reach the parser first). Per member: result and completion time;
+/// the point-to-point completion times; whether every point-to-point byte arrived.
+#[allow(clippy::type_complexity)]
+fn allreduce_beside_p2p(with_p2p: bool) -> (Vec<Vec<u8>>, Vec<hpcnet_des::SimTime>, Vec<hpcnet_des::SimTime>, bool) {
+    use hpcnet_nic::triggered::TrigP2p;
+    use hpcnet_nic::CqeStatus;
+    const K: u64 = 4;
+    const LEN: u64 = 16 * 1024;
+    let p = 8;
+    let dt = Datatype::F64;
+    let ranks = members(p, 5);
+    let inputs: Vec<Vec<u8>> = (0..p).map(|i| input(dt, i, 300, 77)).collect();
+    let mut m = Machine::new(world(&[]));
+    let comms = Comm::create(&m, &ranks, &cfg()).unwrap();
+    let p2p_times = Rc::new(RefCell::new(Vec::new()));
+    let mut rx = Vec::new();
+    let mut sent = Vec::new();
+    if with_p2p {
+        let vps: Vec<(u32, u32)> = ranks.iter().map(|&r| m.trig_open_vp(r).unwrap()).collect();
+        rx = ranks.iter().map(|&r| m.context(r).reg_mr(K * LEN)).collect();
+        for (i, &r) in ranks.iter().enumerate() {
+            let ctx = m.context(r);
+            let tx = ctx.reg_mr(K * LEN);
+            let bytes: Vec<u8> = (0..K * LEN).map(|j| (j * 31 + i as u64 * 17) as u8).collect();
+            ctx.write_local(&tx, 0, &bytes).unwrap();
+            sent.push(bytes);
+            let to = (i + 1) % p;
+            let (dest_id, dest_vp) = vps[to];
+            let remote = rx[to].addr;
+            let vp = vps[i].1;
+            let times = p2p_times.clone();
+            m.spawn(async move {
+                let cq = ctx.create_cq();
+                for k in 0..K {
+                    ctx.post_trig_p2p(TrigP2p {
+                        vp,
+                        dest_id,
+                        dest_vp,
+                        remote_addr: remote + k * LEN,
+                        payload: Payload::Address {
+                            addr: tx.addr + k * LEN,
+                            len: LEN,
+                        },
+                        cq: cq.id(),
+                        wr_id: k,
+                    })
+                    .expect("point-to-point post");
+                }
+                for k in 0..K {
+                    let c = cq.next().await;
+                    assert_eq!((c.status, c.wr_id, c.bytes), (CqeStatus::Ok, k, LEN));
+                    times.borrow_mut().push(c.at);
+                }
+            });
+        }
+    }
+    let out: Rc<RefCell<Vec<Option<(Vec<u8>, hpcnet_des::SimTime)>>>> = Rc::new(RefCell::new(vec![None; p]));
+    for (i, mut c) in comms.into_iter().enumerate() {
+        let (o, x) = (out.clone(), inputs[i].clone());
+        m.spawn(async move {
+            let r = c
+                .allreduce_bytes(dt, ReduceOp::Sum, x, Algorithm::Offload)
+                .await
+                .expect("offloaded allreduce");
+            let t = c.context().now();
+            o.borrow_mut()[i] = Some((r, t));
+        });
+    }
+    let end = m.run();
+    assert_eq!((end.stuck_tasks, end.deadlock), (0, false));
+    let delivered = (0..sent.len()).all(|i| {
+        let to = (i + 1) % p;
+        let got = m
+            .world()
+            .memory(ranks[to])
+            .read(rx[to].addr, K * LEN)
+            .unwrap()
+            .into_owned();
+        got == sent[i]
+    });
+    let c = m.world().trig_counters();
+    assert_eq!((c.completed, c.errors), (p as u64, 0));
+    let want = if with_p2p { p as u64 * K } else { 0 };
+    assert_eq!((c.p2p_sent, c.p2p_delivered, c.p2p_bytes), (want, want, want * LEN));
+    let (res, times): (Vec<_>, Vec<_>) = std::mem::take(&mut *out.borrow_mut())
+        .into_iter()
+        .map(|x| x.expect("finished"))
+        .unzip();
+    let p2p = p2p_times.borrow().clone();
+    (res, times, p2p, delivered)
+}
+
+#[test]
+fn point_to_point_traffic_beside_an_allreduce_changes_its_time_not_its_result() {
+    let dt = Datatype::F64;
+    let inputs: Vec<Vec<u8>> = (0..8).map(|i| input(dt, i, 300, 77)).collect();
+    let want = ideal(Kind::Allreduce, &inputs, dt, ReduceOp::Sum, PULSE, 3).swap_remove(0);
+    let (alone, t_alone, _, _) = allreduce_beside_p2p(false);
+    let (shared, t_shared, p2p, delivered) = allreduce_beside_p2p(true);
+    for r in alone.iter().chain(&shared) {
+        assert_eq!(r, &want, "bit-identical to the reference");
+    }
+    assert!(delivered, "every point-to-point byte at its remote address");
+    assert_eq!(p2p.len(), 32);
+    let end = |t: &[hpcnet_des::SimTime]| *t.iter().max().unwrap();
+    assert!(
+        end(&t_shared) > end(&t_alone),
+        "the parser and the fabric are shared: {:?} vs {:?}",
+        end(&t_shared),
+        end(&t_alone)
+    );
+    // Determinism: the same runs again give the same times.
+    assert_eq!(allreduce_beside_p2p(true).1, t_shared);
+    assert_eq!(allreduce_beside_p2p(true).2, p2p);
+    assert_eq!(allreduce_beside_p2p(false).1, t_alone);
 }

@@ -11,7 +11,7 @@
 
 use hpcnet_des::SimTime;
 use hpcnet_fabric::net::Blocked;
-use hpcnet_nic::triggered::TrigPost;
+use hpcnet_nic::triggered::{TrigP2p, TrigPost};
 use hpcnet_nic::{
     CollDesc, CollType, CqId, Cqe, ExternalBytes, GroupId, MemoryError, Notice, PostError, QpNum, Rank, Request, RqId,
     TimerId, World,
@@ -163,6 +163,11 @@ pub trait NicBackend {
         let _ = (rank, post);
         Err(PostError::NoOffloadUnit)
     }
+    /// Post `rank`'s point-to-point descriptor (MP or RDMA, C = 0) on its VP.
+    fn post_trig_p2p(&mut self, rank: Rank, desc: TrigP2p) -> Result<(), PostError> {
+        let _ = (rank, desc);
+        Err(PostError::NoOffloadUnit)
+    }
 }
 
 impl NicBackend for World {
@@ -283,5 +288,8 @@ impl NicBackend for World {
     }
     fn post_trig(&mut self, rank: Rank, post: TrigPost) -> Result<(), PostError> {
         World::post_trig(self, rank, post)
+    }
+    fn post_trig_p2p(&mut self, rank: Rank, desc: TrigP2p) -> Result<(), PostError> {
+        World::trig_post_p2p(self, rank, desc)
     }
 }

@@ -432,6 +432,16 @@ impl Context {
             .map_err(VerbsError::Post)
     }
 
+    /// Post this rank's point-to-point descriptor (MP or RDMA) on its VP `desc.vp`; the NIC
+    /// writes a completion of kind `TrigP2p` to `desc.cq` when its packets have left.
+    pub fn post_trig_p2p(&self, desc: hpcnet_nic::triggered::TrigP2p) -> Result<(), VerbsError> {
+        self.host
+            .borrow_mut()
+            .nic
+            .post_trig_p2p(self.rank, desc)
+            .map_err(VerbsError::Post)
+    }
+
     /// Register `len` zeroed bytes of this rank's memory.
     pub fn reg_mr(&self, len: u64) -> Mr {
         let (addr, rkey) = self.host.borrow_mut().nic.register(self.rank, len);

@@ -58,6 +58,8 @@ pub enum CqeKind {
     Coll,
     /// An offloaded (triggered) collective completed at this member.
     Trig,
+    /// A point-to-point descriptor of a virtual port was sent: its packets left the NIC.
+    TrigP2p,
 }
 
 /// A completion queue entry.

@@ -277,6 +277,8 @@ pub enum PostError {
     NoOffloadUnit,
     #[error("virtual port {vp} is not open for rank {rank}")]
     NoSuchVp { vp: u32, rank: Rank },
+    #[error("point-to-point descriptor: {0}")]
+    BadP2p(String),
     /// A NIC model that does not implement this operation (e.g. the flow-level model).
     #[error("{op} is not supported by the {model} model")]
     Unsupported { op: &'static str, model: &'static str },

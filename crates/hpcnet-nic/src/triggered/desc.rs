@@ -22,6 +22,15 @@
 //! `recv_part` (offset and length in the intermediate buffer). Field widths follow the packet key: JobID 8 bits,
 //! NodeID/DestID 24, VPs 11, SeqIDs and CPCount 5.
 //!
+//! **C and CP.** A sequence holds collective descriptors only (C = 1); a point-to-point
+//! descriptor (C = 0: an MP or RDMA descriptor writing data to a remote address) is its own
+//! post on a VP ([`super::timed::TrigP2p`]) and never enters a unit. CP is read where a packet
+//! arrives: a CP = 1 packet is handed to the units (it triggers a step there), a CP = 0 packet
+//! is written to host memory at the address it carries. In a sequence CP and DestID go
+//! together: a step that sends must set CP (a collective packet that triggered nothing would
+//! be data no step reads) and CP without DestID is refused too, so the only CP = 0 packets are
+//! point-to-point ones.
+//!
 //! **Firing a step.** The walker's current descriptor expects `cp_count` packets, keys
 //! `(job, sender node, sender VP, seq_id)`. When all are in (whatever their order of arrival)
 //! it fires, in this order, on the unit's intermediate-result buffer `work`:
@@ -196,6 +205,17 @@ impl CollDescriptor {
         for s in &self.wait_from {
             width("sender NodeID", NODE_BITS, s.node)?;
             width("sender VP", VP_BITS, s.vp)?;
+        }
+        match (self.dest_id.is_some(), self.cp) {
+            (true, false) => {
+                return Err(bad(
+                    "DestID set with CP = 0: a collective step's packet triggers a step at its destination \
+                     (data for host memory go in a point-to-point descriptor, C = 0)"
+                        .into(),
+                ))
+            }
+            (false, true) => return Err(bad("CP = 1 but the step sends nothing (no DestID)".into())),
+            _ => {}
         }
         if self.cp_count as usize != self.wait_from.len() {
             return Err(bad(format!(
@@ -1482,6 +1502,18 @@ mod tests {
         assert_eq!(
             err(&|d| d.seq_id = 32),
             "descriptor 0: SeqID = 32 does not fit in 5 bits (largest 31)"
+        );
+        assert_eq!(
+            err(&|d| {
+                *d = d.clone().send(1, 0, 0);
+                d.cp = false;
+            }),
+            "descriptor 0: DestID set with CP = 0: a collective step's packet triggers a step at its destination \
+             (data for host memory go in a point-to-point descriptor, C = 0)"
+        );
+        assert_eq!(
+            err(&|d| d.cp = true),
+            "descriptor 0: CP = 1 but the step sends nothing (no DestID)"
         );
         assert_eq!(
             err(&|d| d.c = false),

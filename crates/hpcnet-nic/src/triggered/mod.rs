@@ -40,10 +40,16 @@
 //!    unit refuses it). Every sequence is checked once at post time ([`Shape::new`]; the pulses repeating it walk the checked shape, [`Walker::start`]); errors
 //!    are `PostError`s.
 //! 3. **Parser and scheduler**: `WorldEvent::Trig` carries the unit's events. After the
-//!    doorbell, the parser takes the head of the queue with the most descriptors (ties by VP),
-//!    fetches its descriptors (one DMA round trip) and spends the per-descriptor parse time;
-//!    each pulse is handed to [`OffloadUnits::post`], which assigns it to the least-loaded
-//!    unit; [`UnitError`]s become error completions.
+//!    doorbell, the parser takes the head of a queue — first those whose head can go
+//!    downstream now (a collective while fewer than `collectives` are active, a
+//!    point-to-point descriptor while the point-to-point sender is idle), then the queue with
+//!    the most descriptors, then the lower VP — fetches its descriptors (one DMA round trip)
+//!    and spends the per-descriptor parse time; each pulse is handed to
+//!    [`OffloadUnits::post`], which assigns it to the least-loaded unit; [`UnitError`]s become
+//!    error completions. Point-to-point descriptors (C = 0, MP or RDMA,
+//!    `World::trig_post_p2p`) share the queues and the parser, then go to the NIC's
+//!    point-to-point sender; their CP = 0 packets are written to the destination's memory
+//!    and never enter a unit.
 //! 4. **Packets**: a tag bit marks offload packets; the World's network dispatch hands them to
 //!    the unit next to the collective unit's check. Their [`TrigPacket`] travels in a side table,
 //!    split into packets of at most `packet.max_payload` and reassembled before it enters
@@ -83,5 +89,5 @@ pub use hashbuf::{HashBuf, HashBufConfig, HashBufConfigError, HashBufError, Hash
 pub use ideal::{run_ideal, Completion, Endpoint, IdealError, IdealRun};
 pub use key::{KeyError, PacketKey};
 pub use pulse::{Acquire, PulseConfig, PulseController, PulseError, PulseStats};
-pub use timed::{TrigBufferUse, TrigCounters, TrigEvent, TrigPost, TrigPulse, TrigRun, MAX_VPS};
+pub use timed::{TrigBufferUse, TrigCounters, TrigEvent, TrigP2p, TrigPost, TrigPulse, TrigRun, MAX_VPS};
 pub use unit::{OffloadUnits, UnitAction, UnitError, UnitsConfig};

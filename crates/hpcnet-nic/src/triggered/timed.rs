@@ -19,12 +19,41 @@
 //! charged before the pulse starts), so a post holds the memory of its pulses in flight, not
 //! of its whole vector. At post time every such address range is checked to be readable.
 //!
-//! **Doorbell, parser, scheduler.** The post reaches the NIC's descriptor queue of its VP
-//! `host.doorbell_latency` later. One parser per NIC takes the head post of the queue holding
-//! the most descriptors (ties: the lower VP), fetches its descriptors (one DMA read round trip)
-//! and spends `parse_time` per descriptor of its first pulse — later pulses walk the same
-//! sequence shape over other elements. A parsed post becomes one of the NIC's active
-//! collectives (at most `collectives`; one more completes with an error).
+//! **Point-to-point descriptors.** A VP also takes point-to-point descriptors (C = 0,
+//! [`World::trig_post_p2p`]): an MP descriptor carries its data (at most one packet,
+//! `packet.max_payload`), an RDMA descriptor names them by local address and length; both
+//! name the destination (DestID, DestVP) and a remote address. They are checked at post time
+//! (the VP open, the destination a node with that VP open, the local and the remote range
+//! inside registered memory, the MP size; a bad post is a [`PostError`]) and enter the same
+//! descriptor queue as collective posts, in posting order. Once parsed, a descriptor goes to
+//! the NIC's point-to-point sender, which takes one descriptor at a time: it reads an RDMA
+//! descriptor's data by DMA (on the read channel the pulses' local data use; MP data came with
+//! the descriptor) and hands its packets to the fabric as CP = 0 offload packets; the sender
+//! is then free and a completion of kind [`CqeKind::TrigP2p`] goes to the post's completion
+//! queue (the completion says the source data may be reused, as a local send completion
+//! does; the sender does not wait for the remote write). At the destination the CP bit is
+//! read: a CP = 0 packet never enters an offload unit, the hash buffer or the early store and
+//! needs no live sequence there; once whole it is written to the memory of the rank owning
+//! its DestVP at the address it carries, a DMA write through the host interface like a
+//! completion's (`nic.trig.p2p_delivered` and `p2p_bytes` count them). CP = 1 packets are the
+//! collectives' (a collective step that sends sets CP, [`Shape::new`] refuses one that does
+//! not), handed to the units as below.
+//!
+//! **Doorbell, parser, scheduler.** A post reaches the NIC's descriptor queue of its VP
+//! `host.doorbell_latency` later. One parser per NIC classifies the head of each queue as
+//! collective or point-to-point and takes one head at a time by this rule: first the queues
+//! whose head can go downstream now — a collective head while the NIC has fewer than
+//! `collectives` active collectives, a point-to-point head while the point-to-point sender is
+//! idle — then the queue holding the most descriptors (a collective post counts the
+//! descriptors of all its pulses, a point-to-point descriptor one), then the lower VP. When no
+//! head can go downstream it takes one by occupancy all the same (the parser never idles with
+//! work queued). Whether a head can go downstream is one comparison per head, and every
+//! collective head answers alike, so a NIC with collective posts only chooses by occupancy
+//! alone. The parser fetches the head's descriptors (one DMA read round trip) and spends
+//! `parse_time` per descriptor of a collective's first pulse — later pulses walk the same
+//! sequence shape over other elements — or once for a point-to-point descriptor. A parsed
+//! collective post becomes one of the NIC's active collectives (at most `collectives`; one
+//! more completes with an error).
 //!
 //! **Pulses.** Each pulse takes a counter of the NIC's [`PulseController`] before it starts;
 //! its counter returns when its sequence has completed at this NIC (the responses of the
@@ -83,8 +112,9 @@
 //! packets waiting for a busy unit are counted, not placed in the hash table (they take their
 //! home slot when the unit takes them); early arrivals wait in an unbounded store (the paper
 //! does not say where packets of a collective not yet started wait); without `nic.rx_buffer` a refused packet waits in the NIC instead
-//! of the network; point-to-point MP/RDMA descriptors on a VP are not modelled
-//! (point-to-point traffic uses the verbs path).
+//! of the network; point-to-point descriptors are sent on rail `VP mod rails`, check their
+//! remote range against the receiving rank's registered memory without a memory key, and
+//! get a completion at the sender only (none at the receiver).
 //!
 //! **Abort.** A collective that fails at one member (pulse-counter time-out, unit limit,
 //! walk error) sends a header-only abort packet to every member its sequences send to or wait
@@ -177,6 +207,52 @@ pub struct TrigPost {
     pub wr_id: u64,
 }
 
+/// A point-to-point descriptor (C = 0) posted on a VP: it writes its data to `remote_addr` in
+/// the host memory of the rank owning VP `dest_vp` of node `dest_id`. An MP descriptor carries
+/// the data (`Payload::Operands`, at most `packet.max_payload` bytes: one packet); an RDMA
+/// descriptor names them in the poster's memory (`Payload::Address`), and the NIC reads them
+/// by DMA once the parser has handed the descriptor on. A completion of kind
+/// [`CqeKind::TrigP2p`] goes to `cq` when its packets have left the NIC.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrigP2p {
+    pub vp: u32,
+    /// DestID (24 bits) and DestVP (11 bits) of the receiving VP.
+    pub dest_id: u32,
+    pub dest_vp: u32,
+    /// Where the data go in the receiving rank's memory.
+    pub remote_addr: u64,
+    pub payload: Payload,
+    pub cq: CqId,
+    pub wr_id: u64,
+}
+
+/// A post waiting in a descriptor queue: a collective (its [`PostState`]) or a point-to-point
+/// descriptor (its [`P2pState`]), the two kinds the parser tells apart by the head's C bit.
+#[derive(Copy, Clone, Debug)]
+enum Queued {
+    Coll(u32),
+    P2p(u32),
+}
+
+/// A point-to-point descriptor from its post to its send.
+struct P2pState {
+    /// The key its packets carry (JobID and SeqID 0: no step awaits them).
+    key: super::key::PacketKey,
+    node: NodeId,
+    rank: Rank,
+    vp: u32,
+    cq: CqId,
+    wr_id: u64,
+    dest: NodeId,
+    dest_vp: u32,
+    /// The rank owning the destination VP (the completion's peer).
+    peer: Rank,
+    remote_addr: u64,
+    payload: Payload,
+    /// The data to send, once read (RDMA) or taken from the descriptor (MP).
+    data: Vec<u8>,
+}
+
 /// A run of a post as checked at post time: each pulse of its group is a checked sequence
 /// ([`Shape`]) with its serial and elements.
 struct CheckedRun {
@@ -256,6 +332,14 @@ pub enum TrigEvent {
     Doorbell { post: u32 },
     /// The parser is done with a post.
     Parsed { post: u32 },
+    /// A point-to-point descriptor's doorbell reached its NIC.
+    P2pDoorbell { p2p: u32 },
+    /// The parser is done with a point-to-point descriptor.
+    P2pParsed { p2p: u32 },
+    /// A point-to-point descriptor's data are in the NIC's sender: its packets leave.
+    P2pSend { p2p: u32 },
+    /// Point-to-point data are in the destination's host memory.
+    P2pWritten { batch: u32 },
     /// Ask again for a pulse counter.
     Retry { post: u32 },
     /// A pulse's local data is in the NIC: it starts.
@@ -296,9 +380,12 @@ struct TrigNic {
     pulse: PulseController,
     /// Owner of each VP.
     vps: Vec<Rank>,
-    /// Descriptor queues: posts per VP waiting for the parser.
-    dq: BTreeMap<u32, VecDeque<u32>>,
+    /// Descriptor queues: posts per VP waiting for the parser, in posting order.
+    dq: BTreeMap<u32, VecDeque<Queued>>,
     parser_busy: bool,
+    /// The point-to-point sender is busy (reading a descriptor's data, then handing its
+    /// packets to the fabric) until then.
+    p2p_busy: SimTime,
     /// Parsed collectives not yet finished, in order.
     active: Vec<u32>,
     /// Position of the next collective to become active (the order of `active`, never reused).
@@ -446,6 +533,12 @@ enum Batch {
         data: Vec<u8>,
         addr: Option<u64>,
     },
+    /// Point-to-point data on their way into `rank`'s memory at `addr`.
+    P2pWrite {
+        rank: Rank,
+        addr: u64,
+        data: Vec<u8>,
+    },
 }
 
 /// The offload unit's state in the world.
@@ -455,6 +548,8 @@ pub(crate) struct TrigUnit {
     nics: Vec<Option<TrigNic>>,
     posts: Vec<Option<PostState>>,
     free_posts: Vec<u32>,
+    p2ps: Vec<Option<P2pState>>,
+    free_p2ps: Vec<u32>,
     wires: Vec<Option<Wire>>,
     free_wires: Vec<u32>,
     batches: Vec<Option<Batch>>,
@@ -507,9 +602,17 @@ enum S {
     Arrived,
     Dropped,
     Discarded,
+    P2pPosts,
+    P2pSent,
+    P2pDelivered,
+    P2pBytes,
 }
 
-const STATS: [(&str, &str, &str); 22] = [
+/// The statistics of collectives only (those reported when no point-to-point descriptor was
+/// posted).
+const COLL_STATS: usize = 22;
+
+const STATS: [(&str, &str, &str); 26] = [
     (
         "nic.trig.posts",
         "collectives",
@@ -604,6 +707,26 @@ const STATS: [(&str, &str, &str); 22] = [
         "packets",
         "packets of failed collectives discarded from offload units",
     ),
+    (
+        "nic.trig.p2p_posts",
+        "descriptors",
+        "point-to-point descriptors posted on virtual ports",
+    ),
+    (
+        "nic.trig.p2p_sent",
+        "descriptors",
+        "point-to-point descriptors whose packets left the NIC",
+    ),
+    (
+        "nic.trig.p2p_delivered",
+        "descriptors",
+        "point-to-point descriptors written to the destination's memory",
+    ),
+    (
+        "nic.trig.p2p_bytes",
+        "bytes",
+        "point-to-point data written to destinations' memory",
+    ),
 ];
 
 /// How one NIC's hash buffers were used: the time-weighted occupancy of all its units'
@@ -671,6 +794,12 @@ pub struct TrigCounters {
     pub discarded: u64,
     /// Packets still waiting in hash buffers, early stores or refused queues.
     pub waiting: u64,
+    /// Point-to-point descriptors posted, sent (packets left the NIC), delivered (written to
+    /// the destination's memory) and the bytes delivered.
+    pub p2p_posts: u64,
+    pub p2p_sent: u64,
+    pub p2p_delivered: u64,
+    pub p2p_bytes: u64,
 }
 
 fn type_rates(t: &crate::config::TriggeredConfig) -> [hpcnet_des::BitsPerSec; 4] {
@@ -717,6 +846,7 @@ impl World {
                 vps: Vec::new(),
                 dq: BTreeMap::new(),
                 parser_busy: false,
+                p2p_busy: SimTime::ZERO,
                 active: Vec::new(),
                 next_order: 0,
                 want_none: BTreeSet::new(),
@@ -876,6 +1006,10 @@ impl World {
             dropped: v[S::Dropped as usize],
             discarded: v[S::Discarded as usize],
             waiting,
+            p2p_posts: v[S::P2pPosts as usize],
+            p2p_sent: v[S::P2pSent as usize],
+            p2p_delivered: v[S::P2pDelivered as usize],
+            p2p_bytes: v[S::P2pBytes as usize],
         }
     }
 
@@ -903,10 +1037,16 @@ impl World {
 
     /// The offload unit's statistics (reported once it has been used).
     pub(crate) fn trig_statistics(&self) -> Vec<StatRecord> {
-        if self.trig.stats[S::Posts as usize] == 0 {
+        let s = &self.trig.stats;
+        if s[S::Posts as usize] == 0 && s[S::P2pPosts as usize] == 0 {
             return Vec::new();
         }
-        Registry::of_counters(&STATS, &self.trig_values()).report()
+        let n = if s[S::P2pPosts as usize] == 0 {
+            COLL_STATS
+        } else {
+            STATS.len()
+        };
+        Registry::of_counters(&STATS[..n], &self.trig_values()[..n]).report()
     }
 
     /// Post `rank`'s collective on its VP `post.vp`.
@@ -1078,6 +1218,101 @@ impl World {
         Ok(())
     }
 
+    /// Post `rank`'s point-to-point descriptor (C = 0) on its VP `d.vp`. It enters the VP's
+    /// descriptor queue behind the posts made before it, collective or not.
+    ///
+    /// Refused ([`PostError`]): a VP not open for `rank` (`NoSuchVp`), a completion queue
+    /// not the rank's (`BadCq`), local data (RDMA) outside the rank's registered memory
+    /// (`Local`); `BadP2p` names the reason for a DestID outside the machine, a DestVP not
+    /// open at that node, a remote range outside the receiving rank's registered memory and
+    /// an MP payload larger than one packet (`packet.max_payload`).
+    pub fn trig_post_p2p(&mut self, rank: Rank, d: TrigP2p) -> Result<(), PostError> {
+        if rank.index() >= self.ranks() {
+            return Err(PostError::NoSuchRank(rank));
+        }
+        self.trig_cfg()?;
+        if !self.cq_owned_by(d.cq, rank) {
+            return Err(PostError::BadCq(d.cq));
+        }
+        let node = self.place.node_of(rank);
+        let owns = self
+            .trig
+            .nic(node.0)
+            .and_then(|n| n.vps.get(d.vp as usize))
+            .is_some_and(|&r| r == rank);
+        if !owns {
+            return Err(PostError::NoSuchVp { vp: d.vp, rank });
+        }
+        let nodes = self.nics.len();
+        if d.dest_id as usize >= nodes {
+            return Err(PostError::BadP2p(format!(
+                "DestID {} is not a node of the machine ({nodes} nodes)",
+                d.dest_id
+            )));
+        }
+        let Some(&peer) = self.trig.nic(d.dest_id).and_then(|n| n.vps.get(d.dest_vp as usize)) else {
+            return Err(PostError::BadP2p(format!(
+                "DestVP {} is not open at node {}",
+                d.dest_vp, d.dest_id
+            )));
+        };
+        let len = match &d.payload {
+            Payload::Operands(v) => {
+                let max = u64::from(self.mtu);
+                if v.len() as u64 > max {
+                    return Err(PostError::BadP2p(format!(
+                        "an MP descriptor carries at most {max} B (one packet, packet.max_payload), got {} B",
+                        v.len()
+                    )));
+                }
+                v.len() as u64
+            }
+            Payload::Address { addr, len } => {
+                self.mem[rank.index()]
+                    .check_local(*addr, *len)
+                    .map_err(PostError::Local)?;
+                *len
+            }
+        };
+        self.mem[peer.index()]
+            .check_local(d.remote_addr, len)
+            .map_err(|e| PostError::BadP2p(format!("remote range at node {}, VP {}: {e}", d.dest_id, d.dest_vp)))?;
+        let key = super::key::PacketKey::new(0, node.0, d.vp, 0).map_err(|e| PostError::BadP2p(e.to_string()))?;
+        let st = P2pState {
+            key,
+            node,
+            rank,
+            vp: d.vp,
+            cq: d.cq,
+            wr_id: d.wr_id,
+            dest: NodeId(d.dest_id),
+            dest_vp: d.dest_vp,
+            peer,
+            remote_addr: d.remote_addr,
+            payload: d.payload,
+            data: Vec::new(),
+        };
+        let id = if let Some(i) = self.trig.free_p2ps.pop() {
+            self.trig.p2ps[i as usize] = Some(st);
+            i
+        } else {
+            self.trig.p2ps.push(Some(st));
+            (self.trig.p2ps.len() - 1) as u32
+        };
+        self.trig.stats[S::P2pPosts as usize] += 1;
+        let at = self.q.now() + self.cfg.host.doorbell_latency;
+        let by = self.net.node_origin(node);
+        self.q
+            .schedule_by(by, at, WorldEvent::Trig(TrigEvent::P2pDoorbell { p2p: id }));
+        Ok(())
+    }
+
+    fn tp2p(&mut self, id: u32) -> &mut P2pState {
+        self.trig.p2ps[id as usize]
+            .as_mut()
+            .expect("live point-to-point descriptor")
+    }
+
     fn tpost(&mut self, id: u32) -> &mut PostState {
         self.trig.posts[id as usize].as_mut().expect("live offload post")
     }
@@ -1097,7 +1332,7 @@ impl World {
                     self.t_fail_post(post, CqeStatus::TrigFailed(Self::ABORTED.into()));
                     return;
                 }
-                self.tnic(node).dq.entry(vp).or_default().push_back(post);
+                self.tnic(node).dq.entry(vp).or_default().push_back(Queued::Coll(post));
                 self.t_parse_next(node);
             }
             TrigEvent::Parsed { post } => {
@@ -1129,6 +1364,22 @@ impl World {
                 }
                 self.t_parse_next(node);
             }
+            TrigEvent::P2pDoorbell { p2p } => {
+                let (node, vp) = {
+                    let p = self.tp2p(p2p);
+                    (p.node, p.vp)
+                };
+                self.tnic(node).dq.entry(vp).or_default().push_back(Queued::P2p(p2p));
+                self.t_parse_next(node);
+            }
+            TrigEvent::P2pParsed { p2p } => {
+                let node = self.tp2p(p2p).node;
+                self.tnic(node).parser_busy = false;
+                self.t_p2p_fetch(p2p);
+                self.t_parse_next(node);
+            }
+            TrigEvent::P2pSend { p2p } => self.t_p2p_send(p2p),
+            TrigEvent::P2pWritten { batch } => self.t_p2p_written(batch),
             TrigEvent::Retry { post } => {
                 if self.trig.posts[post as usize].is_none() {
                     return;
@@ -1146,6 +1397,10 @@ impl World {
                 if w.abort {
                     self.t_release_credits(w.credits);
                     self.t_abort(w.node, w.pkt.dest_vp, w.serial);
+                } else if !w.pkt.cp {
+                    // CP = 0: no step waits for it; the data go to host memory.
+                    self.t_release_credits(w.credits);
+                    self.t_p2p_arrive(w.node, w.pkt);
                 } else {
                     self.t_arrive(w.node, w.pkt, w.serial, w.credits);
                 }
@@ -1155,25 +1410,43 @@ impl World {
         }
     }
 
-    /// Let the parser take the next post: the VP queue with the most descriptors.
+    /// Let the parser take the next post. Among the VPs with a non-empty descriptor queue it
+    /// prefers those whose head can go downstream now — a collective while the NIC has fewer
+    /// than `collectives` active, a point-to-point descriptor while the point-to-point sender
+    /// is idle — then the queue holding the most descriptors, then the lower VP. When no head
+    /// can go downstream it still takes one by the same order (the parser never idles with
+    /// work queued; a collective over the limit then fails as it is parsed). With only
+    /// collective posts every head is alike, so the choice is by occupancy alone.
+    /// Cost O(queued posts).
     fn t_parse_next(&mut self, node: NodeId) {
         let n = self.trig.nic(node.0).expect("offload unit of the node");
         if n.parser_busy {
             return;
         }
-        let mut best: Option<(u64, u32)> = None;
+        let limit = self.cfg.triggered.as_ref().map_or(0, |t| t.collectives) as usize;
+        let coll_ready = n.active.len() < limit;
+        let p2p_ready = n.p2p_busy <= self.q.now();
+        let mut best: Option<(bool, u64, u32)> = None;
         for (&vp, q) in &n.dq {
+            let Some(head) = q.front() else { continue };
+            let ready = match head {
+                Queued::Coll(_) => coll_ready,
+                Queued::P2p(_) => p2p_ready,
+            };
             let d: u64 = q
                 .iter()
-                .map(|&p| self.trig.posts[p as usize].as_ref().map_or(0, |s| s.queued))
+                .map(|e| match *e {
+                    Queued::Coll(p) => self.trig.posts[p as usize].as_ref().map_or(0, |s| s.queued),
+                    Queued::P2p(_) => 1,
+                })
                 .sum();
-            if !q.is_empty() && best.is_none_or(|(bd, _)| d > bd) {
-                best = Some((d, vp));
+            if best.is_none_or(|(br, bd, _)| (ready, d) > (br, bd)) {
+                best = Some((ready, d, vp));
             }
         }
-        let Some((_, vp)) = best else { return };
+        let Some((_, _, vp)) = best else { return };
         let n = self.tnic(node);
-        let post =
+        let head =
             n.dq.get_mut(&vp)
                 .and_then(VecDeque::pop_front)
                 .expect("non-empty queue");
@@ -1182,10 +1455,150 @@ impl World {
         }
         n.parser_busy = true;
         let parse = self.cfg.triggered.as_ref().map_or(SimTime::ZERO, |t| t.parse_time);
-        let d = self.tpost(post).descriptors;
+        let (d, ev) = match head {
+            Queued::Coll(post) => (self.tpost(post).descriptors, TrigEvent::Parsed { post }),
+            Queued::P2p(p2p) => (1, TrigEvent::P2pParsed { p2p }),
+        };
         let at = self.q.now() + self.timing.read_latency + SimTime(parse.0 * d);
         let by = self.net.node_origin(node);
-        self.q.schedule_by(by, at, WorldEvent::Trig(TrigEvent::Parsed { post }));
+        self.q.schedule_by(by, at, WorldEvent::Trig(ev));
+    }
+
+    /// A parsed point-to-point descriptor goes to the NIC's point-to-point sender: once the
+    /// sender is free, an RDMA descriptor's data are read by DMA (on the unit's read channel,
+    /// shared with the pulses' local data), an MP descriptor's are in the descriptor.
+    fn t_p2p_fetch(&mut self, p2p: u32) {
+        let now = self.q.now();
+        let (lat, rate) = (self.timing.read_latency, self.timing.read_rate);
+        let (node, rank, payload) = {
+            let p = self.tp2p(p2p);
+            (
+                p.node,
+                p.rank,
+                std::mem::replace(&mut p.payload, Payload::Operands(Vec::new())),
+            )
+        };
+        let start = now.max(self.tnic(node).p2p_busy);
+        let (data, at) = match payload {
+            Payload::Operands(v) => (v, start),
+            Payload::Address { addr, len } => match self.mem[rank.index()].read(addr, len) {
+                Ok(v) => {
+                    let v = v.into_owned();
+                    let n = self.tnic(node);
+                    let s = start.max(n.read_busy);
+                    n.read_busy = s + rate.serialization(Bytes(len));
+                    (v, n.read_busy + lat)
+                }
+                Err(e) => {
+                    let (cq, wr_id, peer) = {
+                        let p = self.tp2p(p2p);
+                        (p.cq, p.wr_id, p.peer)
+                    };
+                    self.push_cqe(
+                        cq,
+                        Cqe {
+                            wr_id,
+                            kind: CqeKind::TrigP2p,
+                            status: CqeStatus::TrigFailed(format!("local data at {addr:#x}: {e}")),
+                            bytes: 0,
+                            peer,
+                            addr: 0,
+                            value: 0,
+                            at: now,
+                        },
+                    );
+                    self.t_free_p2p(p2p);
+                    return;
+                }
+            },
+        };
+        self.tp2p(p2p).data = data;
+        self.tnic(node).p2p_busy = at;
+        let by = self.net.node_origin(node);
+        self.q.schedule_by(by, at, WorldEvent::Trig(TrigEvent::P2pSend { p2p }));
+    }
+
+    fn t_free_p2p(&mut self, p2p: u32) {
+        self.trig.p2ps[p2p as usize] = None;
+        self.trig.free_p2ps.push(p2p);
+    }
+
+    /// A point-to-point descriptor's packets leave: CP = 0 packets to (DestID, DestVP)
+    /// carrying the remote address; its completion is written at the sender now.
+    fn t_p2p_send(&mut self, p2p: u32) {
+        let st = self.trig.p2ps[p2p as usize]
+            .take()
+            .expect("live point-to-point descriptor");
+        self.trig.free_p2ps.push(p2p);
+        let bytes = st.data.len() as u64;
+        let pkt = TrigPacket {
+            key: st.key,
+            dest: st.dest.0,
+            dest_vp: st.dest_vp,
+            cp: false,
+            end: false,
+            addr: Some(st.remote_addr),
+            data: st.data,
+        };
+        let rail = (u64::from(st.vp) % u64::from(self.net.rails())) as u8;
+        self.t_inject(st.node, pkt, 0, rail);
+        self.trig.stats[S::P2pSent as usize] += 1;
+        let now = self.q.now();
+        self.push_cqe(
+            st.cq,
+            Cqe {
+                wr_id: st.wr_id,
+                kind: CqeKind::TrigP2p,
+                status: CqeStatus::Ok,
+                bytes,
+                peer: st.peer,
+                addr: 0,
+                value: 0,
+                at: now,
+            },
+        );
+    }
+
+    /// A whole CP = 0 packet at `node`: written to the memory of the rank owning its
+    /// destination VP, at the address it carries, through the host interface.
+    fn t_p2p_arrive(&mut self, node: NodeId, p: TrigPacket) {
+        let rank = self
+            .trig
+            .nic(node.0)
+            .and_then(|n| n.vps.get(p.dest_vp as usize))
+            .copied();
+        let (Some(rank), Some(addr)) = (rank, p.addr) else {
+            // Not made by a post (a post checks its destination VP and carries its address).
+            self.trig.stats[S::Errors as usize] += 1;
+            return;
+        };
+        let now = self.q.now();
+        let len = p.data.len() as u64;
+        let done = if len > 0 {
+            let d = self.timing.write_time(len);
+            self.nics[node.index()].host.write(now, d)
+        } else {
+            now
+        };
+        let b = self.t_alloc_batch(Batch::P2pWrite {
+            rank,
+            addr,
+            data: p.data,
+        });
+        let by = self.net.node_origin(node);
+        self.q
+            .schedule_by(by, done, WorldEvent::Trig(TrigEvent::P2pWritten { batch: b }));
+    }
+
+    fn t_p2p_written(&mut self, batch: u32) {
+        let Batch::P2pWrite { rank, addr, data } = self.t_take_batch(batch) else {
+            unreachable!("a point-to-point write event names a write batch")
+        };
+        // The range was checked at post time; regions are never unregistered.
+        if self.mem[rank.index()].write(addr, &data).is_ok() {
+            self.trig.stats[S::P2pDelivered as usize] += 1;
+            self.trig.stats[S::P2pBytes as usize] += data.len() as u64;
+        }
     }
 
     /// File post `post` for the counter gate after a change of its counters, pending pulses,
@@ -1537,10 +1950,17 @@ impl World {
     }
 
     fn send_trig(&mut self, node: NodeId, p: TrigPacket, serial: u64) {
+        self.trig.stats[S::Bytes as usize] += p.data.len() as u64;
+        self.trig.stats[S::Sent as usize] += 1;
+        let rail = (serial % u64::from(self.net.rails())) as u8;
+        self.t_inject(node, p, serial, rail);
+    }
+
+    /// Put an offload packet on the fabric on `rail`: ⌈bytes / `packet.max_payload`⌉
+    /// fragments (one header-only for no data), reassembled at the destination.
+    fn t_inject(&mut self, node: NodeId, p: TrigPacket, serial: u64, rail: u8) {
         let dest = NodeId(p.dest);
         let len = p.data.len() as u64;
-        self.trig.stats[S::Bytes as usize] += len;
-        self.trig.stats[S::Sent as usize] += 1;
         let mtu = u64::from(self.mtu);
         let frags = len.div_ceil(mtu).max(1);
         let w = Wire {
@@ -1569,7 +1989,6 @@ impl World {
             return;
         }
         let now = self.q.now();
-        let rail = (serial % u64::from(self.net.rails())) as u8;
         for k in 0..frags {
             let size = (len - (k * mtu).min(len)).min(mtu) as u32;
             let header = self.header;
