@@ -254,6 +254,56 @@ fn float_results_are_bit_identical_across_placements_timing_and_runs() {
 }
 
 #[test]
+fn concurrent_collectives_overflowing_a_small_buffer_lose_nothing() {
+    // Four concurrent 16 KiB f64 allreduces over overlapping members, each NIC with one unit of
+    // 4 slots (4 KiB) and a 4 KiB receive buffer, arrivals jittered: the data in flight far
+    // exceeds the buffers, the pulses in flight (pulse_capacity = 512 elements over 4 counters)
+    // fit them, so refused packets are pushed back and every packet enters a unit once.
+    let over = [
+        "nic.triggered.units=1",
+        "nic.triggered.slots=4",
+        "nic.triggered.buffer=\"4 KiB\"",
+        "nic.rx_buffer=\"4 KiB\"",
+        "nic.triggered.pulse_capacity=512",
+        "nic.triggered.pulse_counters=4",
+        "nic.triggered.jitter=\"2 us\"",
+    ];
+    let k = 4;
+    let count = 2048;
+    let dt = Datatype::F64;
+    let groups: Vec<Vec<Rank>> = (0..k).map(|g| members(16, 1 + g * 5)).collect();
+    let inputs: Vec<Vec<Vec<u8>>> = (0..k)
+        .map(|g| (0..16).map(|m| input(dt, m, count, 300 + g as u64)).collect())
+        .collect();
+    let wants: Vec<Vec<u8>> = inputs
+        .iter()
+        .map(|ins| ideal(Kind::Allreduce, ins, dt, ReduceOp::Sum, PULSE, 6).swap_remove(0))
+        .collect();
+    let mut m = Machine::new(world(&over));
+    let ins = Rc::new(inputs);
+    let (outs, _) = run(&mut m, &groups, |g, mut c| {
+        let ins = ins.clone();
+        async move {
+            let me = c.rank();
+            c.allreduce_bytes(dt, ReduceOp::Sum, ins[g][me].clone(), Algorithm::Offload)
+                .await
+                .expect("offloaded allreduce")
+        }
+    });
+    for (g, out) in outs.iter().enumerate() {
+        for r in out {
+            assert_eq!(r, &wants[g], "communicator {g}");
+        }
+    }
+    let c = m.world().trig_counters();
+    assert_eq!((c.completed, c.errors, c.waiting), (16 * k as u64, 0, 0));
+    assert!(c.refused > 0, "the buffers refused nothing: {c:?}");
+    assert!(c.peak_occupancy <= 4);
+    assert_eq!(c.arrived, c.sent);
+    assert!(c.payload_bytes > 4 * 4096 * 16, "{c:?}");
+}
+
+#[test]
 fn concurrent_allreduces_on_32_nodes() {
     for k in [8usize, 32] {
         let count = 256;
