@@ -114,3 +114,43 @@ fn fat_tree_4ary_3tree_saturates_below_the_bound_and_gains_with_vcs_and_speedup(
         },
     );
 }
+
+/// VC allocation with short packets on a torus: 16 B payloads (32 B packets, 19.7 ns at
+/// 13 Gb/s) on the 8 × 8 torus with 2 dateline VCs. Under `vc_allocation = "per_packet"` a VC
+/// carries one packet at a time and stays held until its tail has left the downstream buffer
+/// and its credits are back, at least 2L + R + SER = 79.7 ns (10 ns links, 40 ns routers), so
+/// a link's 2 VCs carry at most 2 SER / (2L + R + SER) = 0.494 of its capacity — and the
+/// uniformly loaded ring links bound the accepted load to that fraction of the channel-load
+/// bound. `shared` (no allocation stage) passes that ceiling; `per_packet` stays under it and
+/// loses well over half the throughput, as downstream queueing lengthens every hold (measured:
+/// 0.620 and 0.109).
+#[test]
+fn per_packet_vc_allocation_lowers_saturation_with_short_packets_on_a_torus() {
+    let run = |vc_allocation: &str| {
+        saturation(
+            "torus-8x8.toml",
+            &[
+                "router.vcs=2",
+                "router.private_credits=16",
+                "routing.deadlock=dateline",
+                "traffic.size=16B",
+                vc_allocation,
+            ],
+        )
+    };
+    let shared = run("router.vc_allocation=shared");
+    let per_packet = run("router.vc_allocation=per_packet");
+    eprintln!("torus-8x8, 32 B packets: shared {shared:.4}, per_packet {per_packet:.4}");
+    let ser: f64 = 32.0 * 8.0 / 13.0; // ns
+    let ceiling = 2.0 * ser / (2.0 * 10.0 + 40.0 + ser);
+    assert!((ceiling - 0.494).abs() < 1e-3);
+    assert!(
+        shared > ceiling,
+        "shared {shared:.3} above the per-packet ceiling {ceiling:.3}"
+    );
+    assert!(per_packet < ceiling, "per_packet {per_packet:.3} under {ceiling:.3}");
+    assert!(
+        per_packet < shared / 2.0,
+        "per_packet {per_packet:.3} vs shared {shared:.3}"
+    );
+}
