@@ -1,6 +1,6 @@
 //! Unit tests of the router and network model: cut-through and store-and-forward timing, credit
-//! accounting and return, the bubble at ring entry, round-robin output arbitration, and the
-//! conservation law with drops for failed links.
+//! accounting and return, the bubble at ring entry, round-robin output arbitration, the
+//! conservation law with drops for failed links, and the torus tie rules' split of k/2 traffic.
 //!
 //! Links run at 8 Gb/s (1 byte per ns) with 10 ns latency and routers take 20 ns, so a
 //! maximum-size packet (16 B header + 256 B payload = 5 credits of 64 B) serialises in 272 ns
@@ -11,7 +11,7 @@ use crate::config::{
     Arbitration, DeadlockAvoidance, Encoding, FailedLink, FaultConfig, LinkConfig, NodeInjection, PacketConfig,
     RouterConfig, RoutingConfig, TieRule, VcSelect,
 };
-use crate::topology::{build, CrossbarConfig, GridConfig, TopologyConfig};
+use crate::topology::{build, CrossbarConfig, GridConfig, PortKind, TopologyConfig};
 use hpcnet_des::Bytes;
 use std::collections::BTreeMap;
 
@@ -1113,4 +1113,111 @@ fn a_network_with_more_ports_than_an_event_names_is_refused() {
     assert_eq!(e.key, "topology");
     assert!(e.reason.contains("16777217 ports"), "{}", e.reason);
     assert!(e.reason.contains("2^24"), "{}", e.reason);
+}
+
+/// Packets that went the plus and the minus way along dimension `dim` when every node of an
+/// 8 × 8 torus whose coordinate in `dim` has parity `parity` sends `rounds` maximum-size
+/// packets to the node exactly k/2 = 4 away in that dimension (a tie), under `tie` and the
+/// run's `seed`; with the packet count of every link of the dimension (by router, plus first).
+/// A packet stays on one side of the ring for all 4 hops (after the first the distance is 3, no
+/// longer a tie), so a direction's packets are its links' packets over 4; the test checks that
+/// every packet crossed exactly 4 links of `dim` and none of the other dimension.
+fn tie_split(tie: TieRule, dim: usize, parity: u32, rounds: u64, seed: u64) -> (u64, u64, Vec<u64>) {
+    let topo = grid(&[8, 8], 1, true);
+    let mut cfg = fabric(
+        RoutingConfig::DimensionOrder {
+            deadlock: DeadlockAvoidance::Dateline,
+            tie,
+        },
+        2,
+        20,
+    );
+    cfg.router.vc_select = VcSelect::Packet;
+    let coords = |n: usize| topo.routers[topo.nodes[n].ports[0].0.index()].coords.clone();
+    let node_at = |c: &[u32]| (0..topo.nodes.len()).find(|&n| coords(n) == c).expect("a node");
+    let sources: Vec<(usize, usize)> = (0..topo.nodes.len())
+        .filter(|&n| coords(n)[dim] % 2 == parity)
+        .map(|n| {
+            let mut c = coords(n);
+            c[dim] = (c[dim] + 4) % 8;
+            (n, node_at(&c))
+        })
+        .collect();
+    assert_eq!(sources.len(), 32);
+    let kinds: Vec<Vec<PortKind>> = topo.routers.iter().map(|r| r.kinds.clone()).collect();
+    let mut net = Network::new(topo, cfg).unwrap();
+    net.set_seed(seed);
+    let mut q = EventQueue::new();
+    let mut tag = 0;
+    for _ in 0..rounds {
+        for &(s, d) in &sources {
+            send(&mut net, &mut q, tag, NodeId(s as u32), NodeId(d as u32));
+            tag += 1;
+        }
+    }
+    let delivered = run_until_idle(&mut net, &mut q);
+    assert_eq!(delivered.len() as u64, tag, "every packet delivered");
+    assert!(
+        delivered.iter().all(|d| d.packet.hops == 5),
+        "4 ring hops and the ejection"
+    );
+    let (mut plus, mut minus) = (vec![0u64; 64], vec![0u64; 64]);
+    for u in net.link_use() {
+        let Some((r, p)) = u.from.strip_prefix('r').and_then(|s| s.split_once(".p")) else {
+            continue;
+        };
+        let (r, p): (usize, usize) = (r.parse().unwrap(), p.parse().unwrap());
+        match kinds[r][p] {
+            PortKind::Dim { dim: d, plus: true } if d as usize == dim => plus[r] = u.packets,
+            PortKind::Dim { dim: d, plus: false } if d as usize == dim => minus[r] = u.packets,
+            PortKind::Dim { .. } => assert_eq!(u.packets, 0, "{}: another dimension", u.from),
+            _ => {}
+        }
+    }
+    let (p, m) = (plus.iter().sum::<u64>(), minus.iter().sum::<u64>());
+    assert_eq!(
+        (p % 4, m % 4, p + m),
+        (0, 0, 4 * tag),
+        "4 links of the dimension per packet"
+    );
+    plus.extend(minus);
+    (p / 4, m / 4, plus)
+}
+
+/// Run-level check of the tie rules at k/2 on an 8 × 8 torus, in both dimensions, with the
+/// sources of even and of odd coordinate in the tie dimension sending separately (3 200
+/// packets each): `positive` sends every packet the plus way; `balanced` sends every packet
+/// from an even coordinate (in the tie dimension, whatever the other coordinate) the plus way
+/// and every packet from an odd one the minus way; `random` splits each group binomially
+/// with p = 1/2, within 4 standard deviations (2√n packets) of n/2. The random split repeats
+/// under one seed and differs, equally balanced, under another.
+#[test]
+fn tie_rules_split_tie_traffic_in_a_run_as_specified() {
+    const ROUNDS: u64 = 100;
+    let n = 32 * ROUNDS;
+    let bound = 2.0 * (n as f64).sqrt(); // 4σ of Binomial(n, 1/2)
+    for dim in [0, 1] {
+        for parity in [0, 1] {
+            let (p, m, _) = tie_split(TieRule::Positive, dim, parity, ROUNDS, 1);
+            assert_eq!((p, m), (n, 0), "positive, dim {dim}, parity {parity}");
+            let (p, m, _) = tie_split(TieRule::Balanced, dim, parity, ROUNDS, 1);
+            let want = if parity == 0 { (n, 0) } else { (0, n) };
+            assert_eq!((p, m), want, "balanced, dim {dim}, parity {parity}");
+            let (p, m, links) = tie_split(TieRule::Random, dim, parity, ROUNDS, 1);
+            eprintln!("random, dim {dim}, parity {parity}: {p} plus, {m} minus");
+            assert!(
+                (p as f64 - n as f64 / 2.0).abs() <= bound,
+                "random, dim {dim}, parity {parity}: {p} plus of {n}"
+            );
+            let (p2, m2, links2) = tie_split(TieRule::Random, dim, parity, ROUNDS, 1);
+            assert_eq!((p2, m2, &links2), (p, m, &links), "one seed, one split");
+            let (p3, _, links3) = tie_split(TieRule::Random, dim, parity, ROUNDS, 2);
+            eprintln!("random, seed 2, dim {dim}, parity {parity}: {p3} plus");
+            assert_ne!(links3, links, "another seed, other packets each way");
+            assert!(
+                (p3 as f64 - n as f64 / 2.0).abs() <= bound,
+                "random, seed 2, dim {dim}, parity {parity}: {p3} plus of {n}"
+            );
+        }
+    }
 }

@@ -1,7 +1,8 @@
 //! Tests of the wormhole engine: zero-load latency against the cut-through formula, per-flit
 //! credits with a one-flit buffer, flit conservation and non-interleaving on every VC under
 //! load, deadlock freedom of dateline VCs at saturation (and a deadlock found without them),
-//! determinism, and the keys the mode refuses.
+//! determinism, one run of flits per input port at input speedup 1, and the keys the mode
+//! refuses.
 //!
 //! Links run at 8 Gb/s (1 byte per ns) with 10 ns latency and routers take 20 ns; flits are
 //! 16 B (16 ns), a maximum-size packet is 272 B (17 flits, 272 ns).
@@ -254,29 +255,65 @@ fn same_injections_give_identical_deliveries() {
     assert_eq!(a, b);
 }
 
-#[test]
-fn input_speedup_never_makes_packets_earlier_at_speedup_one() {
-    // Two packets from node 0 of a 3-router line enter router 1 by one input port on two VCs
-    // (vc_select round robin) and leave by different outputs. One read slot per input port
-    // (speedup 1) can only delay the second; the first is the same either way. (Node 0's link
-    // serialises the two packets, so here the slot rarely binds: this checks the direction of
-    // the constraint, not its size.)
-    let mesh = grid(&[3], false);
-    let mut times = Vec::new();
-    for speedup in [1u32, 2] {
-        let mut cfg = fabric(Switching::Wormhole, DeadlockAvoidance::None, 2, 64, 8);
-        cfg.router.input_speedup = speedup;
-        let mut net = Network::new(mesh.clone(), cfg).unwrap();
-        let mut q = EventQueue::new();
-        send(&mut net, &mut q, 1, 0, 1, 256);
-        send(&mut net, &mut q, 2, 0, 2, 256);
-        let mut d = run(&mut net, &mut q);
-        d.sort();
-        assert_eq!(d.len(), 2);
-        times.push((d[0].1, d[1].1));
+/// Delivery times (ns) by tag of the input-port contention case of the packet engine's tests,
+/// in wormhole mode on a 6-port crossbar with 2 VCs of 80 flits: nodes 3 and 4 occupy the
+/// outputs to nodes 1 and 2 with one packet each (X on VC 0, Y on VC 1, both sending from
+/// L + R to L + R + SER); node 0 sends a 2-flit packet Z, then A to node 1 on VC 1 and B to
+/// node 2 on VC 0, back to back on its link. A's head reaches the crossbar at 32 + L + R and
+/// waits for X; A's run of flits then holds the input port from L + R + SER until its tail
+/// has left. B's head is routed at 32 + SER + L + R, while A is still being read out of the
+/// same input port on the other VC.
+fn input_contention(input_speedup: u32) -> BTreeMap<u64, u64> {
+    let mut cfg = fabric(Switching::Wormhole, DeadlockAvoidance::None, 2, 64, 20);
+    cfg.router.vc_select = VcSelect::Packet;
+    cfg.router.input_speedup = input_speedup;
+    let topo = build(&TopologyConfig::Crossbar(CrossbarConfig { ports: 6, radix: None })).unwrap();
+    let mut net = Network::new(topo, cfg).unwrap();
+    net.worm.as_mut().unwrap().trace = Some(Vec::new());
+    let mut q = EventQueue::new();
+    for (tag, src, dst, payload, class) in [
+        (10, 3, 1, 256, 0), // X
+        (11, 4, 2, 256, 1), // Y
+        (1, 0, 5, 16, 0),   // Z: 32 B, 2 flits, 32 ns
+        (2, 0, 1, 256, 1),  // A
+        (3, 0, 2, 256, 0),  // B
+    ] {
+        let mut p = Packet::new(tag, NodeId(src), NodeId(dst), payload, 16, q.now());
+        p.class = class;
+        net.inject(&mut q, p, &mut Collect::default()).unwrap();
     }
-    assert!(times[0].1 >= times[1].1);
-    assert_eq!(times[0].0, times[1].0);
+    let d = run(&mut net, &mut q);
+    let c = net.flit_counters().unwrap();
+    assert_eq!((c.injected, c.ejected, c.buffered), (2 + 4 * 17, 2 + 4 * 17, 0));
+    check_no_interleaving(net.worm.as_ref().unwrap().trace.as_ref().unwrap());
+    d.into_iter().map(|(tag, at, _)| (tag, at.0 / 1000)).collect()
+}
+
+/// One run of flits per input port at a time at input speedup 1 (two VCs contending for one
+/// input port), the same times as the packet engine gives in this case: with speedup 2 (= VCs,
+/// no constraint) B crosses the crossbar as soon as it is routed, while A is still being read
+/// out of the same input on the other VC; with speedup 1 B waits for A's tail, a whole
+/// serialisation later. Every other packet is unaffected.
+#[test]
+fn input_speedup_one_lets_one_packet_leave_an_input_port_at_a_time() {
+    let z = 32;
+    let a_start = L + R + SER; // after X on the output to node 1
+    let b_routed = z + SER + L + R; // B's head, behind Z and A on node 0's link
+    let free = input_contention(2);
+    let one = input_contention(1);
+    assert_eq!(free[&1], 2 * L + R + z, "Z alone");
+    for t in [&free, &one] {
+        assert_eq!((t[&10], t[&11]), (2 * L + R + SER, 2 * L + R + SER), "X and Y");
+        assert_eq!(t[&2], a_start + SER + L, "A waits for X only");
+        assert_eq!(t[&1], free[&1]);
+        assert_eq!(t.len(), 5);
+    }
+    assert!(
+        b_routed < a_start + SER,
+        "B is routed while A is read out: the case contends"
+    );
+    assert_eq!(free[&3], b_routed + SER + L, "without the constraint B leaves at once");
+    assert_eq!(one[&3], a_start + SER + SER + L, "speedup 1: B follows A's tail");
 }
 
 #[test]

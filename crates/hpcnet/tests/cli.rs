@@ -2637,10 +2637,52 @@ fn wormhole_p2p_latency_matches_cut_through_on_an_idle_network() {
     args.extend(WORMHOLE.iter().copied());
     let wh = ok(&hpcnet(&args));
     assert_eq!(vct, wh, "one message at a time: the zero-load identity");
-    // Four-flit buffers are below the credit round trip: large messages slow down.
+    // One 64 B credit per VC is a 4-flit buffer (16 B flits), below the credit round trip
+    // 2L + R = 60 ns (10 ns links, 40 ns routers): each hop passes at most 4 flits per 60 ns,
+    // 64 B / 60 ns instead of the link's 13 Gb/s (64 B in 39.4 ns). Packets of at most 4 flits
+    // (messages up to 32 B here: 48 B with the header) are not held back; every larger message
+    // is slower, and long messages stream at that rate, 256/272 of it payload.
     args.extend(["--set", "router.private_credits=1"]);
     let small = ok(&hpcnet(&args));
-    assert_ne!(wh, small);
+    let (wh, small) = (latency_table(&wh), latency_table(&small));
+    assert_eq!(wh.len(), small.len());
+    for (&(size, w), &(s2, s)) in wh.iter().zip(&small) {
+        assert_eq!(size, s2);
+        if size <= 32 {
+            assert_eq!(s, w, "{size} B: at most 4 flits, not held back");
+        } else {
+            assert!(s > w, "{size} B: 4-flit buffers {s} us, not slower than {w} us");
+        }
+    }
+    // Streaming rate (GB/s of payload) from the two largest messages.
+    let rate = |t: &[(u64, f64)]| {
+        let ((s0, t0), (s1, t1)) = (t[t.len() - 2], t[t.len() - 1]);
+        (s1 - s0) as f64 / (t1 - t0) / 1e3
+    };
+    let payload = 256.0 / 272.0;
+    let (link, credit_bound) = (13.0 / 8.0 * payload, 64.0 / 60.0 * payload);
+    let (rw, rs) = (rate(&wh), rate(&small));
+    assert!(
+        (rw / link - 1.0).abs() < 1e-3,
+        "whole packets buffered: {rw} GB/s, link {link}"
+    );
+    assert!(
+        (rs / credit_bound - 1.0).abs() < 1e-3,
+        "4-flit buffers: {rs} GB/s, credit round trip allows {credit_bound}"
+    );
+}
+
+/// (size B, latency us) rows of a `p2p --test latency` table.
+fn latency_table(out: &str) -> Vec<(u64, f64)> {
+    let rows: Vec<(u64, f64)> = out
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+        })
+        .collect();
+    assert!(rows.len() > 10, "a latency table: {out}");
+    rows
 }
 
 // ---------------------------------------------------------------------------------------------
