@@ -998,6 +998,18 @@ impl FabricConfig {
             ..
         } = &self.routing
         {
+            if wrap && r.vc_allocation == VcAllocation::PerPacket {
+                // Bubble flow control keeps room for a packet in a ring's buffers; with a VC held
+                // by one packet until its credits return, room in a buffer is not a free VC, and
+                // a ring whose every VC holds a blocked packet deadlocks with credits to spare.
+                return Err(ConfigError::new(
+                    "router.vc_allocation",
+                    "\"per_packet\" cannot be combined with bubble flow control on a torus (routing.deadlock = \
+                     \"bubble\"): bubble flow control counts free buffer room, which a VC held per packet does not \
+                     free; use routing.deadlock = \"dateline\""
+                        .to_string(),
+                ));
+            }
             if wrap && u64::from(r.private_credits) < 2 * need {
                 return Err(ConfigError::new(
                     "router.private_credits",

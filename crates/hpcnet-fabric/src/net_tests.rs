@@ -188,6 +188,22 @@ fn pipeline_stages_must_sum_to_the_router_latency_and_then_time_as_it() {
     assert!(e.reason.contains("traversal_latency"), "{}", e.reason);
 }
 
+#[test]
+fn per_packet_vc_allocation_is_refused_with_bubble_flow_control_on_a_torus() {
+    let mut cfg = fabric(dor(DeadlockAvoidance::Bubble), 2, 32);
+    cfg.router.vc_allocation = crate::config::VcAllocation::PerPacket;
+    let e = Network::new(grid(&[4, 4], 1, true), cfg.clone())
+        .err()
+        .expect("refused");
+    assert_eq!(e.key, "router.vc_allocation");
+    assert!(e.reason.contains("dateline"), "{}", e.reason);
+    // With the dateline scheme, or on a mesh (no ring), the combination is accepted.
+    let mut dateline = cfg.clone();
+    dateline.routing = dor(DeadlockAvoidance::Dateline);
+    assert!(Network::new(grid(&[4, 4], 1, true), dateline).is_ok());
+    assert!(Network::new(grid(&[4, 4], 1, false), cfg).is_ok());
+}
+
 /// Injection times of `n` packets sent at once from node 0 to node 1 (ordered by tag).
 fn injection_times(topo: Topology, cfg: FabricConfig, n: u64) -> Vec<u64> {
     let mut net = Network::new(topo, cfg).unwrap();
