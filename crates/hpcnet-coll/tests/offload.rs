@@ -253,6 +253,45 @@ fn float_results_are_bit_identical_across_placements_timing_and_runs() {
     assert_ne!(ends[0].1, ends[2].1);
 }
 
+/// `k` concurrent f64 allreduces of `count` elements, communicator g on `members(p, salt(g))`
+/// with its own inputs: every member of every communicator gets its reference bits. Returns
+/// the machine, for the counters.
+fn concurrent_allreduces(
+    over: &[&str],
+    k: usize,
+    p: usize,
+    count: usize,
+    salt: impl Fn(usize) -> usize,
+    seed: u64,
+) -> Machine {
+    let dt = Datatype::F64;
+    let groups: Vec<Vec<Rank>> = (0..k).map(|g| members(p, salt(g))).collect();
+    let inputs: Vec<Vec<Vec<u8>>> = (0..k)
+        .map(|g| (0..p).map(|m| input(dt, m, count, 100 * seed + g as u64)).collect())
+        .collect();
+    let wants: Vec<Vec<u8>> = inputs
+        .iter()
+        .map(|ins| ideal(Kind::Allreduce, ins, dt, ReduceOp::Sum, PULSE, seed).swap_remove(0))
+        .collect();
+    let mut m = Machine::new(world(over));
+    let ins = Rc::new(inputs);
+    let (outs, _) = run(&mut m, &groups, |g, mut c| {
+        let ins = ins.clone();
+        async move {
+            let me = c.rank();
+            c.allreduce_bytes(dt, ReduceOp::Sum, ins[g][me].clone(), Algorithm::Offload)
+                .await
+                .expect("offloaded allreduce")
+        }
+    });
+    for (g, out) in outs.iter().enumerate() {
+        for r in out {
+            assert_eq!(r, &wants[g], "k = {k}, communicator {g}");
+        }
+    }
+    m
+}
+
 #[test]
 fn concurrent_collectives_overflowing_a_small_buffer_lose_nothing() {
     // Four concurrent 16 KiB f64 allreduces over overlapping members, each NIC with one unit of
@@ -269,32 +308,7 @@ fn concurrent_collectives_overflowing_a_small_buffer_lose_nothing() {
         "nic.triggered.jitter=\"2 us\"",
     ];
     let k = 4;
-    let count = 2048;
-    let dt = Datatype::F64;
-    let groups: Vec<Vec<Rank>> = (0..k).map(|g| members(16, 1 + g * 5)).collect();
-    let inputs: Vec<Vec<Vec<u8>>> = (0..k)
-        .map(|g| (0..16).map(|m| input(dt, m, count, 300 + g as u64)).collect())
-        .collect();
-    let wants: Vec<Vec<u8>> = inputs
-        .iter()
-        .map(|ins| ideal(Kind::Allreduce, ins, dt, ReduceOp::Sum, PULSE, 6).swap_remove(0))
-        .collect();
-    let mut m = Machine::new(world(&over));
-    let ins = Rc::new(inputs);
-    let (outs, _) = run(&mut m, &groups, |g, mut c| {
-        let ins = ins.clone();
-        async move {
-            let me = c.rank();
-            c.allreduce_bytes(dt, ReduceOp::Sum, ins[g][me].clone(), Algorithm::Offload)
-                .await
-                .expect("offloaded allreduce")
-        }
-    });
-    for (g, out) in outs.iter().enumerate() {
-        for r in out {
-            assert_eq!(r, &wants[g], "communicator {g}");
-        }
-    }
+    let m = concurrent_allreduces(&over, k, 16, 2048, |g| 1 + g * 5, 3);
     let c = m.world().trig_counters();
     assert_eq!((c.completed, c.errors, c.waiting), (16 * k as u64, 0, 0));
     assert!(c.refused > 0, "the buffers refused nothing: {c:?}");
@@ -306,33 +320,8 @@ fn concurrent_collectives_overflowing_a_small_buffer_lose_nothing() {
 #[test]
 fn concurrent_allreduces_on_32_nodes() {
     for k in [8usize, 32] {
-        let count = 256;
-        let dt = Datatype::F64;
         // k communicators over all 32 nodes, each in its own member order.
-        let groups: Vec<Vec<Rank>> = (0..k).map(|g| members(32, g * 3)).collect();
-        let inputs: Vec<Vec<Vec<u8>>> = (0..k)
-            .map(|g| (0..32).map(|m| input(dt, m, count, 100 + g as u64)).collect())
-            .collect();
-        let wants: Vec<Vec<u8>> = inputs
-            .iter()
-            .map(|ins| ideal(Kind::Allreduce, ins, dt, ReduceOp::Sum, PULSE, 4).swap_remove(0))
-            .collect();
-        let mut m = Machine::new(world(&[]));
-        let ins = Rc::new(inputs);
-        let (outs, _) = run(&mut m, &groups, |g, mut c| {
-            let ins = ins.clone();
-            async move {
-                let me = c.rank();
-                c.allreduce_bytes(dt, ReduceOp::Sum, ins[g][me].clone(), Algorithm::Offload)
-                    .await
-                    .expect("offloaded allreduce")
-            }
-        });
-        for (g, out) in outs.iter().enumerate() {
-            for r in out {
-                assert_eq!(r, &wants[g], "k = {k}, communicator {g}");
-            }
-        }
+        let m = concurrent_allreduces(&[], k, 32, 256, |g| g * 3, 1);
         let c = m.world().trig_counters();
         assert_eq!((c.completed, c.errors, c.waiting), (32 * k as u64, 0, 0), "k = {k}");
         assert!(c.peak_pulses <= 64);
