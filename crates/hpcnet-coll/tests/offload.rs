@@ -627,6 +627,27 @@ fn machines_without_the_unit_and_bad_settings_are_refused() {
 }
 
 #[test]
+fn a_nic_opens_2048_virtual_ports_and_refuses_the_next() {
+    // The key's VP field has 11 bits: VPs 0 … 2047 per NIC, shared by the NIC's processes.
+    let mut w = world(&["nic.hosts=2"]);
+    let (a, b) = (Rank(0), Rank(1));
+    let node = w.placement().node_of(a);
+    assert_eq!(w.placement().node_of(b), node);
+    for i in 0..2048u32 {
+        let rank = if i % 2 == 0 { a } else { b };
+        assert_eq!(w.trig_open_vp(rank).expect("a free VP"), (node.0, i));
+    }
+    let e = w.trig_open_vp(b).expect_err("every VP is open");
+    assert!(e.to_string().contains("all 2048 virtual ports"), "{e}");
+    // Another NIC still has all of its own.
+    let other = (0..w.ranks() as u32)
+        .map(Rank)
+        .find(|&r| w.placement().node_of(r) != node)
+        .expect("a rank on another NIC");
+    assert_eq!(w.trig_open_vp(other).expect("a free VP").1, 0);
+}
+
+#[test]
 fn bad_posts_are_refused_with_the_reason() {
     use hpcnet_nic::triggered::{CollDescriptor, TrigPost, TrigPulse, TrigRun};
     use hpcnet_nic::{CollOp, CollType, PostError};
