@@ -4,7 +4,7 @@
 //! deterministic; bad calls return errors.
 
 mod common;
-use common::{input, mix, op2};
+use common::{input, mix, op2, ALL_CASES};
 use hpcnet_coll::{
     from_bytes, select, to_bytes, Algorithm, CollError, Collective, Comm, CommConfig, Datatype, HostCosts, ReduceOp,
     TransportConfig,
@@ -134,27 +134,6 @@ fn ref_binomial(dt: Datatype, op: ReduceOp, xs: &[Vec<u8>], root: usize) -> Vec<
     let _ = n;
     sub(dt, op, xs, root, 0)
 }
-
-const ALL_CASES: &[(Datatype, ReduceOp)] = &[
-    (Datatype::I32, ReduceOp::Sum),
-    (Datatype::I32, ReduceOp::Max),
-    (Datatype::I32, ReduceOp::Min),
-    (Datatype::I32, ReduceOp::Band),
-    (Datatype::I32, ReduceOp::Bor),
-    (Datatype::I32, ReduceOp::Bxor),
-    (Datatype::I64, ReduceOp::Sum),
-    (Datatype::I64, ReduceOp::Max),
-    (Datatype::I64, ReduceOp::Min),
-    (Datatype::I64, ReduceOp::Band),
-    (Datatype::I64, ReduceOp::Bor),
-    (Datatype::I64, ReduceOp::Bxor),
-    (Datatype::F32, ReduceOp::Sum),
-    (Datatype::F32, ReduceOp::Max),
-    (Datatype::F32, ReduceOp::Min),
-    (Datatype::F64, ReduceOp::Sum),
-    (Datatype::F64, ReduceOp::Max),
-    (Datatype::F64, ReduceOp::Min),
-];
 
 /// Every datatype and operator, every allreduce algorithm (Rabenseifner combines operands as
 /// recursive doubling does, so it has the same reference), communicators of 1 to 13 members,

@@ -6,7 +6,7 @@
 //! bad calls return errors.
 
 mod common;
-use common::{input, mix, op2};
+use common::{input, mix, op2, ALL_CASES};
 use hpcnet_coll::{from_bytes, to_bytes, Algorithm, CollError, Comm, CommConfig, Datatype, ReduceOp};
 use hpcnet_des::SimTime;
 use hpcnet_msg::verbs::{Machine, RunEnd};
@@ -122,28 +122,6 @@ fn allreduce_equals_the_tree_order_reference_for_every_type() {
         assert_eq!(dropped, 0);
     }
 }
-
-/// Every datatype and operator the NIC implements.
-const ALL_CASES: [(Datatype, ReduceOp); 18] = [
-    (Datatype::F32, ReduceOp::Sum),
-    (Datatype::F32, ReduceOp::Max),
-    (Datatype::F32, ReduceOp::Min),
-    (Datatype::F64, ReduceOp::Sum),
-    (Datatype::F64, ReduceOp::Max),
-    (Datatype::F64, ReduceOp::Min),
-    (Datatype::I32, ReduceOp::Sum),
-    (Datatype::I32, ReduceOp::Max),
-    (Datatype::I32, ReduceOp::Min),
-    (Datatype::I32, ReduceOp::Band),
-    (Datatype::I32, ReduceOp::Bor),
-    (Datatype::I32, ReduceOp::Bxor),
-    (Datatype::I64, ReduceOp::Sum),
-    (Datatype::I64, ReduceOp::Max),
-    (Datatype::I64, ReduceOp::Min),
-    (Datatype::I64, ReduceOp::Band),
-    (Datatype::I64, ReduceOp::Bor),
-    (Datatype::I64, ReduceOp::Bxor),
-];
 
 /// Allreduce and reduce of every (datatype, operator) pair on one communicator, one after the
 /// other: every allreduce result and the reduce root's result equal the tree-order reference

@@ -64,3 +64,27 @@ pub fn op2(dt: Datatype, op: ReduceOp, a: &[u8], b: &[u8]) -> Vec<u8> {
         _ => unreachable!("bitwise on floats is not a reference case"),
     }
 }
+
+/// Every (datatype, operator) pair the collectives support: the bitwise operators on integers
+/// only.
+#[allow(dead_code)] // not every test file uses every helper
+pub const ALL_CASES: &[(Datatype, ReduceOp)] = &[
+    (Datatype::I32, ReduceOp::Sum),
+    (Datatype::I32, ReduceOp::Max),
+    (Datatype::I32, ReduceOp::Min),
+    (Datatype::I32, ReduceOp::Band),
+    (Datatype::I32, ReduceOp::Bor),
+    (Datatype::I32, ReduceOp::Bxor),
+    (Datatype::I64, ReduceOp::Sum),
+    (Datatype::I64, ReduceOp::Max),
+    (Datatype::I64, ReduceOp::Min),
+    (Datatype::I64, ReduceOp::Band),
+    (Datatype::I64, ReduceOp::Bor),
+    (Datatype::I64, ReduceOp::Bxor),
+    (Datatype::F32, ReduceOp::Sum),
+    (Datatype::F32, ReduceOp::Max),
+    (Datatype::F32, ReduceOp::Min),
+    (Datatype::F64, ReduceOp::Sum),
+    (Datatype::F64, ReduceOp::Max),
+    (Datatype::F64, ReduceOp::Min),
+];
