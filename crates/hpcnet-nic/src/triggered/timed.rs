@@ -1049,24 +1049,32 @@ impl World {
         Registry::of_counters(&STATS[..n], &self.trig_values()[..n]).report()
     }
 
-    /// Post `rank`'s collective on its VP `post.vp`.
-    pub fn post_trig(&mut self, rank: Rank, post: TrigPost) -> Result<(), PostError> {
+    /// The checks every post to a VP makes: `rank` exists, the machine has the offload unit,
+    /// `cq` is the rank's and VP `vp` of its NIC is open for it. Returns the rank's node.
+    fn trig_poster(&self, rank: Rank, cq: CqId, vp: u32) -> Result<NodeId, PostError> {
         if rank.index() >= self.ranks() {
             return Err(PostError::NoSuchRank(rank));
         }
-        let t = self.trig_cfg()?.clone();
-        if !self.cq_owned_by(post.cq, rank) {
-            return Err(PostError::BadCq(post.cq));
+        self.trig_cfg()?;
+        if !self.cq_owned_by(cq, rank) {
+            return Err(PostError::BadCq(cq));
         }
         let node = self.place.node_of(rank);
         let owns = self
             .trig
             .nic(node.0)
-            .and_then(|n| n.vps.get(post.vp as usize))
+            .and_then(|n| n.vps.get(vp as usize))
             .is_some_and(|&r| r == rank);
         if !owns {
-            return Err(PostError::NoSuchVp { vp: post.vp, rank });
+            return Err(PostError::NoSuchVp { vp, rank });
         }
+        Ok(node)
+    }
+
+    /// Post `rank`'s collective on its VP `post.vp`.
+    pub fn post_trig(&mut self, rank: Rank, post: TrigPost) -> Result<(), PostError> {
+        let node = self.trig_poster(rank, post.cq, post.vp)?;
+        let t = self.trig_cfg()?.clone();
         if post.runs.iter().all(|r| r.pulses() == 0) {
             return Err(PostError::BadCollective("post_trig: no pulses".into()));
         }
@@ -1227,22 +1235,7 @@ impl World {
     /// open at that node, a remote range outside the receiving rank's registered memory and
     /// an MP payload larger than one packet (`packet.max_payload`).
     pub fn trig_post_p2p(&mut self, rank: Rank, d: TrigP2p) -> Result<(), PostError> {
-        if rank.index() >= self.ranks() {
-            return Err(PostError::NoSuchRank(rank));
-        }
-        self.trig_cfg()?;
-        if !self.cq_owned_by(d.cq, rank) {
-            return Err(PostError::BadCq(d.cq));
-        }
-        let node = self.place.node_of(rank);
-        let owns = self
-            .trig
-            .nic(node.0)
-            .and_then(|n| n.vps.get(d.vp as usize))
-            .is_some_and(|&r| r == rank);
-        if !owns {
-            return Err(PostError::NoSuchVp { vp: d.vp, rank });
-        }
+        let node = self.trig_poster(rank, d.cq, d.vp)?;
         let nodes = self.nics.len();
         if d.dest_id as usize >= nodes {
             return Err(PostError::BadP2p(format!(
