@@ -26,6 +26,9 @@ run() { local name=$1; shift; "$bin" "$@" 2>/dev/null | strip > "$out/$name.json
 for load in 0.2 0.45 0.9 1.0; do
   run "torus3-$load" run scenarios/torus-8x8x8.toml --set traffic.load=$load --json
 done
+run torus3-dateline run scenarios/torus-8x8x8.toml --set 'routing.deadlock="dateline"' --json
+run torus3-random-tie run scenarios/torus-8x8x8.toml --set 'routing.tie="random"' --set traffic.load=0.6 --json
+run torus2 run scenarios/torus-8x8.toml --json
 run torus3-speedup2 run scenarios/torus-8x8x8.toml --set router.input_speedup=2 --json
 run fattree run scenarios/fattree-4ary-3tree.toml --json
 run fattree-1.0 run scenarios/fattree-4ary-3tree.toml --set traffic.load=1.0 --json

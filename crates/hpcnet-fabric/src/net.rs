@@ -1564,6 +1564,10 @@ impl Network {
             }
             let routed = if M::ANY && self.mcast_seen && ix(&self.packets, id).flags & F_MCAST != 0 {
                 self.multicast_route(qi, router, in_port, id)
+            } else if !M::ANY && self.routing.dor_fast() {
+                // Plain configuration: no multicast or fault-bypass packet, so no path.
+                let p = ix_mut(&mut self.packets, id);
+                self.routing.route_dor_fast(&self.topo, router, p)
             } else {
                 let mut view = PortCredits {
                     out: ix_range_mut(&mut self.out, base, end),

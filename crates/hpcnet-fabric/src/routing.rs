@@ -336,6 +336,11 @@ pub struct Routing {
     /// dimension order on a torus or mesh of at most [`DOR_TABLE_MAX_ROUTERS`] routers; empty
     /// otherwise (the step is then computed from the coordinates).
     dor_next: Vec<u8>,
+    /// Cached: dimension order read from `dor_next`, with no source or bypass routes and no
+    /// dead port, so a hop needs only the attachment and the table ([`Routing::route_dor_fast`]).
+    dor_fast: bool,
+    /// Cached: the dimension-order deadlock rule is the dateline (VC 2·class + crossed).
+    dateline: bool,
 }
 
 /// Most routers for which dimension-order routing keeps a next-step table (one byte per pair of
@@ -467,11 +472,90 @@ impl Routing {
             rails,
             table_memory,
             dor_next: Vec::new(),
+            dor_fast: false,
+            dateline: false,
         };
         routing.bubble = routing.compute_uses_bubble();
         routing.dor_next = routing.build_dor_next();
         routing.class_count = routing.classes().max(1);
+        routing.dateline = matches!(
+            routing.algo,
+            Algo::Dor {
+                deadlock: DeadlockAvoidance::Dateline,
+                ..
+            }
+        );
+        routing.refresh_fast();
         Ok(routing)
+    }
+
+    /// Recompute [`Routing::dor_fast`] after what it depends on changed.
+    fn refresh_fast(&mut self) {
+        self.dor_fast = matches!(self.algo, Algo::Dor { .. })
+            && !self.dor_next.is_empty()
+            && !self.source
+            && self.bypass.is_none()
+            && !self.any_dead;
+    }
+
+    /// Whether [`Routing::route_dor_fast`] routes every packet as [`Routing::route`] does.
+    #[inline(always)]
+    pub(crate) fn dor_fast(&self) -> bool {
+        self.dor_fast
+    }
+
+    /// [`Routing::route`] when [`Routing::dor_fast`] holds: no packet carries a path, no port
+    /// is dead and the algorithm is table dimension order, so a hop reads the destination's
+    /// attachment and the table entry; a pair whose tie is decided per packet takes the full
+    /// route.
+    #[inline(always)]
+    pub(crate) fn route_dor_fast(&self, topo: &Topology, r: RouterId, pkt: &mut Packet) -> Result<Choice, RouteError> {
+        debug_assert!(self.dor_fast && pkt.path.is_none());
+        let (dr, dport) = self.attach(pkt.dst, pkt.rail);
+        if dr == r {
+            return Ok(Choice {
+                port: dport,
+                vc: pkt.vc,
+                enters_ring: false,
+            });
+        }
+        let i = r.index() * self.nrouters + dr.index();
+        debug_assert!(i < self.dor_next.len());
+        // SAFETY: the table is `nrouters`² long (`dor_fast` implies it is built), and `r`, `dr`
+        // are routers of the topology.
+        let e = unsafe { *self.dor_next.get_unchecked(i) };
+        if e >= DOR_COMPUTE {
+            return self.route_cold(topo, r, pkt);
+        }
+        let p = e & !DOR_CROSSES;
+        let d = p >> 1;
+        // As `dor`: entering a new dimension clears the crossed flag, the wrap link sets it.
+        let enters = pkt.last_dim != d;
+        if enters {
+            pkt.flags &= !F_CROSSED;
+        }
+        if e & DOR_CROSSES != 0 {
+            pkt.flags |= F_CROSSED;
+        }
+        pkt.last_dim = d;
+        let vc = if self.dateline {
+            2 * pkt.class + u8::from(pkt.flags & F_CROSSED != 0)
+        } else {
+            pkt.class
+        };
+        Ok(Choice {
+            port: PortIdx(p as u16),
+            vc,
+            enters_ring: enters && self.bubble,
+        })
+    }
+
+    /// The full route of a packet whose step the fast path does not read from the table.
+    #[cold]
+    #[inline(never)]
+    fn route_cold(&self, topo: &Topology, r: RouterId, pkt: &mut Packet) -> Result<Choice, RouteError> {
+        // Dimension order asks neither the input port nor credits.
+        self.route_table(topo, r, PortIdx(0), pkt, &mut Idle)
     }
 
     /// The next-step table of dimension-order routing (see `dor_next`): every (router,
@@ -574,6 +658,7 @@ impl Routing {
     #[cfg(test)]
     pub(crate) fn without_dor_table(mut self) -> Routing {
         self.dor_next = Vec::new();
+        self.refresh_fast();
         self
     }
 
@@ -626,6 +711,7 @@ impl Routing {
                 self.dead_count -= 1;
             }
             self.any_dead = self.dead_count > 0;
+            self.refresh_fast();
         }
     }
 
@@ -643,6 +729,7 @@ impl Routing {
     /// Install (or, with `None`, remove) the per-pair fault-bypass routes.
     pub(crate) fn install_bypass(&mut self, b: Option<Box<BypassTable>>) {
         self.bypass = b;
+        self.refresh_fast();
     }
 
     /// The installed per-pair bypass routes, if any.

@@ -576,3 +576,68 @@ fn dimension_order_table_matches_the_computed_steps() {
         }
     }
 }
+
+/// The plain path's dimension-order route (`route_dor_fast`) chooses what `route` chooses at
+/// every hop of every node pair — port, VC, ring entry, and the packet's dimension state —
+/// under every tie rule and deadlock rule, random ties (left to the full route) included; and
+/// it is offered only where it applies.
+#[test]
+fn fast_dimension_order_route_equals_the_full_route() {
+    for t in [torus(&[4, 4, 4]), torus(&[6, 3]), torus(&[5, 2, 3])] {
+        for tie in [TieRule::Positive, TieRule::Balanced, TieRule::Random] {
+            for deadlock in [DeadlockAvoidance::Bubble, DeadlockAvoidance::Dateline] {
+                let cfg = RoutingConfig::DimensionOrder { deadlock, tie };
+                let r = Routing::new(&t, &cfg, 4, &[]).unwrap();
+                assert!(r.dor_fast(), "{tie:?} {deadlock:?}");
+                assert!(!r.clone().without_dor_table().dor_fast());
+                let mut hops = 0;
+                for src in 0..t.nodes.len() as u32 {
+                    for dst in 0..t.nodes.len() as u32 {
+                        for (salt, class) in [(0u8, 0u8), (0xA5, 1)] {
+                            let mut full = Packet::new(0, NodeId(src), NodeId(dst), 0, 0, hpcnet_des::SimTime::ZERO);
+                            full.salt = salt;
+                            r.on_inject(&t, &mut full, class).unwrap();
+                            let mut fast = full.clone();
+                            let (mut at, mut in_port) = r.attach(NodeId(src), 0);
+                            loop {
+                                full.hops += 1;
+                                fast.hops += 1;
+                                let a = r.route(&t, at, in_port, &mut full, &mut Idle).unwrap();
+                                let b = r.route_dor_fast(&t, at, &mut fast).unwrap();
+                                assert_eq!(
+                                    (a.port, a.vc, a.enters_ring),
+                                    (b.port, b.vc, b.enters_ring),
+                                    "{src}->{dst} at {at:?} {tie:?} {deadlock:?}"
+                                );
+                                assert_eq!((full.flags, full.last_dim), (fast.flags, fast.last_dim));
+                                full.vc = a.vc;
+                                fast.vc = b.vc;
+                                hops += 1;
+                                match t.routers[at.index()].ports[a.port.index()] {
+                                    Peer::Router { router, port } => {
+                                        at = router;
+                                        in_port = port;
+                                    }
+                                    _ => break,
+                                }
+                            }
+                        }
+                    }
+                }
+                assert!(hops > 2 * t.nodes.len() * t.nodes.len());
+            }
+        }
+    }
+    // Not offered: source routing, a dead port, no table (a fat tree's up/down).
+    let t = torus(&[4, 4]);
+    let cfg = RoutingConfig::DimensionOrder {
+        deadlock: DeadlockAvoidance::Bubble,
+        tie: TieRule::Positive,
+    };
+    let mut r = Routing::new(&t, &cfg, 2, &[]).unwrap();
+    assert!(r.dor_fast());
+    r.set_dead(RouterId(0), PortIdx(0), true);
+    assert!(!r.dor_fast());
+    r.set_dead(RouterId(0), PortIdx(0), false);
+    assert!(r.dor_fast());
+}
