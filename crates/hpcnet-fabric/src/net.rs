@@ -1681,7 +1681,7 @@ impl Network {
 
     /// Make sure output `oi` arbitrates at `t` (one pending event per port; an earlier request
     /// supersedes a later one, which is then ignored).
-    #[inline]
+    #[inline(always)]
     fn wake_at<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, by: Origin, oi: u32, t: SimTime) {
         let o = ix_mut(&mut self.out, oi);
         if t < o.arb_at {
