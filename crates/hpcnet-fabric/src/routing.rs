@@ -341,6 +341,8 @@ pub struct Routing {
     dor_fast: bool,
     /// Cached: the dimension-order deadlock rule is the dateline (VC 2·class + crossed).
     dateline: bool,
+    /// Cached [`Routing::needs_salt`] (asked once per injected packet).
+    salted: bool,
 }
 
 /// Most routers for which dimension-order routing keeps a next-step table (one byte per pair of
@@ -474,6 +476,7 @@ impl Routing {
             dor_next: Vec::new(),
             dor_fast: false,
             dateline: false,
+            salted: false,
         };
         routing.bubble = routing.compute_uses_bubble();
         routing.dor_next = routing.build_dor_next();
@@ -485,6 +488,7 @@ impl Routing {
                 ..
             }
         );
+        routing.salted = routing.compute_needs_salt();
         routing.refresh_fast();
         Ok(routing)
     }
@@ -752,7 +756,12 @@ impl Routing {
 
     /// Whether routing reads the packets' random bits ([`Packet::salt`]): a `random` tie rule
     /// or oblivious random port selection. The network draws them at injection only then.
+    #[inline]
     pub fn needs_salt(&self) -> bool {
+        self.salted
+    }
+
+    fn compute_needs_salt(&self) -> bool {
         matches!(
             self.algo,
             Algo::Dor {
@@ -835,6 +844,7 @@ impl Routing {
     }
 
     /// Prepare a packet at injection: VC class, and the whole path under source routing.
+    #[inline]
     pub fn on_inject(&self, topo: &Topology, pkt: &mut Packet, class: u8) -> Result<(), RouteError> {
         // A failed node cable is down in both directions: nothing leaves the node.
         if self.any_dead {
@@ -852,6 +862,16 @@ impl Routing {
         pkt.vc = self.vc_of_class(pkt.class);
         pkt.last_dim = NO_DIM;
         pkt.flags &= !(F_CROSSED | F_ESCAPE | F_BYPASS);
+        if self.bypass.is_none() && !self.source {
+            return Ok(());
+        }
+        self.inject_path(topo, pkt)
+    }
+
+    /// The path of a packet at injection: a fault-bypass route, or the whole route under
+    /// source routing (out of line: most routing keeps no path).
+    #[inline(never)]
+    fn inject_path(&self, topo: &Topology, pkt: &mut Packet) -> Result<(), RouteError> {
         if let Some(b) = &self.bypass {
             let (sr, _) = self.attach(pkt.src, pkt.rail);
             let (dr, _) = self.attach(pkt.dst, pkt.rail);
