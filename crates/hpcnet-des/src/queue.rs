@@ -194,8 +194,6 @@ pub struct EventQueue<E> {
     slab: Vec<Node<E>>,
     /// Head of the free-slot list threaded through `Node::next` (NIL: none).
     free: u32,
-    /// Events in the ring.
-    in_ring: usize,
     /// Events at or beyond bucket `cur + RING`.
     far: Heap<E>,
     /// Events the ring could not take cheaply (see the module documentation).
@@ -206,6 +204,8 @@ pub struct EventQueue<E> {
     /// an event to the ring then sends every event out of line, to the wide insertion.
     narrow_span: u64,
     now: SimTime,
+    /// Events scheduled so far.
+    scheduled: u64,
     popped: u64,
 }
 
@@ -241,12 +241,12 @@ impl<E> EventQueue<E> {
             occupied: Box::new([0; WORDS]),
             slab: Vec::new(),
             free: NIL,
-            in_ring: 0,
             far: Heap::default(),
             spill: Heap::default(),
             seqs: Vec::new(),
             narrow_span: RING,
             now: SimTime::ZERO,
+            scheduled: 0,
             popped: 0,
         }
     }
@@ -329,6 +329,7 @@ impl<E> EventQueue<E> {
             seq >> SEQ_BITS == origin.0 as u64,
             "origin {origin:?} scheduled 2^40 events"
         );
+        self.scheduled += 1;
         let time = at.0.max(self.now.0);
         let b = time >> BUCKET_SHIFT;
         // One comparison for the common case: a bucket before `cur` wraps to a large distance.
@@ -450,7 +451,6 @@ impl<E> EventQueue<E> {
             bucket.tail = NIL;
             self.occupied[slot / 64] &= !(1 << (slot % 64));
         }
-        self.in_ring -= 1;
         Some(self.popped(SimTime(time), event))
     }
 
@@ -524,7 +524,6 @@ impl<E> EventQueue<E> {
         } else {
             self.insert_ordered::<WIDE>(b, head, i, k);
         }
-        self.in_ring += 1;
     }
 
     /// Node `i` (key `k`) is earlier than the last of ring bucket `b`, which starts at `head`:
@@ -566,7 +565,6 @@ impl<E> EventQueue<E> {
         let event = unsafe { node.event.assume_init_read() };
         node.next = free;
         self.free = i;
-        self.in_ring -= 1; // counted by the caller
         self.spill.push(Entry { key, event });
     }
 
@@ -607,7 +605,7 @@ impl<E> EventQueue<E> {
     /// First non-empty ring slot at or after `cur` (circularly), if any.
     #[inline]
     fn next_occupied(&self) -> Option<usize> {
-        if self.in_ring == 0 {
+        if self.len() == self.far.h.len() + self.spill.h.len() {
             return None;
         }
         let start = (self.cur & MASK) as usize;
@@ -648,7 +646,7 @@ impl<E> EventQueue<E> {
     }
 
     pub fn len(&self) -> usize {
-        self.in_ring + self.far.h.len() + self.spill.h.len()
+        (self.scheduled - self.popped) as usize
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
