@@ -192,10 +192,10 @@ pub struct EventQueue<E> {
     /// Absolute bucket index (time >> BUCKET_SHIFT) of the earliest bucket the ring holds.
     cur: u64,
     /// Every ring bucket (`bucket % RING`). A fixed-size array indexed by masked slots needs no
-    /// bounds checks.
-    buckets: Box<[Bucket; RING as usize]>,
+    /// bounds checks; held in the queue itself (64 KiB), so an access loads no pointer first.
+    buckets: [Bucket; RING as usize],
     /// Bit `b % RING` set iff ring bucket b is non-empty.
-    occupied: Box<[u64; WORDS]>,
+    occupied: [u64; WORDS],
     /// Ring events. Invariant: every index linked from `buckets` or from a linked node's `next`,
     /// and every index on the free list, is below `slab.len()` (the slab never shrinks); linked
     /// nodes hold an initialised event, free ones do not.
@@ -245,8 +245,8 @@ impl<E> EventQueue<E> {
     pub fn new() -> Self {
         EventQueue {
             cur: 0,
-            buckets: Box::new([EMPTY; RING as usize]),
-            occupied: Box::new([0; WORDS]),
+            buckets: [EMPTY; RING as usize],
+            occupied: [0; WORDS],
             slab: Vec::new(),
             free: NIL,
             far: Heap::default(),
