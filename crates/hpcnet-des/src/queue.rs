@@ -9,10 +9,10 @@
 //! engine in which each partition owns some components (and each component handles its events
 //! in this order) schedules every event with the same key as the serial engine, and runs give
 //! identical results whatever the partitioning. Each event carries one key =
-//! time << 64 | origin << 40 | sequence (a `u128` in the heaps, two words in the ring, the low
-//! one kept ready per origin), and the queue pops keys in strictly increasing order, whatever
-//! structure they wait in (as in nexosim's priority queue). [`EventQueue::schedule`]
-//! uses origin 0, for models with one component.
+//! time << 64 | origin << 40 | sequence (a `u128` in the heaps; in the ring, the bucket's index
+//! and one word with the rest, see `Node`; the low word kept ready per origin), and the queue
+//! pops keys in strictly increasing order, whatever structure they wait in (as in nexosim's
+//! priority queue). [`EventQueue::schedule`] uses origin 0, for models with one component.
 //!
 //! Why not one heap: profiling the torus benchmark showed a 4-ary heap's sift-down at ~20 % of
 //! the run (~380 instructions per packet-hop: unpredictable comparisons over a few thousand
@@ -57,10 +57,25 @@ const WORDS: usize = (RING / 64) as usize;
 const MAX_WALK: u32 = 16;
 const NIL: u32 = u32::MAX;
 
+/// Whether slab index `i` is NIL: slab indices stay below 2^31, so NIL is the only index with
+/// the top bit set and a sign test (one instruction less than a comparison with u32::MAX, which
+/// is often widened to 64 bits) tells it apart.
+#[inline(always)]
+fn is_nil(i: u32) -> bool {
+    (i as i32) < 0
+}
+
 /// Bits of the per-origin sequence in a key (2^40 ≈ 10^12 events per origin).
 const SEQ_BITS: u32 = 40;
 /// Origins a queue can tell apart (2^24 ≈ 16.7 million components).
 pub const MAX_ORIGINS: u32 = 1 << (64 - SEQ_BITS);
+/// Bits of a narrow node key below the event's time within its bucket (see [`Node`]).
+const NARROW_SEQ_BITS: u32 = 64 - BUCKET_SHIFT;
+/// Origins below this have a key's low word below 2^`NARROW_SEQ_BITS`, which leaves a node's
+/// one-word key room for the event's time within its bucket (2^16 origins).
+const NARROW_ORIGINS: u32 = 1 << (NARROW_SEQ_BITS - SEQ_BITS);
+/// The origin-sequence bits of a narrow node key.
+const NARROW_SEQ: u64 = (1 << NARROW_SEQ_BITS) - 1;
 
 /// The model component that schedules an event (see the module documentation).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -82,37 +97,83 @@ fn bucket_of(key: u128) -> u64 {
 }
 
 /// A slab slot: an event waiting in a ring bucket, linked to the next one of the same bucket
-/// (or, while the slot is free, to the next free slot). Time and (origin, sequence) are kept
-/// apart rather than as one `u128` key, and of the time only the low 32 bits: every event of a
-/// ring bucket has the same time >> `BUCKET_SHIFT` (a slot holds one bucket of the window), so
-/// the low bits order a bucket's events and, with the bucket's index, give the time back. The
-/// node is then 24 bytes for an 8-byte event (the network's), where a full time made it 32.
+/// (or, while the slot is free, to the next free slot). Every event of a ring bucket has the same
+/// time >> `BUCKET_SHIFT` (a slot holds one bucket of the window), so of the time only the low
+/// `BUCKET_SHIFT` bits order a bucket's events and, with the bucket's index, give the time back.
+/// They are the top bits of `key`, which holds the event's order within its bucket:
+/// - narrow keys (every origin below [`NARROW_ORIGINS`], the usual case):
+///   `key` = (time mod 2^8) << 56 | origin << 40 | sequence, and `low` is unused: one
+///   comparison of `key` orders two events of a bucket exactly as (time, origin, sequence) (for
+///   sequences below 2^40, the key layout's limit);
+/// - wide keys (once an origin ≥ [`NARROW_ORIGINS`] has been reserved):
+///   `key` = (time mod 2^8) << 56 | (origin << 40 | sequence) >> 8 and `low` = the low 8 bits
+///   of origin << 40 | sequence; (`key`, `low`) compared in that order.
+///
+/// The node is 24 bytes for an 8-byte event (the network's).
 ///
 /// The event is initialised exactly while the slot is linked into a bucket: written when the
 /// slot leaves the free list, read out (moved) when it returns to it. No flag says which, so a
 /// pop tests no discriminant and a schedule drops nothing it overwrites.
 struct Node<E> {
-    /// origin << 40 | per-origin sequence.
-    seq: u64,
+    /// The event's order within its bucket, its time within the bucket on top (see above).
+    key: u64,
     event: MaybeUninit<E>,
-    /// The event's time, low 32 bits.
-    time: u32,
+    /// With wide keys, the low bits of the origin-sequence word.
+    low: u32,
     next: u32,
+}
+
+/// An event's order within its ring bucket: a [`Node`]'s `key` and `low`.
+#[derive(Copy, Clone)]
+struct NodeKey {
+    key: u64,
+    low: u32,
+}
+
+impl NodeKey {
+    /// The node key of an event at `time` with origin-sequence word `seq` (see [`Node`]).
+    #[inline(always)]
+    fn new<const WIDE: bool>(time: u64, seq: u64) -> Self {
+        if WIDE {
+            NodeKey {
+                key: (time << NARROW_SEQ_BITS) | (seq >> BUCKET_SHIFT),
+                low: seq as u32 & ((1 << BUCKET_SHIFT) - 1),
+            }
+        } else {
+            NodeKey {
+                key: (time << NARROW_SEQ_BITS) | seq,
+                low: 0,
+            }
+        }
+    }
 }
 
 impl<E> Node<E> {
     /// The event's time, the node being in ring bucket `b` (absolute index).
     #[inline(always)]
     fn time_in(&self, b: u64) -> u64 {
-        (b << BUCKET_SHIFT) | (self.time as u64 & ((1 << BUCKET_SHIFT) - 1))
+        (b << BUCKET_SHIFT) | (self.key >> NARROW_SEQ_BITS)
     }
 
-    /// Whether this event's key is greater than (`time`, `seq`) of an event of the same bucket
-    /// (keys are unique).
+    /// The event's origin-sequence word.
     #[inline(always)]
-    fn after(&self, time: u64, seq: u64) -> bool {
-        let time = time as u32;
-        self.time > time || (self.time == time && self.seq > seq)
+    fn seq<const WIDE: bool>(&self) -> u64 {
+        if WIDE {
+            ((self.key & NARROW_SEQ) << BUCKET_SHIFT) | u64::from(self.low)
+        } else {
+            self.key & NARROW_SEQ
+        }
+    }
+
+    /// Whether this event comes after the event of the same bucket with node key `k` (keys are
+    /// unique).
+    #[inline(always)]
+    fn after<const WIDE: bool>(&self, k: NodeKey) -> bool {
+        if WIDE {
+            self.key > k.key || (self.key == k.key && self.low > k.low)
+        } else {
+            self.key > k.key
+        }
     }
 }
 
@@ -131,25 +192,28 @@ pub struct EventQueue<E> {
     /// Absolute bucket index (time >> BUCKET_SHIFT) of the earliest bucket the ring holds.
     cur: u64,
     /// Every ring bucket (`bucket % RING`). A fixed-size array indexed by masked slots needs no
-    /// bounds checks.
-    buckets: Box<[Bucket; RING as usize]>,
+    /// bounds checks; held in the queue itself (64 KiB), so an access loads no pointer first.
+    buckets: [Bucket; RING as usize],
     /// Bit `b % RING` set iff ring bucket b is non-empty.
-    occupied: Box<[u64; WORDS]>,
+    occupied: [u64; WORDS],
     /// Ring events. Invariant: every index linked from `buckets` or from a linked node's `next`,
     /// and every index on the free list, is below `slab.len()` (the slab never shrinks); linked
     /// nodes hold an initialised event, free ones do not.
     slab: Vec<Node<E>>,
     /// Head of the free-slot list threaded through `Node::next` (NIL: none).
     free: u32,
-    /// Events in the ring.
-    in_ring: usize,
     /// Events at or beyond bucket `cur + RING`.
     far: Heap<E>,
     /// Events the ring could not take cheaply (see the module documentation).
     spill: Heap<E>,
     /// Low key word of each origin's next event: origin << 40 | its next sequence number.
     seqs: Vec<u64>,
+    /// `RING` while node keys are narrow, 0 once they are wide: the one comparison that sends
+    /// an event to the ring then sends every event out of line, to the wide insertion.
+    narrow_span: u64,
     now: SimTime,
+    /// Events scheduled so far.
+    scheduled: u64,
     popped: u64,
 }
 
@@ -181,15 +245,16 @@ impl<E> EventQueue<E> {
     pub fn new() -> Self {
         EventQueue {
             cur: 0,
-            buckets: Box::new([EMPTY; RING as usize]),
-            occupied: Box::new([0; WORDS]),
+            buckets: [EMPTY; RING as usize],
+            occupied: [0; WORDS],
             slab: Vec::new(),
             free: NIL,
-            in_ring: 0,
             far: Heap::default(),
             spill: Heap::default(),
             seqs: Vec::new(),
+            narrow_span: RING,
             now: SimTime::ZERO,
+            scheduled: 0,
             popped: 0,
         }
     }
@@ -213,6 +278,43 @@ impl<E> EventQueue<E> {
         if have < n as u64 {
             self.seqs.extend((have..n as u64).map(|o| o << SEQ_BITS));
         }
+        if n > NARROW_ORIGINS && !self.wide() {
+            self.widen();
+        }
+    }
+
+    /// Whether node keys are wide (see [`Node`]).
+    #[inline(always)]
+    fn wide(&self) -> bool {
+        self.narrow_span == 0
+    }
+
+    /// Switch the ring's node keys from narrow to wide (the order within each bucket stays as
+    /// it is).
+    #[cold]
+    #[inline(never)]
+    fn widen(&mut self) {
+        for b in self.buckets.iter() {
+            let mut i = b.head;
+            while i != NIL {
+                let node = &mut self.slab[i as usize];
+                let k = NodeKey::new::<true>(node.key >> NARROW_SEQ_BITS, node.seq::<false>());
+                node.key = k.key;
+                node.low = k.low;
+                i = node.next;
+            }
+        }
+        self.narrow_span = 0;
+    }
+
+    /// The origin-sequence word of a ring node.
+    #[inline(always)]
+    fn seq_of(&self, node: &Node<E>) -> u64 {
+        if self.wide() {
+            node.seq::<true>()
+        } else {
+            node.seq::<false>()
+        }
     }
 
     /// Schedule `event` at absolute time `at`, scheduled by `origin`. Scheduling into the past
@@ -235,19 +337,26 @@ impl<E> EventQueue<E> {
             seq >> SEQ_BITS == origin.0 as u64,
             "origin {origin:?} scheduled 2^40 events"
         );
+        self.scheduled += 1;
         let time = at.0.max(self.now.0);
         let b = time >> BUCKET_SHIFT;
         // One comparison for the common case: a bucket before `cur` wraps to a large distance.
-        if b.wrapping_sub(self.cur) < RING {
-            self.push_ring(b, time, seq, event);
+        // With wide keys `narrow_span` is 0 and every event goes out of line.
+        if b.wrapping_sub(self.cur) < self.narrow_span {
+            self.push_ring::<false>(b, time, seq, event);
         } else {
             self.push_heap(b, time, seq, event);
         }
     }
 
-    /// An event outside the ring's window: before `cur` (spill) or beyond its horizon (far).
+    /// An event outside the ring's window: before `cur` (spill) or beyond its horizon (far); or,
+    /// with wide node keys, any event.
     #[inline(never)]
     fn push_heap(&mut self, b: u64, time: u64, seq: u64, event: E) {
+        if b.wrapping_sub(self.cur) < RING {
+            self.push_ring::<true>(b, time, seq, event);
+            return;
+        }
         let e = Entry {
             key: key_of(time, seq),
             event,
@@ -308,7 +417,7 @@ impl<E> EventQueue<E> {
     fn pop_below<const LIMITED: bool>(&mut self, limit: u64) -> Option<E> {
         let mut slot = (self.cur & MASK) as usize;
         let mut i = self.buckets[slot].head;
-        if i == NIL {
+        if is_nil(i) {
             // The next non-empty bucket within the same bitmap word, with no far event for the
             // ring to take in (the common case on a busy network) is found here; the rest out
             // of line.
@@ -330,7 +439,7 @@ impl<E> EventQueue<E> {
         let time = node.time_in(self.cur);
         // The spill heap's earliest time is u64::MAX when it is empty: one comparison unless a
         // spilled event is as early as the ring's.
-        if self.spill.min_time <= time && self.spill.peek_key() < Some(key_of(time, node.seq)) {
+        if self.spill.min_time <= time && self.spill.peek_key() < Some(key_of(time, self.seq_of(node))) {
             return self.pop_spill::<LIMITED>(limit);
         }
         if LIMITED && time >= limit {
@@ -346,11 +455,10 @@ impl<E> EventQueue<E> {
         self.free = i;
         let bucket = &mut self.buckets[slot];
         bucket.head = next;
-        if next == NIL {
+        if is_nil(next) {
             bucket.tail = NIL;
             self.occupied[slot / 64] &= !(1 << (slot % 64));
         }
-        self.in_ring -= 1;
         Some(self.popped(SimTime(time), event))
     }
 
@@ -392,7 +500,7 @@ impl<E> EventQueue<E> {
             Some(slot) => {
                 let b = self.cur + ((slot as u64).wrapping_sub(self.cur) & MASK);
                 let node = self.node(self.buckets[slot].head);
-                Some(key_of(node.time_in(b), node.seq))
+                Some(key_of(node.time_in(b), self.seq_of(node)))
             }
             None => self.far.peek_key(),
         };
@@ -404,84 +512,99 @@ impl<E> EventQueue<E> {
     }
 
     /// Link a new event (`time`, origin-sequence `seq`) into ring bucket `b`, in key order; the
-    /// event goes to `spill` if its place is too far from the bucket's ends.
+    /// event goes to `spill` if its place is too far from the bucket's ends. `WIDE`: the node
+    /// keys are wide (see [`Node`]).
     ///
     /// Usually the new event goes last (later time, or an equal time and a larger key); else
-    /// a short walk from the head finds its place. Keys are compared as (time, seq) pairs of
-    /// words, never composed into 128 bits.
+    /// a short walk from the head finds its place.
     #[inline(always)]
-    fn push_ring(&mut self, b: u64, time: u64, seq: u64, event: E) {
+    fn push_ring<const WIDE: bool>(&mut self, b: u64, time: u64, seq: u64, event: E) {
         let slot = (b & MASK) as usize;
+        let k = NodeKey::new::<WIDE>(time, seq);
         let Bucket { head, tail } = self.buckets[slot];
-        if tail == NIL {
-            let i = self.alloc(time, seq, NIL, event);
+        let i = self.alloc::<WIDE>(k, NIL, event);
+        if is_nil(tail) {
             self.buckets[slot] = Bucket { head: i, tail: i };
             self.occupied[slot / 64] |= 1 << (slot % 64);
-        } else if !self.node(tail).after(time, seq) {
-            let i = self.alloc(time, seq, NIL, event);
+        } else if !self.node(tail).after::<WIDE>(k) {
             self.node_mut(tail).next = i;
             self.buckets[slot].tail = i;
         } else {
-            self.insert_ordered(slot, head, time, seq, event);
+            self.insert_ordered::<WIDE>(b, head, i, k);
         }
-        self.in_ring += 1;
     }
 
-    /// An event with an earlier key than its bucket's last: link it after the last node that is
-    /// not later, or give it to `spill` if that is more than `MAX_WALK` nodes from the head.
-    #[inline(never)]
-    fn insert_ordered(&mut self, slot: usize, head: u32, time: u64, seq: u64, event: E) {
+    /// Node `i` (key `k`) is earlier than the last of ring bucket `b`, which starts at `head`:
+    /// link it after the last node that is not later, or move its event to `spill` if that is
+    /// more than `MAX_WALK` nodes from the head. Inlined into the schedule: it only walks and
+    /// links (the spill is out of line), about as few instructions as a call would add.
+    #[inline(always)]
+    fn insert_ordered<const WIDE: bool>(&mut self, b: u64, head: u32, i: u32, k: NodeKey) {
         let mut after = NIL; // node to link after (NIL: at the head)
         let mut j = head;
         let mut steps = 0;
         // The tail is later, so the walk ends before it.
-        while !self.node(j).after(time, seq) {
+        while !self.node(j).after::<WIDE>(k) {
             steps += 1;
             if steps > MAX_WALK {
-                self.in_ring -= 1; // counted by the caller
-                self.spill.push(Entry {
-                    key: key_of(time, seq),
-                    event,
-                });
+                self.spill_node::<WIDE>(b, i);
                 return;
             }
             after = j;
             j = self.node(j).next;
         }
-        let i = self.alloc(time, seq, j, event);
-        if after == NIL {
-            self.buckets[slot].head = i;
+        self.node_mut(i).next = j;
+        if is_nil(after) {
+            self.buckets[(b & MASK) as usize].head = i;
         } else {
             self.node_mut(after).next = i;
         }
     }
 
+    /// Move the event of unlinked node `i`, meant for ring bucket `b`, to `spill`, and free the
+    /// node.
+    #[cold]
+    #[inline(never)]
+    fn spill_node<const WIDE: bool>(&mut self, b: u64, i: u32) {
+        let free = self.free;
+        let node = self.node_mut(i);
+        let key = key_of(node.time_in(b), node.seq::<WIDE>());
+        // SAFETY: the node was just allocated with an initialised event; it goes back to the free
+        // list below and its event is not read again until rewritten.
+        let event = unsafe { node.event.assume_init_read() };
+        node.next = free;
+        self.free = i;
+        self.spill.push(Entry { key, event });
+    }
+
     /// A slab slot holding a new node (from the free list, else a new slot).
     #[inline(always)]
-    fn alloc(&mut self, time: u64, seq: u64, next: u32, event: E) -> u32 {
+    fn alloc<const WIDE: bool>(&mut self, k: NodeKey, next: u32, event: E) -> u32 {
         let i = self.free;
-        if i != NIL {
+        if !is_nil(i) {
             self.free = self.node(i).next;
             let node = self.node_mut(i);
             // Plain field writes: the slot's event is uninitialised, nothing is dropped.
-            node.time = time as u32;
-            node.seq = seq;
+            node.key = k.key;
+            if WIDE {
+                node.low = k.low;
+            }
             node.next = next;
             node.event.write(event);
             i
         } else {
-            self.grow(time, seq, next, event)
+            self.grow(k, next, event)
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn grow(&mut self, time: u64, seq: u64, next: u32, event: E) -> u32 {
+    fn grow(&mut self, k: NodeKey, next: u32, event: E) -> u32 {
         let i = u32::try_from(self.slab.len()).expect("fewer than 2^32 events in the ring");
-        assert!(i != NIL, "fewer than 2^32 - 1 events in the ring");
+        assert!(i < 1 << 31, "fewer than 2^31 events in the ring");
         self.slab.push(Node {
-            time: time as u32,
-            seq,
+            key: k.key,
+            low: k.low,
             next,
             event: MaybeUninit::new(event),
         });
@@ -491,7 +614,7 @@ impl<E> EventQueue<E> {
     /// First non-empty ring slot at or after `cur` (circularly), if any.
     #[inline]
     fn next_occupied(&self) -> Option<usize> {
-        if self.in_ring == 0 {
+        if self.len() == self.far.h.len() + self.spill.h.len() {
             return None;
         }
         let start = (self.cur & MASK) as usize;
@@ -522,13 +645,17 @@ impl<E> EventQueue<E> {
         while (self.far.min_time >> BUCKET_SHIFT).wrapping_sub(self.cur) < RING {
             let e = self.far.pop().expect("a far event within the ring");
             let time = (e.key >> 64) as u64;
-            self.push_ring(time >> BUCKET_SHIFT, time, e.key as u64, e.event);
+            if self.wide() {
+                self.push_ring::<true>(time >> BUCKET_SHIFT, time, e.key as u64, e.event);
+            } else {
+                self.push_ring::<false>(time >> BUCKET_SHIFT, time, e.key as u64, e.event);
+            }
         }
         Some((self.cur & MASK) as usize)
     }
 
     pub fn len(&self) -> usize {
-        self.in_ring + self.far.h.len() + self.spill.h.len()
+        (self.scheduled - self.popped) as usize
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -677,6 +804,47 @@ mod tests {
         let a = events(&[0, 0, 1, 2, 1, 2, 0, 1]);
         let b = events(&[2, 1, 0, 2, 1, 0, 1, 0]);
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn node_keys_order_exactly_on_both_sides_of_the_wide_switch() {
+        use std::collections::BTreeMap;
+        // Events of a few buckets, times with equal and different low bits; origin-sequence words
+        // that differ only in their low 8 bits, or only above them, near 2^16 origins and near a
+        // counter's 2^40 limit.
+        let mut q = EventQueue::new();
+        let mut reference = BTreeMap::new();
+        let mut id = 0usize;
+        let mut schedule = |q: &mut EventQueue<usize>, o: u32, t: u64| {
+            let seq = q.seqs.get(o as usize).map_or(0, |s| s & ((1 << SEQ_BITS) - 1));
+            q.schedule_by(Origin(o), SimTime(t), id);
+            reference.insert((t, o, seq), id);
+            id += 1;
+        };
+        let times = [1_000, 1_024, 1_279, 1_000, 1_280, 1_535, 1_024, 1_000];
+        q.reserve_origins(NARROW_ORIGINS);
+        assert!(!q.wide());
+        q.seqs[7] = 7 << SEQ_BITS | 0xfd;
+        q.seqs[9] = 9 << SEQ_BITS | ((1 << SEQ_BITS) - 10);
+        for (n, &t) in times.iter().enumerate() {
+            for o in [NARROW_ORIGINS - 1, 9, 7, 0, 1] {
+                schedule(&mut q, o, t + (n as u64 % 3));
+            }
+        }
+        // The first origin of 2^16 turns the keys wide, with these events in the ring.
+        schedule(&mut q, NARROW_ORIGINS, 1_000);
+        assert!(q.wide());
+        q.reserve_origins(NARROW_ORIGINS + 4);
+        q.seqs[NARROW_ORIGINS as usize + 3] = u64::from(NARROW_ORIGINS + 3) << SEQ_BITS | 0xfe;
+        for (n, &t) in times.iter().enumerate().rev() {
+            for o in [200_000, 7, NARROW_ORIGINS + 3, NARROW_ORIGINS - 1, NARROW_ORIGINS, 0] {
+                schedule(&mut q, o, t + (n as u64 % 2));
+            }
+        }
+        assert_eq!(q.len(), reference.len());
+        let got: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        let want: Vec<_> = reference.into_iter().map(|((t, _, _), i)| (SimTime(t), i)).collect();
+        assert_eq!(got, want);
     }
 
     #[test]
@@ -879,16 +1047,17 @@ mod tests {
     }
 
     /// Reference model: a `BTreeMap` keyed by (time, origin, the origin's sequence number).
-    /// Every pop, `pop_before`, `peek_time`, `len` and `now` must agree with it.
-    fn check_origins_against_btree(ops: &[Op]) -> Result<(), TestCaseError> {
+    /// Every pop, `pop_before`, `peek_time`, `len` and `now` must agree with it. An op's origin
+    /// o schedules as origin o × `spread`.
+    fn check_origins_against_btree(ops: &[Op], spread: u32) -> Result<(), TestCaseError> {
         use std::collections::BTreeMap;
         let mut q = EventQueue::new();
         let mut reference: BTreeMap<(u64, u32, u64), usize> = BTreeMap::new();
         let mut seqs = [0u64; 64];
         let mut id = 0usize;
         let mut schedule = |q: &mut EventQueue<usize>, r: &mut BTreeMap<_, _>, o: u32, at: u64| {
-            q.schedule_by(Origin(o), SimTime(at), id);
-            r.insert((at, o, seqs[o as usize]), id);
+            q.schedule_by(Origin(o * spread), SimTime(at), id);
+            r.insert((at, o * spread, seqs[o as usize]), id);
             seqs[o as usize] += 1;
             id += 1;
         };
@@ -989,7 +1158,15 @@ mod tests {
         /// sequence) order, as a `BTreeMap` on that key.
         #[test]
         fn pops_in_time_origin_sequence_order(ops in proptest::collection::vec(op(), 1..500)) {
-            check_origins_against_btree(&ops)?;
+            check_origins_against_btree(&ops, 1)?;
+        }
+
+        /// As above with origins up to 117 000 (multiples of 3 000): node keys turn wide when
+        /// the first origin of 2^16 or more schedules, amid events already in the ring.
+        #[test]
+        fn pops_in_time_origin_sequence_order_across_wide_keys(
+            ops in proptest::collection::vec(op(), 1..300)) {
+            check_origins_against_btree(&ops, 3_000)?;
         }
     }
 }
