@@ -536,9 +536,10 @@ impl<E> EventQueue<E> {
 
     /// Node `i` (key `k`) is earlier than the last of ring bucket `b`, which starts at `head`:
     /// link it after the last node that is not later, or move its event to `spill` if that is
-    /// more than `MAX_WALK` nodes from the head. Inlined into the schedule: it only walks and
-    /// links (the spill is out of line), about as few instructions as a call would add.
-    #[inline(always)]
+    /// more than `MAX_WALK` nodes from the head. Out of line: inlined into every schedule of
+    /// the network's event loop, it grew that loop's code enough to cost more in the rest of
+    /// the loop than the call saves (docs/PERFORMANCE.md, eleventh pass).
+    #[inline(never)]
     fn insert_ordered<const WIDE: bool>(&mut self, b: u64, head: u32, i: u32, k: NodeKey) {
         let mut after = NIL; // node to link after (NIL: at the head)
         let mut j = head;
