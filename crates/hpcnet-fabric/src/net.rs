@@ -1568,6 +1568,10 @@ impl Network {
                 // Plain configuration: no multicast or fault-bypass packet, so no path.
                 let p = ix_mut(&mut self.packets, id);
                 self.routing.route_dor_fast(&self.topo, router, p)
+            } else if !M::ANY && self.routing.tree_fast() {
+                let p = ix_mut(&mut self.packets, id);
+                self.routing
+                    .route_tree_fast(&self.topo, router, in_port, qi >> self.vc_shift, p)
             } else {
                 let mut view = PortCredits {
                     out: ix_range_mut(&mut self.out, base, end),

@@ -343,6 +343,15 @@ pub struct Routing {
     dateline: bool,
     /// Cached [`Routing::needs_salt`] (asked once per injected packet).
     salted: bool,
+    /// Cached: up/down routing with deterministic or random port selection on the trees built
+    /// at construction, with no recomputed tables, source or bypass routes or dead port, so a
+    /// hop picks from the down or up ports without the full route ([`Routing::route_tree_fast`]).
+    tree_fast: bool,
+    /// Cached: the tree's port selection is `random`.
+    tree_random: bool,
+    /// Per global router port: whether a packet arriving there came from above or from a
+    /// sibling leaf (an up or sibling port), the cases the fast tree hop leaves to the full route.
+    from_above: Vec<bool>,
 }
 
 /// Most routers for which dimension-order routing keeps a next-step table (one byte per pair of
@@ -477,6 +486,9 @@ impl Routing {
             dor_fast: false,
             dateline: false,
             salted: false,
+            tree_fast: false,
+            tree_random: false,
+            from_above: Vec::new(),
         };
         routing.bubble = routing.compute_uses_bubble();
         routing.dor_next = routing.build_dor_next();
@@ -489,17 +501,116 @@ impl Routing {
             }
         );
         routing.salted = routing.compute_needs_salt();
+        routing.tree_random = matches!(
+            routing.algo,
+            Algo::Tree {
+                selection: Selection::Random
+            }
+        );
+        if routing.trees.is_some() {
+            routing.from_above = topo
+                .routers
+                .iter()
+                .flat_map(|r| {
+                    // Indexed as `port_offsets` numbers the ports; read as the full route reads
+                    // the kind of an input port.
+                    (0..r.ports.len()).map(|p| matches!(r.kinds.get(p), Some(PortKind::Up | PortKind::Sibling)))
+                })
+                .collect();
+        }
         routing.refresh_fast();
         Ok(routing)
     }
 
     /// Recompute [`Routing::dor_fast`] after what it depends on changed.
     fn refresh_fast(&mut self) {
-        self.dor_fast = matches!(self.algo, Algo::Dor { .. })
-            && !self.dor_next.is_empty()
-            && !self.source
-            && self.bypass.is_none()
-            && !self.any_dead;
+        let plain = !self.source && self.bypass.is_none() && !self.any_dead;
+        self.dor_fast = plain && matches!(self.algo, Algo::Dor { .. }) && !self.dor_next.is_empty();
+        self.tree_fast = plain
+            && matches!(
+                self.algo,
+                Algo::Tree {
+                    selection: Selection::Deterministic | Selection::Random
+                }
+            )
+            && self.trees.is_some()
+            && self.tables.is_none();
+    }
+
+    /// Whether [`Routing::route_tree_fast`] routes every packet as [`Routing::route`] does.
+    #[inline(always)]
+    pub(crate) fn tree_fast(&self) -> bool {
+        self.tree_fast
+    }
+
+    /// [`Routing::route`] when [`Routing::tree_fast`] holds, for a packet at router `r` that
+    /// arrived on its port `in_port`, global router port `gport`: down toward the destination's
+    /// leaf when it is below `r`, else up in D-mod-k order (or at random), each a pick among
+    /// live ports as [`Routing::tree`] makes it with no dead port; a packet that came from
+    /// above or from a sibling with nothing below, or a router without up ports, takes the
+    /// full route. Out of line: inlined beside the dimension-order hop, it made the torus's
+    /// hot path slower (register allocation), and a call costs the tree little.
+    #[inline(never)]
+    pub(crate) fn route_tree_fast(
+        &self,
+        topo: &Topology,
+        r: RouterId,
+        in_port: PortIdx,
+        gport: u32,
+        pkt: &mut Packet,
+    ) -> Result<Choice, RouteError> {
+        debug_assert!(self.tree_fast && pkt.path.is_none());
+        let (dr, dport) = self.attach(pkt.dst, pkt.rail);
+        if dr == r {
+            return Ok(Choice {
+                port: dport,
+                vc: pkt.vc,
+                enters_ring: false,
+            });
+        }
+        let Some(t) = self.trees.as_ref() else {
+            return self.route_tree_cold(topo, r, in_port, pkt);
+        };
+        let rot = if self.tree_random {
+            random_start(pkt.salt, pkt.hops)
+        } else {
+            pkt.dst.index()
+        };
+        let down = &t.down[r.index() * t.leaf_router.len() + t.leaf_of_router[dr.index()] as usize];
+        let (ports, rot) = if !down.is_empty() {
+            (&down[..], rot)
+        } else {
+            let ups = &t.ups[r.index()];
+            if self.from_above[gport as usize] || ups.is_empty() {
+                return self.route_tree_cold(topo, r, in_port, pkt);
+            }
+            let up_rot = if self.tree_random {
+                rot
+            } else {
+                rot / t.up_div[r.index()]
+            };
+            (&ups[..], up_rot)
+        };
+        let port = if ports.len() == 1 {
+            ports[0]
+        } else {
+            ports[rot % ports.len()]
+        };
+        Ok(TreeHop::choice(port, pkt.class))
+    }
+
+    /// The full route of a tree hop the fast path does not take.
+    #[cold]
+    #[inline(never)]
+    fn route_tree_cold(
+        &self,
+        topo: &Topology,
+        r: RouterId,
+        in_port: PortIdx,
+        pkt: &mut Packet,
+    ) -> Result<Choice, RouteError> {
+        // Deterministic and random selection read no credits.
+        self.route_table(topo, r, in_port, pkt, &mut Idle)
     }
 
     /// Whether [`Routing::route_dor_fast`] routes every packet as [`Routing::route`] does.
@@ -728,6 +839,7 @@ impl Routing {
     /// Install (or, with `None`, remove) the recomputed up*/down* tables.
     pub(crate) fn install_tables(&mut self, t: Option<Box<TreeTables>>) {
         self.tables = t;
+        self.refresh_fast();
     }
 
     /// Install (or, with `None`, remove) the per-pair fault-bypass routes.

@@ -641,3 +641,105 @@ fn fast_dimension_order_route_equals_the_full_route() {
     r.set_dead(RouterId(0), PortIdx(0), false);
     assert!(r.dor_fast());
 }
+
+/// The plain path's up/down hop (`route_tree_fast`) chooses what `route` chooses at every hop
+/// of every node pair — port and VC — on a k-ary n-tree and on generalized fat trees with and
+/// without sibling links, under deterministic (D-mod-k) and random selection with several
+/// salts; and it is offered only where it applies.
+#[test]
+fn fast_tree_route_equals_the_full_route() {
+    for t in [fat_tree(4, 3), fat_tree(2, 4), gft(2, 4, 2, 2, 1), gft(1, 6, 3, 2, 0)] {
+        let offsets = t.port_offsets();
+        for selection in [Selection::Deterministic, Selection::Random] {
+            let r = Routing::new(&t, &RoutingConfig::UpDown { selection }, 2, &[]).unwrap();
+            assert!(r.tree_fast(), "{selection:?}");
+            let mut hops = 0;
+            for src in 0..t.nodes.len() as u32 {
+                for dst in 0..t.nodes.len() as u32 {
+                    for salt in [0u8, 0x3C, 0xFF] {
+                        let mut full = Packet::new(0, NodeId(src), NodeId(dst), 0, 0, hpcnet_des::SimTime::ZERO);
+                        full.salt = salt;
+                        r.on_inject(&t, &mut full, 1).unwrap();
+                        let mut fast = full.clone();
+                        let (mut at, mut in_port) = r.attach(NodeId(src), 0);
+                        loop {
+                            full.hops += 1;
+                            fast.hops += 1;
+                            let g = offsets[at.index()] + in_port.0 as u32;
+                            let a = r.route(&t, at, in_port, &mut full, &mut Idle).unwrap();
+                            let b = r.route_tree_fast(&t, at, in_port, g, &mut fast).unwrap();
+                            assert_eq!(
+                                (a.port, a.vc, a.enters_ring),
+                                (b.port, b.vc, b.enters_ring),
+                                "{src}->{dst} at {at:?} {selection:?} salt {salt}"
+                            );
+                            full.vc = a.vc;
+                            fast.vc = b.vc;
+                            hops += 1;
+                            match t.routers[at.index()].ports[a.port.index()] {
+                                Peer::Router { router, port } => {
+                                    at = router;
+                                    in_port = port;
+                                }
+                                _ => break,
+                            }
+                        }
+                    }
+                }
+            }
+            assert!(hops > 3 * t.nodes.len() * t.nodes.len());
+            // Arrivals no up/down route makes (from above or from a sibling leaf, at every
+            // router, toward every node): the same answer, an error included.
+            let mut odd = 0;
+            for (ri, info) in t.routers.iter().enumerate() {
+                for (p, kind) in info.kinds.iter().enumerate() {
+                    if !matches!(kind, PortKind::Up | PortKind::Sibling) {
+                        continue;
+                    }
+                    let (at, in_port) = (RouterId(ri as u32), PortIdx(p as u16));
+                    let g = offsets[ri] + p as u32;
+                    for dst in 0..t.nodes.len() as u32 {
+                        let mut full = Packet::new(0, NodeId(0), NodeId(dst), 0, 0, hpcnet_des::SimTime::ZERO);
+                        r.on_inject(&t, &mut full, 0).unwrap();
+                        full.hops = 2;
+                        let mut fast = full.clone();
+                        let a = r.route(&t, at, in_port, &mut full, &mut Idle).map(|c| (c.port, c.vc));
+                        let b = r.route_tree_fast(&t, at, in_port, g, &mut fast).map(|c| (c.port, c.vc));
+                        assert_eq!(format!("{a:?}"), format!("{b:?}"), "r{ri}.p{p} -> {dst}");
+                        odd += usize::from(a.is_err());
+                    }
+                }
+            }
+            assert!(odd > 0, "some arrival from above finds nothing below");
+        }
+    }
+    // Not offered: adaptive selection, a dead port (until repaired), dimension order.
+    let t = fat_tree(4, 2);
+    let adaptive = Routing::new(
+        &t,
+        &RoutingConfig::UpDown {
+            selection: Selection::Adaptive,
+        },
+        2,
+        &[],
+    )
+    .unwrap();
+    assert!(!adaptive.tree_fast());
+    let mut r = Routing::new(
+        &t,
+        &RoutingConfig::UpDown {
+            selection: Selection::Deterministic,
+        },
+        2,
+        &[],
+    )
+    .unwrap();
+    assert!(r.tree_fast());
+    r.set_dead(RouterId(0), PortIdx(0), true);
+    assert!(!r.tree_fast());
+    r.set_dead(RouterId(0), PortIdx(0), false);
+    assert!(r.tree_fast());
+    assert!(!Routing::new(&torus(&[4, 4]), &dor(DeadlockAvoidance::Bubble), 2, &[])
+        .unwrap()
+        .tree_fast());
+}
