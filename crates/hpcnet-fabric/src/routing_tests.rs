@@ -577,6 +577,48 @@ fn dimension_order_table_matches_the_computed_steps() {
     }
 }
 
+/// Route a packet from `src` to `dst` (class `class`, random bits `salt`) with the full route
+/// and with `fast` side by side, hop by hop, asserting at every hop the same port, VC and ring
+/// entry and the same packet state (flags, dimension); returns the number of hops. `fast`
+/// gets the router, the input port and its global index.
+fn same_route_hop_by_hop(
+    r: &Routing,
+    t: &Topology,
+    (src, dst, class, salt): (u32, u32, u8, u8),
+    mut fast: impl FnMut(RouterId, PortIdx, u32, &mut Packet) -> Result<Choice, RouteError>,
+) -> usize {
+    let offsets = t.port_offsets();
+    let mut full = Packet::new(0, NodeId(src), NodeId(dst), 0, 0, hpcnet_des::SimTime::ZERO);
+    full.salt = salt;
+    r.on_inject(t, &mut full, class).unwrap();
+    let mut quick = full.clone();
+    let (mut at, mut in_port) = r.attach(NodeId(src), 0);
+    let mut hops = 0;
+    loop {
+        full.hops += 1;
+        quick.hops += 1;
+        let a = r.route(t, at, in_port, &mut full, &mut Idle).unwrap();
+        let g = offsets[at.index()] + in_port.0 as u32;
+        let b = fast(at, in_port, g, &mut quick).unwrap();
+        assert_eq!(
+            (a.port, a.vc, a.enters_ring),
+            (b.port, b.vc, b.enters_ring),
+            "{src}->{dst} at {at:?}, class {class}, salt {salt}"
+        );
+        assert_eq!((full.flags, full.last_dim), (quick.flags, quick.last_dim));
+        full.vc = a.vc;
+        quick.vc = b.vc;
+        hops += 1;
+        match t.routers[at.index()].ports[a.port.index()] {
+            Peer::Router { router, port } => {
+                at = router;
+                in_port = port;
+            }
+            _ => return hops,
+        }
+    }
+}
+
 /// The plain path's dimension-order route (`route_dor_fast`) chooses what `route` chooses at
 /// every hop of every node pair — port, VC, ring entry, and the packet's dimension state —
 /// under every tie rule and deadlock rule, random ties (left to the full route) included; and
@@ -594,33 +636,9 @@ fn fast_dimension_order_route_equals_the_full_route() {
                 for src in 0..t.nodes.len() as u32 {
                     for dst in 0..t.nodes.len() as u32 {
                         for (salt, class) in [(0u8, 0u8), (0xA5, 1)] {
-                            let mut full = Packet::new(0, NodeId(src), NodeId(dst), 0, 0, hpcnet_des::SimTime::ZERO);
-                            full.salt = salt;
-                            r.on_inject(&t, &mut full, class).unwrap();
-                            let mut fast = full.clone();
-                            let (mut at, mut in_port) = r.attach(NodeId(src), 0);
-                            loop {
-                                full.hops += 1;
-                                fast.hops += 1;
-                                let a = r.route(&t, at, in_port, &mut full, &mut Idle).unwrap();
-                                let b = r.route_dor_fast(&t, at, &mut fast).unwrap();
-                                assert_eq!(
-                                    (a.port, a.vc, a.enters_ring),
-                                    (b.port, b.vc, b.enters_ring),
-                                    "{src}->{dst} at {at:?} {tie:?} {deadlock:?}"
-                                );
-                                assert_eq!((full.flags, full.last_dim), (fast.flags, fast.last_dim));
-                                full.vc = a.vc;
-                                fast.vc = b.vc;
-                                hops += 1;
-                                match t.routers[at.index()].ports[a.port.index()] {
-                                    Peer::Router { router, port } => {
-                                        at = router;
-                                        in_port = port;
-                                    }
-                                    _ => break,
-                                }
-                            }
+                            hops += same_route_hop_by_hop(&r, &t, (src, dst, class, salt), |at, _, _, p| {
+                                r.route_dor_fast(&t, at, p)
+                            });
                         }
                     }
                 }
@@ -657,33 +675,9 @@ fn fast_tree_route_equals_the_full_route() {
             for src in 0..t.nodes.len() as u32 {
                 for dst in 0..t.nodes.len() as u32 {
                     for salt in [0u8, 0x3C, 0xFF] {
-                        let mut full = Packet::new(0, NodeId(src), NodeId(dst), 0, 0, hpcnet_des::SimTime::ZERO);
-                        full.salt = salt;
-                        r.on_inject(&t, &mut full, 1).unwrap();
-                        let mut fast = full.clone();
-                        let (mut at, mut in_port) = r.attach(NodeId(src), 0);
-                        loop {
-                            full.hops += 1;
-                            fast.hops += 1;
-                            let g = offsets[at.index()] + in_port.0 as u32;
-                            let a = r.route(&t, at, in_port, &mut full, &mut Idle).unwrap();
-                            let b = r.route_tree_fast(&t, at, in_port, g, &mut fast).unwrap();
-                            assert_eq!(
-                                (a.port, a.vc, a.enters_ring),
-                                (b.port, b.vc, b.enters_ring),
-                                "{src}->{dst} at {at:?} {selection:?} salt {salt}"
-                            );
-                            full.vc = a.vc;
-                            fast.vc = b.vc;
-                            hops += 1;
-                            match t.routers[at.index()].ports[a.port.index()] {
-                                Peer::Router { router, port } => {
-                                    at = router;
-                                    in_port = port;
-                                }
-                                _ => break,
-                            }
-                        }
+                        hops += same_route_hop_by_hop(&r, &t, (src, dst, 1, salt), |at, in_port, g, p| {
+                            r.route_tree_fast(&t, at, in_port, g, p)
+                        });
                     }
                 }
             }
