@@ -560,14 +560,10 @@ impl Routing {
         pkt: &mut Packet,
     ) -> Result<Choice, RouteError> {
         debug_assert!(self.tree_fast && pkt.path.is_none());
-        let (dr, dport) = self.attach(pkt.dst, pkt.rail);
-        if dr == r {
-            return Ok(Choice {
-                port: dport,
-                vc: pkt.vc,
-                enters_ring: false,
-            });
-        }
+        let dr = match self.toward(r, pkt) {
+            Ok(dr) => dr,
+            Err(eject) => return Ok(eject),
+        };
         let Some(t) = self.trees.as_ref() else {
             return self.route_tree_cold(topo, r, in_port, pkt);
         };
@@ -613,6 +609,21 @@ impl Routing {
         self.route_table(topo, r, in_port, pkt, &mut Idle)
     }
 
+    /// The fast hops' first step: the router of the packet's destination, or, when that is `r`,
+    /// the ejection toward it (on the packet's VC; no port is dead where a fast hop is taken).
+    #[inline(always)]
+    fn toward(&self, r: RouterId, pkt: &Packet) -> Result<RouterId, Choice> {
+        let (dr, dport) = self.attach(pkt.dst, pkt.rail);
+        if dr == r {
+            return Err(Choice {
+                port: dport,
+                vc: pkt.vc,
+                enters_ring: false,
+            });
+        }
+        Ok(dr)
+    }
+
     /// Whether [`Routing::route_dor_fast`] routes every packet as [`Routing::route`] does.
     #[inline(always)]
     pub(crate) fn dor_fast(&self) -> bool {
@@ -626,14 +637,10 @@ impl Routing {
     #[inline(always)]
     pub(crate) fn route_dor_fast(&self, topo: &Topology, r: RouterId, pkt: &mut Packet) -> Result<Choice, RouteError> {
         debug_assert!(self.dor_fast && pkt.path.is_none());
-        let (dr, dport) = self.attach(pkt.dst, pkt.rail);
-        if dr == r {
-            return Ok(Choice {
-                port: dport,
-                vc: pkt.vc,
-                enters_ring: false,
-            });
-        }
+        let dr = match self.toward(r, pkt) {
+            Ok(dr) => dr,
+            Err(eject) => return Ok(eject),
+        };
         let i = r.index() * self.nrouters + dr.index();
         debug_assert!(i < self.dor_next.len());
         // SAFETY: the table is `nrouters`² long (`dor_fast` implies it is built), and `r`, `dr`
