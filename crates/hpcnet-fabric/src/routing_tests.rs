@@ -709,25 +709,9 @@ fn fast_tree_route_equals_the_full_route() {
     }
     // Not offered: adaptive selection, a dead port (until repaired), dimension order.
     let t = fat_tree(4, 2);
-    let adaptive = Routing::new(
-        &t,
-        &RoutingConfig::UpDown {
-            selection: Selection::Adaptive,
-        },
-        2,
-        &[],
-    )
-    .unwrap();
-    assert!(!adaptive.tree_fast());
-    let mut r = Routing::new(
-        &t,
-        &RoutingConfig::UpDown {
-            selection: Selection::Deterministic,
-        },
-        2,
-        &[],
-    )
-    .unwrap();
+    let up_down = |selection| Routing::new(&t, &RoutingConfig::UpDown { selection }, 2, &[]).unwrap();
+    assert!(!up_down(Selection::Adaptive).tree_fast());
+    let mut r = up_down(Selection::Deterministic);
     assert!(r.tree_fast());
     r.set_dead(RouterId(0), PortIdx(0), true);
     assert!(!r.tree_fast());
