@@ -1479,7 +1479,7 @@ impl Network {
                         Head::Send { oi, vc } => {
                             // What the output's decision would do with its one request.
                             ix_mut(&mut self.out, oi).rr_q = NIL;
-                            self.send_from::<E, S, M>(q, oi, qi, vc, ep)
+                            self.send_from::<E, S, M, true>(q, oi, qi, vc, ep)
                         }
                         Head::Request(oi) => Some(oi),
                         Head::None => None,
@@ -2060,7 +2060,7 @@ impl Network {
             }
             (qi, self.unlink_served(oi, qi))
         };
-        self.send_from::<E, S, M>(q, oi, qi, out_vc, ep)
+        self.send_from::<E, S, M, false>(q, oi, qi, out_vc, ep)
     }
 
     /// Unlink the request of queue `qi` from router output `oi` (it is being served); round
@@ -2161,7 +2161,7 @@ impl Network {
             }
             served[m.output as usize] = true;
             let vc = self.unlink_served(o, m.queue);
-            if let Some(k) = self.send_from::<E, S, Full>(q, o, m.queue, vc, ep) {
+            if let Some(k) = self.send_from::<E, S, Full, false>(q, o, m.queue, vc, ep) {
                 self.kicks.push(k);
             }
         }
@@ -2182,7 +2182,7 @@ impl Network {
                 if let Some(qi) = self.pick_request::<Full>(op, now) {
                     if !self.replay_stalls(q, o, qi, now) {
                         let vc = self.unlink_served(o, qi);
-                        if let Some(k) = self.send_from::<E, S, Full>(q, o, qi, vc, ep) {
+                        if let Some(k) = self.send_from::<E, S, Full, false>(q, o, qi, vc, ep) {
                             self.kicks.push(k);
                         }
                     }
@@ -2202,8 +2202,12 @@ impl Network {
     /// Send the head packet of queue `qi` (chosen by output `oi`, downstream VC `out_vc`):
     /// timing, link layer, credits, the event at the other end. Returns the output the new
     /// head of `qi` requests, to be arbitrated next.
+    ///
+    /// `SOLE`: the packet arrived into the empty router queue `qi` and is sent in its own
+    /// arrival event by router output `oi`, which has no request ([`Head::Send`]): the queue
+    /// is empty after it and the output has nothing more to decide, so neither is looked at.
     #[inline(always)]
-    fn send_from<E: From<NetEvent>, S: Endpoints, M: Modes>(
+    fn send_from<E: From<NetEvent>, S: Endpoints, M: Modes, const SOLE: bool>(
         &mut self,
         q: &mut EventQueue<E>,
         oi: u32,
@@ -2212,7 +2216,7 @@ impl Network {
         ep: &mut S,
     ) -> Option<u32> {
         let now = q.now();
-        let is_node = oi >= self.router_ports;
+        let is_node = !SOLE && oi >= self.router_ports;
         let (id, last) = if M::ANY && self.mcast_seen && !is_node {
             self.multicast_take_or_pop(qi, oi)
         } else {
@@ -2314,6 +2318,10 @@ impl Network {
             }
             Dest::Node => q.schedule_by(self.port_origin(oi), sent + ser + lat, NetEvent::deliver(id).into()),
             Dest::None => unreachable!("a dead port never fits"),
+        }
+        if SOLE {
+            debug_assert!(self.inq.is_empty(qi) && ix(&self.out, oi).req_head == NIL);
+            return None;
         }
         // The input queue has a new head.
         let mut kick = None;
