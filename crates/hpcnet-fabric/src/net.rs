@@ -1668,6 +1668,22 @@ impl Network {
         if up == u32::MAX {
             return;
         }
+        self.return_credits(q, qi, id, at, up);
+    }
+
+    /// [`Network::release_input`] for router queue `qi`, whose port has an upstream output
+    /// (a packet in it arrived over that link).
+    #[inline(always)]
+    fn release_router_input<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, qi: u32, id: PacketId, at: SimTime) {
+        debug_assert!(qi < self.node_q0);
+        let up = *ix(&self.upstream, qi >> self.vc_shift);
+        debug_assert!(up != u32::MAX, "router queue {qi} holds a packet but has no upstream");
+        self.return_credits(q, qi, id, at, up);
+    }
+
+    /// The credits `id` holds in router queue `qi` go back to its upstream output `up`.
+    #[inline(always)]
+    fn return_credits<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, qi: u32, id: PacketId, at: SimTime, up: u32) {
         let p = ix(&self.packets, id);
         let (vc, shared) = (p.vc, p.shared_used);
         let private = p.credits - shared;
@@ -2259,8 +2275,8 @@ impl Network {
             return self.ghost_granted(q, oi, qi, id, out_vc, link_start, ser);
         }
         // Free the buffer the packet leaves, when its tail is out.
-        if last {
-            self.release_input(q, qi, id, start + ser);
+        if last && !is_node {
+            self.release_router_input(q, qi, id, start + ser);
         }
         // The link layer: errors and retransmissions, the replay buffer, the fallback.
         let mut o = ix_mut(&mut self.out, oi);
