@@ -1473,17 +1473,27 @@ impl Network {
                 p.hops += 1;
                 let vc = p.vc;
                 let qi = self.qi(gport, vc);
-                if self.inq.push_back(qi, pkt) == 1 {
-                    let router = ix(&self.inq.q, qi).router;
-                    let kick = match self.route_head::<E, M>(q, qi, router, !M::ANY) {
-                        Head::Send { oi, vc } => {
-                            // What the output's decision would do with its one request.
-                            ix_mut(&mut self.out, oi).rr_q = NIL;
-                            self.send_from::<E, S, M, true>(q, oi, qi, vc, ep)
+                if !M::ANY {
+                    // The plain configuration: a packet arriving at an empty queue is routed
+                    // and, if its output decides for it now, sent without entering the queue
+                    // (`route_head` queues it otherwise).
+                    if self.inq.is_empty(qi) {
+                        let router = ix(&self.inq.q, qi).router;
+                        match self.route_head::<E, M, true>(q, qi, router, true, pkt) {
+                            Head::Send { oi, vc } => {
+                                // What the output's decision would do with its one request.
+                                ix_mut(&mut self.out, oi).rr_q = NIL;
+                                self.send_from::<E, S, M, true>(q, oi, qi, vc, pkt, ep);
+                            }
+                            Head::Request(oi) => self.run_arbitrations::<E, S, M>(q, Some(oi), ep),
+                            Head::None => {}
                         }
-                        Head::Request(oi) => Some(oi),
-                        Head::None => None,
-                    };
+                    } else {
+                        self.inq.push_back(qi, pkt);
+                    }
+                } else if self.inq.push_back(qi, pkt) == 1 {
+                    let router = ix(&self.inq.q, qi).router;
+                    let kick = self.new_head::<E, M>(q, qi, router);
                     self.run_arbitrations::<E, S, M>(q, kick, ep);
                 }
             }
@@ -1525,7 +1535,7 @@ impl Network {
         qi: u32,
         router: RouterId,
     ) -> Option<u32> {
-        match self.route_head::<E, M>(q, qi, router, false) {
+        match self.route_head::<E, M, false>(q, qi, router, false, NIL) {
             Head::Request(oi) => Some(oi),
             Head::None => None,
             Head::Send { .. } => unreachable!("a head is sent at once only when asked"),
@@ -1539,21 +1549,31 @@ impl Network {
     /// and the caller sends the packet at once ([`Head::Send`]); otherwise the request is
     /// linked and the output waits for its link, the read slot or credits ([`Head::None`]).
     /// Both skip the decision's own checks, and the first the link and unlink.
+    ///
+    /// `FRESH`: packet `fresh` has arrived at the empty queue `qi` and is not in it yet; it
+    /// joins the queue unless it is sent at once or dropped.
     #[inline(always)]
-    fn route_head<E: From<NetEvent>, M: Modes>(
+    fn route_head<E: From<NetEvent>, M: Modes, const FRESH: bool>(
         &mut self,
         q: &mut EventQueue<E>,
         qi: u32,
         router: RouterId,
         send: bool,
+        fresh: PacketId,
     ) -> Head {
         // `port_base` has one entry per router and the total after them.
         let base = *ix(&self.port_base, router.0);
         let end = *ix(&self.port_base, router.0 + 1);
         let in_port = PortIdx(((qi >> self.vc_shift) - base) as u16);
         loop {
-            let Some(id) = self.inq.front(qi) else {
-                return Head::None;
+            let id = if FRESH {
+                debug_assert!(self.inq.is_empty(qi));
+                fresh
+            } else {
+                match self.inq.front(qi) {
+                    Some(id) => id,
+                    None => return Head::None,
+                }
             };
             if M::ANY
                 && self.ghosts != 0
@@ -1617,6 +1637,9 @@ impl Network {
                             return Head::Send { oi, vc: c.vc };
                         }
                     }
+                    if FRESH {
+                        self.inq.push_back(qi, id);
+                    }
                     // Append it to the output's list.
                     let o = ix_mut(&mut self.out, oi);
                     let f = ix_mut(&mut self.inq.q, qi);
@@ -1644,7 +1667,9 @@ impl Network {
                     return Head::Request(oi);
                 }
                 Err(reason) => {
-                    self.inq.pop_front(qi);
+                    if !FRESH {
+                        self.inq.pop_front(qi);
+                    }
                     self.release_input(q, qi, id, q.now());
                     let packet = self.take(id);
                     self.stats.add(NetStat::Dropped, 1);
@@ -1653,6 +1678,9 @@ impl Network {
                         at: q.now(),
                         reason,
                     });
+                    if FRESH {
+                        return Head::None;
+                    }
                 }
             }
         }
@@ -2076,7 +2104,7 @@ impl Network {
             }
             (qi, self.unlink_served(oi, qi))
         };
-        self.send_from::<E, S, M, false>(q, oi, qi, out_vc, ep)
+        self.send_from::<E, S, M, false>(q, oi, qi, out_vc, NIL, ep)
     }
 
     /// Unlink the request of queue `qi` from router output `oi` (it is being served); round
@@ -2177,7 +2205,7 @@ impl Network {
             }
             served[m.output as usize] = true;
             let vc = self.unlink_served(o, m.queue);
-            if let Some(k) = self.send_from::<E, S, Full, false>(q, o, m.queue, vc, ep) {
+            if let Some(k) = self.send_from::<E, S, Full, false>(q, o, m.queue, vc, NIL, ep) {
                 self.kicks.push(k);
             }
         }
@@ -2198,7 +2226,7 @@ impl Network {
                 if let Some(qi) = self.pick_request::<Full>(op, now) {
                     if !self.replay_stalls(q, o, qi, now) {
                         let vc = self.unlink_served(o, qi);
-                        if let Some(k) = self.send_from::<E, S, Full, false>(q, o, qi, vc, ep) {
+                        if let Some(k) = self.send_from::<E, S, Full, false>(q, o, qi, vc, NIL, ep) {
                             self.kicks.push(k);
                         }
                     }
@@ -2219,9 +2247,10 @@ impl Network {
     /// timing, link layer, credits, the event at the other end. Returns the output the new
     /// head of `qi` requests, to be arbitrated next.
     ///
-    /// `SOLE`: the packet arrived into the empty router queue `qi` and is sent in its own
-    /// arrival event by router output `oi`, which has no request ([`Head::Send`]): the queue
-    /// is empty after it and the output has nothing more to decide, so neither is looked at.
+    /// `SOLE`: packet `fresh` arrived at the empty router queue `qi` and is sent in its own
+    /// arrival event, without entering the queue, by router output `oi`, which has no request
+    /// ([`Head::Send`]): the queue is empty after it and the output has nothing more to
+    /// decide, so neither is looked at.
     #[inline(always)]
     fn send_from<E: From<NetEvent>, S: Endpoints, M: Modes, const SOLE: bool>(
         &mut self,
@@ -2229,11 +2258,14 @@ impl Network {
         oi: u32,
         qi: u32,
         out_vc: u8,
+        fresh: PacketId,
         ep: &mut S,
     ) -> Option<u32> {
         let now = q.now();
         let is_node = !SOLE && oi >= self.router_ports;
-        let (id, last) = if M::ANY && self.mcast_seen && !is_node {
+        let (id, last) = if SOLE {
+            (fresh, true)
+        } else if M::ANY && self.mcast_seen && !is_node {
             self.multicast_take_or_pop(qi, oi)
         } else {
             (self.inq.pop_front(qi).expect("head"), true)
