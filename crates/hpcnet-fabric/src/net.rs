@@ -686,9 +686,17 @@ impl CreditView for PortCredits<'_> {
 }
 
 impl OutPort {
-    /// Fold the returning credits that have arrived by `now` into the free counts.
+    /// Fold the returning credits that have arrived by `now` into the free counts (outside
+    /// the plain configuration).
     #[inline(always)]
     fn absorb(&mut self, now: SimTime) {
+        self.absorb_in::<Full>(now);
+    }
+
+    /// [`OutPort::absorb`]; the plain configuration's path leaves `vc_held` alone (no VC is
+    /// held per packet there).
+    #[inline(always)]
+    fn absorb_in<M: Modes>(&mut self, now: SimTime) {
         if self.ret_min > now {
             return;
         }
@@ -699,7 +707,9 @@ impl OutPort {
             if t <= now {
                 self.free_private[vcx(vc)] += p;
                 self.free_shared += sh as u32;
-                self.vc_held &= !(1u8 << vc);
+                if M::ANY {
+                    self.vc_held &= !(1u8 << vc);
+                }
                 self.returning.swap_remove(i);
             } else {
                 min = min.min(t);
@@ -1631,9 +1641,9 @@ impl Network {
                     // The output's decision on its one request, taken here (see above).
                     let sole = send && tail == NIL;
                     if sole && o.busy_until <= now {
-                        o.absorb(now);
+                        o.absorb_in::<M>(now);
                         let o = ix(&self.out, oi);
-                        if Self::request_fits(o, ix(&self.inq.q, qi)) && self.input_ready::<M>(qi) <= now {
+                        if Self::request_fits::<M>(o, ix(&self.inq.q, qi)) && self.input_ready::<M>(qi) <= now {
                             return Head::Send { oi, vc: c.vc };
                         }
                     }
@@ -1656,7 +1666,7 @@ impl Network {
                         let busy = o.busy_until;
                         if busy > now {
                             self.wake_at(q, self.port_origin(oi), oi, busy);
-                        } else if Self::request_fits(ix(&self.out, oi), ix(&self.inq.q, qi)) {
+                        } else if Self::request_fits::<M>(ix(&self.out, oi), ix(&self.inq.q, qi)) {
                             let t = self.input_ready::<M>(qi);
                             self.wake_at(q, self.port_origin(oi), oi, t);
                         } else {
@@ -1782,11 +1792,13 @@ impl Network {
     }
 
     /// Can the request of queue record `r` go through router output `o` now (credits, bubble)?
+    /// Downstream VCs are held per packet only outside the plain configuration, so its path
+    /// skips that test.
     #[inline]
-    fn request_fits(o: &OutPort, r: &Fifo) -> bool {
+    fn request_fits<M: Modes>(o: &OutPort, r: &Fifo) -> bool {
         match o.to {
             Dest::Router { .. } => {
-                if o.vc_held & (1u8 << r.vc) != 0 {
+                if M::ANY && o.vc_held & (1u8 << r.vc) != 0 {
                     return false;
                 }
                 let private = o.free_private[vcx(r.vc)] as u32;
@@ -1811,7 +1823,7 @@ impl Network {
         // empty): no scan, no policy.
         if o.req_head == o.req_tail {
             let qi = o.req_head;
-            return (Self::request_fits(o, ix(&self.inq.q, qi)) && self.input_ready::<M>(qi) <= now).then_some(qi);
+            return (Self::request_fits::<M>(o, ix(&self.inq.q, qi)) && self.input_ready::<M>(qi) <= now).then_some(qi);
         }
         if M::ANY && self.by_age {
             self.pick_by_age(o, now)
@@ -1916,7 +1928,7 @@ impl Network {
         let mut credit_blocked = false;
         while cur != NIL {
             let r = ix(&self.inq.q, cur);
-            if Self::request_fits(o, r) {
+            if Self::request_fits::<Full>(o, r) {
                 let t = self.input_ready::<Full>(cur);
                 if t > now && best.is_none_or(|b| t < b.0) {
                     best = Some((t, cur));
@@ -1986,7 +1998,7 @@ impl Network {
             let r = ix(recs, cur);
             let req = ArbRequest {
                 queue: cur,
-                fits: Self::request_fits(o, r) && self.input_ready::<M>(cur) <= now,
+                fits: Self::request_fits::<M>(o, r) && self.input_ready::<M>(cur) <= now,
                 created: if A::NEEDS_AGE {
                     self.pkt(r.head).created
                 } else {
@@ -2028,7 +2040,7 @@ impl Network {
         }
         // Absorb credits that have arrived by now.
         let o = ix_mut(&mut self.out, oi);
-        o.absorb(now);
+        o.absorb_in::<M>(now);
         let o = ix(&self.out, oi);
         let is_node = oi >= self.router_ports;
         // When the granted packet's transfer would start: now, or under `router.decide =
@@ -2082,7 +2094,7 @@ impl Network {
                     // port is busy until `input_ready` (what `wait_inputs_or_credits` would
                     // find, without its walk).
                     let qi = o.req_head;
-                    if Self::request_fits(o, ix(&self.inq.q, qi)) {
+                    if Self::request_fits::<M>(o, ix(&self.inq.q, qi)) {
                         if !M::ANY || self.in_waiters.is_empty() {
                             let t = self.input_ready::<M>(qi);
                             self.wake_at(q, self.port_origin(oi), oi, t);
@@ -2166,7 +2178,7 @@ impl Network {
             let mut cur = start;
             loop {
                 let r = &self.inq.q[cur as usize];
-                if Self::request_fits(op, r) && self.input_ready::<Full>(cur) <= now {
+                if Self::request_fits::<Full>(op, r) && self.input_ready::<Full>(cur) <= now {
                     reqs.push(AllocRequest {
                         input: ((cur >> self.vc_shift) - base) as u16,
                         output: (o - base) as u16,
