@@ -498,6 +498,13 @@ pub struct LinkUse {
     pub packets: u64,
 }
 
+/// [`Network::send_from`]: a packet sent in its own arrival event (see there).
+const SEND_SOLE: u8 = 0;
+/// [`Network::send_from`]: a router output sends.
+const SEND_ROUTER: u8 = 1;
+/// [`Network::send_from`]: a node's output (injection) sends.
+const SEND_NODE: u8 = 2;
+
 /// The network: topology + routing + buffers and links in motion.
 pub struct Network {
     pub topo: Topology,
@@ -1493,7 +1500,7 @@ impl Network {
                             Head::Send { oi, vc } => {
                                 // What the output's decision would do with its one request.
                                 ix_mut(&mut self.out, oi).rr_q = NIL;
-                                self.send_from::<E, S, M, true>(q, oi, qi, vc, pkt, ep);
+                                self.send_from::<E, S, M, SEND_SOLE>(q, oi, qi, vc, pkt, ep);
                             }
                             Head::Request(oi) => self.run_arbitrations::<E, S, M>(q, Some(oi), ep),
                             Head::None => {}
@@ -2116,7 +2123,11 @@ impl Network {
             }
             (qi, self.unlink_served(oi, qi))
         };
-        self.send_from::<E, S, M, false>(q, oi, qi, out_vc, NIL, ep)
+        if is_node {
+            self.send_from::<E, S, M, SEND_NODE>(q, oi, qi, out_vc, NIL, ep)
+        } else {
+            self.send_from::<E, S, M, SEND_ROUTER>(q, oi, qi, out_vc, NIL, ep)
+        }
     }
 
     /// Unlink the request of queue `qi` from router output `oi` (it is being served); round
@@ -2217,7 +2228,7 @@ impl Network {
             }
             served[m.output as usize] = true;
             let vc = self.unlink_served(o, m.queue);
-            if let Some(k) = self.send_from::<E, S, Full, false>(q, o, m.queue, vc, NIL, ep) {
+            if let Some(k) = self.send_from::<E, S, Full, SEND_ROUTER>(q, o, m.queue, vc, NIL, ep) {
                 self.kicks.push(k);
             }
         }
@@ -2238,7 +2249,7 @@ impl Network {
                 if let Some(qi) = self.pick_request::<Full>(op, now) {
                     if !self.replay_stalls(q, o, qi, now) {
                         let vc = self.unlink_served(o, qi);
-                        if let Some(k) = self.send_from::<E, S, Full, false>(q, o, qi, vc, NIL, ep) {
+                        if let Some(k) = self.send_from::<E, S, Full, SEND_ROUTER>(q, o, qi, vc, NIL, ep) {
                             self.kicks.push(k);
                         }
                     }
@@ -2259,12 +2270,13 @@ impl Network {
     /// timing, link layer, credits, the event at the other end. Returns the output the new
     /// head of `qi` requests, to be arbitrated next.
     ///
-    /// `SOLE`: packet `fresh` arrived at the empty router queue `qi` and is sent in its own
-    /// arrival event, without entering the queue, by router output `oi`, which has no request
-    /// ([`Head::Send`]): the queue is empty after it and the output has nothing more to
-    /// decide, so neither is looked at.
+    /// `FROM` says what is known of the send at compile time ([`SEND_SOLE`], [`SEND_ROUTER`],
+    /// [`SEND_NODE`]); with [`SEND_SOLE`], packet `fresh` arrived at the empty router queue
+    /// `qi` and is sent in its own arrival event, without entering the queue, by router output
+    /// `oi`, which has no request ([`Head::Send`]): the queue is empty after it and the output
+    /// has nothing more to decide, so neither is looked at.
     #[inline(always)]
-    fn send_from<E: From<NetEvent>, S: Endpoints, M: Modes, const SOLE: bool>(
+    fn send_from<E: From<NetEvent>, S: Endpoints, M: Modes, const FROM: u8>(
         &mut self,
         q: &mut EventQueue<E>,
         oi: u32,
@@ -2274,8 +2286,10 @@ impl Network {
         ep: &mut S,
     ) -> Option<u32> {
         let now = q.now();
-        let is_node = !SOLE && oi >= self.router_ports;
-        let (id, last) = if SOLE {
+        let sole = FROM == SEND_SOLE;
+        let is_node = FROM == SEND_NODE;
+        debug_assert_eq!(is_node, oi >= self.router_ports);
+        let (id, last) = if sole {
             (fresh, true)
         } else if M::ANY && self.mcast_seen && !is_node {
             self.multicast_take_or_pop(qi, oi)
@@ -2379,7 +2393,7 @@ impl Network {
             Dest::Node => q.schedule_by(self.port_origin(oi), sent + ser + lat, NetEvent::deliver(id).into()),
             Dest::None => unreachable!("a dead port never fits"),
         }
-        if SOLE {
+        if sole {
             debug_assert!(self.inq.is_empty(qi) && ix(&self.out, oi).req_head == NIL);
             return None;
         }
