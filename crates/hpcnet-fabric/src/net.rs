@@ -504,6 +504,9 @@ const SEND_SOLE: u8 = 0;
 const SEND_ROUTER: u8 = 1;
 /// [`Network::send_from`]: a node's output (injection) sends.
 const SEND_NODE: u8 = 2;
+/// [`Network::send_from`]: a node's output sends a packet injected into its empty queues
+/// without queueing it ([`Network::inject_slot`]).
+const SEND_INJECT: u8 = 3;
 
 /// The network: topology + routing + buffers and links in motion.
 pub struct Network {
@@ -1358,8 +1361,17 @@ impl Network {
             crate::config::NodeInjection::Fifo => 0,
         };
         let qi = self.node_queue(node.0 * self.rails as u32 + rail as u32) + slot;
+        let oi = self.node_oport(node, rail);
+        if self.plain && self.inject_at_once(q, oi, qi, id) {
+            // The decision the output would take on its one packet, taken here: the packet
+            // leaves without entering its queue.
+            let n = self.vcs;
+            ix_mut(&mut self.out, oi).rr = if slot + 1 == n { 0 } else { slot + 1 };
+            let vc = ix(&self.packets, id).vc;
+            self.send_from::<E, S, Plain, SEND_INJECT>(q, oi, qi, vc, id, ep);
+            return Ok(());
+        }
         if self.inq.push_back(qi, id) == 1 {
-            let oi = self.node_oport(node, rail);
             if self.plain {
                 self.run_arbitrations::<E, S, Plain>(q, Some(oi), ep);
             } else {
@@ -1372,6 +1384,28 @@ impl Network {
     /// Prepare a multicast packet at injection: its source cable must be up; it takes the VC of
     /// its class and keeps it (no source route, no dimension state).
     #[cold]
+    /// Would node output `oi`, with every injection queue empty, send packet `id` (to join
+    /// its queue `qi`) now? The plain configuration's output decision on a sole packet: its
+    /// link is free and the packet fits downstream (the credits due by now absorbed).
+    #[inline(always)]
+    fn inject_at_once<E>(&mut self, q: &EventQueue<E>, oi: u32, qi: u32, id: PacketId) -> bool {
+        let now = q.now();
+        if ix(&self.out, oi).busy_until > now || !self.node_queues_empty(oi) {
+            return false;
+        }
+        debug_assert!(self.inq.is_empty(qi));
+        let o = ix_mut(&mut self.out, oi);
+        o.absorb_in::<Plain>(now);
+        self.fits(ix(&self.out, oi), ix(&self.packets, id))
+    }
+
+    /// Whether every injection queue of node output `oi` is empty.
+    #[inline(always)]
+    fn node_queues_empty(&self, oi: u32) -> bool {
+        let base = self.node_queue(oi - self.router_ports);
+        (0..self.vcs).all(|v| self.inq.is_empty(base + v))
+    }
+
     fn multicast_on_inject(&self, pkt: &mut Packet, class: u8) -> Result<(), RouteError> {
         let (r, p) = self.routing.attach(pkt.src, pkt.rail);
         if self.routing.is_dead(r, p) {
@@ -2286,8 +2320,8 @@ impl Network {
         ep: &mut S,
     ) -> Option<u32> {
         let now = q.now();
-        let sole = FROM == SEND_SOLE;
-        let is_node = FROM == SEND_NODE;
+        let sole = FROM == SEND_SOLE || FROM == SEND_INJECT;
+        let is_node = FROM == SEND_NODE || FROM == SEND_INJECT;
         debug_assert_eq!(is_node, oi >= self.router_ports);
         let (id, last) = if sole {
             (fresh, true)
@@ -2395,6 +2429,7 @@ impl Network {
         }
         if sole {
             debug_assert!(self.inq.is_empty(qi) && ix(&self.out, oi).req_head == NIL);
+            debug_assert!(!is_node || self.node_queues_empty(oi));
             return None;
         }
         // The input queue has a new head.
