@@ -1671,23 +1671,23 @@ impl Network {
                     } else {
                         credits
                     };
-                    // The request (the record of queue `qi`).
                     let tail = o.req_tail;
-                    let f = ix_mut(&mut self.inq.q, qi);
-                    f.need = need;
-                    f.out_port = c.port;
-                    f.vc = c.vc;
-                    f.private_only = private_only;
                     let now = q.now();
                     // The output's decision on its one request, taken here (see above).
                     let sole = send && tail == NIL;
                     if sole && o.busy_until <= now {
                         o.absorb_in::<M>(now);
                         let o = ix(&self.out, oi);
-                        if Self::request_fits::<M>(o, ix(&self.inq.q, qi)) && self.input_ready::<M>(qi) <= now {
+                        if Self::need_fits::<M>(o, c.vc, need, private_only) && self.input_ready::<M>(qi) <= now {
                             return Head::Send { oi, vc: c.vc };
                         }
                     }
+                    // The request (the record of queue `qi`).
+                    let f = ix_mut(&mut self.inq.q, qi);
+                    f.need = need;
+                    f.out_port = c.port;
+                    f.vc = c.vc;
+                    f.private_only = private_only;
                     if FRESH {
                         self.inq.push_back(qi, id);
                     }
@@ -1837,20 +1837,27 @@ impl Network {
     /// skips that test.
     #[inline]
     fn request_fits<M: Modes>(o: &OutPort, r: &Fifo) -> bool {
+        Self::need_fits::<M>(o, r.vc, r.need, r.private_only)
+    }
+
+    /// [`Network::request_fits`] for a request of `need` credits on downstream VC `vc`
+    /// (`private_only`: the shared pool does not count).
+    #[inline(always)]
+    fn need_fits<M: Modes>(o: &OutPort, vc: u8, need: u32, private_only: bool) -> bool {
         match o.to {
             Dest::Router { .. } => {
-                if M::ANY && o.vc_held & (1u8 << r.vc) != 0 {
+                if M::ANY && o.vc_held & (1u8 << vc) != 0 {
                     return false;
                 }
-                let private = o.free_private[vcx(r.vc)] as u32;
-                if r.private_only {
-                    private >= r.need
+                let private = o.free_private[vcx(vc)] as u32;
+                if private_only {
+                    private >= need
                 } else {
-                    private + o.free_shared >= r.need
+                    private + o.free_shared >= need
                 }
             }
             Dest::Node if !o.limited => true,
-            Dest::Node => o.free_private[vcx(r.vc)] as u32 + o.free_shared >= r.need,
+            Dest::Node => o.free_private[vcx(vc)] as u32 + o.free_shared >= need,
             Dest::None => false,
         }
     }
