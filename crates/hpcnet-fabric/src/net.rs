@@ -2162,7 +2162,16 @@ impl Network {
             if M::ANY && o.lk & LK_REPLAY != 0 && self.replay_stalls(q, oi, qi, now) {
                 return None;
             }
-            (qi, self.unlink_served(oi, qi))
+            let o = ix_mut(&mut self.out, oi);
+            if o.req_head == o.req_tail {
+                // Its only request: the list empties (what `unlink_served` does with it).
+                o.req_head = NIL;
+                o.req_tail = NIL;
+                o.rr_q = NIL;
+                (qi, ix(&self.inq.q, qi).vc)
+            } else {
+                (qi, self.unlink_served(oi, qi))
+            }
         };
         if is_node {
             self.send_from::<E, S, M, SEND_NODE>(q, oi, qi, out_vc, NIL, ep)
