@@ -1762,7 +1762,14 @@ impl Network {
 
     /// The credits `id` holds in router queue `qi` go back to its upstream output `up`.
     #[inline(always)]
-    fn return_credits<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, qi: u32, id: PacketId, at: SimTime, up: u32) {
+    fn return_credits<E: From<NetEvent>>(
+        &mut self,
+        q: &mut EventQueue<E>,
+        qi: u32,
+        id: PacketId,
+        at: SimTime,
+        up: u32,
+    ) {
         let p = ix(&self.packets, id);
         let (vc, shared) = (p.vc, p.shared_used);
         let private = p.credits - shared;

@@ -1025,6 +1025,81 @@ fn plain_path_is_taken_by_the_default_router_and_gives_the_general_path_s_result
     assert!(!burst_on_torus(speedup, false).0);
 }
 
+/// Delivery (tag, time, hops) of `total` packets on `topo`, injected between events: one from
+/// each node at time 0, then one after every third event from a source and to a destination
+/// drawn from a linear congruential stream, so that packets meet empty and busy injection
+/// queues, free and busy links, empty and occupied input queues. With `force_full` every event
+/// takes the path that tests each mode at run time.
+fn interleaved_traffic(
+    topo: Topology,
+    cfg: FabricConfig,
+    force_full: bool,
+    total: u64,
+) -> (bool, Vec<(u64, SimTime, u16)>) {
+    let nodes = topo.nodes.len() as u32;
+    let mut net = Network::new(topo, cfg).unwrap();
+    let plain = net.plain;
+    if force_full {
+        net.plain_cfg = false;
+        net.refresh_plain();
+    }
+    let mut q = EventQueue::new();
+    let mut x = 11u64;
+    let mut draw = |n: u32| {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((x >> 33) % u64::from(n)) as u32
+    };
+    let mut tag = 0;
+    let mut inject = |net: &mut Network, q: &mut EventQueue<NetEvent>, src: u32, dst: u32| {
+        let dst = if dst >= src { dst + 1 } else { dst };
+        send(net, q, tag, NodeId(src), NodeId(dst));
+        tag += 1;
+    };
+    for src in 0..nodes {
+        let dst = draw(nodes - 1);
+        inject(&mut net, &mut q, src, dst);
+    }
+    let mut delivered = Vec::new();
+    let mut events = 0u64;
+    while let Some((_, ev)) = q.pop() {
+        delivered.extend(handle(&mut net, &mut q, ev));
+        events += 1;
+        if events % 3 == 0 && u64::from(nodes) + events / 3 <= total {
+            let (src, dst) = (draw(nodes), draw(nodes - 1));
+            inject(&mut net, &mut q, src, dst);
+        }
+    }
+    assert_eq!(delivered.len() as u64, total, "every packet delivered once");
+    (
+        plain,
+        delivered.iter().map(|d| (d.packet.tag, d.at, d.packet.hops)).collect(),
+    )
+}
+
+/// The plain configuration's own paths (a packet routed and sent in its arrival event without
+/// entering its queue, an injection sent without entering its node's queue, an output's only
+/// request served without the general unlink, no per-packet VC test) give the general path's
+/// results exactly, on a bubble torus with dimension-order routing and on a fat tree with
+/// up/down routing, under traffic that exercises each of them and the queued cases beside them.
+#[test]
+fn plain_path_gives_the_general_path_s_results_under_interleaved_traffic() {
+    let torus = || grid(&[4, 4], 1, true);
+    let cfg = fabric(dor(DeadlockAvoidance::Bubble), 2, 16);
+    let (plain, fast) = interleaved_traffic(torus(), cfg.clone(), false, 3000);
+    assert!(plain);
+    let (_, full) = interleaved_traffic(torus(), cfg, true, 3000);
+    assert_eq!(fast, full, "torus: the plain path changes no result");
+    let cfg = fabric(updown(), 2, 16);
+    let (plain, fast) = interleaved_traffic(small_gft(), cfg.clone(), false, 3000);
+    assert!(plain);
+    let (_, full) = interleaved_traffic(small_gft(), cfg, true, 3000);
+    assert_eq!(fast, full, "fat tree: the plain path changes no result");
+    // Contention happened: some packet waited (its latency above the fastest one's with the
+    // same hop count), so the queued cases ran beside the direct ones.
+    let fastest = fast.iter().map(|&(_, at, hops)| (hops, at)).min().unwrap();
+    assert!(fast.iter().any(|&(_, at, hops)| hops == fastest.0 && at > fastest.1));
+}
+
 /// A source, destination or rail the network does not have is refused with its own error,
 /// before anything is counted; the network goes on delivering what it is given after.
 #[test]
