@@ -1064,7 +1064,7 @@ fn interleaved_traffic(
     while let Some((_, ev)) = q.pop() {
         delivered.extend(handle(&mut net, &mut q, ev));
         events += 1;
-        if events % 3 == 0 && u64::from(nodes) + events / 3 <= total {
+        if events.is_multiple_of(3) && u64::from(nodes) + events / 3 <= total {
             let (src, dst) = (draw(nodes), draw(nodes - 1));
             inject(&mut net, &mut q, src, dst);
         }
