@@ -27,7 +27,8 @@
 //!   allocate once warm. A slab node's event is initialised exactly while the node is linked,
 //!   so neither a pop nor a schedule tests or drops a flag. (Sorting whole buckets when they
 //!   come due, or keeping the current bucket in a small heap, measured 5–10 % slower overall;
-//!   256 ps buckets cost least on the torus, see docs/PERFORMANCE.md, "The event queue".)
+//!   128 ps buckets cost least on the torus once its load is high, see docs/PERFORMANCE.md,
+//!   "The event queue" and the twelfth pass on the cost per hop.)
 //! - a bitmap of non-empty buckets finds the next event in a sparse ring with a few word scans;
 //!   the pop itself finds the next bucket within the same 64-bucket word;
 //! - events beyond the ring's horizon wait in the `far` heap and move into the ring as it
@@ -45,12 +46,13 @@ use std::mem::MaybeUninit;
 
 use crate::units::SimTime;
 
-/// Bucket width: 2^8 ps = 256 ps. The torus benchmark runs ~16 events per ns, so a bucket holds
-/// a few events and ordered insertion stays cheap.
-const BUCKET_SHIFT: u32 = 8;
-/// Buckets in the ring (a power of two): 8192 × 256 ps ≈ 2.1 µs covers link, router and
+/// Bucket width: 2^7 ps = 128 ps. The torus benchmark runs ~16 events per ns at 45 % load and
+/// more near saturation, so a bucket holds a few events and ordered insertion stays cheap
+/// (256 ps buckets cost 26 instructions more per hop at 0.9, 5 fewer at 0.2).
+const BUCKET_SHIFT: u32 = 7;
+/// Buckets in the ring (a power of two): 16 384 × 128 ps ≈ 2.1 µs covers link, router and
 /// serialisation delays and most traffic-generator gaps; later events go to the `far` heap.
-const RING: u64 = 1 << 13;
+const RING: u64 = 1 << 14;
 const MASK: u64 = RING - 1;
 const WORDS: usize = (RING / 64) as usize;
 /// Longest walk along a bucket for an ordered insertion before the event goes to `spill`.
@@ -72,7 +74,7 @@ pub const MAX_ORIGINS: u32 = 1 << (64 - SEQ_BITS);
 /// Bits of a narrow node key below the event's time within its bucket (see [`Node`]).
 const NARROW_SEQ_BITS: u32 = 64 - BUCKET_SHIFT;
 /// Origins below this have a key's low word below 2^`NARROW_SEQ_BITS`, which leaves a node's
-/// one-word key room for the event's time within its bucket (2^16 origins).
+/// one-word key room for the event's time within its bucket (2^17 origins).
 const NARROW_ORIGINS: u32 = 1 << (NARROW_SEQ_BITS - SEQ_BITS);
 /// The origin-sequence bits of a narrow node key.
 const NARROW_SEQ: u64 = (1 << NARROW_SEQ_BITS) - 1;
@@ -102,11 +104,11 @@ fn bucket_of(key: u128) -> u64 {
 /// `BUCKET_SHIFT` bits order a bucket's events and, with the bucket's index, give the time back.
 /// They are the top bits of `key`, which holds the event's order within its bucket:
 /// - narrow keys (every origin below [`NARROW_ORIGINS`], the usual case):
-///   `key` = (time mod 2^8) << 56 | origin << 40 | sequence, and `low` is unused: one
+///   `key` = (time mod 2^7) << 57 | origin << 40 | sequence, and `low` is unused: one
 ///   comparison of `key` orders two events of a bucket exactly as (time, origin, sequence) (for
 ///   sequences below 2^40, the key layout's limit);
 /// - wide keys (once an origin ≥ [`NARROW_ORIGINS`] has been reserved):
-///   `key` = (time mod 2^8) << 56 | (origin << 40 | sequence) >> 8 and `low` = the low 8 bits
+///   `key` = (time mod 2^7) << 57 | (origin << 40 | sequence) >> 7 and `low` = the low 7 bits
 ///   of origin << 40 | sequence; (`key`, `low`) compared in that order.
 ///
 /// The node is 24 bytes for an 8-byte event (the network's).
@@ -192,7 +194,7 @@ pub struct EventQueue<E> {
     /// Absolute bucket index (time >> BUCKET_SHIFT) of the earliest bucket the ring holds.
     cur: u64,
     /// Every ring bucket (`bucket % RING`). A fixed-size array indexed by masked slots needs no
-    /// bounds checks; held in the queue itself (64 KiB), so an access loads no pointer first.
+    /// bounds checks; held in the queue itself (128 KiB), so an access loads no pointer first.
     buckets: [Bucket; RING as usize],
     /// Bit `b % RING` set iff ring bucket b is non-empty.
     occupied: [u64; WORDS],
@@ -811,7 +813,7 @@ mod tests {
     fn node_keys_order_exactly_on_both_sides_of_the_wide_switch() {
         use std::collections::BTreeMap;
         // Events of a few buckets, times with equal and different low bits; origin-sequence words
-        // that differ only in their low 8 bits, or only above them, near 2^16 origins and near a
+        // that differ only in their low 7 bits, or only above them, near 2^17 origins and near a
         // counter's 2^40 limit.
         let mut q = EventQueue::new();
         let mut reference = BTreeMap::new();
@@ -832,7 +834,7 @@ mod tests {
                 schedule(&mut q, o, t + (n as u64 % 3));
             }
         }
-        // The first origin of 2^16 turns the keys wide, with these events in the ring.
+        // The first origin of 2^17 turns the keys wide, with these events in the ring.
         schedule(&mut q, NARROW_ORIGINS, 1_000);
         assert!(q.wide());
         q.reserve_origins(NARROW_ORIGINS + 4);
@@ -1162,12 +1164,12 @@ mod tests {
             check_origins_against_btree(&ops, 1)?;
         }
 
-        /// As above with origins up to 117 000 (multiples of 3 000): node keys turn wide when
-        /// the first origin of 2^16 or more schedules, amid events already in the ring.
+        /// As above with origins up to 156 000 (multiples of 4 000): node keys turn wide when
+        /// the first origin of 2^17 or more schedules, amid events already in the ring.
         #[test]
         fn pops_in_time_origin_sequence_order_across_wide_keys(
             ops in proptest::collection::vec(op(), 1..300)) {
-            check_origins_against_btree(&ops, 3_000)?;
+            check_origins_against_btree(&ops, 4_000)?;
         }
     }
 }
