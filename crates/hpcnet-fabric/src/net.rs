@@ -1381,9 +1381,6 @@ impl Network {
         Ok(())
     }
 
-    /// Prepare a multicast packet at injection: its source cable must be up; it takes the VC of
-    /// its class and keeps it (no source route, no dimension state).
-    #[cold]
     /// Would node output `oi`, with every injection queue empty, send packet `id` (to join
     /// its queue `qi`) now? The plain configuration's output decision on a sole packet: its
     /// link is free and the packet fits downstream (the credits due by now absorbed).
@@ -1406,6 +1403,9 @@ impl Network {
         (0..self.vcs).all(|v| self.inq.is_empty(base + v))
     }
 
+    /// Prepare a multicast packet at injection: its source cable must be up; it takes the VC of
+    /// its class and keeps it (no source route, no dimension state).
+    #[cold]
     fn multicast_on_inject(&self, pkt: &mut Packet, class: u8) -> Result<(), RouteError> {
         let (r, p) = self.routing.attach(pkt.src, pkt.rail);
         if self.routing.is_dead(r, p) {
