@@ -1976,15 +1976,15 @@ impl Network {
     /// holds one of its credit-fitting requests frees a crossbar read slot, if any is busy.
     #[cold]
     #[inline(never)]
-    fn input_wait(&self, oi: u32, now: SimTime) -> (Option<(SimTime, u32)>, bool) {
+    fn input_wait<M: Modes>(&self, oi: u32, now: SimTime) -> (Option<(SimTime, u32)>, bool) {
         let o = ix(&self.out, oi);
         let mut cur = o.req_head;
         let mut best: Option<(SimTime, u32)> = None;
         let mut credit_blocked = false;
         while cur != NIL {
             let r = ix(&self.inq.q, cur);
-            if Self::request_fits::<Full>(o, r) {
-                let t = self.input_ready::<Full>(cur);
+            if Self::request_fits::<M>(o, r) {
+                let t = self.input_ready::<M>(cur);
                 if t > now && best.is_none_or(|b| t < b.0) {
                     best = Some((t, cur));
                 }
@@ -2001,8 +2001,8 @@ impl Network {
     /// them (only then: a port woken by every credit return would decide in vain).
     #[cold]
     #[inline(never)]
-    fn wait_inputs_or_credits<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, oi: u32, at: SimTime) {
-        let (t, credit_blocked) = self.input_wait(oi, at);
+    fn wait_inputs_or_credits<E: From<NetEvent>, M: Modes>(&mut self, q: &mut EventQueue<E>, oi: u32, at: SimTime) {
+        let (t, credit_blocked) = self.input_wait::<M>(oi, at);
         if let Some((t, qi)) = t {
             if self.in_waiters.is_empty() {
                 self.wake_at(q, self.port_origin(oi), oi, t);
@@ -2160,7 +2160,7 @@ impl Network {
                         self.starve(q, oi);
                     }
                 } else if in_speedup {
-                    self.wait_inputs_or_credits(q, oi, at);
+                    self.wait_inputs_or_credits::<E, M>(q, oi, at);
                 } else {
                     self.starve(q, oi);
                 }
@@ -2314,7 +2314,7 @@ impl Network {
                     self.starve(q, o);
                 }
             } else {
-                self.wait_inputs_or_credits(q, o, now);
+                self.wait_inputs_or_credits::<E, Full>(q, o, now);
             }
         }
         self.alloc_reqs = reqs;
