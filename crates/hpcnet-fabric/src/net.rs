@@ -2487,8 +2487,7 @@ impl Network {
         // More work for this port once the link is free.
         let o = ix(&self.out, oi);
         let more = if is_node {
-            let base = self.node_queue(oi - self.router_ports);
-            (0..self.vcs).any(|v| !self.inq.is_empty(base + v))
+            !self.node_queues_empty(oi)
         } else {
             o.req_head != NIL
         };
