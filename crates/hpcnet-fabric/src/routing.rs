@@ -613,7 +613,12 @@ impl Routing {
     /// the ejection toward it (on the packet's VC; no port is dead where a fast hop is taken).
     #[inline(always)]
     fn toward(&self, r: RouterId, pkt: &Packet) -> Result<RouterId, Choice> {
-        let (dr, dport) = self.attach(pkt.dst, pkt.rail);
+        let i = pkt.dst.index() * self.rails as usize + pkt.rail as usize;
+        debug_assert!(i < self.attach.len(), "node {:?} rail {}", pkt.dst, pkt.rail);
+        // SAFETY: the network admits a packet only with a destination below the node count and
+        // a rail below the rail count (`Network::inject`), and `attach` has an entry for each
+        // such pair.
+        let (dr, dport) = unsafe { *self.attach.get_unchecked(i) };
         if dr == r {
             return Err(Choice {
                 port: dport,
