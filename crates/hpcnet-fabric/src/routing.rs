@@ -613,7 +613,7 @@ impl Routing {
     /// the ejection toward it (on the packet's VC; no port is dead where a fast hop is taken).
     #[inline(always)]
     fn toward(&self, r: RouterId, pkt: &Packet) -> Result<RouterId, Choice> {
-        let i = pkt.dst.index() * self.rails as usize + pkt.rail as usize;
+        let i = self.attach_index(pkt.dst, pkt.rail);
         debug_assert!(i < self.attach.len(), "node {:?} rail {}", pkt.dst, pkt.rail);
         // SAFETY: the network admits a packet only with a destination below the node count and
         // a rail below the rail count (`Network::inject`), and `attach` has an entry for each
@@ -959,7 +959,13 @@ impl Routing {
     /// Where node `n`'s rail `rail` is attached.
     #[inline]
     pub fn attach(&self, n: NodeId, rail: u8) -> (RouterId, PortIdx) {
-        self.attach[n.index() * self.rails as usize + rail as usize]
+        self.attach[self.attach_index(n, rail)]
+    }
+
+    /// Index of node `n`'s rail `rail` in `attach`.
+    #[inline(always)]
+    fn attach_index(&self, n: NodeId, rail: u8) -> usize {
+        n.index() * self.rails as usize + rail as usize
     }
 
     #[inline]
