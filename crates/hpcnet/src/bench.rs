@@ -27,7 +27,15 @@ enum Load {
     RandomWrites { size: u64, per_rank: u64, window: u64 },
 }
 
+/// The torus at three loads (two below its saturation, about 0.6 of the injection rate, and
+/// one beyond) shows how the cost of a packet-hop grows with load.
 const CASES: &[Case] = &[
+    Case {
+        name: "torus-8x8x8-uniform-0.20",
+        text: include_str!("../../../scenarios/torus-8x8x8.toml"),
+        set: &["traffic.load=0.2", "sim.measure=\"100 us\""],
+        load: Load::Synthetic,
+    },
     Case {
         name: "torus-8x8x8-uniform-0.45",
         text: include_str!("../../../scenarios/torus-8x8x8.toml"),
