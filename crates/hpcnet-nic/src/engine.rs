@@ -321,9 +321,8 @@ impl World {
         let m = self.msgs[id as usize].as_mut().expect("live message");
         let mem = &self.mem[from.index()];
         for &(a, l) in &m.src_segs {
-            if let Ok(b) = mem.read(a, l) {
-                data.extend_from_slice(&b);
-            }
+            // A segment outside a region adds nothing (its bytes are zeros below).
+            let _ = mem.read_append(a, l, &mut data);
         }
         data.resize(len as usize, 0);
         m.data = data;

@@ -5,7 +5,12 @@
 //! the whole range lies inside one region and that the packet's key matches (Sunway memory
 //! keys, cHPP QP Magic). A failed check writes nothing.
 //!
-//! A region's bytes are normally owned by the model (zeroed at registration). A region may
+//! A region's bytes are normally owned by the model (zeroed at registration). A region larger
+//! than a page is stored by page ([`PAGE`] bytes), each page allocated when first written: an
+//! unwritten page reads as zero, exactly as the zeroed bytes it stands for. A machine of
+//! thousands of ranks registers gigabytes of receive and staging buffers of which a run
+//! touches few, and the simulator holds only those (the registered sizes are unchanged; the
+//! allocators and the memory accounting count the same bytes). A region may
 //! instead live in memory outside the model ([`Memory::register_external`]): the bytes of a
 //! real process mapped into the simulator, so that what the NIC writes *is* that process's
 //! memory (the C interface of the SHMEM library runs programs this way).
@@ -34,7 +39,10 @@ pub trait ExternalBytes {
 }
 
 enum Bytes {
+    /// A region of at most one page.
     Owned(Vec<u8>),
+    /// A region of more than one page, stored by page once written.
+    Paged(Box<Paged>),
     External(Box<dyn ExternalBytes>),
     /// `len` bytes of which the first `keep` of every `stride`-byte slot are stored in `kept`
     /// once written; the rest, and unwritten or discarded slots, read as zero.
@@ -95,20 +103,143 @@ impl Kept {
     }
 }
 
+/// The pages of a region larger than one page: page `i` holds bytes `[i × PAGE, (i + 1) ×
+/// PAGE)` (the last one up to the region's end) once written, and None (zeros) before.
+/// Memory: 16 bytes per page plus the pages written.
+struct Paged {
+    len: u64,
+    pages: Vec<Option<Box<[u8]>>>,
+}
+
+/// What an unwritten page reads as.
+static ZEROS: [u8; PAGE as usize] = [0; PAGE as usize];
+
+impl Paged {
+    fn new(len: u64) -> Self {
+        Paged {
+            len,
+            pages: (0..len.div_ceil(PAGE)).map(|_| None).collect(),
+        }
+    }
+
+    /// The pieces of `[off, off + n)` (in range): (page, offset in the page, offset in the
+    /// range, length), in address order. O(pages the range crosses).
+    fn pieces(off: u64, n: u64) -> impl Iterator<Item = (usize, usize, usize, usize)> {
+        let end = off + n;
+        let first = off / PAGE;
+        let last = if n == 0 { first } else { end.div_ceil(PAGE) };
+        (first..last).map(move |p| {
+            let lo = (p * PAGE).max(off);
+            let hi = ((p + 1) * PAGE).min(end);
+            (p as usize, (lo - p * PAGE) as usize, (lo - off) as usize, (hi - lo) as usize)
+        })
+    }
+
+    /// Page `p`, allocated (zeroed) if it was not written yet.
+    fn page_mut(&mut self, p: usize) -> &mut [u8] {
+        let len = self.len;
+        self.pages[p].get_or_insert_with(|| {
+            let size = (len - p as u64 * PAGE).min(PAGE);
+            vec![0; size as usize].into_boxed_slice()
+        })
+    }
+
+    /// The bytes of `[off, off + n)` if they lie in one page (borrowed from the page, or from
+    /// [`ZEROS`] when it is unwritten), else None.
+    fn slice(&self, off: u64, n: u64) -> Option<&[u8]> {
+        let p = off / PAGE;
+        if n > 0 && (off + n - 1) / PAGE != p {
+            return None;
+        }
+        let o = (off - p * PAGE) as usize;
+        Some(match self.pages.get(p as usize).and_then(Option::as_deref) {
+            Some(page) => &page[o..o + n as usize],
+            None => &ZEROS[o..o + n as usize],
+        })
+    }
+
+    fn read_into(&self, off: u64, out: &mut [u8]) {
+        for (p, po, o, n) in Self::pieces(off, out.len() as u64) {
+            match &self.pages[p] {
+                Some(page) => out[o..o + n].copy_from_slice(&page[po..po + n]),
+                None => out[o..o + n].fill(0),
+            }
+        }
+    }
+
+    fn write(&mut self, off: u64, bytes: &[u8]) {
+        for (p, po, o, n) in Self::pieces(off, bytes.len() as u64) {
+            self.page_mut(p)[po..po + n].copy_from_slice(&bytes[o..o + n]);
+        }
+    }
+
+    /// Zero `[off, off + n)`: written pages are cleared, unwritten ones stay unallocated.
+    fn zero(&mut self, off: u64, n: u64) {
+        for (p, po, _, n) in Self::pieces(off, n) {
+            if let Some(page) = &mut self.pages[p] {
+                page[po..po + n].fill(0);
+            }
+        }
+    }
+
+    /// Pages allocated.
+    #[cfg(test)]
+    fn stored(&self) -> usize {
+        self.pages.iter().filter(|p| p.is_some()).count()
+    }
+}
+
 impl Bytes {
+    /// Zeroed bytes owned by the model: one vector up to a page, paged beyond.
+    fn zeroed(len: u64) -> Bytes {
+        if len <= PAGE {
+            Bytes::Owned(vec![0; len as usize])
+        } else {
+            Bytes::Paged(Box::new(Paged::new(len)))
+        }
+    }
+
+    /// Write `bytes` at `off` (in range) of a region that is not sparse.
+    fn write_at(&mut self, off: u64, bytes: &[u8]) {
+        match self {
+            Bytes::Paged(pg) => pg.write(off, bytes),
+            d => {
+                let b = d.dense_mut().expect("dense");
+                b[off as usize..off as usize + bytes.len()].copy_from_slice(bytes);
+            }
+        }
+    }
+
+    /// The bytes of `[off, off + n)` (in range) of a region that is not sparse, borrowed where
+    /// they are contiguous, else assembled.
+    fn bytes(&self, off: u64, n: u64) -> Cow<'_, [u8]> {
+        match self {
+            Bytes::Paged(pg) => match pg.slice(off, n) {
+                Some(b) => Cow::Borrowed(b),
+                None => {
+                    let mut out = vec![0; n as usize];
+                    pg.read_into(off, &mut out);
+                    Cow::Owned(out)
+                }
+            },
+            d => Cow::Borrowed(&d.dense().expect("dense")[off as usize..(off + n) as usize]),
+        }
+    }
+
     fn len(&self) -> u64 {
         match self {
             Bytes::Owned(v) => v.len() as u64,
+            Bytes::Paged(pg) => pg.len,
             Bytes::External(e) => e.bytes().len() as u64,
             Bytes::Sparse { len, .. } => *len,
         }
     }
-    /// The bytes when every byte is stored.
+    /// The bytes as one slice, when they are one (a region of one page or an external one).
     fn dense(&self) -> Option<&[u8]> {
         match self {
             Bytes::Owned(v) => Some(v),
             Bytes::External(e) => Some(e.bytes()),
-            Bytes::Sparse { .. } => None,
+            Bytes::Paged(_) | Bytes::Sparse { .. } => None,
         }
     }
     /// Copy `out.len()` bytes at offset `off` (in range) into `out`; unstored bytes as zero.
@@ -118,6 +249,7 @@ impl Bytes {
                 out.fill(0);
                 sparse_into(*stride, *keep, kept, off, out);
             }
+            Bytes::Paged(pg) => pg.read_into(off, out),
             d => {
                 let b = d.dense().expect("dense");
                 out.copy_from_slice(&b[off as usize..off as usize + out.len()]);
@@ -128,7 +260,7 @@ impl Bytes {
         match self {
             Bytes::Owned(v) => Some(v),
             Bytes::External(e) => Some(e.bytes_mut()),
-            Bytes::Sparse { .. } => None,
+            Bytes::Paged(_) | Bytes::Sparse { .. } => None,
         }
     }
 }
@@ -179,9 +311,9 @@ impl Region {
         self.len() == 0
     }
 
-    /// Whether every byte has a backing store (false for a sparse region).
+    /// Whether every byte reads back as written (false for a sparse region).
     pub fn is_dense(&self) -> bool {
-        self.data.dense().is_some()
+        !matches!(self.data, Bytes::Sparse { .. })
     }
 }
 
@@ -275,9 +407,10 @@ impl Memory {
         }
     }
 
-    /// Register `len` zeroed bytes; returns (address, key).
+    /// Register `len` zeroed bytes; returns (address, key). The simulator stores a region of
+    /// more than a page by page as it is written (see the module documentation).
     pub fn register(&mut self, len: u64) -> (u64, u32) {
-        self.push(Bytes::Owned(vec![0; len as usize]))
+        self.push(Bytes::zeroed(len))
     }
 
     /// Register a region whose bytes live outside the model (they keep their contents);
@@ -403,10 +536,7 @@ impl Memory {
                 sparse_into(*stride, *keep, kept, off, &mut out);
                 Ok(Cow::Owned(out))
             }
-            d => {
-                let b = d.dense().expect("dense");
-                Ok(Cow::Borrowed(&b[off as usize..(off + len) as usize]))
-            }
+            d => Ok(d.bytes(off, len)),
         }
     }
 
@@ -431,6 +561,11 @@ impl Memory {
                 let start = out.len();
                 out.resize(start + len as usize, 0);
                 sparse_into(*stride, *keep, kept, off, &mut out[start..]);
+            }
+            Bytes::Paged(pg) => {
+                let start = out.len();
+                out.resize(start + len as usize, 0);
+                pg.read_into(off, &mut out[start..]);
             }
             d => {
                 let b = d.dense().expect("dense");
@@ -460,10 +595,7 @@ impl Memory {
                 }
                 Ok(out)
             }
-            d => {
-                let b = d.dense().expect("dense");
-                Ok(b[off as usize..(off + len) as usize].to_vec())
-            }
+            d => Ok(d.bytes(off, len).into_owned()),
         }
     }
 
@@ -479,10 +611,7 @@ impl Memory {
                         .copy_from_slice(&bytes[o as usize..(o + n) as usize]);
                 }
             }
-            d => {
-                let b = d.dense_mut().expect("dense");
-                b[off as usize..off as usize + bytes.len()].copy_from_slice(bytes);
-            }
+            d => d.write_at(off, bytes),
         }
         Ok(())
     }
@@ -509,6 +638,10 @@ impl Memory {
                     dst[have - lo..].fill(0);
                 }
             }
+            Bytes::Paged(pg) => {
+                pg.write(off, bytes);
+                pg.zero(off + bytes.len() as u64, len - bytes.len() as u64);
+            }
             d => {
                 let b = &mut d.dense_mut().expect("dense")[off as usize..(off + len) as usize];
                 b[..bytes.len()].copy_from_slice(bytes);
@@ -533,6 +666,11 @@ impl Memory {
                 for (o, s, k, n) in stored_parts(*stride, *keep, dof, len) {
                     let dst = &mut kept.get_mut(s, *keep)[k as usize..(k + n) as usize];
                     sreg.data.read_into(so + o, dst);
+                }
+            }
+            Bytes::Paged(pg) => {
+                for (p, po, o, n) in Paged::pieces(dof, len) {
+                    sreg.data.read_into(so + o as u64, &mut pg.page_mut(p)[po..po + n]);
                 }
             }
             d => {
@@ -854,5 +992,102 @@ mod tests {
         m.write(c, &[3; 16]).unwrap();
         m.discard(c, 16).unwrap();
         assert_eq!(m.read(c, 16).unwrap().as_ref(), &[3; 16]);
+    }
+
+    /// A region of more than a page holds only the pages written: unwritten pages read as
+    /// zero, accesses across page boundaries land and read back whole, padded writes clear
+    /// what they cover without storing untouched pages, and reads inside one page borrow.
+    #[test]
+    fn large_regions_store_only_the_pages_written() {
+        let mut m = Memory::new(0);
+        let len = 10 * PAGE + 100;
+        let (a, ka) = m.register(len);
+        let paged = |m: &Memory| match &m.regions[0].data {
+            Bytes::Paged(pg) => pg.stored(),
+            _ => panic!("a region of more than a page is paged"),
+        };
+        assert_eq!(paged(&m), 0, "registration stores nothing");
+        assert!(m.regions[0].is_dense() && m.check(a, len, ka).is_ok() && m.check(a, len + 1, ka).is_err());
+        assert_eq!(m.read(a + 3 * PAGE, 16).unwrap().as_ref(), &[0; 16]);
+        // Across the boundary of pages 1 and 2, and into the short last page.
+        let bytes: Vec<u8> = (0..200).map(|i| i as u8 + 1).collect();
+        m.write(a + 2 * PAGE - 100, &bytes).unwrap();
+        m.write(a + len - 50, &[9; 50]).unwrap();
+        assert_eq!(paged(&m), 3);
+        assert!(m.write(a + len - 49, &[9; 50]).is_err());
+        assert_eq!(m.read(a + 2 * PAGE - 100, 200).unwrap().as_ref(), &bytes[..]);
+        assert!(matches!(m.read(a + 2 * PAGE, 100).unwrap(), Cow::Borrowed(_)));
+        assert!(matches!(m.read(a + 5 * PAGE, 100).unwrap(), Cow::Borrowed(_)));
+        let whole = m.read_trimmed(a, len).unwrap();
+        assert_eq!(whole.len() as u64, len, "a paged region reads whole, zeros included");
+        assert_eq!(&whole[(2 * PAGE - 100) as usize..(2 * PAGE + 100) as usize], &bytes[..]);
+        assert_eq!(whole.iter().map(|&b| b as u64).sum::<u64>(), bytes.iter().map(|&b| b as u64).sum::<u64>() + 450);
+        // A padded write over written and unwritten pages.
+        m.write_padded(a + 2 * PAGE - 10, 3 * PAGE, &[7; 5]).unwrap();
+        assert_eq!(paged(&m), 3, "zeros over unwritten pages store nothing");
+        assert_eq!(m.read(a + 2 * PAGE - 12, 8).unwrap().as_ref(), &[89, 90, 7, 7, 7, 7, 7, 0]);
+        assert_eq!(m.read(a + 2 * PAGE, 100).unwrap().as_ref(), &[0; 100]);
+        // A copy from another memory into the paged region.
+        let mut src = Memory::new(1);
+        let (s, _) = src.register(3 * PAGE);
+        src.write(s + PAGE - 4, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        m.write_from(a + 7 * PAGE - 2, 8, &src, s + PAGE - 4).unwrap();
+        assert_eq!(m.read(a + 7 * PAGE - 2, 8).unwrap().as_ref(), &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(paged(&m), 5);
+        assert_eq!(m.fetch_add_u64(a + 9 * PAGE - 4, 3).unwrap(), 0);
+        assert_eq!(m.read(a + 9 * PAGE - 4, 8).unwrap().as_ref(), &3u64.to_le_bytes());
+    }
+
+    proptest::proptest! {
+        /// Any sequence of writes, padded writes and copies leaves a paged region reading
+        /// exactly as a plain vector of the same bytes, through every read.
+        #[test]
+        fn a_paged_region_reads_as_a_plain_vector(
+            ops in proptest::collection::vec((0u8..3, 0u64..5 * PAGE, 0u64..2 * PAGE, 0u8..255), 1..40),
+        ) {
+            let len = 5 * PAGE - 7;
+            let mut m = Memory::new(0);
+            let (a, _) = m.register(len);
+            let mut src = Memory::new(1);
+            let (s, _) = src.register(len);
+            let pattern: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            src.write(s, &pattern).unwrap();
+            let mut model = vec![0u8; len as usize];
+            for (kind, off, n, v) in ops {
+                let n = n.min(len - off.min(len));
+                let off = off.min(len - n);
+                let (lo, hi) = (off as usize, (off + n) as usize);
+                match kind {
+                    0 => {
+                        m.write(a + off, &vec![v; n as usize]).unwrap();
+                        model[lo..hi].fill(v);
+                    }
+                    1 => {
+                        let k = (v as u64).min(n);
+                        m.write_padded(a + off, n, &vec![v; k as usize]).unwrap();
+                        model[lo..lo + k as usize].fill(v);
+                        model[lo + k as usize..hi].fill(0);
+                    }
+                    _ => {
+                        m.write_from(a + off, n, &src, s + off).unwrap();
+                        model[lo..hi].copy_from_slice(&pattern[lo..hi]);
+                    }
+                }
+            }
+            let whole = m.read(a, len).unwrap().into_owned();
+            proptest::prop_assert_eq!(&whole[..], &model[..]);
+            proptest::prop_assert_eq!(m.read_trimmed(a, len).unwrap(), model.clone());
+            for (off, n) in [(0, 1), (PAGE - 3, 9), (2 * PAGE, PAGE), (len - 5, 5), (100, 3 * PAGE)] {
+                let want = &model[off as usize..(off + n) as usize];
+                let got = m.read(a + off, n).unwrap().into_owned();
+                proptest::prop_assert_eq!(&got[..], want);
+                let mut out = vec![0xee; n as usize];
+                m.read_into(a + off, &mut out).unwrap();
+                proptest::prop_assert_eq!(&out[..], want);
+                let mut app = vec![1];
+                m.read_append(a + off, n, &mut app).unwrap();
+                proptest::prop_assert_eq!(&app[1..], want);
+            }
+        }
     }
 }
