@@ -159,6 +159,10 @@ impl Paged {
     }
 
     fn read_into(&self, off: u64, out: &mut [u8]) {
+        if let Some(b) = self.slice(off, out.len() as u64) {
+            out.copy_from_slice(b);
+            return;
+        }
         for (p, po, o, n) in Self::pieces(off, out.len() as u64) {
             match &self.pages[p] {
                 Some(page) => out[o..o + n].copy_from_slice(&page[po..po + n]),
@@ -167,7 +171,24 @@ impl Paged {
         }
     }
 
+    /// Append the bytes of `[off, off + n)` to `out`.
+    fn append(&self, off: u64, n: u64, out: &mut Vec<u8>) {
+        out.reserve(n as usize);
+        for (p, po, _, n) in Self::pieces(off, n) {
+            match &self.pages[p] {
+                Some(page) => out.extend_from_slice(&page[po..po + n]),
+                None => out.resize(out.len() + n, 0),
+            }
+        }
+    }
+
     fn write(&mut self, off: u64, bytes: &[u8]) {
+        let (p, po) = ((off / PAGE) as usize, (off % PAGE) as usize);
+        if po + bytes.len() <= PAGE as usize {
+            // Within one page (most accesses).
+            self.page_mut(p)[po..po + bytes.len()].copy_from_slice(bytes);
+            return;
+        }
         for (p, po, o, n) in Self::pieces(off, bytes.len() as u64) {
             self.page_mut(p)[po..po + n].copy_from_slice(&bytes[o..o + n]);
         }
@@ -562,11 +583,7 @@ impl Memory {
                 out.resize(start + len as usize, 0);
                 sparse_into(*stride, *keep, kept, off, &mut out[start..]);
             }
-            Bytes::Paged(pg) => {
-                let start = out.len();
-                out.resize(start + len as usize, 0);
-                pg.read_into(off, &mut out[start..]);
-            }
+            Bytes::Paged(pg) => pg.append(off, len, out),
             d => {
                 let b = d.dense().expect("dense");
                 out.extend_from_slice(&b[off as usize..(off + len) as usize]);
