@@ -146,6 +146,7 @@ impl Paged {
 
     /// The bytes of `[off, off + n)` if they lie in one page (borrowed from the page, or from
     /// [`ZEROS`] when it is unwritten), else None.
+    #[inline]
     fn slice(&self, off: u64, n: u64) -> Option<&[u8]> {
         let p = off / PAGE;
         if n > 0 && (off + n - 1) / PAGE != p {
@@ -158,6 +159,7 @@ impl Paged {
         })
     }
 
+    #[inline]
     fn read_into(&self, off: u64, out: &mut [u8]) {
         if let Some(b) = self.slice(off, out.len() as u64) {
             out.copy_from_slice(b);
@@ -172,7 +174,12 @@ impl Paged {
     }
 
     /// Append the bytes of `[off, off + n)` to `out`.
+    #[inline]
     fn append(&self, off: u64, n: u64, out: &mut Vec<u8>) {
+        if let Some(b) = self.slice(off, n) {
+            out.extend_from_slice(b);
+            return;
+        }
         out.reserve(n as usize);
         for (p, po, _, n) in Self::pieces(off, n) {
             match &self.pages[p] {
@@ -182,13 +189,21 @@ impl Paged {
         }
     }
 
+    #[inline]
     fn write(&mut self, off: u64, bytes: &[u8]) {
         let (p, po) = ((off / PAGE) as usize, (off % PAGE) as usize);
-        if po + bytes.len() <= PAGE as usize {
-            // Within one page (most accesses).
-            self.page_mut(p)[po..po + bytes.len()].copy_from_slice(bytes);
-            return;
+        // Within one page already written (most accesses).
+        if let Some(Some(page)) = self.pages.get_mut(p) {
+            if let Some(dst) = page.get_mut(po..po + bytes.len()) {
+                dst.copy_from_slice(bytes);
+                return;
+            }
         }
+        self.write_pieces(off, bytes);
+    }
+
+    #[inline(never)]
+    fn write_pieces(&mut self, off: u64, bytes: &[u8]) {
         for (p, po, o, n) in Self::pieces(off, bytes.len() as u64) {
             self.page_mut(p)[po..po + n].copy_from_slice(&bytes[o..o + n]);
         }
