@@ -699,34 +699,15 @@ impl World {
         true
     }
 
-    /// One event: a network event on the path the network inlines, the NIC's own events and
-    /// what the network handed over out of line (most network events hand over nothing).
-    #[inline(always)]
     fn handle(&mut self, ev: WorldEvent) {
         match ev {
             WorldEvent::Net(e) => {
                 self.net.handle(&mut self.q, e, &mut self.arrivals);
-                if e.kind() == NetKind::Fault
-                    || !self.arrivals.delivered.is_empty()
-                    || !self.arrivals.injected.is_empty()
-                {
-                    self.after_net(e);
-                }
-            }
-            ev => self.handle_nic(ev),
-        }
-    }
-
-    /// What a network event handed over: delivered packets, injections to refill after, a
-    /// fault's news for the collective units.
-    #[inline(never)]
-    fn after_net(&mut self, e: NetEvent) {
-        {
-            {
                 if e.kind() == NetKind::Fault {
                     // The routers may have learnt of a failure or repair.
                     self.coll_rehome();
                 }
+                // Most network events deliver nothing.
                 if !self.arrivals.delivered.is_empty() {
                     let mut ds = std::mem::take(&mut self.arrivals.delivered);
                     let limited = self.cfg.rx_buffer.is_some();
@@ -769,14 +750,6 @@ impl World {
                     self.arrivals.injected = from;
                 }
             }
-        }
-    }
-
-    /// The NIC's own events.
-    #[inline(never)]
-    fn handle_nic(&mut self, ev: WorldEvent) {
-        match ev {
-            WorldEvent::Net(_) => unreachable!("network events go through World::handle"),
             WorldEvent::Doorbell { msg } => self.doorbell(msg),
             WorldEvent::EngineFree { node, engine } => self.engine_free(node, engine),
             WorldEvent::Inject { pkt } => self.send_packet(pkt),
