@@ -884,6 +884,7 @@ mod tests {
         m.discard(c, 16).unwrap();
         assert_eq!(m.read(c, 16).unwrap().as_ref(), &[3; 16]);
     }
+
     /// A region of `MAPPED_MIN` bytes or more is mapped for itself and reads as zeros until
     /// written; accesses anywhere in it land and read back whole, and its bounds hold.
     #[test]
