@@ -9,11 +9,13 @@
 //!   component number, and a run is reproducible;
 //! - [`RngStreams`]: independent random streams derived from the scenario seed and a component id;
 //! - [`stats`]: a statistics registry (name, unit, description) that components push into;
+//! - [`estimate`]: means and confidence intervals of a figure over independent replications;
 //! - [`exec`]: a single-threaded executor for async rank programs, woken by simulator events;
 //! - [`driver`]: the one run loop (phases, end, deadlock watchdog, progress) every run uses;
 //! - [`hash`]: a fast deterministic hasher for maps keyed by integer ids.
 
 pub mod driver;
+pub mod estimate;
 pub mod exec;
 pub mod hash;
 pub mod queue;
@@ -22,6 +24,7 @@ pub mod stats;
 pub mod units;
 
 pub use driver::{Driver, Model};
+pub use estimate::Estimate;
 pub use exec::{Executor, Spawner};
 pub use queue::{EventQueue, Origin};
 pub use rng::RngStreams;

@@ -18,6 +18,7 @@ mod bench;
 mod coll;
 mod nas;
 mod p2p;
+mod replicas;
 mod reproduce;
 mod run;
 mod shmem;
@@ -57,8 +58,15 @@ enum Cmd {
         #[command(flatten)]
         common: Common,
         /// Also write per-link busy time and packet counts as CSV.
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", conflicts_with = "replications")]
         links: Option<PathBuf>,
+        /// Run N independent replications (seeds seed, seed+1, ...) and report each figure's
+        /// mean with its 95 % confidence interval (2-1000).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=1000))]
+        replications: Option<u32>,
+        /// Worker threads for the replications (default: available cores).
+        #[arg(long, requires = "replications")]
+        threads: Option<usize>,
     },
     /// Run a scenario at a range of offered loads; write CSV and an SVG latency–load plot.
     Sweep {
@@ -72,6 +80,10 @@ enum Cmd {
         /// Worker threads (default: available cores).
         #[arg(long)]
         threads: Option<usize>,
+        /// Independent replications per load (seeds seed, seed+1, ...): the CSV and plot give
+        /// each figure's mean over them and its 95 % confidence interval (1-1000).
+        #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        replications: u32,
         #[command(flatten)]
         common: Common,
     },
@@ -437,14 +449,24 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             scenario,
             common,
             links,
+            replications: None,
+            ..
         } => run::run(&scenario, &common, links.as_deref()),
+        Cmd::Run {
+            scenario,
+            common,
+            replications: Some(n),
+            threads,
+            ..
+        } => run::run_replicated(&scenario, &common, n, threads),
         Cmd::Sweep {
             scenario,
             load,
             out,
             threads,
+            replications,
             common,
-        } => sweep::sweep(&scenario, &load, &out, threads, &common),
+        } => sweep::sweep(&scenario, &load, &out, threads, replications, &common),
         Cmd::Topo { scenario, dot, common } => topo::topo(&scenario, dot.as_deref(), &common),
         Cmd::Bench { only, repeat, common } => bench::bench(&only, repeat, &common),
         Cmd::BenchOne { name, set } => bench::bench_one(&name, &set),

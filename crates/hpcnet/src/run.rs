@@ -1,5 +1,6 @@
 //! `hpcnet run`: one synthetic-traffic simulation.
 
+use crate::replicas::{self, LEVEL};
 use crate::{Common, Failure};
 use hpcnet_des::SimTime;
 use hpcnet_workloads::synthetic::{run_synthetic, RunError, RunOptions, RunReport};
@@ -98,6 +99,171 @@ pub fn run(path: &Path, common: &Common, links: Option<&Path>) -> Result<(), Fai
         return Err(f);
     }
     Ok(())
+}
+
+/// `hpcnet run --replications N`: the scenario with N seeds on worker threads, a line per
+/// replication and the estimate of each figure over those that completed.
+pub fn run_replicated(path: &Path, common: &Common, n: u32, threads: Option<usize>) -> Result<(), Failure> {
+    let base = load(path, common)?;
+    let seeds = replicas::seeds(base.file.seed, n);
+    let scenarios = seeds
+        .iter()
+        .map(|&s| replicas::load_seeded(path, &common.set, s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let threads = threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let started = Instant::now();
+    let results = replicas::par_indexed(scenarios.len(), threads, |i| {
+        run_with_progress(&scenarios[i], false, false)
+    });
+    let wall = started.elapsed().as_secs_f64();
+    let mut reports = Vec::new();
+    for r in results {
+        reports.push(r?);
+    }
+    let verdicts: Vec<Option<&'static str>> = scenarios.iter().zip(&reports).map(|(sc, r)| verdict(sc, r)).collect();
+    let complete: Vec<&RunReport> = reports
+        .iter()
+        .zip(&verdicts)
+        .filter(|(_, v)| v.is_none())
+        .map(|(r, _)| r)
+        .collect();
+    let estimates = replicas::estimates(&complete);
+    if common.json {
+        let v = serde_json::json!({
+            "scenario": base.name,
+            "version": env!("CARGO_PKG_VERSION"),
+            "replications": n,
+            "seeds": seeds,
+            "confidence_level": LEVEL,
+            "complete": complete.len(),
+            "estimates": estimates.iter().map(|(k, e)| (k.to_string(), serde_json::json!(e))).collect::<serde_json::Map<_, _>>(),
+            "runs": reports.iter().zip(&verdicts).map(|(r, v)| {
+                let mut j = serde_json::to_value(r).expect("report serialises");
+                j["status"] = serde_json::json!(v.unwrap_or("ok"));
+                j
+            }).collect::<Vec<_>>(),
+            "resolved_scenario": base.resolved_json(),
+        });
+        outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
+    } else {
+        print_replications(&base, &reports, &verdicts, &estimates, threads, wall);
+    }
+    let failed: Vec<String> = seeds
+        .iter()
+        .zip(&verdicts)
+        .filter_map(|(s, v)| v.map(|v| format!("seed {s}: {v}")))
+        .collect();
+    if !failed.is_empty() {
+        let over = match complete.len() {
+            0 | 1 => "no estimate is made from fewer than two".to_string(),
+            k => format!("the estimates are over the other {k}"),
+        };
+        return Err(Failure::model(format!(
+            "{} of {n} replications did not complete ({}); {over}",
+            failed.len(),
+            failed.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+fn print_replications(
+    base: &Scenario,
+    reports: &[RunReport],
+    verdicts: &[Option<&'static str>],
+    estimates: &[(&'static str, Option<hpcnet_des::Estimate>)],
+    threads: usize,
+    wall: f64,
+) {
+    outln!(
+        "hpcnet {} — scenario '{}', {} replications (seeds {} to {})",
+        env!("CARGO_PKG_VERSION"),
+        base.name,
+        reports.len(),
+        reports.first().map_or(0, |r| r.seed),
+        reports.last().map_or(0, |r| r.seed)
+    );
+    let col = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |x| format!("{x:.digits$}"));
+    outln!(
+        "  {:>20} {:>9} {:>10} {:>10} {:>10} {:>8}",
+        "seed",
+        "accepted",
+        "mean ns",
+        "p50 ns",
+        "p99 ns",
+        "hops"
+    );
+    for (r, v) in reports.iter().zip(verdicts) {
+        outln!(
+            "  {:>20} {:>9.4} {:>10} {:>10} {:>10} {:>8}{}",
+            r.seed,
+            r.accepted_load,
+            col(r.latency_ns.mean, 1),
+            col(r.latency_ns.p50, 1),
+            col(r.latency_ns.p99, 1),
+            col(r.mean_hops, 3),
+            v.map_or(String::new(), |v| format!("  {} (left out)", v.to_uppercase()))
+        );
+    }
+    let complete = verdicts.iter().filter(|v| v.is_none()).count();
+    if complete < 2 {
+        outln!(
+            "  no estimates: {complete} of {} replications completed, an estimate needs two",
+            reports.len()
+        );
+    } else {
+        print_estimates(estimates, complete);
+    }
+    let (events, sim): (u64, f64) = reports
+        .iter()
+        .fold((0, 0.0), |(e, s), r| (e + r.events, s + r.sim_time_ns));
+    outln!(
+        "  run             {events} events, {:.1} us simulated in all, {wall:.3} s wall on {threads} threads",
+        sim / 1e3
+    );
+}
+
+fn print_estimates(estimates: &[(&'static str, Option<hpcnet_des::Estimate>)], complete: usize) {
+    outln!(
+        "  estimates over {complete} replications: mean ± half-width of the {:.0} % confidence interval (Student t, {} degrees of freedom); standard deviation; range",
+        LEVEL * 100.0,
+        complete.saturating_sub(1)
+    );
+    for (name, e) in estimates {
+        let digits = match *name {
+            "accepted_load" => 4,
+            "mean_hops" => 3,
+            _ => 1,
+        };
+        match e {
+            Some(e) => outln!(
+                "    {:<20} {:>22}  sd {:.digits$}  range {:.digits$} to {:.digits$}",
+                name,
+                replicas::pm(Some(e), digits),
+                e.std_dev,
+                e.min,
+                e.max
+            ),
+            None => outln!("    {name:<20} {:>22}", "-"),
+        }
+    }
+}
+
+/// What went wrong in a run that ended without an error, if anything: a deadlock, no packet
+/// measured, or packets left in the network at the end (unless the scenario accepts that,
+/// `sim.allow_undrained`). Such a run's figures are not estimates of the scenario's.
+pub fn verdict(sc: &Scenario, r: &RunReport) -> Option<&'static str> {
+    if r.deadlock.is_some() {
+        Some("deadlock")
+    } else if r.latency_ns.mean.is_none() {
+        Some("no packet measured")
+    } else if !r.drained && !sc.file.sim.allow_undrained {
+        Some("not drained")
+    } else {
+        None
+    }
 }
 
 fn write_links(rep: &RunReport, file: &Path) -> Result<(), Failure> {
