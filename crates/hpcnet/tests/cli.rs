@@ -2736,3 +2736,189 @@ fn crossbar_tile_keys_are_checked() {
     );
     assert!(reason.contains("tiled"), "{reason}");
 }
+
+/// `run --replications N` with a short run of the 8×8 torus, as JSON.
+fn replicated(n: &str, threads: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["run", "--replications", n, "--threads", threads, "--json"];
+    let t = torus();
+    args.push(&t);
+    args.extend(SHORT);
+    args.extend(extra);
+    json(&hpcnet(&args))
+}
+
+/// Each replication is the run of its seed alone (`--set seed=S`), the seeds count up from
+/// the scenario's, the estimates are the mean and Student-t interval of the runs' figures, and
+/// nothing but wall time depends on the thread count.
+#[test]
+fn replications_are_the_runs_of_their_seeds_and_their_estimates() {
+    let v = replicated("4", "2", &["--set", "seed=41"]);
+    assert_eq!(field(&v, "seeds"), &serde_json::json!([41, 42, 43, 44]));
+    assert_eq!(field(&v, "complete"), 4);
+    let runs = field(&v, "runs").as_array().expect("runs");
+    let means: Vec<f64> = runs.iter().map(|r| r["latency_ns"]["mean"].as_f64().unwrap()).collect();
+    for (r, seed) in runs.iter().zip(41..) {
+        assert_eq!(r["status"], "ok");
+        let mut args = vec!["run".to_string(), torus(), "--json".into()];
+        args.extend(SHORT.iter().map(|s| s.to_string()));
+        args.extend(["--set".to_string(), format!("seed={seed}")]);
+        let alone = json(&hpcnet(&args));
+        for key in [
+            "latency_ns",
+            "accepted_load",
+            "events",
+            "packets_delivered",
+            "mean_hops",
+        ] {
+            assert_eq!(r[key], alone[key], "seed {seed}: {key}");
+        }
+    }
+    assert!(
+        means.windows(2).any(|w| w[0] != w[1]),
+        "seeds give different runs: {means:?}"
+    );
+    // The estimate, by hand: mean, sample standard deviation, t(0.975, 3) = 3.182.
+    let e = &field(&v, "estimates")["latency_mean_ns"];
+    let mean = means.iter().sum::<f64>() / 4.0;
+    let sd = (means.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / 3.0).sqrt();
+    assert!((e["mean"].as_f64().unwrap() - mean).abs() < 1e-9 * mean, "{e}");
+    assert!((e["std_dev"].as_f64().unwrap() - sd).abs() < 1e-9 * sd.max(1.0), "{e}");
+    let hw = e["half_width"].as_f64().unwrap();
+    assert!((hw - 3.182 * sd / 2.0).abs() < 1e-3 * hw, "{e}");
+    assert_eq!(e["n"], 4);
+    assert_eq!(field(&v, "confidence_level"), 0.95);
+    // The thread count changes nothing but wall time.
+    let one = replicated("4", "1", &["--set", "seed=41"]);
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        for r in v["runs"].as_array_mut().unwrap() {
+            let r = r.as_object_mut().unwrap();
+            r.remove("wall_seconds");
+            r.remove("loop_seconds");
+        }
+        v
+    };
+    assert_eq!(strip(&v), strip(&one));
+}
+
+/// The text report lists each seed and the estimates; a replication that does not complete is
+/// left out of the estimates, named, and fails the command (exit 1); bad counts are usage
+/// errors (exit 2).
+#[test]
+fn replications_report_estimates_and_fail_on_incomplete_runs() {
+    let t = torus();
+    let mut args = vec!["run", &t, "--replications", "3"];
+    args.extend(SHORT);
+    let text = ok(&hpcnet(&args));
+    assert!(text.contains("3 replications (seeds 1 to 3)"), "{text}");
+    assert!(
+        text.contains("95 % confidence interval (Student t, 2 degrees of freedom)"),
+        "{text}"
+    );
+    for name in ["accepted_load", "latency_mean_ns", "latency_p99_ns", "mean_hops"] {
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("{name}: {text}"));
+        assert!(
+            line.contains(" ± ") && line.contains("sd ") && line.contains("range "),
+            "{line}"
+        );
+    }
+    // Too short a drain at a high load: no replication drains.
+    let out = hpcnet(&[
+        "run",
+        &t,
+        "--replications",
+        "2",
+        "--set",
+        "traffic.load=0.9",
+        "--set",
+        "sim.drain=\"10 ns\"",
+        "--set",
+        "sim.measure=\"2 us\"",
+        "--set",
+        "sim.warmup=\"1 us\"",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stdout(&out).contains("NOT DRAINED (left out)"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("no estimates: 0 of 2 replications completed"),
+        "{}",
+        stdout(&out)
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("2 of 2 replications did not complete (seed 1: not drained, seed 2: not drained)"),
+        "{err}"
+    );
+    for (extra, words) in [
+        (vec!["--replications", "1"], vec!["--replications", "2..=1000"]),
+        (vec!["--replications", "1001"], vec!["--replications", "2..=1000"]),
+        (vec!["--threads", "2"], vec!["--replications"]),
+        (
+            vec!["--replications", "2", "--links", "l.csv"],
+            vec!["--links", "--replications"],
+        ),
+    ] {
+        let mut args = vec!["run", t.as_str()];
+        args.extend(extra);
+        let line = one_error_line(&hpcnet(&args), 2, &words);
+        assert!(line.ends_with("(see hpcnet --help)"), "{line}");
+    }
+}
+
+/// A sweep with replications: the CSV keeps its columns (now means over the replications) and
+/// adds the interval half-widths, which bracket what the replications spread over; the text
+/// shows mean ± half-width; one replication per load is the plain sweep.
+#[test]
+fn sweep_replications_add_confidence_intervals() {
+    let dir = TempDir::new("sweep-reps");
+    let run = |reps: &str, out: &str| {
+        let mut args = vec![
+            "sweep".to_string(),
+            torus(),
+            "--load".into(),
+            "0.2:0.4:0.2".into(),
+            "--out".into(),
+            dir.path(out),
+            "--replications".into(),
+            reps.into(),
+            "--json".into(),
+        ];
+        args.extend(SHORT.iter().map(|s| s.to_string()));
+        json(&hpcnet(&args))
+    };
+    let v = run("3", "three");
+    assert_eq!(field(&v, "replications"), 3);
+    let csv = std::fs::read_to_string(field(&v, "csv").as_str().unwrap()).expect("CSV");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(
+        lines[0].ends_with(",wall_seconds,replications,accepted_load_ci95,latency_mean_ns_ci95,latency_p99_ns_ci95"),
+        "{}",
+        lines[0]
+    );
+    for (row, p) in lines[1..].iter().zip(field(&v, "points").as_array().unwrap()) {
+        let cells: Vec<&str> = row.split(',').collect();
+        assert_eq!(cells.len(), 17, "{row}");
+        assert_eq!(cells[13], "3");
+        let e = &p["estimates"]["latency_mean_ns"];
+        assert_eq!(p["seeds"], serde_json::json!([1, 2, 3]));
+        assert!(
+            (cells[3].parse::<f64>().unwrap() - e["mean"].as_f64().unwrap()).abs() < 1e-3,
+            "{row}"
+        );
+        assert!(
+            (cells[15].parse::<f64>().unwrap() - e["half_width"].as_f64().unwrap()).abs() < 1e-3,
+            "{row}"
+        );
+        // The interval of three runs is wider than half their range (t(0.975, 2) = 4.3).
+        let (lo, hi) = (e["min"].as_f64().unwrap(), e["max"].as_f64().unwrap());
+        assert!(lo < hi && e["half_width"].as_f64().unwrap() > (hi - lo) / 2.0, "{e}");
+    }
+    // One replication: the plain sweep's CSV.
+    let one = run("1", "one");
+    let csv1 = std::fs::read_to_string(field(&one, "csv").as_str().unwrap()).expect("CSV");
+    assert!(csv1.lines().next().unwrap().ends_with(",events,wall_seconds"), "{csv1}");
+    assert!(one["points"][0].get("estimates").is_none());
+}
