@@ -67,6 +67,10 @@ enum Cmd {
         /// Worker threads for the replications (default: available cores).
         #[arg(long, requires = "replications")]
         threads: Option<usize>,
+        /// Stop the replications (at most --replications, at least 3) once the 95 % intervals of
+        /// the mean latency and the accepted load are within ±P of their means (0 < P < 1).
+        #[arg(long, value_name = "P", requires = "replications", value_parser = parse_precision)]
+        precision: Option<f64>,
     },
     /// Run a scenario at a range of offered loads; write CSV and an SVG latency–load plot.
     Sweep {
@@ -443,6 +447,16 @@ fn usage_error(e: clap::Error) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// `--precision P`: a fraction in (0, 1).
+fn parse_precision(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(p) if p > 0.0 && p < 1.0 => Ok(p),
+        _ => Err(format!(
+            "'{s}' is not a fraction between 0 and 1 (0.02: within ±2 % of the mean)"
+        )),
+    }
+}
+
 fn try_main(cli: Cli) -> Result<(), Failure> {
     match cli.cmd {
         Cmd::Run {
@@ -457,8 +471,9 @@ fn try_main(cli: Cli) -> Result<(), Failure> {
             common,
             replications: Some(n),
             threads,
+            precision,
             ..
-        } => run::run_replicated(&scenario, &common, n, threads),
+        } => run::run_replicated(&scenario, &common, n, threads, precision),
         Cmd::Sweep {
             scenario,
             load,

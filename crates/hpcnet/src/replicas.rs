@@ -85,6 +85,39 @@ pub fn estimates(reports: &[&RunReport]) -> Vec<(&'static str, Option<Estimate>)
         .collect()
 }
 
+/// The figures a precision target (`run --precision P`) applies to.
+pub const PRECISION_FIGURES: [&str; 2] = ["latency_mean_ns", "accepted_load"];
+
+/// Fewest replications a precision target may stop at: with two, a chance agreement of two
+/// runs would end the sequence on a meaningless interval.
+pub const PRECISION_MIN: usize = 3;
+
+/// Relative half-width of each of [`PRECISION_FIGURES`] over `reports` (half-width ÷ |mean|;
+/// None for a figure without an estimate or with a zero mean).
+pub fn relative_half_widths(reports: &[&RunReport]) -> Vec<(&'static str, Option<f64>)> {
+    let all = estimates(reports);
+    PRECISION_FIGURES
+        .iter()
+        .map(|name| {
+            let e = all.iter().find(|(k, _)| k == name).and_then(|(_, e)| e.as_ref());
+            (*name, e.filter(|e| e.mean != 0.0).map(|e| e.half_width / e.mean.abs()))
+        })
+        .collect()
+}
+
+/// The sequential rule of `run --precision P`: the first replication count k (in seed order,
+/// k ≥ [`PRECISION_MIN`]) at which the intervals of [`PRECISION_FIGURES`] over the first k
+/// reports are each at most P of their mean; None if no prefix of `reports` reaches it. The
+/// rule reads prefixes only, so where it stops does not depend on how many replications ran
+/// beyond (on worker threads, in waves).
+pub fn precise_prefix(reports: &[&RunReport], precision: f64) -> Option<usize> {
+    (PRECISION_MIN..=reports.len()).find(|&k| {
+        relative_half_widths(&reports[..k])
+            .iter()
+            .all(|(_, r)| r.is_some_and(|r| r <= precision))
+    })
+}
+
 /// "0.4551 ± 0.0012" with `digits` decimals, or "-".
 pub fn pm(e: Option<&Estimate>, digits: usize) -> String {
     e.map_or("-".to_string(), |e| {

@@ -103,9 +103,15 @@ pub fn run(path: &Path, common: &Common, links: Option<&Path>) -> Result<(), Fai
 
 /// `hpcnet run --replications N`: the scenario with N seeds on worker threads, a line per
 /// replication and the estimate of each figure over those that completed.
-pub fn run_replicated(path: &Path, common: &Common, n: u32, threads: Option<usize>) -> Result<(), Failure> {
+pub fn run_replicated(
+    path: &Path,
+    common: &Common,
+    n: u32,
+    threads: Option<usize>,
+    precision: Option<f64>,
+) -> Result<(), Failure> {
     let base = load(path, common)?;
-    let seeds = replicas::seeds(base.file.seed, n);
+    let mut seeds = replicas::seeds(base.file.seed, n);
     let scenarios = seeds
         .iter()
         .map(|&s| replicas::load_seeded(path, &common.set, s))
@@ -114,14 +120,39 @@ pub fn run_replicated(path: &Path, common: &Common, n: u32, threads: Option<usiz
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
     let started = Instant::now();
-    let results = replicas::par_indexed(scenarios.len(), threads, |i| {
-        run_with_progress(&scenarios[i], false, false)
-    });
-    let wall = started.elapsed().as_secs_f64();
+    let run_one = |i: usize| run_with_progress(&scenarios[i], false, false);
     let mut reports = Vec::new();
-    for r in results {
-        reports.push(r?);
+    let mut reached = None;
+    match precision {
+        None => {
+            for r in replicas::par_indexed(scenarios.len(), threads, run_one) {
+                reports.push(r?);
+            }
+        }
+        Some(p) => {
+            // Waves of one replication per thread, until a prefix reaches the target, a
+            // replication does not complete, or all N ran; then the replications beyond the
+            // prefix that reached it are dropped.
+            while reports.len() < scenarios.len() {
+                let from = reports.len();
+                let to = (from + threads).min(scenarios.len());
+                for r in replicas::par_indexed(to - from, threads, |j| run_one(from + j)) {
+                    reports.push(r?);
+                }
+                if (from..to).any(|i| verdict(&scenarios[i], &reports[i]).is_some()) {
+                    break;
+                }
+                let refs: Vec<&RunReport> = reports.iter().collect();
+                reached = replicas::precise_prefix(&refs, p);
+                if let Some(k) = reached {
+                    reports.truncate(k);
+                    break;
+                }
+            }
+            seeds.truncate(reports.len());
+        }
     }
+    let wall = started.elapsed().as_secs_f64();
     let verdicts: Vec<Option<&'static str>> = scenarios.iter().zip(&reports).map(|(sc, r)| verdict(sc, r)).collect();
     let complete: Vec<&RunReport> = reports
         .iter()
@@ -130,12 +161,25 @@ pub fn run_replicated(path: &Path, common: &Common, n: u32, threads: Option<usiz
         .map(|(r, _)| r)
         .collect();
     let estimates = replicas::estimates(&complete);
+    let precision_json = precision.map(|p| {
+        serde_json::json!({
+            "target": p,
+            "figures": replicas::PRECISION_FIGURES,
+            "reached": reached.is_some(),
+            "relative_half_widths": replicas::relative_half_widths(&complete)
+                .into_iter()
+                .map(|(k, r)| (k.to_string(), serde_json::json!(r)))
+                .collect::<serde_json::Map<_, _>>(),
+        })
+    });
     if common.json {
         let v = serde_json::json!({
             "scenario": base.name,
             "version": env!("CARGO_PKG_VERSION"),
-            "replications": n,
+            "replications": reports.len(),
+            "max_replications": n,
             "seeds": seeds,
+            "precision": precision_json,
             "confidence_level": LEVEL,
             "complete": complete.len(),
             "estimates": estimates.iter().map(|(k, e)| (k.to_string(), serde_json::json!(e))).collect::<serde_json::Map<_, _>>(),
@@ -149,6 +193,21 @@ pub fn run_replicated(path: &Path, common: &Common, n: u32, threads: Option<usiz
         outln!("{}", serde_json::to_string_pretty(&v).expect("json"));
     } else {
         print_replications(&base, &reports, &verdicts, &estimates, threads, wall);
+        if let Some(p) = precision {
+            let widths: Vec<String> = replicas::relative_half_widths(&complete)
+                .into_iter()
+                .map(|(k, r)| format!("{k} ±{}", r.map_or("-".to_string(), |r| format!("{:.2} %", r * 100.0))))
+                .collect();
+            let how = match reached {
+                Some(k) => format!("reached with {k} replications"),
+                None => format!("not reached within {} of at most {n} replications", reports.len()),
+            };
+            outln!(
+                "  precision       ±{:.2} % of the mean (95 % interval): {how}; {}",
+                p * 100.0,
+                widths.join(", ")
+            );
+        }
     }
     let failed: Vec<String> = seeds
         .iter()
@@ -161,8 +220,9 @@ pub fn run_replicated(path: &Path, common: &Common, n: u32, threads: Option<usiz
             k => format!("the estimates are over the other {k}"),
         };
         return Err(Failure::model(format!(
-            "{} of {n} replications did not complete ({}); {over}",
+            "{} of {} replications did not complete ({}); {over}",
             failed.len(),
+            reports.len(),
             failed.join(", ")
         )));
     }

@@ -2922,3 +2922,50 @@ fn sweep_replications_add_confidence_intervals() {
     assert!(csv1.lines().next().unwrap().ends_with(",events,wall_seconds"), "{csv1}");
     assert!(one["points"][0].get("estimates").is_none());
 }
+
+/// `--precision P` stops at the first replication count (seed order, at least 3) whose 95 %
+/// intervals of the mean latency and accepted load are within ±P of the means: the same count
+/// on any thread count, one fewer does not reach it, and the result is the plain
+/// `--replications k` of that count.
+#[test]
+fn a_precision_target_stops_at_the_first_count_that_reaches_it() {
+    let v = replicated("30", "2", &["--precision", "0.04"]);
+    let k = field(&v, "replications").as_u64().unwrap();
+    let p = field(&v, "precision");
+    assert_eq!(p["reached"], true, "{p}");
+    assert!((3..30).contains(&k), "stopped at {k}");
+    for (name, r) in p["relative_half_widths"].as_object().unwrap() {
+        assert!(r.as_f64().unwrap() <= 0.04, "{name}: {r}");
+    }
+    assert_eq!(field(&v, "max_replications"), 30);
+    assert_eq!(field(&v, "seeds").as_array().unwrap().len() as u64, k);
+    let three = replicated("30", "3", &["--precision", "0.04"]);
+    assert_eq!(
+        field(&three, "replications"),
+        k,
+        "the stop does not depend on the threads"
+    );
+    let plain = replicated(&k.to_string(), "2", &[]);
+    assert_eq!(field(&plain, "estimates"), field(&v, "estimates"));
+    if k > 3 {
+        let fewer = replicated(&(k - 1).to_string(), "2", &["--precision", "0.04"]);
+        assert_eq!(field(&fewer, "precision")["reached"], false);
+        assert_eq!(field(&fewer, "replications"), k - 1);
+    }
+    let t = torus();
+    for (extra, words) in [
+        (
+            vec!["--replications", "3", "--precision", "0"],
+            vec!["--precision", "between 0 and 1"],
+        ),
+        (
+            vec!["--replications", "3", "--precision", "1"],
+            vec!["--precision", "between 0 and 1"],
+        ),
+        (vec!["--precision", "0.1"], vec!["--replications"]),
+    ] {
+        let mut args = vec!["run", t.as_str()];
+        args.extend(extra);
+        one_error_line(&hpcnet(&args), 2, &words);
+    }
+}
