@@ -607,6 +607,16 @@ pub enum RoutingConfig {
     },
     /// Dragonfly: minimal local–global–local with VC = hop class.
     Minimal,
+    /// Dragonfly: Valiant's randomised routing (Kim, Dally, Scott & Abts, ISCA 2008): minimally
+    /// to a random intermediate group, then minimally to the destination; VC = hop class.
+    Valiant,
+    /// Dragonfly: UGAL-L (Kim et al. 2008, after Singh 2005): the source router takes the
+    /// minimal path unless its first output's queue × the minimal hop count exceeds the Valiant
+    /// path's first queue × its hop count by more than `threshold` (credits × hops).
+    Ugal {
+        #[serde(default)]
+        threshold: u32,
+    },
     /// Source routing: the whole path is computed at injection (deterministic variant of the
     /// topology's default algorithm) and carried in the header.
     Source,
@@ -624,6 +634,7 @@ impl RoutingConfig {
                 *selection == Selection::Deterministic
             }
             RoutingConfig::Minimal | RoutingConfig::Source => true,
+            RoutingConfig::Valiant | RoutingConfig::Ugal { .. } => false,
         }
     }
 
@@ -662,8 +673,18 @@ impl RoutingConfig {
             RoutingConfig::UpDown { .. } => "up_down",
             RoutingConfig::Table { .. } => "table",
             RoutingConfig::Minimal => "minimal",
+            RoutingConfig::Valiant => "valiant",
+            RoutingConfig::Ugal { .. } => "ugal",
             RoutingConfig::Source => "source",
         }
+    }
+
+    /// Whether the algorithm keeps a routers × routers distance table (minimal, Valiant, UGAL).
+    pub fn uses_distance_table(&self) -> bool {
+        matches!(
+            self,
+            RoutingConfig::Minimal | RoutingConfig::Valiant | RoutingConfig::Ugal { .. }
+        )
     }
 }
 
@@ -976,6 +997,8 @@ impl FabricConfig {
             } => 3,
             RoutingConfig::MinimalAdaptive { .. } => 2,
             RoutingConfig::Minimal => 3,
+            // Local and global hop to the intermediate group, then the minimal three.
+            RoutingConfig::Valiant | RoutingConfig::Ugal { .. } => 5,
             RoutingConfig::Source if dragonfly => 3,
             RoutingConfig::Source if wrap => 2,
             _ => 1,
@@ -1106,12 +1129,14 @@ impl FabricConfig {
 pub const LANE_WIDTHS: [u32; 5] = [1, 2, 4, 8, 16];
 
 /// The topology kinds each routing algorithm applies to (`source` applies to every kind).
-pub const ALGORITHM_KINDS: [(&str, &[&str]); 5] = [
+pub const ALGORITHM_KINDS: [(&str, &[&str]); 7] = [
     ("dimension_order", &["torus", "mesh", "hypercube", "crossbar"]),
     ("minimal_adaptive", &["torus", "mesh"]),
     ("up_down", &["fat_tree", "leaf_spine", "generalized_fat_tree"]),
     ("table", &["leaf_spine", "generalized_fat_tree"]),
     ("minimal", &["dragonfly"]),
+    ("valiant", &["dragonfly"]),
+    ("ugal", &["dragonfly"]),
 ];
 
 /// Refuses a routing algorithm on a topology kind it does not apply to, naming the kinds it

@@ -739,7 +739,8 @@ impl Network {
         let nports = total as usize + topo.nodes.len() * rails as usize;
         check_event_ports(nports as u64)?;
         let failed: Vec<(RouterId, PortIdx)> = cfg.faults.failed_links.iter().map(|f| (f.router, f.port)).collect();
-        let routing = Routing::new(&topo, &cfg.routing, cfg.router.vcs, &failed)?;
+        let mut routing = Routing::new(&topo, &cfg.routing, cfg.router.vcs, &failed)?;
+        routing.set_buffer_credits(cfg.router.private_credits.saturating_add(cfg.router.shared_credits));
         let vcs = cfg.router.vcs as usize;
         let mut free_private = [0u16; MAX_VCS];
         for f in free_private.iter_mut().take(vcs) {
@@ -1003,14 +1004,13 @@ impl Network {
 
     /// The next random bits of a packet from `src`.
     #[cold]
-    fn draw_salt(&mut self, src: NodeId) -> u8 {
+    fn draw_salt(&mut self, src: NodeId) -> u64 {
         if self.injections.len() != self.topo.nodes.len() {
             self.injections.resize(self.topo.nodes.len(), 0);
         }
         let count = &mut self.injections[src.index()];
         *count = count.wrapping_add(1);
-        let z = mix64(self.salt_key ^ ((src.0 as u64) << 32 | *count as u64));
-        (z >> 56) as u8
+        mix64(self.salt_key ^ ((src.0 as u64) << 32 | *count as u64))
     }
 
     pub fn rails(&self) -> u8 {
@@ -1320,8 +1320,12 @@ impl Network {
         };
         let pkt = ix_mut(&mut self.packets, id);
         pkt.credits = credits;
-        if let Some(salt) = salt {
-            pkt.salt = salt;
+        if let Some(z) = salt {
+            // The top byte; Valiant and UGAL take the next one too (`Packet::last_dim`).
+            pkt.salt = (z >> 56) as u8;
+            if self.routing.needs_wide_salt() {
+                pkt.last_dim = (z >> 48) as u8;
+            }
         }
         let prepared = if mcast {
             self.mcast_seen = true;

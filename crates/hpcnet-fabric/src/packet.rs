@@ -18,6 +18,10 @@ pub(crate) const F_MCAST: u8 = 8; // multicast: `dst` holds the group until ejec
 pub(crate) const F_GHOST: u8 = 16; // corrupted copy in a cut-through receiver (crate::linkerr)
 pub(crate) const F_STOMPED: u8 = 32; // corrupted copy forwarded with a bad end marker
 pub(crate) const F_BYPASS: u8 = 64; // `path` is a fault-bypass route (VCs relative to the class)
+pub(crate) const F_DETOUR: u8 = 128; // Valiant/UGAL: on the way to the intermediate group
+/// Valiant/UGAL (dragonfly, no dateline there): the source router has chosen the path. Shares
+/// the bit of [`F_CROSSED`], which only torus routing uses.
+pub(crate) const F_CHOSEN: u8 = F_CROSSED;
 
 /// No dimension yet (just injected).
 pub(crate) const NO_DIM: u8 = u8::MAX;
@@ -42,6 +46,8 @@ pub struct Packet {
     pub vc: u8,
     /// Router traversals so far.
     pub hops: u16,
+    /// Torus routing: the dimension of the last step. Valiant and UGAL (dragonfly): the second
+    /// byte of the packet's random bits, with `salt` the 16 bits that pick its intermediate group.
     pub(crate) last_dim: u8,
     /// Random bits for oblivious routing choices (the direction of a k/2 tie under the
     /// `random` tie rule, the start of a `random` port selection), drawn by the network at

@@ -18,12 +18,16 @@
 //!   reported against a flat table (see [`TableMemory`]).
 //! - **Minimal** (dragonfly and any graph): shortest path by BFS distances, VC = router hops taken
 //!   so far, which is deadlock-free when VCs ≥ diameter.
+//! - **Valiant** and **UGAL-L** (dragonfly, Kim, Dally, Scott & Abts 2008): minimally to a random
+//!   intermediate group, then minimally to the destination (Valiant always, UGAL when the
+//!   source router's queue × hops comparison favours it); VC = router hops taken, deadlock-free
+//!   when VCs ≥ the longest such path (5 on a dragonfly).
 //! - **Source**: the deterministic path is computed at injection and carried in the packet.
 
 use crate::config::{ConfigError, DeadlockAvoidance, RoutingConfig, Selection, TieRule};
 use crate::faults::bypass::{BypassEntry, BypassTable};
 use crate::faults::tables::TreeTables;
-use crate::packet::{Packet, F_BYPASS, F_CROSSED, F_ESCAPE, NO_DIM};
+use crate::packet::{Packet, F_BYPASS, F_CHOSEN, F_CROSSED, F_DETOUR, F_ESCAPE, NO_DIM};
 use crate::topology::{NodeId, Peer, PortIdx, PortKind, RouterId, Shape, Topology};
 use serde::Serialize;
 
@@ -84,6 +88,17 @@ enum Algo {
     Adaptive { deadlock: DeadlockAvoidance, tie: TieRule },
     Tree { selection: Selection },
     Minimal,
+    Valiant,
+    Ugal { threshold: u32 },
+}
+
+/// Dragonfly groups for Valiant and UGAL: router `r` is in group `r / a`.
+#[derive(Clone, Debug)]
+struct Groups {
+    a: u32,
+    g: u32,
+    /// Router hops from router `r` to the nearest router of group `G`, `gdist[r * g + G]`.
+    gdist: Vec<u16>,
 }
 
 /// Geometry of a torus or mesh.
@@ -352,6 +367,11 @@ pub struct Routing {
     /// Per global router port: whether a packet arriving there came from above or from a
     /// sibling leaf (an up or sibling port), the cases the fast tree hop leaves to the full route.
     from_above: Vec<bool>,
+    /// Valiant and UGAL: the dragonfly's groups.
+    groups: Option<Groups>,
+    /// UGAL: credits of one VC buffer (private and shared), from which a queue's occupancy is
+    /// read as credits in use ([`Routing::set_buffer_credits`]).
+    buffer_credits: u32,
 }
 
 /// Most routers for which dimension-order routing keeps a next-step table (one byte per pair of
@@ -410,6 +430,8 @@ impl Routing {
             RoutingConfig::MinimalAdaptive { deadlock, tie } => Algo::Adaptive { deadlock, tie },
             RoutingConfig::UpDown { selection } | RoutingConfig::Table { selection } => Algo::Tree { selection },
             RoutingConfig::Minimal => Algo::Minimal,
+            RoutingConfig::Valiant => Algo::Valiant,
+            RoutingConfig::Ugal { threshold } => Algo::Ugal { threshold },
             RoutingConfig::Source => unreachable!("default_for never returns Source"),
         };
         let grid = match &topo.shape {
@@ -418,7 +440,8 @@ impl Routing {
         };
         let trees = matches!(algo, Algo::Tree { .. }).then(|| build_trees(topo));
         let mut dist = Vec::new();
-        if matches!(algo, Algo::Minimal) {
+        let mut groups = None;
+        if matches!(algo, Algo::Minimal | Algo::Valiant | Algo::Ugal { .. }) {
             let n = topo.routers.len();
             if n as u64 > MAX_MINIMAL_ROUTERS {
                 return Err(minimal_too_large(n as u64));
@@ -432,6 +455,24 @@ impl Routing {
                         diameter = diameter.max(d);
                     }
                 }
+            }
+            if let (Algo::Valiant | Algo::Ugal { .. }, Shape::Dragonfly { a, g, .. }) = (&algo, &topo.shape) {
+                let gr = group_distances(&dist, n, *a, *g);
+                // The longest path: to the farthest group, then the diameter from where it lands.
+                let to_group = gr.gdist.iter().filter(|&&d| d != u16::MAX).max().copied().unwrap_or(0);
+                let longest = to_group as u32 + diameter as u32;
+                if longest > vcs as u32 {
+                    let key = if failed.is_empty() {
+                        "router.vcs"
+                    } else {
+                        "faults.failed_links"
+                    };
+                    return Err(ConfigError::new(
+                        key,
+                        format!("{} routing uses one VC per router hop; its longest path (to the farthest group, {to_group} hops, then the diameter, {diameter}) takes {longest} hops but router.vcs = {vcs}", cfg.name()),
+                    ));
+                }
+                groups = Some(gr);
             }
             if diameter as u32 > vcs as u32 {
                 if failed.is_empty() {
@@ -489,6 +530,8 @@ impl Routing {
             tree_fast: false,
             tree_random: false,
             from_above: Vec::new(),
+            groups,
+            buffer_credits: 0,
         };
         routing.bubble = routing.compute_uses_bubble();
         routing.dor_next = routing.build_dor_next();
@@ -803,7 +846,7 @@ impl Routing {
                 ..
             } => (self.vcs / 2).max(1),
             Algo::Dor { .. } if self.last_step_vcs => (self.vcs / 2).max(1),
-            Algo::Adaptive { .. } | Algo::Minimal => 1,
+            Algo::Adaptive { .. } | Algo::Minimal | Algo::Valiant | Algo::Ugal { .. } => 1,
             _ => self.vcs,
         }
     }
@@ -896,7 +939,8 @@ impl Routing {
                 ..
             } | Algo::Tree {
                 selection: Selection::Random
-            }
+            } | Algo::Valiant
+                | Algo::Ugal { .. }
         )
     }
 
@@ -907,12 +951,34 @@ impl Routing {
     /// give the expectation. Oblivious random up ports on trees are traced with salt 0, one
     /// draw per hop like any other.
     pub fn expectation_salts(&self) -> &'static [u8] {
+        // (Valiant's random intermediate is not traced: see `bound_untraced`.)
         match self.algo {
             Algo::Dor {
                 tie: TieRule::Random, ..
             } => &[0, 0xFF],
             _ => &[0],
         }
+    }
+
+    /// Why the channel-load bound cannot be traced on the idle network, if it cannot: Valiant
+    /// routes every packet through a random intermediate group, which one traced path per flow
+    /// does not represent. (UGAL on the idle network takes the minimal path, which is traced.)
+    pub fn bound_untraced(&self) -> Option<&'static str> {
+        matches!(self.algo, Algo::Valiant)
+            .then_some("Valiant routing sends each packet through a random intermediate group; the bound of one traced path per flow would not be its bound")
+    }
+
+    /// Whether packets want 16 random bits (`salt` and `last_dim`): Valiant and UGAL pick the
+    /// intermediate group from them.
+    #[inline]
+    pub fn needs_wide_salt(&self) -> bool {
+        self.groups.is_some()
+    }
+
+    /// Tell UGAL how many credits a VC buffer holds (private and shared): a queue's occupancy is
+    /// the credits of it in use.
+    pub(crate) fn set_buffer_credits(&mut self, credits: u32) {
+        self.buffer_credits = credits;
     }
 
     /// Whether packets entering a ring must leave a bubble (bubble flow control on a torus).
@@ -990,8 +1056,10 @@ impl Routing {
         let n = self.class_count;
         pkt.class = if class < n { class } else { class % n };
         pkt.vc = self.vc_of_class(pkt.class);
-        pkt.last_dim = NO_DIM;
-        pkt.flags &= !(F_CROSSED | F_ESCAPE | F_BYPASS);
+        if self.groups.is_none() {
+            pkt.last_dim = NO_DIM;
+        }
+        pkt.flags &= !(F_CROSSED | F_ESCAPE | F_BYPASS | F_DETOUR);
         if self.bypass.is_none() && !self.source {
             return Ok(());
         }
@@ -1136,7 +1204,7 @@ impl Routing {
                 deadlock: DeadlockAvoidance::Dateline,
                 ..
             } => 2 * class,
-            Algo::Minimal | Algo::Adaptive { .. } => 0,
+            Algo::Minimal | Algo::Valiant | Algo::Ugal { .. } | Algo::Adaptive { .. } => 0,
             _ => class,
         }
     }
@@ -1213,6 +1281,8 @@ impl Routing {
             Algo::Adaptive { deadlock, tie } => self.adaptive(r, dr, pkt, *deadlock, *tie, credits),
             Algo::Tree { selection } => self.tree(topo, r, in_port, dr, pkt, *selection, credits),
             Algo::Minimal => self.minimal(topo, r, dr, pkt),
+            Algo::Valiant => self.valiant(topo, r, dr, pkt, None, credits),
+            Algo::Ugal { threshold } => self.valiant(topo, r, dr, pkt, Some(*threshold), credits),
         }
     }
 
@@ -1657,7 +1727,22 @@ impl Routing {
 
     fn minimal(&self, topo: &Topology, r: RouterId, dr: RouterId, pkt: &mut Packet) -> Result<Choice, RouteError> {
         let n = self.nrouters;
-        let here = self.dist[r.index() * n + dr.index()];
+        let d = |x: RouterId| self.dist[x.index() * n + dr.index()];
+        self.step(topo, r, pkt, d)
+    }
+
+    /// The first port of `r` (from the packet's destination on, round the ports) to a router
+    /// one hop nearer by `dist` (router hops to the target, `u16::MAX`: unreachable), on VC =
+    /// router hops taken so far.
+    #[inline]
+    fn step(
+        &self,
+        topo: &Topology,
+        r: RouterId,
+        pkt: &Packet,
+        dist: impl Fn(RouterId) -> u16,
+    ) -> Result<Choice, RouteError> {
+        let here = dist(r);
         if here == u16::MAX {
             return Err(RouteError::Unreachable {
                 router: r,
@@ -1670,7 +1755,7 @@ impl Routing {
         for i in 0..np {
             let p = (i + rot) % np;
             if let Peer::Router { router, .. } = info.ports[p] {
-                if !self.is_dead(r, PortIdx(p as u16)) && self.dist[router.index() * n + dr.index()] + 1 == here {
+                if !self.is_dead(r, PortIdx(p as u16)) && dist(router).wrapping_add(1) == here {
                     let vc = (pkt.hops.saturating_sub(1)).min(self.vcs as u16 - 1) as u8;
                     return Ok(Choice {
                         port: PortIdx(p as u16),
@@ -1685,6 +1770,149 @@ impl Routing {
             dst: pkt.dst,
         })
     }
+
+    // ---------------------------------------------------------------------------------------
+    // Valiant and UGAL-L (dragonfly)
+
+    /// The packet's intermediate group: its 16 random bits scaled to the group count.
+    fn intermediate(g: &Groups, pkt: &Packet) -> u32 {
+        let bits = (pkt.salt as u64) << 8 | pkt.last_dim as u64;
+        ((bits * g.g as u64) >> 16) as u32
+    }
+
+    /// Valiant (`ugal` None) or UGAL-L (`ugal` = its threshold). At the source router the path
+    /// is chosen once: through the intermediate group (the detour), unless source and
+    /// destination share a group, the intermediate group is one of theirs, no path leads
+    /// through it, or UGAL finds the minimal
+    /// path's queue × hops no worse than the detour's plus the threshold. On the detour the
+    /// packet goes minimally to the nearest router of the intermediate group, then minimally to
+    /// its destination.
+    fn valiant(
+        &self,
+        topo: &Topology,
+        r: RouterId,
+        dr: RouterId,
+        pkt: &mut Packet,
+        ugal: Option<u32>,
+        credits: &mut impl CreditView,
+    ) -> Result<Choice, RouteError> {
+        let g = self.groups.as_ref().expect("groups built for Valiant and UGAL");
+        let n = self.nrouters;
+        let m = Self::intermediate(g, pkt);
+        let to_m = |x: RouterId| g.gdist[x.index() * g.g as usize + m as usize];
+        let to_d = |x: RouterId| self.dist[x.index() * n + dr.index()];
+        if pkt.flags & F_CHOSEN == 0 {
+            pkt.flags |= F_CHOSEN;
+            let group = |x: RouterId| x.0 / g.a;
+            let through = to_m(r) != u16::MAX && g.gdist[dr.index() * g.g as usize + m as usize] != u16::MAX;
+            // Within a group every router is one local hop from every other: no detour.
+            let detour = group(r) != group(dr)
+                && m != group(r)
+                && m != group(dr)
+                && through
+                && match ugal {
+                    None => true,
+                    Some(threshold) => self.ugal_detours(topo, r, dr, m, pkt, threshold, credits),
+                };
+            if detour {
+                pkt.flags |= F_DETOUR;
+            }
+        }
+        if pkt.flags & F_DETOUR != 0 {
+            if to_m(r) != 0 {
+                return self.step_to_group(topo, g, r, m, pkt);
+            }
+            pkt.flags &= !F_DETOUR;
+        }
+        self.step(topo, r, pkt, to_d)
+    }
+
+    /// A step toward group `m` as a dragonfly takes it: its global link into `m` if router `r`
+    /// has one, else a local link to a router of its own group that has one (local, then
+    /// global), else any step that brings the group nearer. Among equally short ways this keeps
+    /// the detour to one global hop before the intermediate group.
+    fn step_to_group(
+        &self,
+        topo: &Topology,
+        g: &Groups,
+        r: RouterId,
+        m: u32,
+        pkt: &Packet,
+    ) -> Result<Choice, RouteError> {
+        let to_m = |x: RouterId| g.gdist[x.index() * g.g as usize + m as usize];
+        let info = &topo.routers[r.index()];
+        let np = info.ports.len();
+        let rot = pkt.dst.index();
+        let mut local = None;
+        for i in 0..np {
+            let p = (i + rot) % np;
+            if let Peer::Router { router, .. } = info.ports[p] {
+                if self.is_dead(r, PortIdx(p as u16)) {
+                    continue;
+                }
+                if router.0 / g.a == m {
+                    local = Some(p);
+                    break;
+                }
+                if local.is_none() && router.0 / g.a == r.0 / g.a && to_m(router) == 1 && to_m(r) == 2 {
+                    local = Some(p);
+                }
+            }
+        }
+        match local {
+            Some(p) => Ok(Choice {
+                port: PortIdx(p as u16),
+                vc: (pkt.hops.saturating_sub(1)).min(self.vcs as u16 - 1) as u8,
+                enters_ring: false,
+            }),
+            None => self.step(topo, r, pkt, to_m),
+        }
+    }
+
+    /// UGAL-L's choice at source router `r`: the detour through group `m` when the minimal
+    /// path's first queue × its hops exceeds the detour's first queue × its hops plus
+    /// `threshold`. A queue is the credits in use at the first output's VC 0 (the first hop's)
+    /// counting the room waiting requests there have claimed; hops are router hops (the
+    /// detour's: to the nearest router of `m`, plus the least from `m` to the destination).
+    #[allow(clippy::too_many_arguments)]
+    fn ugal_detours(
+        &self,
+        topo: &Topology,
+        r: RouterId,
+        dr: RouterId,
+        m: u32,
+        pkt: &Packet,
+        threshold: u32,
+        credits: &mut impl CreditView,
+    ) -> bool {
+        let g = self.groups.as_ref().expect("groups built for UGAL");
+        let n = self.nrouters;
+        let at = |x: RouterId, grp: u32| g.gdist[x.index() * g.g as usize + grp as usize] as u64;
+        let to_d = |x: RouterId| self.dist[x.index() * n + dr.index()];
+        let (Ok(min), Ok(det)) = (self.step(topo, r, pkt, to_d), self.step_to_group(topo, g, r, m, pkt)) else {
+            return false;
+        };
+        let queue = |c: &mut dyn FnMut(PortIdx) -> u32, p: PortIdx| self.buffer_credits.saturating_sub(c(p)) as u64;
+        let mut unclaimed = |p: PortIdx| credits.unclaimed(p, 0);
+        let q_min = queue(&mut unclaimed, min.port);
+        let q_det = queue(&mut unclaimed, det.port);
+        let h_min = to_d(r) as u64;
+        let h_det = at(r, m) + at(dr, m);
+        q_min * h_min > q_det * h_det + threshold as u64
+    }
+}
+
+/// Router hops from each router to the nearest router of each dragonfly group (router `r` in
+/// group `r / a`), from the routers × routers distances `dist`.
+fn group_distances(dist: &[u16], n: usize, a: u32, g: u32) -> Groups {
+    let mut gdist = vec![u16::MAX; n * g as usize];
+    for r in 0..n {
+        for (x, &d) in dist[r * n..(r + 1) * n].iter().enumerate() {
+            let slot = &mut gdist[r * g as usize + x / a as usize];
+            *slot = (*slot).min(d);
+        }
+    }
+    Groups { a, g, gdist }
 }
 
 /// Why a packet could not be routed.

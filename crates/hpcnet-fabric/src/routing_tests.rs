@@ -721,3 +721,179 @@ fn fast_tree_route_equals_the_full_route() {
         .unwrap()
         .tree_fast());
 }
+
+/// A small balanced dragonfly: a = 4 routers per group, one node each, h = 2 global links per
+/// router, g = 9 groups.
+fn dragonfly_4_1_2() -> Topology {
+    build(&TopologyConfig::Dragonfly(DragonflyConfig {
+        a: 4,
+        p: 1,
+        h: 2,
+        g: None,
+        radix: None,
+    }))
+    .unwrap()
+}
+
+/// The route of a packet from `s` to `d` whose 16 random bits are `bits`, decided under
+/// `view`: (router, output port, VC) per hop, ejection last.
+fn walk_bits(
+    r: &Routing,
+    t: &Topology,
+    s: NodeId,
+    d: NodeId,
+    bits: u16,
+    view: &mut impl CreditView,
+) -> Vec<(RouterId, PortIdx, u8)> {
+    let mut p = Packet::new(0, s, d, 256, 16, hpcnet_des::SimTime::ZERO);
+    p.credits = 5;
+    p.salt = (bits >> 8) as u8;
+    p.last_dim = bits as u8;
+    r.on_inject(t, &mut p, 0).unwrap();
+    let (mut at, mut in_port) = r.attach(s, 0);
+    let mut path = Vec::new();
+    loop {
+        p.hops += 1;
+        let c = r.route(t, at, in_port, &mut p, view).unwrap();
+        path.push((at, c.port, c.vc));
+        p.vc = c.vc;
+        match t.routers[at.index()].ports[c.port.index()] {
+            Peer::Router { router, port } => {
+                at = router;
+                in_port = port;
+            }
+            Peer::Node { node, .. } => {
+                assert_eq!(node, d, "{s}->{d}: ejected at the wrong node: {path:?}");
+                return path;
+            }
+            Peer::None => panic!("{s}->{d}: routed into a dead end: {path:?}"),
+        }
+        assert!(path.len() <= 12, "{s}->{d}: no end: {path:?}");
+    }
+}
+
+/// Random bits whose intermediate group is `grp` of `g`.
+fn bits_for_group(grp: u32, g: u32) -> u16 {
+    ((grp as u64 * 65536).div_ceil(g as u64)) as u16
+}
+
+/// Valiant on a dragonfly: every path between groups passes through its intermediate group
+/// (unless that is the source's or destination's group, then it is minimal), takes at most
+/// local–global–local–global–local, and rides VC = hop index, strictly increasing along the
+/// path, so the channel dependency graph is acyclic. Fewer than 5 VCs are refused.
+#[test]
+fn valiant_routes_through_the_intermediate_group_on_increasing_vcs() {
+    let t = dragonfly_4_1_2();
+    let (a, g) = (4u32, 9u32);
+    let r = Routing::new(&t, &RoutingConfig::Valiant, 5, &[]).unwrap();
+    let minimal = Routing::new(&t, &RoutingConfig::Minimal, 5, &[]).unwrap();
+    assert!(r.needs_salt() && r.needs_wide_salt() && r.bound_untraced().is_some());
+    let n = t.nodes.len() as u32;
+    let group = |x: RouterId| x.0 / a;
+    let mut detours = 0;
+    for grp in 0..g {
+        let bits = bits_for_group(grp, g);
+        assert_eq!(
+            Routing::intermediate(r.groups.as_ref().unwrap(), &{
+                let mut p = Packet::new(0, NodeId(0), NodeId(1), 0, 0, hpcnet_des::SimTime::ZERO);
+                p.salt = (bits >> 8) as u8;
+                p.last_dim = bits as u8;
+                p
+            }),
+            grp
+        );
+        for s in 0..n {
+            for d in (0..n).filter(|&d| d != s) {
+                let path = walk_bits(&r, &t, NodeId(s), NodeId(d), bits, &mut Idle);
+                let (links, eject) = path.split_at(path.len() - 1);
+                for (i, h) in links.iter().enumerate() {
+                    assert_eq!(h.2 as usize, i, "{s}->{d} via {grp}: {path:?}");
+                }
+                assert_eq!(eject[0].2 as usize, links.len().saturating_sub(1));
+                let (sg, dg) = (group(path[0].0), group(path.last().unwrap().0));
+                let min_len = minimal.trace(&t, NodeId(s), NodeId(d), 0, 0).unwrap().len();
+                if sg == dg || grp == sg || grp == dg {
+                    assert_eq!(path.len(), min_len, "{s}->{d} via {grp}: minimal expected: {path:?}");
+                } else {
+                    detours += 1;
+                    assert!(
+                        path.iter().any(|h| group(h.0) == grp),
+                        "{s}->{d} misses group {grp}: {path:?}"
+                    );
+                    assert!(links.len() <= 5, "{s}->{d} via {grp}: {path:?}");
+                }
+            }
+        }
+    }
+    assert!(detours > 0);
+    let err = Routing::new(&t, &RoutingConfig::Valiant, 4, &[]).unwrap_err();
+    assert_eq!(err.key, "router.vcs");
+    assert!(err.reason.contains("takes 5 hops"), "{}", err.reason);
+}
+
+/// A credit view in which one port's buffers are full and every other port's empty.
+struct Full(PortIdx);
+impl CreditView for Full {
+    fn free(&mut self, port: PortIdx, _: u8) -> u32 {
+        if port == self.0 {
+            0
+        } else {
+            16
+        }
+    }
+}
+
+/// UGAL-L decides at the source router: on an idle network (equal, empty queues) the minimal
+/// path; when the minimal path's first output is full and the detour's is empty, the detour
+/// (unless the threshold outweighs the difference); the choice holds for the whole path.
+#[test]
+fn ugal_takes_the_detour_only_when_the_minimal_queue_outweighs_it() {
+    let t = dragonfly_4_1_2();
+    let (a, g) = (4u32, 9u32);
+    let minimal = Routing::new(&t, &RoutingConfig::Minimal, 5, &[]).unwrap();
+    let mut ugal = Routing::new(&t, &RoutingConfig::Ugal { threshold: 0 }, 5, &[]).unwrap();
+    ugal.set_buffer_credits(16);
+    let mut patient = Routing::new(&t, &RoutingConfig::Ugal { threshold: 1000 }, 5, &[]).unwrap();
+    patient.set_buffer_credits(16);
+    assert!(
+        ugal.bound_untraced().is_none(),
+        "UGAL's idle choice is minimal, which is traced"
+    );
+    let n = t.nodes.len() as u32;
+    let group = |x: RouterId| x.0 / a;
+    let (mut detoured, mut cases) = (0, 0);
+    for grp in 0..g {
+        let bits = bits_for_group(grp, g);
+        for s in 0..n {
+            for d in (0..n).filter(|&d| d != s) {
+                let min_path = minimal.trace(&t, NodeId(s), NodeId(d), 0, 0).unwrap();
+                assert_eq!(walk_bits(&ugal, &t, NodeId(s), NodeId(d), bits, &mut Idle), min_path);
+                let (sg, dg) = (group(min_path[0].0), group(min_path.last().unwrap().0));
+                if sg == dg || grp == sg || grp == dg {
+                    continue;
+                }
+                let blocked = min_path[0].1;
+                let path = walk_bits(&ugal, &t, NodeId(s), NodeId(d), bits, &mut Full(blocked));
+                let valiant_first = {
+                    let v = Routing::new(&t, &RoutingConfig::Valiant, 5, &[]).unwrap();
+                    walk_bits(&v, &t, NodeId(s), NodeId(d), bits, &mut Idle)[0].1
+                };
+                if valiant_first == blocked {
+                    // Both paths start on the full port: equal queues, the shorter path.
+                    assert_eq!(path, min_path);
+                    continue;
+                }
+                cases += 1;
+                assert_ne!(path[0].1, blocked, "{s}->{d} via {grp}: {path:?}");
+                assert!(path.iter().any(|h| group(h.0) == grp), "{s}->{d} via {grp}: {path:?}");
+                detoured += 1;
+                assert_eq!(
+                    walk_bits(&patient, &t, NodeId(s), NodeId(d), bits, &mut Full(blocked)),
+                    min_path,
+                    "a threshold of 1000 credit-hops keeps the minimal path"
+                );
+            }
+        }
+    }
+    assert!(cases > 100 && detoured == cases, "{detoured} of {cases}");
+}

@@ -719,7 +719,7 @@ impl Scenario {
             ));
         }
         let size = parsed.topology.size_estimate();
-        if matches!(fabric.routing, RoutingConfig::Minimal)
+        if fabric.routing.uses_distance_table()
             && size.routers > hpcnet_fabric::routing::MAX_MINIMAL_ROUTERS
             && size.routers <= MAX_ELEMENTS
         {
@@ -796,6 +796,16 @@ impl Scenario {
                 "the flow-level network loses no packet; run this on the packet network (mpi.network = \"packet\")",
             ));
         }
+        if matches!(self.fabric.routing, RoutingConfig::Valiant | RoutingConfig::Ugal { .. }) {
+            return Err(ScenarioError::new(
+                &self.source,
+                "routing.algorithm",
+                format!(
+                    "the flow-level network follows one route per pair, traced on the idle network; '{}' chooses a path per packet: run it on the packet network (mpi.network = \"packet\")",
+                    self.fabric.routing.name()
+                ),
+            ));
+        }
         if self.fabric.link.switching == hpcnet_fabric::config::Switching::Wormhole {
             return Err(ScenarioError::new(
                 &self.source,
@@ -868,7 +878,7 @@ pub fn memory_estimate(size: &SizeEstimate, fabric: &FabricConfig, nic: &NicConf
         u64::from(nic.virtual_interfaces),
     );
     let per_node = PER_NODE + m(queues, PER_SEND_QUEUE);
-    let distance = if matches!(fabric.routing, RoutingConfig::Minimal) {
+    let distance = if fabric.routing.uses_distance_table() {
         m(m(size.routers, size.routers), 2)
     } else {
         0

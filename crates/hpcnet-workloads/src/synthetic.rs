@@ -957,6 +957,9 @@ fn channel_load_bound(
     node_bps: f64,
     streams: &RngStreams,
 ) -> Result<Option<ChannelLoadBound>, String> {
+    if let Some(why) = net.routing.bound_untraced() {
+        return Err(why.to_string());
+    }
     let n = net.topo.nodes.len();
     let uniform = matches!(
         tc.pattern,

@@ -2969,3 +2969,65 @@ fn a_precision_target_stops_at_the_first_count_that_reaches_it() {
         one_error_line(&hpcnet(&args), 2, &words);
     }
 }
+
+/// Valiant and UGAL run on the dragonfly only, with at least 5 VCs, on the packet network; a
+/// Valiant run reports why it has no channel-load bound, a UGAL run has one (its idle-network
+/// choice is the minimal path).
+#[test]
+fn valiant_and_ugal_are_dragonfly_routings_of_the_packet_network() {
+    let df = path_str(&scenarios_dir().join("dragonfly-small.toml"));
+    let t = torus();
+    let reason = bad_input(
+        &hpcnet(&["run", &t, "--set", "routing.algorithm=valiant"]),
+        &t,
+        "routing.algorithm",
+    );
+    assert!(reason.contains("applies to dragonfly"), "{reason}");
+    let reason = bad_input(
+        &hpcnet(&["run", &df, "--set", "routing.algorithm=ugal"]),
+        &df,
+        "router.vcs",
+    );
+    assert!(reason.contains("at least 5 virtual channels"), "{reason}");
+    let reason = bad_input(
+        &hpcnet(&[
+            "coll",
+            &df,
+            "--op",
+            "allreduce",
+            "--ranks",
+            "8",
+            "--network",
+            "flow",
+            "--set",
+            "routing.algorithm=valiant",
+            "--set",
+            "router.vcs=5",
+        ]),
+        &df,
+        "routing.algorithm",
+    );
+    assert!(reason.contains("packet network"), "{reason}");
+    let run = |algorithm: &str| {
+        let mut args = vec!["run".to_string(), df.clone(), "--json".into()];
+        args.extend(SHORT.iter().map(|s| s.to_string()));
+        for s in [format!("routing.algorithm={algorithm}"), "router.vcs=5".into()] {
+            args.extend(["--set".to_string(), s]);
+        }
+        json(&hpcnet(&args))
+    };
+    let v = run("valiant");
+    assert_eq!(v["routing"], "valiant");
+    assert!(v["channel_load_bound"].is_null());
+    assert!(
+        v["channel_load_bound_skipped"]
+            .as_str()
+            .unwrap()
+            .contains("random intermediate group"),
+        "{}",
+        v["channel_load_bound_skipped"]
+    );
+    let u = run("ugal");
+    assert!(u["channel_load_bound"]["saturation_bound"].as_f64().unwrap() > 0.0);
+    assert!(u["conservation_ok"].as_bool().unwrap() && v["conservation_ok"].as_bool().unwrap());
+}
