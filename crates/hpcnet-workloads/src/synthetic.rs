@@ -999,6 +999,13 @@ fn flows_of(src: NodeId, n: usize, dests: &Destinations, tc: &TrafficConfig, rng
             v.retain(|(d, _)| *d != src);
             v
         }
+        crate::traffic::Pattern::GroupShift => match dests.next_group(src) {
+            Some(group) => {
+                let w = 1.0 / group.len() as f64;
+                group.map(|d| (NodeId(d), w)).collect()
+            }
+            None => Vec::new(),
+        },
         _ => {
             let d = dests.next(src, 0, rng);
             if d == src && !tc.allow_self {

@@ -40,6 +40,10 @@ pub enum Pattern {
     RandomPermutation,
     /// Node i sends to i+1, i+2, ... in turn (personalised all-to-all).
     AllToAll,
+    /// Dragonfly only: every node of group G sends to a random node of group G + 1 (mod g), the
+    /// adversarial ("worst-case") pattern of Kim et al. 2008: a group's traffic all crosses the
+    /// one global link to the next group under minimal routing.
+    GroupShift,
 }
 
 /// Time between packet creations at a node.
@@ -302,6 +306,13 @@ impl TrafficConfig {
                 ),
             ));
         }
+        if self.pattern == Pattern::GroupShift && !matches!(topo.shape, Shape::Dragonfly { .. }) {
+            return Err((
+                "traffic.pattern".into(),
+                "group_shift sends each dragonfly group's traffic to the next group; the topology is not a dragonfly"
+                    .into(),
+            ));
+        }
         if self.pattern == Pattern::Hotspot {
             if !(0.0..=1.0).contains(&self.hotspot_fraction) {
                 return Err((
@@ -377,6 +388,9 @@ pub struct Destinations {
     bits: u32,
     /// Torus/mesh geometry for tornado and neighbour: radices and nodes per router.
     grid: Option<(Vec<u32>, u32)>,
+    /// Dragonfly groups for group shift: nodes per group and groups (nodes numbered group by
+    /// group).
+    groups: Option<(u32, u32)>,
     perm: Vec<NodeId>,
     hot: Vec<NodeId>,
     hot_fraction: f64,
@@ -390,6 +404,10 @@ impl Destinations {
             Shape::Torus { k, conc, .. } => Some((k.clone(), *conc)),
             _ => None,
         };
+        let groups = match &topo.shape {
+            Shape::Dragonfly { a, p, g, .. } => Some((a * p, *g)),
+            _ => None,
+        };
         let perm = if cfg.pattern == Pattern::RandomPermutation {
             derangement(n, rng)
         } else {
@@ -401,6 +419,7 @@ impl Destinations {
             n,
             bits: n.max(1).next_power_of_two().trailing_zeros(),
             grid,
+            groups,
             perm,
             hot,
             hot_fraction: cfg.hotspot_fraction,
@@ -410,7 +429,22 @@ impl Destinations {
 
     /// Whether the destination of a source does not depend on chance.
     pub fn is_deterministic(&self) -> bool {
-        !matches!(self.pattern, Pattern::Uniform | Pattern::Hotspot | Pattern::AllToAll)
+        !matches!(
+            self.pattern,
+            Pattern::Uniform | Pattern::Hotspot | Pattern::AllToAll | Pattern::GroupShift
+        )
+    }
+
+    /// Group shift: the nodes of the group after `src`'s, all equally likely destinations
+    /// (None for other patterns).
+    pub fn next_group(&self, src: NodeId) -> Option<std::ops::Range<u32>> {
+        match (self.pattern, self.groups) {
+            (Pattern::GroupShift, Some((per, g))) => {
+                let next = (src.0 / per + 1) % g;
+                Some(next * per..(next + 1) * per)
+            }
+            _ => None,
+        }
     }
 
     /// The next destination of `src`; `seq` counts the packets `src` has created.
@@ -441,6 +475,12 @@ impl Destinations {
             }
             Pattern::RandomPermutation => self.perm[src as usize].0,
             Pattern::AllToAll => (src + 1 + (seq % (n as u64 - 1)) as u32) % n,
+            Pattern::GroupShift => {
+                // Validated: a dragonfly, whose shape gives the groups.
+                let (per, g) = self.groups.unwrap_or((n, 1));
+                let next = (src / per + 1) % g;
+                next * per + rng.gen_range(0..per)
+            }
         })
     }
 
@@ -541,6 +581,7 @@ mod tests {
             n,
             bits: n.next_power_of_two().trailing_zeros(),
             grid: None,
+            groups: None,
             perm: Vec::new(),
             hot: vec![NodeId(0)],
             hot_fraction: 0.5,
@@ -598,6 +639,26 @@ mod tests {
         }
         assert_eq!(seen[5], 0);
         assert!(seen.iter().enumerate().all(|(i, &c)| i == 5 || c > 900));
+    }
+
+    #[test]
+    fn group_shift_sends_to_every_node_of_the_next_group() {
+        let mut rng = RngStreams::new(1).stream("t", 0);
+        let mut d = dests(Pattern::GroupShift, 72);
+        d.groups = Some((8, 9));
+        let mut seen = [0u32; 72];
+        for _ in 0..4000 {
+            seen[d.next(NodeId(13), 0, &mut rng).index()] += 1;
+            seen[d.next(NodeId(70), 0, &mut rng).index()] += 1;
+        }
+        // Node 13 is in group 1: group 2 (nodes 16-23); node 70 in group 8: group 0 (0-7).
+        for (i, &c) in seen.iter().enumerate() {
+            let expected = (16..24).contains(&i) || (0..8).contains(&i);
+            assert_eq!(c > 350, expected, "node {i}: {c}");
+            assert_eq!(c == 0, !expected, "node {i}: {c}");
+        }
+        assert_eq!(d.next_group(NodeId(70)), Some(0..8));
+        assert!(!d.is_deterministic());
     }
 
     #[test]
