@@ -2970,7 +2970,8 @@ fn a_precision_target_stops_at_the_first_count_that_reaches_it() {
     }
 }
 
-/// Valiant and UGAL run on the dragonfly only, with at least 5 VCs, on the packet network; a
+/// Valiant and UGAL (and the group-shift pattern) run on the dragonfly only, with at least 5
+/// VCs, on the packet network; a
 /// Valiant run reports why it has no channel-load bound, a UGAL run has one (its idle-network
 /// choice is the minimal path).
 #[test]
@@ -2983,6 +2984,12 @@ fn valiant_and_ugal_are_dragonfly_routings_of_the_packet_network() {
         "routing.algorithm",
     );
     assert!(reason.contains("applies to dragonfly"), "{reason}");
+    let reason = bad_input(
+        &hpcnet(&["run", &t, "--set", "traffic.pattern=group_shift"]),
+        &t,
+        "traffic.pattern",
+    );
+    assert!(reason.contains("not a dragonfly"), "{reason}");
     let reason = bad_input(
         &hpcnet(&["run", &df, "--set", "routing.algorithm=ugal"]),
         &df,
