@@ -120,7 +120,23 @@ pub fn run_replicated(
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
     let started = Instant::now();
-    let run_one = |i: usize| run_with_progress(&scenarios[i], false, false);
+    // A bar of replications done, on a terminal (each run's own bar would interleave).
+    let bar = (std::io::IsTerminal::is_terminal(&std::io::stderr()) && !common.json).then(|| {
+        let b = ProgressBar::new(u64::from(n));
+        b.set_style(
+            ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} replications ({elapsed})")
+                .expect("valid template"),
+        );
+        b.set_message(base.name.clone());
+        b
+    });
+    let run_one = |i: usize| {
+        let r = run_with_progress(&scenarios[i], false, false);
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+        r
+    };
     let mut reports = Vec::new();
     let mut reached = None;
     match precision {
@@ -151,6 +167,9 @@ pub fn run_replicated(
             }
             seeds.truncate(reports.len());
         }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
     }
     let wall = started.elapsed().as_secs_f64();
     let verdicts: Vec<Option<&'static str>> = scenarios.iter().zip(&reports).map(|(sc, r)| verdict(sc, r)).collect();
