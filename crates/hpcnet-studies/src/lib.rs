@@ -188,8 +188,9 @@ pub(crate) fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync)
     par_map_n(items, threads, f)
 }
 
-/// [`par_map`] on at most `threads` threads (at least one).
-pub(crate) fn par_map_n<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+/// [`par_map`] on at most `threads` threads (at least one); also the command line's pool for
+/// sweep points and replications.
+pub fn par_map_n<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
     let threads = threads.max(1).min(items.len().max(1));

@@ -14,7 +14,6 @@ use hpcnet_des::Estimate;
 use hpcnet_workloads::synthetic::RunReport;
 use hpcnet_workloads::Scenario;
 use std::path::Path;
-use std::sync::Mutex;
 
 /// Confidence level of the reported intervals.
 pub const LEVEL: f64 = 0.95;
@@ -33,31 +32,8 @@ pub fn load_seeded(path: &Path, set: &[String], seed: u64) -> Result<Scenario, F
 
 /// `f(0) .. f(n − 1)` on at most `threads` worker threads, in index order.
 pub fn par_indexed<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
-    let results: Mutex<Vec<Option<T>>> = Mutex::new((0..n).map(|_| None).collect());
-    let next = Mutex::new(0usize);
-    std::thread::scope(|s| {
-        for _ in 0..threads.clamp(1, n.max(1)) {
-            s.spawn(|| loop {
-                let i = {
-                    let mut k = next.lock().expect("lock");
-                    let i = *k;
-                    *k += 1;
-                    i
-                };
-                if i >= n {
-                    break;
-                }
-                let r = f(i);
-                results.lock().expect("lock")[i] = Some(r);
-            });
-        }
-    });
-    results
-        .into_inner()
-        .expect("lock")
-        .into_iter()
-        .map(|r| r.expect("every index ran"))
-        .collect()
+    let indices: Vec<usize> = (0..n).collect();
+    hpcnet_studies::par_map_n(&indices, threads, |&i| f(i))
 }
 
 /// How a figure is read from a run's report.
