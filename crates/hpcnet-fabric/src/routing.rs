@@ -318,7 +318,11 @@ pub struct Routing {
     vcs: u8,
     grid: Option<Grid>,
     trees: Option<Trees>,
-    /// BFS distance between routers, row-major (Minimal routing only).
+    /// BFS distance between routers, `dist[a * n + b]` (minimal, Valiant, UGAL). The links are
+    /// undirected (a failed link is dead at both ends), so the table is symmetric, and a hop
+    /// reads it as `dist[destination * n + neighbour]`: the neighbours' distances to one
+    /// destination lie in one row, the local ones of a dragonfly group side by side, instead of
+    /// one cache line per neighbour.
     dist: Vec<u16>,
     nrouters: usize,
     /// First global port index of each router, for `dead`.
@@ -1727,7 +1731,7 @@ impl Routing {
 
     fn minimal(&self, topo: &Topology, r: RouterId, dr: RouterId, pkt: &mut Packet) -> Result<Choice, RouteError> {
         let n = self.nrouters;
-        let d = |x: RouterId| self.dist[x.index() * n + dr.index()];
+        let d = |x: RouterId| self.dist[dr.index() * n + x.index()];
         self.step(topo, r, pkt, d)
     }
 
@@ -1800,7 +1804,7 @@ impl Routing {
         let n = self.nrouters;
         let m = Self::intermediate(g, pkt);
         let to_m = |x: RouterId| g.gdist[x.index() * g.g as usize + m as usize];
-        let to_d = |x: RouterId| self.dist[x.index() * n + dr.index()];
+        let to_d = |x: RouterId| self.dist[dr.index() * n + x.index()];
         if pkt.flags & F_CHOSEN == 0 {
             pkt.flags |= F_CHOSEN;
             let group = |x: RouterId| x.0 / g.a;
@@ -1888,7 +1892,7 @@ impl Routing {
         let g = self.groups.as_ref().expect("groups built for UGAL");
         let n = self.nrouters;
         let at = |x: RouterId, grp: u32| g.gdist[x.index() * g.g as usize + grp as usize] as u64;
-        let to_d = |x: RouterId| self.dist[x.index() * n + dr.index()];
+        let to_d = |x: RouterId| self.dist[dr.index() * n + x.index()];
         let (Ok(min), Ok(det)) = (self.step(topo, r, pkt, to_d), self.step_to_group(topo, g, r, m, pkt)) else {
             return false;
         };
