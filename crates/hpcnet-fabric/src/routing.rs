@@ -477,6 +477,14 @@ impl Routing {
                     ));
                 }
                 groups = Some(gr);
+            } else if matches!(algo, Algo::Valiant | Algo::Ugal { .. }) {
+                return Err(ConfigError::new(
+                    "routing.algorithm",
+                    format!(
+                        "'{}' picks intermediate dragonfly groups; the topology is not a dragonfly",
+                        cfg.name()
+                    ),
+                ));
             }
             if diameter as u32 > vcs as u32 {
                 if failed.is_empty() {

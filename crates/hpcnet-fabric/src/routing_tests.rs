@@ -829,6 +829,8 @@ fn valiant_routes_through_the_intermediate_group_on_increasing_vcs() {
     let err = Routing::new(&t, &RoutingConfig::Valiant, 4, &[]).unwrap_err();
     assert_eq!(err.key, "router.vcs");
     assert!(err.reason.contains("takes 5 hops"), "{}", err.reason);
+    let err = Routing::new(&torus(&[4, 4]), &RoutingConfig::Ugal { threshold: 0 }, 8, &[]).unwrap_err();
+    assert_eq!(err.key, "routing.algorithm");
 }
 
 /// A credit view in which one port's buffers are full and every other port's empty.
