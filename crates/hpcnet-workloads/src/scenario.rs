@@ -972,7 +972,8 @@ fn one_line(m: &str) -> String {
 /// so the path-tracking deserializer stops at the table and cannot see the key inside. For
 /// `[topology]` the variant's own struct is read again from the table without its tag, which
 /// names the exact key; for other tables the key is recovered from the message (`unknown field
-/// `x``, or `unknown variant `v`` together with the key that holds "v").
+/// `x``, or `unknown variant `v`` together with the key that holds "v", or a wrong type in a table
+/// with one key besides its tag).
 fn deserialize_error(table: &toml::Table, e: serde_path_to_error::Error<toml::de::Error>) -> (String, String) {
     let segments: Vec<Segment> = e.path().iter().cloned().collect();
     let key = e.path().to_string();
@@ -997,6 +998,14 @@ fn deserialize_error(table: &toml::Table, e: serde_path_to_error::Error<toml::de
                 .map(|(k, _)| k)
                 .collect();
             (holders.len() == 1).then(|| holders[0].clone())
+        } else if reason.starts_with("invalid type") || reason.starts_with("invalid value") {
+            // A value of the wrong type in a tagged table: the key, when the table has one
+            // besides its tag (`[routing]` with `algorithm = "ugal"` and `threshold`).
+            let keys: Vec<&String> = t
+                .keys()
+                .filter(|k| !matches!(k.as_str(), "algorithm" | "kind"))
+                .collect();
+            (keys.len() == 1).then(|| keys[0].clone())
         } else {
             None
         };
@@ -1198,6 +1207,10 @@ private_credits = 16
         assert!(e.reason.starts_with("invalid type: string \"x\""), "{}", e.reason);
         let e = err(MINI, &["routing.algorithm=dimension_order", "routing.deadlock=bogus"]);
         assert_eq!(e.key, "routing.deadlock");
+        let dragonfly = "[topology]\nkind = \"dragonfly\"\na = 2\np = 1\nh = 1\n[link]\nlane_rate = \"10 Gb/s\"\nlatency = \"10 ns\"\n[router]\nvcs = 5\n";
+        let e = err(dragonfly, &["routing.algorithm=ugal", "routing.threshold=-1"]);
+        assert_eq!(e.key, "routing.threshold");
+        assert!(e.reason.contains("expected u32"), "{}", e.reason);
         // An algorithm of another family is named as such, not through the keys it lacks.
         let e = err(MINI, &["routing.algorithm=up_down", "routing.deadlock=bubble"]);
         assert_eq!(e.key, "routing.algorithm");
