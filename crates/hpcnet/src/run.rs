@@ -112,10 +112,6 @@ pub fn run_replicated(
 ) -> Result<(), Failure> {
     let base = load(path, common)?;
     let mut seeds = replicas::seeds(base.file.seed, n);
-    let scenarios = seeds
-        .iter()
-        .map(|&s| replicas::load_seeded(path, &common.set, s))
-        .collect::<Result<Vec<_>, _>>()?;
     let threads = threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
@@ -130,8 +126,10 @@ pub fn run_replicated(
         b.set_message(base.name.clone());
         b
     });
+    // Each replication reads its scenario when it starts (the seed is its only difference from
+    // `base`, which was validated above), so N replications hold as many scenarios as threads.
     let run_one = |i: usize| {
-        let r = run_with_progress(&scenarios[i], false, false);
+        let r = replicas::load_seeded(path, &common.set, seeds[i]).and_then(|sc| run_with_progress(&sc, false, false));
         if let Some(b) = &bar {
             b.inc(1);
         }
@@ -141,7 +139,7 @@ pub fn run_replicated(
     let mut reached = None;
     match precision {
         None => {
-            for r in replicas::par_indexed(scenarios.len(), threads, run_one) {
+            for r in replicas::par_indexed(seeds.len(), threads, run_one) {
                 reports.push(r?);
             }
         }
@@ -149,13 +147,13 @@ pub fn run_replicated(
             // Waves of one replication per thread, until a prefix reaches the target, a
             // replication does not complete, or all N ran; then the replications beyond the
             // prefix that reached it are dropped.
-            while reports.len() < scenarios.len() {
+            while reports.len() < seeds.len() {
                 let from = reports.len();
-                let to = (from + threads).min(scenarios.len());
+                let to = (from + threads).min(seeds.len());
                 for r in replicas::par_indexed(to - from, threads, |j| run_one(from + j)) {
                     reports.push(r?);
                 }
-                if (from..to).any(|i| verdict(&scenarios[i], &reports[i]).is_some()) {
+                if reports[from..to].iter().any(|r| verdict(&base, r).is_some()) {
                     break;
                 }
                 let refs: Vec<&RunReport> = reports.iter().collect();
@@ -172,7 +170,7 @@ pub fn run_replicated(
         b.finish_and_clear();
     }
     let wall = started.elapsed().as_secs_f64();
-    let verdicts: Vec<Option<&'static str>> = scenarios.iter().zip(&reports).map(|(sc, r)| verdict(sc, r)).collect();
+    let verdicts: Vec<Option<&'static str>> = reports.iter().map(|r| verdict(&base, r)).collect();
     let complete: Vec<&RunReport> = reports
         .iter()
         .zip(&verdicts)

@@ -111,19 +111,16 @@ pub fn sweep(
     let loads = parse_loads(spec).map_err(|why| Failure::input(format!("{}: --load: {why}", path.display())))?;
     let base = Scenario::load(path, &common.set).map_err(Failure::input)?;
     let seeds = replicas::seeds(base.file.seed, replications);
-    // Every point's scenario is read before any runs, so input errors surface before any work:
-    // one per (load, replication), the replications of a load together.
+    // Every load's scenario is read before any runs, so input errors surface before any work;
+    // a replication reads its own (the seed its only difference) when it starts, so the
+    // scenarios held are one per load plus one per thread.
+    let mut sets = Vec::new();
     let mut scenarios = Vec::new();
     for l in &loads {
         let mut set = common.set.clone();
         set.push(format!("traffic.load={l}"));
-        if replications == 1 {
-            scenarios.push(Scenario::load(path, &set).map_err(Failure::input)?);
-        } else {
-            for &seed in &seeds {
-                scenarios.push(replicas::load_seeded(path, &set, seed)?);
-            }
-        }
+        scenarios.push(Scenario::load(path, &set).map_err(Failure::input)?);
+        sets.push(set);
     }
     // The output directory must take files before any point runs.
     crate::check_writable_dir(out, "--out")?;
@@ -131,8 +128,14 @@ pub fn sweep(
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
     let reps = replications as usize;
-    let results = replicas::par_indexed(scenarios.len(), threads, |i| {
-        let r = run_with_progress(&scenarios[i], false, false);
+    // Job i: load i / reps, replication i % reps.
+    let results = replicas::par_indexed(loads.len() * reps, threads, |i| {
+        let (k, j) = (i / reps, i % reps);
+        let r = if reps == 1 {
+            run_with_progress(&scenarios[k], false, false)
+        } else {
+            replicas::load_seeded(path, &sets[k], seeds[j]).and_then(|sc| run_with_progress(&sc, false, false))
+        };
         if let (false, Ok(rep)) = (common.json, &r) {
             let seed = if reps > 1 {
                 format!(" seed {}", rep.seed)
@@ -141,12 +144,12 @@ pub fn sweep(
             };
             eprintln!(
                 "  load {:.3}{seed}: accepted {:.4}, mean latency {}{}",
-                loads[i / reps],
+                loads[k],
                 rep.accepted_load,
                 rep.latency_ns
                     .mean
                     .map_or("none (no packet measured)".to_string(), |m| format!("{m:.1} ns")),
-                verdict(&scenarios[i], rep).map_or(String::new(), |v| format!("  {v}"))
+                verdict(&scenarios[k], rep).map_or(String::new(), |v| format!("  {v}"))
             );
         }
         r
@@ -159,10 +162,7 @@ pub fn sweep(
     let mut runs = reports.into_iter();
     for (k, &load) in loads.iter().enumerate() {
         let point_runs: Vec<RunReport> = runs.by_ref().take(reps).collect();
-        let verdict = scenarios[k * reps..(k + 1) * reps]
-            .iter()
-            .zip(&point_runs)
-            .find_map(|(sc, r)| verdict(sc, r));
+        let verdict = point_runs.iter().find_map(|r| verdict(&scenarios[k], r));
         points.push(Point {
             load,
             runs: point_runs,
