@@ -95,8 +95,9 @@ enum Algo {
 /// Dragonfly groups for Valiant and UGAL: router `r` is in group `r / a`.
 #[derive(Clone, Debug)]
 struct Groups {
-    a: u32,
     g: u32,
+    /// The group of each router (`r / a`, read instead of divided at every port a step scans).
+    of: Vec<u32>,
     /// Router hops from router `r` to the nearest router of group `G`, `gdist[r * g + G]`.
     gdist: Vec<u16>,
 }
@@ -1815,7 +1816,7 @@ impl Routing {
         let to_d = |x: RouterId| self.dist[dr.index() * n + x.index()];
         if pkt.flags & F_CHOSEN == 0 {
             pkt.flags |= F_CHOSEN;
-            let group = |x: RouterId| x.0 / g.a;
+            let group = |x: RouterId| g.of[x.index()];
             let through = to_m(r) != u16::MAX && g.gdist[dr.index() * g.g as usize + m as usize] != u16::MAX;
             // Within a group every router is one local hop from every other: no detour.
             let detour = group(r) != group(dr)
@@ -1862,11 +1863,11 @@ impl Routing {
                 if self.is_dead(r, PortIdx(p as u16)) {
                     continue;
                 }
-                if router.0 / g.a == m {
+                if g.of[router.index()] == m {
                     local = Some(p);
                     break;
                 }
-                if local.is_none() && router.0 / g.a == r.0 / g.a && to_m(router) == 1 && to_m(r) == 2 {
+                if local.is_none() && g.of[router.index()] == g.of[r.index()] && to_m(router) == 1 && to_m(r) == 2 {
                     local = Some(p);
                 }
             }
@@ -1924,7 +1925,11 @@ fn group_distances(dist: &[u16], n: usize, a: u32, g: u32) -> Groups {
             *slot = (*slot).min(d);
         }
     }
-    Groups { a, g, gdist }
+    Groups {
+        g,
+        of: (0..n as u32).map(|r| r / a).collect(),
+        gdist,
+    }
 }
 
 /// Why a packet could not be routed.
