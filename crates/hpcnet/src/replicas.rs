@@ -54,11 +54,20 @@ pub const FIGURES: [(&str, Figure); 6] = [
 pub fn estimates(reports: &[&RunReport]) -> Vec<(&'static str, Option<Estimate>)> {
     FIGURES
         .iter()
-        .map(|(name, get)| {
-            let values: Option<Vec<f64>> = reports.iter().map(|r| get(r)).collect();
-            (*name, values.and_then(|v| Estimate::of(&v, LEVEL)))
-        })
+        .map(|(name, get)| (*name, estimate_of(reports, *get)))
         .collect()
+}
+
+/// The estimate of figure `name` of [`FIGURES`] over `reports` (None for an unknown name, as
+/// in [`estimates`] otherwise).
+pub fn estimate(reports: &[&RunReport], name: &str) -> Option<Estimate> {
+    let (_, get) = FIGURES.iter().find(|(k, _)| *k == name)?;
+    estimate_of(reports, *get)
+}
+
+fn estimate_of(reports: &[&RunReport], get: Figure) -> Option<Estimate> {
+    let values: Option<Vec<f64>> = reports.iter().map(|r| get(r)).collect();
+    values.and_then(|v| Estimate::of(&v, LEVEL))
 }
 
 /// The figures a precision target (`run --precision P`) applies to.
@@ -71,12 +80,11 @@ pub const PRECISION_MIN: usize = 3;
 /// Relative half-width of each of [`PRECISION_FIGURES`] over `reports` (half-width ÷ |mean|;
 /// None for a figure without an estimate or with a zero mean).
 pub fn relative_half_widths(reports: &[&RunReport]) -> Vec<(&'static str, Option<f64>)> {
-    let all = estimates(reports);
     PRECISION_FIGURES
         .iter()
         .map(|name| {
-            let e = all.iter().find(|(k, _)| k == name).and_then(|(_, e)| e.as_ref());
-            (*name, e.filter(|e| e.mean != 0.0).map(|e| e.half_width / e.mean.abs()))
+            let e = estimate(reports, name).filter(|e| e.mean != 0.0);
+            (*name, e.map(|e| e.half_width / e.mean.abs()))
         })
         .collect()
 }

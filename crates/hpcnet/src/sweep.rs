@@ -88,10 +88,7 @@ impl Point {
             return None;
         }
         let refs: Vec<&RunReport> = self.runs.iter().collect();
-        replicas::estimates(&refs)
-            .into_iter()
-            .find(|(k, _)| *k == name)
-            .and_then(|(_, e)| e)
+        replicas::estimate(&refs, name)
     }
 
     fn latency_max(&self) -> Option<f64> {
